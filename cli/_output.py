@@ -1,0 +1,80 @@
+"""Rendering and reading for the command line: the only place that prints or reads files."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+
+from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
+from pithledger.errors import CannotRead, DocumentTooLarge, PithledgerError, TrailingData
+
+
+def emit_json(value: Any) -> None:
+    """Canonical JSON on stdout, one document per line."""
+    sys.stdout.buffer.write(canonical_bytes(value) + b"\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, *, code: str = "error", hint: str = "", exit_code: int = 1) -> NoReturn:
+    typer.echo(f"error[{code}]: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(exit_code)
+
+
+def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """Read a whole file (or stdin for ``-``), refusing anything over ``max_bytes``."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise CannotRead(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise CannotRead(f"{path} is a directory, not a file", hint="name a file") from None
+    except OSError as exc:
+        raise CannotRead(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise DocumentTooLarge(f"{path} is larger than {max_bytes:,} bytes")
+    return data
+
+
+def iter_documents(path: str) -> Iterator[tuple[str, Any]]:
+    """Yield (where, value) for a file holding one JSON document or JSON lines.
+
+    A single document (pretty-printed or not) is tried first; a file that has data after its first
+    document is read as JSON lines, one document per non-blank line, streamed so that a file of any
+    size runs in bounded memory.
+    """
+    if path != "-" and Path(path).is_file() and Path(path).stat().st_size > MAX_DOCUMENT_BYTES:
+        yield from _iter_lines(path)
+        return
+    data = read_bytes(path)
+    try:
+        yield path, strict_decode(data, what=path)
+        return
+    except TrailingData:
+        pass
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if line.strip():
+            yield f"{path}:{lineno}", strict_decode(line, what=f"{path} line {lineno}")
+
+
+def _iter_lines(path: str) -> Iterator[tuple[str, Any]]:
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield f"{path}:{lineno}", strict_decode(line, what=f"{path} line {lineno}")
+
+
+def report(exc: PithledgerError, where: str = "") -> None:
+    prefix = f"{where}: " if where else ""
+    typer.echo(f"error[{exc.code}]: {prefix}{exc.message}", err=True)
+    if exc.hint:
+        typer.echo(f"hint: {exc.hint}", err=True)

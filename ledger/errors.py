@@ -1,0 +1,132 @@
+"""One error hierarchy. Every error a user can hit has a stable code and a hint.
+
+The CLI prints ``error[<code>]: <message>`` and ``hint: <hint>`` and exits 1;
+nothing a user types or feeds in should ever surface as a traceback.
+"""
+
+from __future__ import annotations
+
+
+class PithledgerError(Exception):
+    """Base of every error pithledger raises on purpose."""
+
+    code = "error"
+    hint = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class CannotRead(PithledgerError):
+    code = "cannot-read"
+    hint = "check the path and its permissions"
+
+
+# --- strict decoding -------------------------------------------------------------------------------
+
+
+class DecodeError(PithledgerError):
+    """The bytes are not a JSON document pithledger accepts (spec/identifiers.md, "Strict decoding")."""
+
+    code = "malformed-json"
+    hint = "the input must be one UTF-8 JSON document; check that the file is complete and not corrupted"
+
+
+class InvalidUtf8(DecodeError):
+    code = "invalid-utf8"
+    hint = "re-encode the file as UTF-8 (without a byte-order mark)"
+
+
+class TrailingData(DecodeError):
+    code = "trailing-data"
+    hint = "the file holds more than one JSON document; split it or use a .jsonl file (one document per line)"
+
+
+class DuplicateKey(DecodeError):
+    code = "duplicate-key"
+    hint = "an object names the same key twice; signed data must be unambiguous, remove the duplicate"
+
+
+class FloatNotAllowed(DecodeError):
+    code = "float-not-allowed"
+    hint = "pithledger accepts integers only (floats have no portable canonical form); encode the value as a string"
+
+
+class NonFiniteNumber(DecodeError):
+    code = "non-finite-number"
+    hint = "NaN and Infinity are not JSON; remove them"
+
+
+class IntegerOutOfRange(DecodeError):
+    code = "integer-out-of-range"
+    hint = "integers must lie within +/-(2**53 - 1) so that every JSON implementation reads them exactly"
+
+
+class LoneSurrogate(DecodeError):
+    code = "lone-surrogate"
+    hint = "a \\uD800-\\uDFFF escape without its pair is not a Unicode character; fix the string"
+
+
+class NestingTooDeep(DecodeError):
+    code = "nesting-too-deep"
+    hint = "no pithledger document nests deeper than the limit in spec/identifiers.md"
+
+
+class DocumentTooLarge(DecodeError):
+    code = "document-too-large"
+    hint = "split the input into smaller files"
+
+
+# --- records and identifiers -----------------------------------------------------------------------
+
+
+class SchemaError(PithledgerError):
+    """A document decoded but does not have the shape its format requires."""
+
+    code = "schema-error"
+    hint = "compare the document with the format in spec/"
+
+
+class MalformedId(PithledgerError):
+    code = "malformed-id"
+    hint = (
+        "use one of: pith:YYYY:<26 base32 chars>, pith:<8 chars>, a bare 8/12/16/26-char suffix, "
+        "an arXiv id (2502.21231, math/0611599, optionally with vN), or its DOI 10.48550/arxiv.<id>"
+    )
+
+
+class MetadataError(PithledgerError):
+    """arXiv metadata that cannot be minted into a canonical record."""
+
+    code = "bad-metadata"
+    hint = "each line must be one arXiv metadata object with id, title, abstract, categories, license, versions"
+
+
+# --- keys and signatures ---------------------------------------------------------------------------
+
+
+class KeyError_(PithledgerError):  # noqa: N801 - KeyError is a builtin
+    code = "key-error"
+    hint = "list local keys with `pithledger keys list`; create one with `pithledger keys new NAME`"
+
+
+class UnknownKey(KeyError_):
+    code = "unknown-key"
+
+
+class BadEncoding(PithledgerError):
+    """Hex or base64 that is not in the one form pithledger accepts."""
+
+    code = "bad-encoding"
+    hint = "digests are 64 lowercase hex characters; signatures and keys are standard padded base64"
+
+
+class VerificationFailed(PithledgerError):
+    code = "bad-signature"
+    hint = "the data or the signature was altered, or it was signed by a different key"
