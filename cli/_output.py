@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -10,7 +12,7 @@ from typing import Any, NoReturn
 import typer
 
 from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
-from pithledger.errors import CannotRead, DocumentTooLarge, PithledgerError, TrailingData
+from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
 
 
 def emit_json(value: Any) -> None:
@@ -78,3 +80,17 @@ def report(exc: PithledgerError, where: str = "") -> None:
     typer.echo(f"error[{exc.code}]: {prefix}{exc.message}", err=True)
     if exc.hint:
         typer.echo(f"hint: {exc.hint}", err=True)
+
+
+def write_file_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it: readers never see half a file."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None

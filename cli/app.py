@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
 import pithledger
 from pithledger import keys as keys_
 from pithledger.canonical import canonical_bytes
-from pithledger.errors import PithledgerError
+from pithledger.bundle import read_bundle, write_bundle
+from pithledger.canonical import strict_decode
+from pithledger.errors import MalformedId, PithledgerError, SchemaError
+from pithledger.events import KNOWN_KINDS, make_event, verify_event
+from pithledger.ids import parse_id
 from pithledger.mint import mint as mint_record
 from pithledger.model import record_ids
 
-from ._output import emit_json, iter_documents, report
+from ._output import emit_json, iter_documents, read_bytes, report, write_file_atomically
 
 app = typer.Typer(
     name="pithledger",
@@ -95,4 +102,122 @@ def verify(
         return
     if not files:
         raise typer.BadParameter("name at least one FILE, or give --digest and --signature")
-    raise PithledgerError("bundle verification is not available in this version")
+    bad = 0
+    for path in files:
+        for where, value in _documents_or_report(path):
+            if value is _UNREADABLE:
+                bad += 1
+                continue
+            try:
+                parsed = read_bundle(value)
+            except PithledgerError as exc:
+                report(exc, where)
+                bad += 1
+                continue
+            for verdict in map(verify_event, parsed.events):
+                line = f"{verdict.status:<10} {verdict.event_id} {verdict.event_type} {verdict.subject}"
+                if verdict.status == "valid":
+                    line += f" ({verdict.trust})"
+                else:
+                    line += f" [{verdict.reason}] {verdict.message}"
+                typer.echo(line)
+                bad += verdict.status == "invalid"
+    if bad:
+        raise typer.Exit(1)
+
+
+_UNREADABLE = object()
+
+
+def _documents_or_report(path: str) -> Iterator[tuple[str, Any]]:
+    """Documents of a file; a file that cannot be read or decoded is reported and yields a marker."""
+    try:
+        yield from iter_documents(path)
+    except PithledgerError as exc:
+        report(exc, path)
+        yield path, _UNREADABLE
+
+
+# --- keys and events -------------------------------------------------------------------------------
+
+keys_app = typer.Typer(help="Local Ed25519 signing keys (owner-only key directory).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+KeyDirOption = Annotated[
+    Optional[Path],
+    typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys]."),
+]
+
+
+def _store(key_dir: Optional[Path]) -> keys_.KeyStore:
+    return keys_.KeyStore(key_dir or keys_.default_key_dir())
+
+
+@keys_app.command("new")
+def keys_new(name: Annotated[str, typer.Argument(help="A name for the key.")], key_dir: KeyDirOption = None) -> None:
+    """Create a new Ed25519 signing key."""
+    store = _store(key_dir)
+    key = store.new(name)
+    typer.echo(f"created key {name!r} (fingerprint {keys_.fingerprint_hex(key.public_key)}) in {store.directory}")
+
+
+@keys_app.command("list")
+def keys_list(key_dir: KeyDirOption = None) -> None:
+    """List local keys with their fingerprints."""
+    store = _store(key_dir)
+    names = store.names()
+    if not names:
+        typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
+    for name in names:
+        typer.echo(f"{name}\t{keys_.fingerprint_hex(store.load(name).public_key)}")
+
+
+@keys_app.command("export")
+def keys_export(name: Annotated[str, typer.Argument(help="The key to export.")], key_dir: KeyDirOption = None) -> None:
+    """Print the public part of a key (never the secret seed) as JSON."""
+    key = _store(key_dir).load(name)
+    emit_json(keys_.public_key_doc(name, key.public_key))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@app.command()
+def event(
+    kind: Annotated[str, typer.Argument(help="Event kind: " + ", ".join(sorted(KNOWN_KINDS)) + ".")],
+    key: Annotated[str, typer.Option("--key", help="Name of the local signing key.")],
+    payload: Annotated[str, typer.Option("--payload", help="The payload as JSON, or @FILE to read it from a file.")],
+    subject: Annotated[Optional[str], typer.Option("--subject", help="The record's long Pith Number (derived from the payload for record_created).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the bundle here instead of stdout.")] = None,
+    created_at: Annotated[Optional[str], typer.Option("--created-at", help="Whole-second UTC time [default: now].")] = None,
+    signer_id: Annotated[Optional[str], typer.Option("--signer-id", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
+    key_dir: KeyDirOption = None,
+) -> None:
+    """Sign a new event and write a bundle holding it."""
+    if kind not in KNOWN_KINDS:
+        raise typer.BadParameter(f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}")
+    raw = read_bytes(payload[1:]) if payload.startswith("@") else payload.encode("utf-8")
+    value = strict_decode(raw, what="--payload")
+    if not isinstance(value, dict):
+        raise SchemaError("--payload must be a JSON object")
+    record = value.get("canonical_record") if kind == "record_created" else None
+    if record is not None and "canonical_sha256" not in value:
+        value["canonical_sha256"] = record_ids(record).canonical_sha256
+    if subject is None:
+        if record is None:
+            raise typer.BadParameter("--subject is required (the record's long Pith Number)")
+        subject = record_ids(record).pith_number
+    parsed = parse_id(subject)
+    if parsed.kind != "pith_number":
+        raise MalformedId(f"--subject must be a long Pith Number (pith:YYYY:<26 chars>), not {subject!r}")
+    signing_key = _store(key_dir).load(key)
+    when = created_at or _now()
+    ev = make_event(kind, parsed.value, value, signing_key, created_at=when, signer_id=signer_id)
+    bundle = write_bundle(parsed.value, [ev], canonical_record=record)
+    data = canonical_bytes(bundle) + b"\n"
+    if output is None:
+        sys.stdout.buffer.write(data)
+    else:
+        write_file_atomically(output, data)
+        typer.echo(f"wrote {output}: {kind} {ev['event_id']}", err=True)

@@ -28,6 +28,11 @@ class CannotRead(PithledgerError):
     hint = "check the path and its permissions"
 
 
+class CannotWrite(PithledgerError):
+    code = "cannot-write"
+    hint = "check that the directory exists, is writable and has free space"
+
+
 # --- strict decoding -------------------------------------------------------------------------------
 
 
@@ -130,3 +135,23 @@ class BadEncoding(PithledgerError):
 class VerificationFailed(PithledgerError):
     code = "bad-signature"
     hint = "the data or the signature was altered, or it was signed by a different key"
+
+
+# --- bundles ---------------------------------------------------------------------------------------
+
+
+class BundleError(PithledgerError):
+    """A bundle whose structure is wrong: it is refused whole and nothing from it is written."""
+
+    code = "bad-bundle"
+    hint = "a bundle is {bundle_type, bundle_version, pith_number, events[...]}; see spec/bundle.md"
+
+
+class SubjectMismatch(BundleError):
+    code = "subject-mismatch"
+    hint = "every event in a bundle must be about the bundle's pith_number; carry other records in their own bundles"
+
+
+class BundleInconsistent(BundleError):
+    code = "bundle-inconsistent"
+    hint = "the bundle's top-level record, hash, numbers and aliases must all derive from its canonical_record"

@@ -25,6 +25,7 @@ _NEW_ARXIV = r"\d{4}\.\d{4,5}"
 _OLD_ARXIV = r"[a-z][a-z-]*(?:\.[A-Z]{2})?/\d{7}"
 ARXIV_ID_RE = re.compile(rf"^(?:{_NEW_ARXIV}|[a-z][a-z-]*/\d{{7}})$")
 _ARXIV_ANY = re.compile(rf"^(?P<id>{_NEW_ARXIV}|{_OLD_ARXIV})(?:v(?P<version>[1-9]\d{{0,3}}))?$")
+PITH_NUMBER_RE = re.compile(rf"^pith:\d{{4}}:[{_B32}]{{26}}$")
 _PITH_LONG = re.compile(rf"^pith:(?P<year>\d{{4}}):(?P<suffix>[{_B32}]{{26}})$")
 _PITH_SHORT = re.compile(rf"^pith:(?P<suffix>[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})$")
 _SUFFIX = re.compile(rf"^(?:[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})$")

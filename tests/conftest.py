@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 
 VECTORS = Path(__file__).parent / "vectors"
 FIXTURES = Path(__file__).parent / "fixtures"
+SPEC_VECTORS = Path(__file__).parent.parent / "spec" / "vectors"
 
 # Property depth: "ci" keeps the suite quick; "deep" is for a long run by hand:
 #   HYPOTHESIS_PROFILE=deep pytest tests

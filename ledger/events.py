@@ -1,0 +1,466 @@
+"""Event kinds, payload rules, event_id, signing and verifying events. Pure: no IO, no clock.
+
+Validity is a function of the event's bytes alone plus the constants pinned here (the Pith registry
+keys, the kinds and their rules), never of local keys or configuration: every mirror agrees on it.
+The rules are written in spec/events.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal
+
+import msgspec
+
+from . import _ots, ids, keys
+from .canonical import canonical_bytes, check_value
+from .errors import PithledgerError
+from .model import HEX64_RE, TIME_RE, check_time, parse_record, record_ids
+
+EVENT_VERSION = "pithledger-event-v1"
+#: Signatures cover this prefix + the canonical bytes of the event without event_id and signature_b64.
+SIGNING_DOMAIN = b"pithledger-event-v1\x00"
+MAX_EVENT_BYTES = 1024 * 1024
+
+EVENT_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+ORCID_RE = re.compile(r"^\d{4}-\d{4}-\d{4}-\d{3}[\dX]$")
+WAYBACK_RE = re.compile(r"^https://web\.archive\.org/web/(\d{14})/(https?://\S+)$")
+
+RELATIONS = ("cites", "compares", "depends_on", "extends", "refutes", "replaces", "supports", "uses_method")
+REPLICATION_TYPES = ("formal_bridge", "falsification", "replication")
+OUTCOMES = ("failed", "inconclusive", "partial", "succeeded")
+SEVERITIES = ("critical", "info", "warning")
+
+Status = Literal["valid", "invalid", "unverified"]
+Trust = Literal["registry", "self_signed", "none"]
+
+#: kind -> the ``target`` its events carry (Pith shows "record" and "graph").
+TARGETS: dict[str, str] = {
+    "record_created": "record",
+    "graph_snapshot": "graph",
+    "timestamp_anchor": "record",
+    "storage_attestation": "record",
+    "author_attestation": "record",
+    "citation_signature": "record",
+    "replication_record": "record",
+    "integrity_finding": "record",
+    "challenge": "record",
+    "revocation": "event",
+}
+KNOWN_KINDS = frozenset(TARGETS)
+
+
+class EventInvalid(PithledgerError):
+    """Why one event is invalid. Its ``code`` is the reason reported in verify, log and state."""
+
+    code = "invalid-event"
+    hint = "the event was altered after signing, or was built wrongly; ask its signer for the original"
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- payloads --------------------------------------------------------------------------------------
+# Unknown payload fields are admitted and kept (a newer writer may add optional fields); the rules
+# below read only the fields they name.
+
+
+class Receipt(msgspec.Struct):
+    kind: Literal["pith_receipt"]
+    key_id: str
+    algorithm: Literal["ed25519"]
+    signed_at: str
+    signature_b64: str
+
+
+class RecordCreated(msgspec.Struct):
+    canonical_record: dict[str, Any]
+    canonical_sha256: str
+    receipt: Receipt | None = None
+
+
+class GraphSnapshot(msgspec.Struct):
+    graph_snapshot: dict[str, Any]
+
+
+class TimestampAnchor(msgspec.Struct):
+    ots_proof_b64: str
+
+
+class StorageAttestation(msgspec.Struct):
+    capture_url: str
+    captured_at: str
+    content_sha256: str | None = None
+
+
+class AuthorAttestation(msgspec.Struct):
+    author_name: str
+    orcid: str | None = None
+
+
+class CitationSignature(msgspec.Struct):
+    cited_pith_number: str
+    relation: str
+
+
+class ReplicationRecord(msgspec.Struct):
+    replication_type: str
+    outcome: str
+    artifact_url: str
+
+
+class IntegrityFinding(msgspec.Struct):
+    finding_type: str
+    severity: str
+    description: str
+
+
+class Challenge(msgspec.Struct):
+    challenged_event_id: str
+    reason: str
+
+
+class Revocation(msgspec.Struct):
+    revoked_event_id: str
+    reason: str = ""
+
+
+PAYLOAD_TYPES: dict[str, type[msgspec.Struct]] = {
+    "record_created": RecordCreated,
+    "graph_snapshot": GraphSnapshot,
+    "timestamp_anchor": TimestampAnchor,
+    "storage_attestation": StorageAttestation,
+    "author_attestation": AuthorAttestation,
+    "citation_signature": CitationSignature,
+    "replication_record": ReplicationRecord,
+    "integrity_finding": IntegrityFinding,
+    "challenge": Challenge,
+    "revocation": Revocation,
+}
+
+
+def orcid_checksum_ok(orcid: str) -> bool:
+    """ISO 7064 MOD 11-2 check digit, as ORCID defines it."""
+    digits = orcid.replace("-", "")
+    total = 0
+    for ch in digits[:-1]:
+        total = (total + int(ch)) * 2
+    check = (12 - total % 11) % 11
+    return digits[-1] == ("X" if check == 10 else str(check))
+
+
+def _http_url(value: str, what: str) -> None:
+    if not re.match(r"^https?://[^\s/]+\S*$", value) or len(value) > 2048:
+        raise EventInvalid("bad-payload", f"{what} {value[:80]!r} is not an http(s) URL")
+
+
+# --- the envelope ----------------------------------------------------------------------------------
+
+
+class Signer(msgspec.Struct):
+    key_id: str
+    public_key_fingerprint: str
+    signer_id: str
+    signer_type: str
+    public_key_b64: str | None = None
+
+
+class Envelope(msgspec.Struct):
+    event_type: str
+    subject_pith_number: str
+    target: str
+    created_at: str
+    signer: Signer
+    payload: dict[str, Any]
+    event_id: str | None = None
+    event_version: str | None = None
+    signature_b64: str | None = None
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    """What verification concluded about one event. ``facts`` feeds the reducer."""
+
+    event_id: str
+    event_type: str
+    subject: str
+    status: Status
+    reason: str = ""  # error code when invalid/unverified
+    message: str = ""
+    trust: Trust = "none"
+    signer_key: str = ""  # who signed: "registry:<key_id>" or "ed25519:<public key hex>"
+    facts: dict[str, Any] = {}
+
+
+def body_of(event: dict[str, Any]) -> dict[str, Any]:
+    """The event without ``event_id``: what ``event_id`` hashes."""
+    return {k: v for k, v in event.items() if k != "event_id"}
+
+
+def compute_event_id(event: dict[str, Any]) -> str:
+    """``"sha256:" + hex(sha256(canonical(event without event_id)))``."""
+    return "sha256:" + hashlib.sha256(canonical_bytes(body_of(event))).hexdigest()
+
+
+def foreign_event_id(event: dict[str, Any]) -> str:
+    """Identity of an event outside our envelope (a Pith-made one): the hash of all of it as received."""
+    return "sha256:" + hashlib.sha256(b"pithledger-foreign-event-v1\x00" + canonical_bytes(event)).hexdigest()
+
+
+def signing_message(event: dict[str, Any]) -> bytes:
+    unsigned = {k: v for k, v in event.items() if k not in ("event_id", "signature_b64")}
+    return SIGNING_DOMAIN + canonical_bytes(unsigned)
+
+
+def subject_of(event: Any) -> str:
+    """The subject Pith Number of an event value, or raise if it cannot be attributed to a record."""
+    if not isinstance(event, dict):
+        raise EventInvalid("bad-envelope", "an event must be a JSON object")
+    subject = event.get("subject_pith_number")
+    if not isinstance(subject, str) or not ids.PITH_NUMBER_RE.match(subject):
+        raise EventInvalid("bad-envelope", f"subject_pith_number {str(subject)[:60]!r} is not a long Pith Number")
+    return subject
+
+
+def identity(event: dict[str, Any]) -> str:
+    """The event_id the ledger files this event under (never the declared one unless it recomputes)."""
+    if "signature_b64" in event:
+        return compute_event_id(event)
+    return foreign_event_id(event)
+
+
+def verify_event(event: dict[str, Any]) -> Verdict:
+    """Classify one strictly decoded event value; never raises for a bad event, it says why instead."""
+    event_id = identity(event)
+    kind = event.get("event_type") if isinstance(event.get("event_type"), str) else "?"
+    subject = event.get("subject_pith_number", "")
+    try:
+        status, trust, signer_key, facts = _verify(event, event_id)
+    except EventInvalid as exc:
+        return Verdict(event_id, str(kind), str(subject), "invalid", exc.code, exc.message)
+    except _Unverified as exc:
+        return Verdict(event_id, str(kind), str(subject), "unverified", exc.code, exc.message, "none", exc.signer_key)
+    return Verdict(event_id, str(kind), str(subject), status, trust=trust, signer_key=signer_key, facts=facts)
+
+
+class _Unverified(Exception):
+    def __init__(self, code: str, message: str, signer_key: str = "") -> None:
+        super().__init__(message)
+        self.code, self.message, self.signer_key = code, message, signer_key
+
+
+def _verify(event: dict[str, Any], event_id: str) -> tuple[Status, Trust, str, dict[str, Any]]:
+    if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
+        raise EventInvalid("event-too-large", f"the event is larger than {MAX_EVENT_BYTES:,} bytes")
+    try:
+        env = msgspec.convert(event, Envelope, strict=True)
+    except msgspec.ValidationError as exc:
+        raise EventInvalid("bad-envelope", f"event envelope: {exc}") from None
+    if not ids.PITH_NUMBER_RE.match(env.subject_pith_number):
+        raise EventInvalid("bad-envelope", "subject_pith_number is not a long Pith Number")
+    if not TIME_RE.match(env.created_at):
+        raise EventInvalid("bad-time", f"created_at {env.created_at!r} is not whole-second UTC (YYYY-MM-DDThh:mm:ssZ)")
+    try:
+        check_time(env.created_at, "created_at")
+    except PithledgerError as exc:
+        raise EventInvalid("bad-time", exc.message) from None
+
+    if env.signature_b64 is None:
+        return _verify_foreign(env, event_id)
+
+    # --- our envelope: the declared id must recompute and the signature must verify --------------
+    if env.event_version != EVENT_VERSION:
+        raise _Unverified("unsupported-event-version", f"event_version {env.event_version!r} is not {EVENT_VERSION!r}")
+    if env.event_id is None or env.event_id != event_id:
+        raise EventInvalid("id-mismatch", f"declared event_id {env.event_id!r} does not recompute (it is {event_id})")
+    public_key, trust, signer_key = _signer_key(env.signer)
+    try:
+        signature = keys.b64decode_strict(env.signature_b64, length=keys.SIGNATURE_LEN, what="signature_b64")
+    except PithledgerError as exc:
+        raise EventInvalid("bad-signature", exc.message) from None
+    if not keys.signature_ok(public_key, signing_message(event), signature):
+        raise EventInvalid("bad-signature", f"the signature does not verify under {env.signer.key_id!r}")
+    if env.event_type not in KNOWN_KINDS:
+        # Signed, intact, but of a kind this merge version does not know: kept and listed, not folded.
+        return "valid", trust, signer_key, {"unknown_kind": True}
+    if env.target != TARGETS[env.event_type]:
+        raise EventInvalid("wrong-target", f"a {env.event_type} event has target {TARGETS[env.event_type]!r}, not {env.target!r}")
+    facts = _payload_facts(env.event_type, env.subject_pith_number, env.payload, trust)
+    return "valid", trust, signer_key, facts
+
+
+def _signer_key(signer: Signer) -> tuple[bytes, Trust, str]:
+    if signer.signer_type == "pith_registry":
+        reg = keys.PITH_REGISTRY_KEYS.get(signer.key_id)
+        if reg is None:
+            raise EventInvalid("unknown-registry-key", f"no Pith registry key has key_id {signer.key_id!r}")
+        if signer.public_key_fingerprint != reg.fingerprint:
+            raise EventInvalid("fingerprint-mismatch", "public_key_fingerprint is not the registry key's")
+        if signer.public_key_b64 is not None and signer.public_key_b64 != keys.b64encode(reg.public_key):
+            raise EventInvalid("fingerprint-mismatch", "public_key_b64 is not the registry key")
+        return reg.public_key, "registry", f"registry:{reg.key_id}"
+    if signer.signer_type == "self_signed":
+        if signer.public_key_b64 is None:
+            raise EventInvalid("bad-envelope", "a self_signed signer must carry public_key_b64")
+        try:
+            pk = keys.b64decode_strict(signer.public_key_b64, length=keys.PUBLIC_KEY_LEN, what="public_key_b64")
+        except PithledgerError as exc:
+            raise EventInvalid("bad-key", exc.message) from None
+        if signer.public_key_fingerprint != keys.fingerprint_hex(pk):
+            raise EventInvalid("fingerprint-mismatch", "public_key_fingerprint is not sha256(public key)[:32 hex]")
+        if not signer.key_id or not signer.signer_id:
+            raise EventInvalid("bad-envelope", "signer key_id and signer_id must not be empty")
+        return pk, "self_signed", f"ed25519:{pk.hex()}"
+    raise EventInvalid("bad-envelope", f"signer_type {signer.signer_type!r} is not pith_registry or self_signed")
+
+
+def _verify_foreign(env: Envelope, event_id: str) -> tuple[Status, Trust, str, dict[str, Any]]:
+    """Events in Pith's own envelope. Pith does not publish what its event signatures cover, so only
+    what carries its own proof is checked: a record_created event's receipt. The rest is unverified."""
+    if env.event_type == "record_created" and env.signer.signer_type == "pith_registry":
+        facts = _payload_facts("record_created", env.subject_pith_number, env.payload, "registry")
+        if not facts.get("receipt_key"):
+            raise _Unverified("no-receipt", "a Pith record_created event without a receipt carries no proof")
+        return "valid", "registry", f"registry:{facts['receipt_key']}", facts
+    raise _Unverified(
+        "unverifiable-signature",
+        f"a {env.event_type} event without a pithledger signature: Pith's event signatures are not published",
+    )
+
+
+def _payload(kind: str, payload: dict[str, Any]) -> Any:
+    try:
+        return msgspec.convert(payload, PAYLOAD_TYPES[kind], strict=True)
+    except msgspec.ValidationError as exc:
+        raise EventInvalid("bad-payload", f"{kind} payload: {exc}") from None
+
+
+def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
+    """Check a known kind's payload and return the facts the reducer folds (all JSON values)."""
+    p = _payload(kind, payload)
+    if kind == "record_created":
+        try:
+            rec_ids = record_ids(p.canonical_record)
+        except PithledgerError as exc:
+            raise EventInvalid("bad-record", exc.message) from None
+        if p.canonical_sha256 != rec_ids.canonical_sha256:
+            raise EventInvalid("hash-mismatch", f"canonical_sha256 is not the hash of canonical_record ({rec_ids.canonical_sha256})")
+        if subject != rec_ids.pith_number:
+            raise EventInvalid("record-subject-mismatch", f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}")
+        receipt_key = ""
+        if p.receipt is not None:
+            try:
+                sig = keys.b64decode_strict(p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64")
+                check_time(p.receipt.signed_at, "receipt signed_at", fraction=True)
+            except PithledgerError as exc:
+                raise EventInvalid("bad-receipt", exc.message) from None
+            reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
+            if reg is None:
+                raise EventInvalid("unknown-receipt-key", f"the receipt names key {p.receipt.key_id!r}, which is no Pith registry key")
+            if not keys.signature_ok(reg.public_key, bytes.fromhex(rec_ids.canonical_sha256), sig):
+                raise EventInvalid("bad-receipt", f"the receipt signature does not verify under {reg.key_id}")
+            receipt_key = reg.key_id
+        return {"canonical_sha256": rec_ids.canonical_sha256, "receipt_key": receipt_key}
+    if kind == "graph_snapshot":
+        return {}
+    if kind == "timestamp_anchor":
+        try:
+            raw = keys.b64decode_strict(p.ots_proof_b64, what="ots_proof_b64")
+            proof = _ots.parse(raw)
+        except (PithledgerError, _ots.OtsError) as exc:
+            raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
+        if proof.hash_op != "sha256":
+            raise EventInvalid("bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256")
+        suffix = ids.suffix_of_pith_number(subject)
+        if ids.suffix_of_digest(proof.digest) != suffix:
+            raise EventInvalid("proof-digest-mismatch", "the proof does not commit to the subject's canonical digest")
+        heights = sorted({a.height for a in proof.attestations if a.kind == "bitcoin" and a.height is not None})
+        calendars = sorted({a.calendar for a in proof.attestations if a.kind == "pending" and a.calendar})
+        return {"digest": proof.digest.hex(), "bitcoin_heights": heights, "pending_calendars": calendars}
+    if kind == "storage_attestation":
+        m = WAYBACK_RE.match(p.capture_url)
+        if not m:
+            raise EventInvalid("bad-payload", "capture_url must be https://web.archive.org/web/<14-digit time>/<url>")
+        try:
+            check_time(p.captured_at, "captured_at")
+        except PithledgerError as exc:
+            raise EventInvalid("bad-payload", exc.message) from None
+        if re.sub(r"\D", "", p.captured_at) != m[1]:
+            raise EventInvalid("bad-payload", "captured_at does not match the time in capture_url")
+        if p.content_sha256 is not None and not HEX64_RE.match(p.content_sha256):
+            raise EventInvalid("bad-payload", "content_sha256 must be 64 lowercase hex characters")
+        return {}
+    if kind == "author_attestation":
+        if not p.author_name.strip():
+            raise EventInvalid("bad-payload", "author_name is empty")
+        if p.orcid is not None and not (ORCID_RE.match(p.orcid) and orcid_checksum_ok(p.orcid)):
+            raise EventInvalid("bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)")
+        strong = trust == "registry" and p.orcid is not None
+        return {"strength": "strong" if strong else "weak"}
+    if kind == "citation_signature":
+        if not ids.PITH_NUMBER_RE.match(p.cited_pith_number):
+            raise EventInvalid("bad-payload", "cited_pith_number must be a long Pith Number")
+        if p.cited_pith_number == subject:
+            raise EventInvalid("bad-payload", "a record cannot cite itself")
+        if p.relation not in RELATIONS:
+            raise EventInvalid("bad-relation", f"relation {p.relation!r} is not one of {', '.join(RELATIONS)}")
+        return {"cited": p.cited_pith_number, "relation": p.relation}
+    if kind == "replication_record":
+        if p.replication_type not in REPLICATION_TYPES:
+            raise EventInvalid("bad-payload", f"replication_type must be one of {', '.join(REPLICATION_TYPES)}")
+        if p.outcome not in OUTCOMES:
+            raise EventInvalid("bad-payload", f"outcome must be one of {', '.join(OUTCOMES)}")
+        _http_url(p.artifact_url, "artifact_url")
+        return {"replication_type": p.replication_type}
+    if kind == "integrity_finding":
+        if p.severity not in SEVERITIES:
+            raise EventInvalid("bad-payload", f"severity must be one of {', '.join(SEVERITIES)}")
+        return {"severity": p.severity}
+    if kind == "challenge":
+        if not EVENT_ID_RE.match(p.challenged_event_id):
+            raise EventInvalid("bad-payload", "challenged_event_id must be sha256:<64 hex>")
+        return {"challenged": p.challenged_event_id}
+    if kind == "revocation":
+        if not EVENT_ID_RE.match(p.revoked_event_id):
+            raise EventInvalid("bad-payload", "revoked_event_id must be sha256:<64 hex>")
+        return {"revokes": p.revoked_event_id}
+    raise AssertionError(kind)  # pragma: no cover - KNOWN_KINDS and PAYLOAD_TYPES agree
+
+
+# --- making events ---------------------------------------------------------------------------------
+
+
+def make_event(
+    kind: str,
+    subject: str,
+    payload: dict[str, Any],
+    key: keys.LocalKey,
+    *,
+    created_at: str,
+    signer_id: str | None = None,
+) -> dict[str, Any]:
+    """Build and sign a self_signed event. Raises :class:`EventInvalid` if the result would not verify."""
+    check_value(payload)
+    pk = key.public_key
+    event: dict[str, Any] = {
+        "created_at": created_at,
+        "event_type": kind,
+        "event_version": EVENT_VERSION,
+        "payload": payload,
+        "signer": {
+            "key_id": key.name,
+            "public_key_b64": keys.b64encode(pk),
+            "public_key_fingerprint": keys.fingerprint_hex(pk),
+            "signer_id": signer_id or f"ed25519:{keys.fingerprint_hex(pk)}",
+            "signer_type": "self_signed",
+        },
+        "subject_pith_number": subject,
+        "target": TARGETS.get(kind, "record"),
+    }
+    event["signature_b64"] = keys.b64encode(key.sign(signing_message(event)))
+    event["event_id"] = compute_event_id(event)
+    verdict = verify_event(event)
+    if verdict.status != "valid":
+        raise EventInvalid(verdict.reason, verdict.message)
+    return event
