@@ -52,27 +52,38 @@ def iter_documents(path: str) -> Iterator[tuple[str, Any]]:
 
     A single document (pretty-printed or not) is tried first; a file that has data after its first
     document is read as JSON lines, one document per non-blank line, streamed so that a file of any
-    size runs in bounded memory.
+    size runs in bounded memory. Errors name the file (and line).
     """
     if path != "-" and Path(path).is_file() and Path(path).stat().st_size > MAX_DOCUMENT_BYTES:
         yield from _iter_lines(path)
         return
     data = read_bytes(path)
     try:
-        yield path, strict_decode(data, what=path)
+        yield path, _decode(data, path)
         return
     except TrailingData:
         pass
     for lineno, line in enumerate(data.splitlines(), 1):
         if line.strip():
-            yield f"{path}:{lineno}", strict_decode(line, what=f"{path} line {lineno}")
+            yield f"{path}:{lineno}", _decode(line, f"{path}:{lineno}")
 
 
 def _iter_lines(path: str) -> Iterator[tuple[str, Any]]:
     with open(path, "rb") as fh:
         for lineno, line in enumerate(fh, 1):
             if line.strip():
-                yield f"{path}:{lineno}", strict_decode(line, what=f"{path} line {lineno}")
+                yield f"{path}:{lineno}", _decode(line, f"{path}:{lineno}")
+
+
+def _decode(data: bytes, where: str) -> Any:
+    try:
+        return strict_decode(data, what=where)
+    except TrailingData:
+        raise
+    except PithledgerError as exc:
+        if not exc.message.startswith(where):
+            exc.message = f"{where}: {exc.message}"
+        raise
 
 
 def report(exc: PithledgerError, where: str = "") -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -13,11 +16,12 @@ import typer
 import pithledger
 from pithledger import keys as keys_
 from pithledger.canonical import canonical_bytes
-from pithledger.bundle import read_bundle, write_bundle
+from pithledger.bundle import Bundle, read_bundle, write_bundle
 from pithledger.canonical import strict_decode
-from pithledger.errors import MalformedId, PithledgerError, SchemaError
+from pithledger.errors import CannotRead, MalformedId, PithledgerError, SchemaError
 from pithledger.events import KNOWN_KINDS, make_event, verify_event
 from pithledger.ids import parse_id
+from pithledger.store import Ledger, default_ledger_path
 from pithledger.mint import mint as mint_record
 from pithledger.model import record_ids
 
@@ -40,11 +44,21 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
+    ledger: Annotated[
+        Optional[Path],
+        typer.Option("--ledger", envvar="PITHLEDGER_LEDGER", help="Ledger directory [default: $XDG_DATA_HOME/pithledger]."),
+    ] = None,
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = None,
 ) -> None:
     """pithledger: verify, store, merge and audit Pith records and their signed events."""
+    ctx.obj = ledger or default_ledger_path()
+
+
+def _open(ctx: typer.Context, *, create: bool = False) -> Ledger:
+    return Ledger(ctx.obj, create=create)
 
 
 @app.command()
@@ -221,3 +235,152 @@ def event(
     else:
         write_file_atomically(output, data)
         typer.echo(f"wrote {output}: {kind} {ev['event_id']}", err=True)
+
+
+# --- the ledger ------------------------------------------------------------------------------------
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _input_files(inputs: list[str]) -> list[str]:
+    files: list[str] = []
+    for item in inputs:
+        path = Path(item)
+        if item != "-" and path.is_dir():
+            found = sorted(str(p) for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+            if not found:
+                raise CannotRead(f"{item} holds no .json or .jsonl files")
+            files += found
+        else:
+            files.append(item)
+    return files
+
+
+def _bundles(files: list[str]) -> Iterator[tuple[str, Bundle]]:
+    for path in files:
+        for where, value in iter_documents(path):
+            try:
+                yield where, read_bundle(value)
+            except PithledgerError as exc:
+                exc.message = f"{where}: {exc.message}"
+                raise
+
+
+@app.command()
+def apply(
+    ctx: typer.Context,
+    inputs: Annotated[list[str], typer.Argument(help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
+    batch_size: Annotated[int, typer.Option(help="Events per durable transaction.", min=1)] = 10_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify and ingest bundles, idempotently: new events are appended, duplicates skipped."""
+    with ExitStack() as stack:
+        if "-" in inputs:  # read twice below: once to check, once to apply
+            spool = stack.enter_context(tempfile.NamedTemporaryFile(prefix="pithledger-stdin-", suffix=".jsonl"))
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.flush()
+            inputs = [spool.name if i == "-" else i for i in inputs]
+        files = _input_files(inputs)
+        total = bundles = 0
+        for _, bundle in _bundles(files):  # pass 1: every structural fault before anything is written
+            total += len(bundle.events)
+            bundles += 1
+        ledger = stack.enter_context(_open(ctx, create=True))
+        summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
+        touched: set[str] = set()
+        invalid: list[tuple[str, str, str]] = []
+        batch: list[Bundle] = []
+        size = 0
+        progress = sys.stderr.isatty() and not as_json and total > batch_size
+
+        def flush() -> None:
+            nonlocal batch, size
+            if not batch:
+                return
+            result = ledger.apply_batch(batch)
+            for key in ("new", "duplicate", "invalid", "unverified"):
+                summary[key] += getattr(result, key)
+            summary["batches"] += 1
+            touched.update(result.touched)
+            invalid.extend(result.invalid_events)
+            batch, size = [], 0
+            if progress:
+                done = summary["new"] + summary["duplicate"]
+                typer.echo(f"\r  applied {done:,}/{total:,} events", err=True, nl=False)
+
+        for _, bundle in _bundles(files):  # pass 2: group commit, one transaction per batch
+            batch.append(bundle)
+            size += len(bundle.events)
+            if size >= batch_size:
+                flush()
+        flush()
+        if progress:
+            typer.echo("", err=True)
+    summary["records_touched"] = len(touched)
+    if as_json:
+        emit_json(summary | {"invalid_events": [{"event_id": i, "reason": r, "message": m} for i, r, m in invalid]})
+    else:
+        for event_id, reason, message in invalid:
+            typer.echo(f"invalid {event_id} [{reason}] {message}")
+        typer.echo(
+            f"applied {summary['events']} events from {bundles} bundles: {summary['new']} new, {summary['duplicate']} duplicate, "
+            f"{summary['invalid']} invalid, {summary['unverified']} unverified; {len(touched)} records touched "
+            f"({summary['batches']} batches) -> {ctx.obj}"
+        )
+    if summary["invalid"]:
+        typer.echo("invalid events were recorded as evidence and are never folded into any state", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")]) -> None:
+    """Print the merged state document of a record (canonical JSON)."""
+    with _open(ctx) as ledger:
+        subject = ledger.resolve(ident)
+        sys.stdout.buffer.write(ledger.state_bytes(subject) + b"\n")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Write a bundle holding the record and all its events as received."""
+    with _open(ctx) as ledger:
+        data = canonical_bytes(ledger.export(ledger.resolve(ident))) + b"\n"
+    if output is None:
+        sys.stdout.buffer.write(data)
+    else:
+        write_file_atomically(output, data)
+
+
+@app.command()
+def log(
+    ctx: typer.Context,
+    since: Annotated[int, typer.Option(help="Start at this sequence number.", min=0)] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List events in this mirror's append order."""
+    with _open(ctx) as ledger:
+        for entry in ledger.log(since):
+            v = entry.verdict
+            if as_json:
+                emit_json({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject,
+                           "status": v.status, "reason": v.reason})
+            else:
+                typer.echo(f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (f" [{v.reason}]" if v.reason else ""))
+
+
+@app.command()
+def fsck(ctx: typer.Context) -> None:
+    """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
+    with _open(ctx) as ledger:
+        problems = ledger.fsck()
+        counts = ledger.counts()
+    for problem in problems:
+        typer.echo(f"MISMATCH {problem}")
+    if problems:
+        typer.echo(f"fsck: {len(problems)} problems in {ctx.obj}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"fsck: ok ({counts['events']} events, {counts['records']} records) {ctx.obj}")

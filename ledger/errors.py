@@ -155,3 +155,36 @@ class SubjectMismatch(BundleError):
 class BundleInconsistent(BundleError):
     code = "bundle-inconsistent"
     hint = "the bundle's top-level record, hash, numbers and aliases must all derive from its canonical_record"
+
+
+# --- the ledger ------------------------------------------------------------------------------------
+
+
+class LedgerError(PithledgerError):
+    code = "ledger-error"
+    hint = "run `pithledger fsck` to check the ledger"
+
+
+class NoLedger(LedgerError):
+    code = "no-ledger"
+    hint = "apply bundles first (`pithledger --ledger PATH apply FILE`), or point --ledger / PITHLEDGER_LEDGER at an existing ledger"
+
+
+class LayoutMismatch(LedgerError):
+    code = "layout-mismatch"
+    hint = "use the pithledger version that wrote this ledger, or rebuild it by exporting and applying into a new one"
+
+
+class LedgerFull(LedgerError):
+    code = "ledger-full"
+    hint = "free disk space (the batch was not written; the ledger is as before) and run the same command again"
+
+
+class NotFound(PithledgerError):
+    code = "not-found"
+    hint = "check the identifier, or apply the bundle that holds this record"
+
+
+class AmbiguousId(PithledgerError):
+    code = "ambiguous-id"
+    hint = "type more characters of the suffix, or the long Pith Number"

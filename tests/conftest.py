@@ -22,6 +22,8 @@ SPEC_VECTORS = Path(__file__).parent.parent / "spec" / "vectors"
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+#: Examples for properties that build real LMDB ledgers per example (each costs milliseconds).
+LMDB_EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1000
 
 
 def load_jsonl(name: str) -> list[dict[str, Any]]:

@@ -1,0 +1,116 @@
+"""Order-independence and replay stability of merge v1, over really signed event sets.
+
+The pool (tests/eventpool.py) holds valid, invalid, unverified, duplicate-able, revoking,
+equivocating, unknown-kind and record-missing events; Hypothesis draws subsets, orders, duplications
+and bundle splits of it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pithledger.canonical import canonical_bytes
+from pithledger.merge import reduce, reduce_all
+from pithledger.store import Ledger
+
+from conftest import LMDB_EXAMPLES
+from eventpool import bundles_of, entries, pool
+
+POOL = pool()
+subsets = st.lists(st.sampled_from(range(len(POOL))), unique=True).map(lambda ix: [POOL[i] for i in sorted(ix)])
+
+
+def state_bytes(events: list[dict[str, Any]]) -> dict[str, bytes]:
+    return {s: canonical_bytes(d) for s, d in reduce_all(entries(events)).items()}
+
+
+@given(subsets, st.randoms(use_true_random=False), st.lists(st.integers(0, 100), max_size=10))
+def test_any_permutation_and_duplication_gives_identical_state_bytes(events, rnd, dup_picks) -> None:  # type: ignore[no-untyped-def]
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    if events:
+        shuffled += [events[i % len(events)] for i in dup_picks]
+    assert state_bytes(shuffled) == state_bytes(events)
+
+
+@given(subsets, subsets)
+def test_union_is_commutative(a, b) -> None:  # type: ignore[no-untyped-def]
+    assert state_bytes(a + b) == state_bytes(b + a)
+
+
+@given(subsets)
+def test_invalid_events_never_change_current_only_the_counters(events) -> None:  # type: ignore[no-untyped-def]
+    ents = entries(events)
+    valid_only = [e for e in ents if e.verdict.status != "invalid"]
+    with_invalid = reduce_all(ents)
+    without = reduce_all(valid_only)
+    for subject, state in without.items():
+        assert with_invalid[subject]["current"] == state["current"]
+        assert with_invalid[subject]["valid_event_count"] == state["valid_event_count"]
+
+
+@given(subsets)
+def test_state_sha256_covers_the_document(events) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    for state in reduce_all(entries(events)).values():
+        body = {k: v for k, v in state.items() if k != "state_sha256"}
+        assert state["state_sha256"] == hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+
+def test_pool_exercises_every_rule() -> None:
+    states = reduce_all(entries(POOL))
+    assert any(s["record_status"] == "pending" for s in states.values())
+    assert sum(s["equivocation_count"] for s in states.values()) >= 1
+    assert sum(s["invalid_event_count"] for s in states.values()) >= 2
+    assert sum(s["unverified_event_count"] for s in states.values()) >= 1
+    assert any(s["revoked_event_ids"] for s in states.values())
+    assert any(s["unknown_kinds"] for s in states.values())
+    assert {r["reason"] for s in states.values() for r in s["ineffective_revocations"]} >= {"not-the-signer", "target-not-held"}
+    assert any(s["current"].get("inbound_citations") for s in states.values())
+
+
+def test_revoking_wins_whichever_arrives_first() -> None:
+    revocations = [e for e in POOL if e["event_type"] == "revocation"]
+    target_id = revocations[0]["payload"]["revoked_event_id"]
+    target = next(e for e in POOL if e.get("event_id") == target_id)
+    subject = target["subject_pith_number"]
+    one = reduce(subject, entries([target, revocations[0]]))
+    two = reduce(subject, entries([revocations[0], target]))
+    assert one == two and one["revoked_event_ids"] == [target_id]
+
+
+@settings(max_examples=LMDB_EXAMPLES)
+@given(subsets, st.randoms(use_true_random=False), st.integers(1, 6))
+def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches) -> None:  # type: ignore[no-untyped-def]
+    order = list(events)
+    rnd.shuffle(order)
+    incremental = tmp_path_factory.mktemp("inc")
+    with Ledger(incremental, create=True) as ledger:
+        step = max(1, len(order) // batches)
+        for i in range(0, len(order), step):
+            ledger.apply_batch(bundles_of(order[i:i + step]))
+        got = {s: ledger.state_bytes(s) for s in ledger.subjects()}
+        assert ledger.fsck() == []
+    replay = tmp_path_factory.mktemp("replay")
+    with Ledger(replay, create=True) as ledger:
+        ledger.apply_batch(bundles_of(events))
+        assert {s: ledger.state_bytes(s) for s in ledger.subjects()} == got
+    assert got == state_bytes(events)
+
+
+@settings(max_examples=LMDB_EXAMPLES)
+@given(subsets, subsets)
+def test_apply_a_then_b_equals_b_then_a_equals_both_at_once(tmp_path_factory, a, b) -> None:  # type: ignore[no-untyped-def]
+    results = []
+    for parts in ([a, b], [b, a], [a + b]):
+        path: Path = tmp_path_factory.mktemp("ab")
+        with Ledger(path, create=True) as ledger:
+            for part in parts:
+                ledger.apply_batch(bundles_of(part))
+            results.append({s: ledger.state_bytes(s) for s in ledger.subjects()})
+    assert results[0] == results[1] == results[2]
