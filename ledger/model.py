@@ -29,8 +29,8 @@ def check_time(value: str, what: str, *, fraction: bool = False) -> None:
     if not pattern.match(value):
         form = "YYYY-MM-DDThh:mm:ss[.ffffff]Z" if fraction else "YYYY-MM-DDThh:mm:ssZ (whole-second UTC)"
         raise SchemaError(f"{what} {value!r} is not of the form {form}")
-    try:
-        datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
+    try:  # the pattern fixed every position; datetime() checks month lengths and leap years
+        datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]), int(value[17:19]))
     except ValueError:
         raise SchemaError(f"{what} {value!r} is not a real calendar time") from None
 

@@ -182,8 +182,9 @@ class Ledger:
                         key = bundle.pith_number.encode() + b"\0" + hashlib.sha256(blob).hexdigest().encode()
                         txn.put(key, blob, db=self.db[b"extra"])
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                for subject in self._with_cited(txn, touched):
-                    self._materialise(txn, subject)
+                cache: dict[str, list[Entry]] = {}
+                for subject in self._with_cited(txn, touched, cache):
+                    self._materialise(txn, subject, cache)
                 result.touched = sorted(touched)
         except lmdb.MapFullError:
             raise
@@ -191,19 +192,19 @@ class Ledger:
             raise LedgerError(f"the batch was not written: {exc}", hint="the ledger is as it was before this batch; run the command again") from None
         return result
 
-    def _with_cited(self, txn: lmdb.Transaction, touched: set[str]) -> list[str]:
+    def _with_cited(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> list[str]:
         """Touched records plus every record their citations name (its inbound list may change)."""
         out = set(touched)
         for subject in touched:
-            for e in self._entries(txn, subject):
+            for e in self._entries(txn, subject, cache):
                 if e.verdict.status == "valid" and e.verdict.event_type == "citation_signature":
                     cited = e.verdict.facts["cited"]
                     if txn.get(cited.encode(), db=self.db[b"subject"]) is not None:
                         out.add(cited)
         return sorted(out)
 
-    def _materialise(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
-        state = self.compute_state(txn, subject)
+    def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
+        state = self.compute_state(txn, subject, cache)
         txn.put(subject.encode(), canonical_bytes(state), db=self.db[b"state"])
         record = state["current"].get("canonical_record")
         if record is not None:
@@ -215,13 +216,18 @@ class Ledger:
 
     # --- reading -----------------------------------------------------------------------------------
 
-    def _entries(self, txn: lmdb.Transaction, subject: str) -> list[Entry]:
+    def _entries(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> list[Entry]:
+        """The entries of one subject; ``cache`` (one transaction's) avoids decoding them twice."""
+        if cache is not None and subject in cache:
+            return cache[subject]
         out = []
         cursor = txn.cursor(db=self.db[b"subject"])
         if cursor.set_key(subject.encode()):
             for seq in cursor.iternext_dup():
                 entry = self._log_entry(txn, bytes(seq))
                 out.append(Entry(event=_json_decoder.decode(entry.event), verdict=entry.verdict))
+        if cache is not None:
+            cache[subject] = out
         return out
 
     def _log_entry(self, txn: lmdb.Transaction, seq: bytes) -> LogEntry:
@@ -230,14 +236,15 @@ class Ledger:
             raise LedgerError(f"log entry {int.from_bytes(seq, 'big')} is missing (damaged ledger)")
         return _entry_decoder.decode(raw)
 
-    def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
+    def compute_state(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> dict[str, Any]:
         """The state of ``subject`` recomputed from the log (what fsck compares with the stored one)."""
         inbound: list[Entry] = []
         cursor = txn.cursor(db=self.db[b"cites"])
         if cursor.set_key(subject.encode()):
             for citing in cursor.iternext_dup():
-                inbound += [e for e in outbound_citations(self._entries(txn, bytes(citing).decode())) if e.verdict.facts["cited"] == subject]
-        return reduce(subject, self._entries(txn, subject), inbound)
+                citing_entries = self._entries(txn, bytes(citing).decode(), cache)
+                inbound += [e for e in outbound_citations(citing_entries) if e.verdict.facts["cited"] == subject]
+        return reduce(subject, self._entries(txn, subject, cache), inbound)
 
     def state_bytes(self, subject: str) -> bytes:
         with self.env.begin() as txn:
