@@ -20,7 +20,9 @@ from pithledger.bundle import Bundle, read_bundle, write_bundle
 from pithledger.canonical import strict_decode
 from pithledger.errors import CannotRead, MalformedId, PithledgerError, SchemaError
 from pithledger.events import KNOWN_KINDS, make_event, verify_event
+from pithledger.audit import compare, report_value, sign_report, verify_report
 from pithledger.ids import parse_id
+from pithledger.mirror import open_source, publish as publish_mirror, sync as sync_mirror
 from pithledger.store import Ledger, default_ledger_path
 from pithledger.mint import mint as mint_record
 from pithledger.model import record_ids
@@ -121,6 +123,16 @@ def verify(
         for where, value in _documents_or_report(path):
             if value is _UNREADABLE:
                 bad += 1
+                continue
+            if isinstance(value, dict) and value.get("report_type") == "pithledger_audit_report":
+                try:
+                    who = verify_report(value)
+                except PithledgerError as exc:
+                    report(exc, where)
+                    bad += 1
+                    continue
+                verdict_text = "consistent" if value.get("consistent") else f"{len(value.get('divergent', []))} divergent records"
+                typer.echo(f"valid      audit report signed by {who}: {verdict_text}")
                 continue
             try:
                 parsed = read_bundle(value)
@@ -384,3 +396,93 @@ def fsck(ctx: typer.Context) -> None:
         typer.echo(f"fsck: {len(problems)} problems in {ctx.obj}", err=True)
         raise typer.Exit(1)
     typer.echo(f"fsck: ok ({counts['events']} events, {counts['records']} records) {ctx.obj}")
+
+
+# --- mirrors ---------------------------------------------------------------------------------------
+
+
+@app.command()
+def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Print this mirror's order-independent roots (event sets and states)."""
+    with _open(ctx) as ledger:
+        root = ledger.root()
+        counts = ledger.counts()
+    doc = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
+           "events": counts["events"], "digest_version": "pithledger-digest-v1"}
+    if as_json:
+        emit_json(doc)
+    else:
+        typer.echo(f"events_root {doc['events_root']}\nstates_root {doc['states_root']}\n{counts['records']} records, {counts['events']} events")
+
+
+@app.command()
+def publish(
+    ctx: typer.Context,
+    directory: Annotated[Path, typer.Argument(help="Where to write the static mirror tree.")],
+    key: Annotated[Optional[str], typer.Option("--key", help="Local key whose public part the manifest names.")] = None,
+    base_url: Annotated[str, typer.Option("--base-url", help="The URL the tree will be served at (for the manifest).")] = "",
+    key_dir: KeyDirOption = None,
+) -> None:
+    """Write (or update) a static mirror tree any web server can host."""
+    signing = _store(key_dir).load(key) if key else None
+    with _open(ctx) as ledger:
+        counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"))
+    typer.echo(f"published to {directory}: {counts['records_written']} records written, "
+               f"{counts['nodes_written']} digest nodes written, {counts['nodes_removed']} removed")
+
+
+@app.command()
+def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(help="A published mirror: a directory or an http(s) base URL.")],
+         as_json: JsonOption = False) -> None:
+    """Fetch from a published mirror what this ledger lacks, walking only where digests differ."""
+    with _open(ctx, create=True) as ledger:
+        counts = sync_mirror(ledger, source)
+    if as_json:
+        emit_json(counts)
+    else:
+        typer.echo(f"synced from {source}: {counts['records_fetched']} records fetched, {counts['new']} new events, "
+                   f"{counts['duplicate']} duplicate, {counts['invalid']} invalid ({counts['digests_read']} digests read)")
+    if counts["invalid"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def audit(
+    a: Annotated[str, typer.Argument(help="A ledger directory, a published directory, or an http(s) URL.")],
+    b: Annotated[str, typer.Argument(help="The other side.")],
+    as_json: JsonOption = False,
+    sign: Annotated[Optional[str], typer.Option("--sign", help="Sign the report with this local key (JSON output).")] = None,
+    key_dir: KeyDirOption = None,
+) -> None:
+    """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks."""
+    side_a = open_source(a)
+    # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
+    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b)
+    try:
+        result = compare(side_a, side_b)
+    finally:
+        for side in {id(side_a): side_a, id(side_b): side_b}.values():
+            if isinstance(side, Ledger):
+                side.close()
+    doc = report_value(result, a, b)
+    if sign:
+        emit_json(sign_report(doc, _store(key_dir).load(sign), _now()))
+    elif as_json:
+        emit_json(doc | {"digests_read": result.digests_read})
+    else:
+        if result.consistent:
+            typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
+        for d in result.divergent:
+            line = f"DIVERGENT {d.pith_number} {d.kind}"
+            if d.a_lacks:
+                line += f"; A lacks {', '.join(d.a_lacks)}"
+            if d.b_lacks:
+                line += f"; B lacks {', '.join(d.b_lacks)}"
+            typer.echo(line)
+        if result.merge_bug_suspected:
+            typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
+                       "(run `pithledger fsck` on each ledger)")
+        if not result.consistent:
+            typer.echo(f"{len(result.divergent)} divergent records ({result.digests_read} digests read)")
+    if not result.consistent:
+        raise typer.Exit(1)

@@ -188,3 +188,13 @@ class NotFound(PithledgerError):
 class AmbiguousId(PithledgerError):
     code = "ambiguous-id"
     hint = "type more characters of the suffix, or the long Pith Number"
+
+
+# --- mirrors ---------------------------------------------------------------------------------------
+
+
+class SourceError(PithledgerError):
+    """A published mirror that cannot be read, or whose files contradict each other."""
+
+    code = "bad-source"
+    hint = "check the path or URL; if the source is being re-published right now, run the command again"

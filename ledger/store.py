@@ -21,6 +21,7 @@ from .canonical import canonical_bytes
 from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound
 from .events import Verdict, identity, verify_event
 from .ids import parse_id
+from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, record_pair
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
 
 LAYOUT_VERSION = 1
@@ -38,7 +39,11 @@ _DBS = {
     b"state": False,  # pith_number -> canonical state bytes
     b"cites": True,  # cited pith_number -> citing pith_number
     b"extra": False,  # pith_number + "\0" + sha256 -> canonical unknown bundle top-level fields
+    b"rec": False,  # suffix + "\0" + pith_number -> Pair(event_root, state_sha256) (spec/audit.md)
+    b"node": False,  # "/" + suffix prefix (0..DEPTH chars) -> Pair(events, states) digest of that subtree
 }
+_pair_encoder = msgspec.msgpack.Encoder()
+_pair_decoder = msgspec.msgpack.Decoder(Pair)
 
 
 class LogEntry(msgspec.Struct, frozen=True):
@@ -61,6 +66,10 @@ class BatchResult(msgspec.Struct):
 _entry_encoder = msgspec.msgpack.Encoder()
 _entry_decoder = msgspec.msgpack.Decoder(LogEntry)
 _json_decoder = msgspec.json.Decoder()
+
+
+def _rec_key(subject: str) -> bytes:
+    return ids.suffix_of_pith_number(subject).encode() + b"\0" + subject.encode()
 
 
 def _u64(n: int) -> bytes:
@@ -183,8 +192,10 @@ class Ledger:
                         txn.put(key, blob, db=self.db[b"extra"])
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
                 cache: dict[str, list[Entry]] = {}
-                for subject in self._with_cited(txn, touched, cache):
+                changed = self._with_cited(txn, touched, cache)
+                for subject in changed:
                     self._materialise(txn, subject, cache)
+                self._update_tree(txn, {bucket_of(s) for s in changed})
                 result.touched = sorted(touched)
         except lmdb.MapFullError:
             raise
@@ -206,6 +217,8 @@ class Ledger:
     def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
         state = self.compute_state(txn, subject, cache)
         txn.put(subject.encode(), canonical_bytes(state), db=self.db[b"state"])
+        pair = record_pair((e.event_id for e in self._entries(txn, subject, cache)), state["state_sha256"])
+        txn.put(_rec_key(subject), _pair_encoder.encode(pair), db=self.db[b"rec"])
         record = state["current"].get("canonical_record")
         if record is not None:
             for alias in state["current"]["source_aliases"]:
@@ -213,6 +226,59 @@ class Ledger:
                     key = f"{alias['alias_kind']}:{alias['alias_value'].lower()}".encode()
                     txn.put(key, subject.encode(), db=self.db[b"alias"])
         return state
+
+    def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
+        """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
+        for bucket in buckets:
+            txn.put(b"/" + bucket.encode(), _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))), db=self.db[b"node"])
+        dirty = buckets
+        for level in range(DEPTH - 1, -1, -1):
+            dirty = {b[:level] for b in dirty}
+            for prefix in dirty:
+                pair = inner_pair(prefix, self._children(txn, prefix))
+                txn.put(b"/" + prefix.encode(), _pair_encoder.encode(pair), db=self.db[b"node"])
+
+    def _bucket(self, txn: lmdb.Transaction, bucket: str) -> dict[str, Pair]:
+        out: dict[str, Pair] = {}
+        cursor = txn.cursor(db=self.db[b"rec"])
+        if cursor.set_range(bucket.encode()):
+            for key, value in cursor.iternext():
+                k = bytes(key)
+                if not k.startswith(bucket.encode()):
+                    break
+                out[k.split(b"\0", 1)[1].decode()] = _pair_decoder.decode(value)
+        return out
+
+    def _children(self, txn: lmdb.Transaction, prefix: str) -> dict[str, Pair]:
+        out: dict[str, Pair] = {}
+        for c in ALPHABET:
+            raw = txn.get(b"/" + (prefix + c).encode(), db=self.db[b"node"])
+            if raw is not None:
+                out[c] = _pair_decoder.decode(raw)
+        return out
+
+    # --- the audit Source interface -----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def root(self) -> Pair:
+        with self.env.begin() as txn:
+            raw = txn.get(b"/", db=self.db[b"node"])
+        return _pair_decoder.decode(raw) if raw is not None else inner_pair("", {})
+
+    def children(self, prefix: str) -> dict[str, Pair]:
+        with self.env.begin() as txn:
+            return self._children(txn, prefix)
+
+    def bucket(self, prefix: str) -> dict[str, Pair]:
+        with self.env.begin() as txn:
+            return self._bucket(txn, prefix)
+
+    def record_events(self, pith_number: str) -> list[str]:
+        with self.env.begin() as txn:
+            return sorted(e.event_id for e in self._entries(txn, pith_number))
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -381,6 +447,33 @@ class Ledger:
             for key in cursor.iternext_nodup(values=False):
                 if txn.get(key, db=self.db[b"state"]) is None:
                     problems.append(f"{bytes(key).decode()} has events but no stored state")
+            problems += self._fsck_tree(txn)
+        return problems
+
+    def _fsck_tree(self, txn: lmdb.Transaction) -> list[str]:
+        """Recompute every digest-tree node from the stored states and the log."""
+        problems: list[str] = []
+        buckets: dict[str, dict[str, Pair]] = {}
+        for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
+            subject = bytes(key).decode()
+            state = _json_decoder.decode(stored)
+            pair = record_pair((e.event_id for e in self._entries(txn, subject)), state["state_sha256"])
+            buckets.setdefault(bucket_of(subject), {})[subject] = pair
+            raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
+            if raw is None or _pair_decoder.decode(raw) != pair:
+                problems.append(f"digest entry of {subject} differs from its recomputation")
+        level: dict[str, Pair] = {b: bucket_pair(r) for b, r in buckets.items()}
+        for depth in range(DEPTH, -1, -1):
+            for prefix, pair in level.items():
+                raw = txn.get(b"/" + prefix.encode(), db=self.db[b"node"])
+                if raw is None or _pair_decoder.decode(raw) != pair:
+                    problems.append(f"digest node {prefix or '(root)'} differs from its recomputation")
+            if depth == 0:
+                break
+            parents: dict[str, dict[str, Pair]] = {}
+            for prefix, pair in level.items():
+                parents.setdefault(prefix[:-1], {})[prefix[-1]] = pair
+            level = {p: inner_pair(p, ch) for p, ch in parents.items()}
         return problems
 
     def counts(self) -> dict[str, int]:
