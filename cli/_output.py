@@ -69,8 +69,16 @@ def iter_documents(path: str) -> Iterator[tuple[str, Any]]:
 
 
 def _iter_lines(path: str) -> Iterator[tuple[str, Any]]:
-    with open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise CannotRead(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        lineno = 0
+        while line := fh.readline(MAX_DOCUMENT_BYTES + 1):  # a line never costs more than one document
+            lineno += 1
+            if len(line) > MAX_DOCUMENT_BYTES:
+                raise DocumentTooLarge(f"{path}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
             if line.strip():
                 yield f"{path}:{lineno}", _decode(line, f"{path}:{lineno}")
 

@@ -78,8 +78,10 @@ def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:
             raise BundleInconsistent(f"{key} is {value[key]!r}, but the record gives {want!r}")
     if "source_aliases" in value:
         aliases = value["source_aliases"]
-        if not isinstance(aliases, list) or not all(isinstance(a, dict) for a in aliases):
-            raise BundleInconsistent("source_aliases must be a list of objects")
+        if not isinstance(aliases, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("alias_kind"), str) and isinstance(a.get("alias_value"), str) for a in aliases
+        ):
+            raise BundleInconsistent("source_aliases must be a list of {alias_kind, alias_value, created_at} objects with string values")
         got = {a.get("alias_kind"): a.get("alias_value") for a in aliases}
         if got != rid.aliases or len(aliases) != len(rid.aliases):
             raise BundleInconsistent("source_aliases do not match the aliases derived from canonical_record")

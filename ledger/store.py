@@ -200,7 +200,10 @@ class Ledger:
         except lmdb.MapFullError:
             raise
         except lmdb.Error as exc:
-            raise LedgerError(f"the batch was not written: {exc}", hint="the ledger is as it was before this batch; run the command again") from None
+            raise LedgerError(
+                f"the batch was not written: {exc}",
+                hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
+            ) from None
         return result
 
     def _with_cited(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> list[str]:
