@@ -18,7 +18,7 @@ from pithledger import keys as keys_
 from pithledger.canonical import canonical_bytes
 from pithledger.bundle import Bundle, read_bundle, write_bundle
 from pithledger.canonical import strict_decode
-from pithledger.errors import CannotRead, MalformedId, PithledgerError, SchemaError
+from pithledger.errors import CannotRead, MalformedId, NoLedger, PithledgerError, SchemaError
 from pithledger.events import KNOWN_KINDS, make_event, verify_event
 from pithledger.audit import compare, report_value, sign_report, verify_report
 from pithledger.ids import parse_id
@@ -211,6 +211,7 @@ def _now() -> str:
 
 @app.command()
 def event(
+    ctx: typer.Context,
     kind: Annotated[str, typer.Argument(help="Event kind: " + ", ".join(sorted(KNOWN_KINDS)) + ".")],
     key: Annotated[str, typer.Option("--key", help="Name of the local signing key.")],
     payload: Annotated[str, typer.Option("--payload", help="The payload as JSON, or @FILE to read it from a file.")],
@@ -235,12 +236,21 @@ def event(
             raise typer.BadParameter("--subject is required (the record's long Pith Number)")
         subject = record_ids(record).pith_number
     parsed = parse_id(subject)
-    if parsed.kind != "pith_number":
-        raise MalformedId(f"--subject must be a long Pith Number (pith:YYYY:<26 chars>), not {subject!r}")
+    if parsed.kind == "pith_number":
+        number = parsed.value
+    else:  # a short form or an arXiv id names a record only through a ledger that holds it
+        try:
+            with _open(ctx) as ledger:
+                number = ledger.resolve(subject)
+        except NoLedger:
+            raise MalformedId(
+                f"--subject {subject!r} is not a long Pith Number and there is no ledger to look it up in",
+                hint="give the long form pith:YYYY:<26 chars>, or --ledger a ledger that holds the record",
+            ) from None
     signing_key = _store(key_dir).load(key)
     when = created_at or _now()
-    ev = make_event(kind, parsed.value, value, signing_key, created_at=when, signer_id=signer_id)
-    bundle = write_bundle(parsed.value, [ev], canonical_record=record)
+    ev = make_event(kind, number, value, signing_key, created_at=when, signer_id=signer_id)
+    bundle = write_bundle(number, [ev], canonical_record=record)
     data = canonical_bytes(bundle) + b"\n"
     if output is None:
         sys.stdout.buffer.write(data)

@@ -64,7 +64,7 @@ def test_payload_from_file_and_created_at(cli, tmp_path: Path) -> None:  # type:
 def test_event_errors_are_named(cli) -> None:  # type: ignore[no-untyped-def]
     cli("keys", "new", "alice")
     r = cli("event", "citation_signature", "--key", "alice", "--subject", "pith:FZ7AO632", "--payload", "{}")
-    assert r.code == 1 and "error[malformed-id]" in r.err and "long Pith Number" in r.err
+    assert r.code == 1 and "error[malformed-id]" in r.err and "no ledger to look it up in" in r.err
     r = cli("event", "citation_signature", "--key", "nobody", "--subject", A["pith_number"], "--payload", json.dumps(PAYLOADS["citation_signature"]))
     assert r.code == 1 and "error[unknown-key]" in r.err
     r = cli("event", "citation_signature", "--key", "alice", "--subject", A["pith_number"], "--payload", '{"relation": "likes", "cited_pith_number": "%s"}' % B["pith_number"])
@@ -93,3 +93,14 @@ def test_verify_reports_each_fixture_and_exits_1_on_any_invalid(cli) -> None:  #
     assert bad.code == 1
     assert bad.out.count("\n") == 2 and "[bad-signature]" in bad.out
     assert "error[subject-mismatch]" in bad.err
+
+
+def test_subject_in_any_form_resolves_through_the_ledger(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path as _P
+
+    cli("--ledger", "L", "apply", str(_P(__file__).parent.parent / "bundles"))
+    cli("keys", "new", "alice")
+    r = cli("--ledger", "L", "event", "citation_signature", "--key", "alice", "--subject", "2605.00424",
+            "--payload", json.dumps(PAYLOADS["citation_signature"]))
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["pith_number"] == A["pith_number"]

@@ -67,6 +67,8 @@ REASONS = {
     "revocation-of-malformed-id": "bad-payload",
     "pith-graph-snapshot-unsigned": "unverified:unverifiable-signature",
     "pith-record-created-without-receipt": "unverified:no-receipt",
+    "pith-record-created-receipt-unreadable": "unverified:unreadable-receipt",
+    "pith-record-created-receipt-forged": "bad-receipt",
     # bundle-level: the whole bundle is refused
     "event-for-another-subject": "bundle:subject-mismatch",
     "event-not-an-object": "bundle:bad-bundle",
