@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,22 +63,33 @@ def _open(ctx: typer.Context, *, create: bool = False) -> Ledger:
     return Ledger(ctx.obj, create=create)
 
 
+def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
+    """Render every document of a file on its own line; a bad document is reported, the rest go on,
+    and the exit code is 1 if any failed."""
+    failed = 0
+    for where, value in iter_documents(path):
+        try:
+            sys.stdout.buffer.write(render(value) + b"\n")
+        except PithledgerError as exc:
+            report(exc, where)
+            failed += 1
+    sys.stdout.flush()
+    if failed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def ids(
     record: Annotated[str, typer.Argument(help="A canonical record (or a document holding one under canonical_record); '-' for stdin; JSON lines allowed.")],
 ) -> None:
     """Print canonical_sha256, the long and short Pith Number and the six aliases of a record."""
-    failed = 0
-    for where, value in iter_documents(record):
+
+    def render(value: Any) -> bytes:
         if isinstance(value, dict) and "canonical_record" in value:
             value = value["canonical_record"]
-        try:
-            emit_json(record_ids(value))
-        except PithledgerError as exc:
-            report(exc, where)
-            failed += 1
-    if failed:
-        raise typer.Exit(1)
+        return canonical_bytes(record_ids(value))
+
+    _per_document(record, render)
 
 
 @app.command()
@@ -86,16 +97,7 @@ def mint(
     meta: Annotated[str, typer.Argument(help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin.")],
 ) -> None:
     """Turn arXiv metadata into canonical records (canonical bytes, one record per line)."""
-    failed = 0
-    for where, value in iter_documents(meta):
-        try:
-            sys.stdout.buffer.write(canonical_bytes(mint_record(value)) + b"\n")
-        except PithledgerError as exc:
-            report(exc, where)
-            failed += 1
-    sys.stdout.flush()
-    if failed:
-        raise typer.Exit(1)
+    _per_document(meta, lambda value: canonical_bytes(mint_record(value)))
 
 
 @app.command()
