@@ -16,7 +16,7 @@ import msgspec
 from . import _ots, ids, keys
 from .canonical import canonical_bytes, check_value
 from .errors import PithledgerError
-from .model import HEX64_RE, TIME_RE, check_time, parse_record, record_ids
+from .model import HEX64_RE, TIME_RE, check_time, record_ids
 
 EVENT_VERSION = "pithledger-event-v1"
 #: Signatures cover this prefix + the canonical bytes of the event without event_id and signature_b64.

@@ -105,7 +105,7 @@ def effective(entries: Sequence[Entry]) -> Effective:
 
 def outbound_citations(entries: Sequence[Entry]) -> list[Entry]:
     """The citations a record's own events make that stand (what other records see as inbound)."""
-    return [e for e in _latest_citations(effective(dedup(entries)).standing)[0]]
+    return _latest_citations(effective(dedup(entries)).standing)[0]
 
 
 def _latest_citations(standing: Sequence[Entry]) -> tuple[list[Entry], list[dict[str, Any]]]:

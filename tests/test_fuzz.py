@@ -38,7 +38,7 @@ def pipeline(data: bytes) -> None:
     for v in verdicts:
         assert v.status in ("valid", "invalid", "unverified")
         assert v.event_id.startswith("sha256:") and len(v.event_id) == 71
-    states = reduce_all(Entry(e, v) for e, v in zip(bundle.events, verdicts))
+    states = reduce_all(Entry(e, v) for e, v in zip(bundle.events, verdicts, strict=True))
     for state in states.values():
         canonical_bytes(state)
 

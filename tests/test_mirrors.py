@@ -52,7 +52,7 @@ class Mirrors(RuleBasedStateMachine):
     def deliver(self, m: int, data: st.DataObject) -> None:
         picks = data.draw(st.lists(st.integers(0, len(self.events) - 1), max_size=12))
         dropped = data.draw(st.lists(st.booleans(), min_size=len(picks), max_size=len(picks)))
-        arrived = [i for i, lost in zip(picks, dropped) if not lost]
+        arrived = [i for i, lost in zip(picks, dropped, strict=True) if not lost]
         self.ledgers[m].apply_batch(bundles_of([self.events[i] for i in arrived]))
         self.received[m].update(arrived)
 
@@ -80,7 +80,7 @@ class Mirrors(RuleBasedStateMachine):
 
     @invariant()
     def each_mirror_equals_the_pure_reducer_over_what_it_received(self) -> None:
-        for ledger, got in zip(self.ledgers, self.received):
+        for ledger, got in zip(self.ledgers, self.received, strict=True):
             expected = {s: canonical_bytes(d) for s, d in reduce_all(entries_of(self.events, got)).items()}
             assert {s: ledger.state_bytes(s) for s in ledger.subjects()} == expected
 
