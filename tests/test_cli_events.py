@@ -104,3 +104,13 @@ def test_subject_in_any_form_resolves_through_the_ledger(cli, tmp_path: Path) ->
             "--payload", json.dumps(PAYLOADS["citation_signature"]))
     assert r.code == 0, r.err
     assert json.loads(r.out)["pith_number"] == A["pith_number"]
+
+
+def test_validity_and_event_id_do_not_depend_on_local_keys(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = str(FIXTURES / "bundles" / "valid-citation.json")
+    without = cli("verify", bundle)
+    cli("keys", "new", "alice")  # a local key named like the signer's key, but another key
+    cli("keys", "new", "bob")
+    with_keys = cli("verify", bundle)
+    assert without.code == with_keys.code == 0
+    assert without.out == with_keys.out and without.out.startswith("valid")
