@@ -59,8 +59,9 @@ def root(
     ctx.obj = ledger or default_ledger_path()
 
 
-def _open(ctx: typer.Context, *, create: bool = False) -> Ledger:
-    return Ledger(ctx.obj, create=create)
+def _open(ctx: typer.Context, *, write: bool = False) -> Ledger:
+    """Queries open the ledger read-only (they never wait for a writer); apply and sync write."""
+    return Ledger(ctx.obj, create=write, readonly=not write)
 
 
 def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
@@ -309,7 +310,7 @@ def apply(
         for _, bundle in _bundles(files):  # pass 1: every structural fault before anything is written
             total += len(bundle.events)
             bundles += 1
-        ledger = stack.enter_context(_open(ctx, create=True))
+        ledger = stack.enter_context(_open(ctx, write=True))
         summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
         touched: set[str] = set()
         invalid: list[tuple[str, str, str]] = []
@@ -447,7 +448,7 @@ def publish(
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False) -> None:
     """Fetch from a published mirror what this ledger lacks, walking only where digests differ."""
-    with _open(ctx, create=True) as ledger:
+    with _open(ctx, write=True) as ledger:
         counts = sync_mirror(ledger, source)
     if as_json:
         emit_json(counts)

@@ -166,7 +166,7 @@ def open_source(location: str) -> Source:
     if location.startswith(("http://", "https://")) or Path(location, DIGEST_FILE).is_file():
         return Published(location)
     if Path(location, "data.mdb").is_file():
-        return Ledger(Path(location))
+        return Ledger(Path(location), readonly=True)
     raise SourceError(f"{location} is neither a ledger directory, a published mirror nor an http(s) URL")
 
 

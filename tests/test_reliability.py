@@ -104,7 +104,7 @@ seen = set()
 deadline = time.time() + 60
 while time.time() < deadline:
     try:
-        with Ledger(sys.argv[1]) as ledger:
+        with Ledger(sys.argv[1], readonly=True) as ledger:
             while time.time() < deadline:
                 try:
                     seen.add(json.loads(ledger.state_bytes(sys.argv[2]))["event_count"])
@@ -133,6 +133,24 @@ def test_readers_in_other_processes_never_see_a_partial_batch(tmp_path: Path) ->
     assert writer.returncode == 0, writer.stderr
     assert seen and all(count % BATCH == 0 for count in seen), sorted(seen)
     assert len(seen) > 2  # the readers did run while batches landed
+
+
+def test_queries_never_wait_for_a_writer(tmp_path: Path) -> None:
+    import lmdb
+
+    ledger = tmp_path / "ledger"
+    subprocess.run(apply_cmd(ledger, write_input(tmp_path / "in.jsonl", workload()[:10])), check=True, capture_output=True)
+    env = lmdb.open(str(ledger), max_dbs=16)
+    held = env.begin(write=True)  # another process in the middle of a batch
+    try:
+        start = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", NUMBER],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and json.loads(r.stdout)["event_count"] == 10
+        assert time.monotonic() - start < 30
+    finally:
+        held.abort()
+        env.close()
 
 
 def test_two_writers_at_once_both_land_and_nothing_breaks(tmp_path: Path) -> None:
