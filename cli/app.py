@@ -127,35 +127,36 @@ def verify(
             if value is _UNREADABLE:
                 bad += 1
                 continue
-            if isinstance(value, dict) and value.get("report_type") == "pithledger_audit_report":
-                try:
-                    who = verify_report(value)
-                except PithledgerError as exc:
-                    report(exc, where)
-                    bad += 1
-                    continue
-                verdict_text = "consistent" if value.get("consistent") else f"{len(value.get('divergent', []))} divergent records"
-                typer.echo(f"valid      audit report signed by {who}: {verdict_text}")
-                continue
             try:
-                parsed = read_bundle(value)
+                lines, invalid = _check_document(value)
             except PithledgerError as exc:
                 report(exc, where)
                 bad += 1
                 continue
-            for verdict in map(verify_event, parsed.events):
-                line = f"{verdict.status:<10} {verdict.event_id} {verdict.event_type} {verdict.subject}"
-                if verdict.status == "valid":
-                    line += f" ({verdict.trust})"
-                else:
-                    line += f" [{verdict.reason}] {verdict.message}"
+            for line in lines:
                 typer.echo(line)
-                bad += verdict.status == "invalid"
+            bad += invalid
     if bad:
         raise typer.Exit(1)
 
 
 _UNREADABLE = object()
+
+
+def _check_document(value: Any) -> tuple[list[str], int]:
+    """Lines `verify` prints for one bundle or signed audit report, and how many were invalid.
+    A document that is neither raises its named error."""
+    if isinstance(value, dict) and value.get("report_type") == "pithledger_audit_report":
+        who = verify_report(value)
+        outcome = "consistent" if value.get("consistent") else f"{len(value.get('divergent', []))} divergent records"
+        return [f"valid      audit report signed by {who}: {outcome}"], 0
+    lines, invalid = [], 0
+    for verdict in map(verify_event, read_bundle(value).events):
+        line = f"{verdict.status:<10} {verdict.event_id} {verdict.event_type} {verdict.subject}"
+        line += f" ({verdict.trust})" if verdict.status == "valid" else f" [{verdict.reason}] {verdict.message}"
+        lines.append(line)
+        invalid += verdict.status == "invalid"
+    return lines, invalid
 
 
 def _documents_or_report(path: str) -> Iterator[tuple[str, Any]]:
