@@ -114,8 +114,9 @@ class Ledger:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
         try:
             self.db = {name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()}
-        except lmdb.NotFoundError:
-            raise LayoutMismatch(f"the ledger at {self.path} lacks databases this version needs") from None
+        except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
+            self.env.close()
+            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
         self._pool: ThreadPoolExecutor | None = None
         self._check_layout()
 
@@ -137,7 +138,8 @@ class Ledger:
             layout = txn.get(b"layout_version")
             merge = bytes(txn.get(b"merge_version", b"")).decode()
         if layout is None and self.env.flags()["readonly"]:
-            raise LayoutMismatch(f"the ledger at {self.path} has no layout version (not a pithledger ledger?)")
+            self.env.close()
+            raise NoLedger(f"no complete ledger at {self.path} (yet)")
         if layout is None:
             with self.env.begin(write=True, db=self.db[b"meta"]) as txn:
                 layout = txn.get(b"layout_version")

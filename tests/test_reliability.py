@@ -122,13 +122,14 @@ print(json.dumps(sorted(seen)))
 def test_readers_in_other_processes_never_see_a_partial_batch(tmp_path: Path) -> None:
     data = write_input(tmp_path / "input.jsonl", workload())
     ledger, done = tmp_path / "ledger", tmp_path / "done"
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(ledger), NUMBER, str(done)], stdout=subprocess.PIPE, text=True)
-               for _ in range(2)]
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(ledger), NUMBER, str(done)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
     writer = subprocess.run(apply_cmd(ledger, data), capture_output=True)
     done.touch()
     seen = set()
     for r in readers:
-        out, _ = r.communicate(timeout=120)
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0, err
         seen.update(json.loads(out))
     assert writer.returncode == 0, writer.stderr
     assert seen and all(count % BATCH == 0 for count in seen), sorted(seen)
