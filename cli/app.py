@@ -81,12 +81,14 @@ def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
 
 @app.command()
 def ids(
-    record: Annotated[str, typer.Argument(help="A canonical record (or a document holding one under canonical_record); '-' for stdin; JSON lines allowed.")],
+    record: Annotated[str, typer.Argument(help="A canonical record, or a bundle or state document holding one; '-' for stdin; JSON lines allowed.")],
 ) -> None:
     """Print canonical_sha256, the long and short Pith Number and the six aliases of a record."""
 
     def render(value: Any) -> bytes:
-        if isinstance(value, dict) and "canonical_record" in value:
+        if isinstance(value, dict) and isinstance(value.get("current"), dict) and "canonical_record" in value["current"]:
+            value = value["current"]  # a state document
+        if isinstance(value, dict) and "canonical_record" in value:  # a bundle, an event payload, a vector line
             value = value["canonical_record"]
         return canonical_bytes(record_ids(value))
 

@@ -79,10 +79,8 @@ def parse_record(value: Any) -> CanonicalRecord:
             raise SchemaError(f"canonical record: metadata.{name} is not 64 lowercase hex characters")
     if not md.primary_cat:
         raise SchemaError("canonical record: metadata.primary_cat is empty")
-    if md.cross_cats_sorted != sorted(set(md.cross_cats_sorted)) or md.primary_cat in md.cross_cats_sorted:
-        raise SchemaError(
-            "canonical record: metadata.cross_cats_sorted must be sorted, without duplicates and without the primary"
-        )
+    # cross_cats_sorted is taken as hashed: a record *is* its hash, and refusing a real record over how
+    # Pith ordered a list would break interoperability for nothing (mint always writes it sorted).
     return rec
 
 

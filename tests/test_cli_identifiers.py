@@ -96,3 +96,13 @@ def test_verify_usage_errors_exit_2(cli) -> None:  # type: ignore[no-untyped-def
     assert cli("verify", "--digest", "00" * 32).code == 2
     assert cli("verify").code == 2
     assert cli("no-such-command").code == 2
+
+
+def test_ids_of_a_bundle_and_of_a_state_document(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = Path(__file__).parent.parent / "bundles"
+    from_bundle = cli("ids", str(root / "demo-1905.08204.json"))
+    cli("--ledger", "L", "apply", str(root / "demo-1905.08204.json"))
+    (tmp_path / "state.json").write_text(cli("--ledger", "L", "state", "1905.08204").out)
+    from_state = cli("ids", "state.json")
+    assert from_bundle.code == from_state.code == 0
+    assert from_bundle.json()["pith_number"] == from_state.json()["pith_number"] == "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"

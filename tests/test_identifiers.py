@@ -78,8 +78,8 @@ BAD_RECORDS = {
     "submitted-at-with-offset": lambda r: r["metadata"].update(submitted_at="2019-05-20T16:41:20+00:00"),
     "submitted-at-impossible-day": lambda r: r["metadata"].update(submitted_at="2019-02-30T16:41:20Z"),
     "title-hash-uppercase": lambda r: r["metadata"].update(title_canon_sha256="A" * 64),
-    "cross-cats-unsorted": lambda r: r["metadata"].update(cross_cats_sorted=["math.GT", "cs.AI"]),
-    "cross-cats-holds-primary": lambda r: r["metadata"].update(cross_cats_sorted=[r["metadata"]["primary_cat"]]),
+    "cross-cats-not-a-list": lambda r: r["metadata"].update(cross_cats_sorted="cs.AI"),
+    "cross-cats-holds-a-number": lambda r: r["metadata"].update(cross_cats_sorted=[1]),
 }
 
 
@@ -148,3 +148,10 @@ def test_malformed_id_says_what_was_expected(name: str) -> None:
     with pytest.raises(MalformedId) as info:
         parse_id(BAD_FORMS[name])
     assert "expected" in info.value.message or "expected" in info.value.hint or "empty" in info.value.message
+
+
+def test_unsorted_cross_categories_are_hashed_as_given() -> None:
+    # A record is its hash: a list in another order is another record, not an error.
+    record = copy.deepcopy(PITH_RECORDS[0]["canonical_record"])
+    record["metadata"]["cross_cats_sorted"] = list(reversed(record["metadata"]["cross_cats_sorted"]))
+    assert record_ids(record).pith_number != PITH_RECORDS[0]["pith_number"]
