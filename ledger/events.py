@@ -230,9 +230,12 @@ def identity(event: dict[str, Any]) -> str:
     return foreign_event_id(event)
 
 
-def verify_event(event: dict[str, Any]) -> Verdict:
-    """Classify one strictly decoded event value; never raises for a bad event, it says why instead."""
-    event_id = identity(event)
+def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdict:
+    """Classify one strictly decoded event value; never raises for a bad event, it says why instead.
+
+    ``event_id``: ``identity(event)`` when the caller already computed it (the ledger does, to dedup).
+    """
+    event_id = event_id or identity(event)
     kind = event.get("event_type") if isinstance(event.get("event_type"), str) else "?"
     subject = event.get("subject_pith_number", "")
     try:

@@ -66,6 +66,8 @@ class Published:
             raise SourceError(f"{location} publishes states of {digest.get('merge_version')!r}, not {MERGE_VERSION!r}")
         self._root = _pair_of(digest.get("root"), DIGEST_FILE)
         self._nodes: dict[str, dict[str, Any]] = {}
+        self._children: dict[str, dict[str, Pair]] = {}
+        self._buckets: dict[str, dict[str, Pair]] = {}
 
     @property
     def name(self) -> str:
@@ -122,19 +124,26 @@ class Published:
         return self._root
 
     def children(self, prefix: str) -> dict[str, Pair]:
+        if prefix in self._children:  # verified once; the walk up to the root is not repeated
+            return self._children[prefix]
         if self._root == _EMPTY and prefix == "":
             return {}
-        node = self._node(prefix, self._expected(prefix))
+        expected = self._expected(prefix)
+        node = self._node(prefix, expected)
         kids = node.get("children")
         if not isinstance(kids, dict) or not all(c in ALPHABET and len(c) == 1 for c in kids):
             raise SourceError(f"{self.name}: node {prefix or '(root)'} has malformed children")
         out = {c: _pair_of(v, f"{prefix}{c}") for c, v in kids.items()}
-        if inner_pair(prefix, out) != self._expected(prefix):
+        if inner_pair(prefix, out) != expected:
             raise SourceError(f"{self.name}: children of {prefix or '(root)'} do not hash to its digest")
+        self._children[prefix] = out
         return out
 
     def bucket(self, prefix: str) -> dict[str, Pair]:
-        node = self._node(prefix, self._expected(prefix))
+        if prefix in self._buckets:
+            return self._buckets[prefix]
+        expected = self._expected(prefix)
+        node = self._node(prefix, expected)
         records = node.get("records")
         if not isinstance(records, dict):
             raise SourceError(f"{self.name}: bucket {prefix} is malformed")
@@ -142,11 +151,12 @@ class Published:
             out = {n: Pair(bytes.fromhex(r["event_root"]), bytes.fromhex(r["state_sha256"])) for n, r in records.items()}
         except (TypeError, KeyError, ValueError):
             raise SourceError(f"{self.name}: bucket {prefix} is malformed") from None
-        if bucket_pair(out) != self._expected(prefix):
+        if bucket_pair(out) != expected:
             raise SourceError(f"{self.name}: records of bucket {prefix} do not hash to its digest")
         for n, r in records.items():
             if record_event_root(r.get("event_ids", [])) != out[n].events:
                 raise SourceError(f"{self.name}: event ids of {n} do not hash to its event root")
+        self._buckets[prefix] = out
         return out
 
     def record_events(self, pith_number: str) -> list[str]:

@@ -73,8 +73,8 @@ _VERIFY_CHUNK = 256
 _WORKERS = min(4, os.cpu_count() or 1)
 
 
-def _verify_chunk(events: list[dict[str, Any]]) -> list[Verdict]:
-    return [verify_event(e) for e in events]
+def _verify_chunk(events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
+    return [verify_event(e, event_id=eid) for eid, e in events]
 
 
 def _rec_key(subject: str) -> bytes:
@@ -173,18 +173,18 @@ class Ledger:
                         duplicate += 1
                     else:
                         candidates[eid] = (bundle.pith_number, event)
-        verdicts = dict(zip(candidates, self._verify_all([event for _, event in candidates.values()]), strict=True))
+        verdicts = dict(zip(candidates, self._verify_all([(eid, event) for eid, (_, event) in candidates.items()]), strict=True))
         while True:
             try:
                 return self._write(bundles, candidates, verdicts, duplicate)
             except lmdb.MapFullError:
                 self._grow()
 
-    def _verify_all(self, events: list[dict[str, Any]]) -> list[Verdict]:
-        """verify_event over many events. libsodium releases the GIL, so chunks run on a few threads
-        overlap their signature checks (about 1.5x on two cores); the result is the same list."""
+    def _verify_all(self, events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
+        """verify_event over many (event_id, event) pairs. libsodium releases the GIL, so chunks run on a
+        few threads overlap their signature checks (about 1.5x on two cores); the result is the same list."""
         if len(events) < 2 * _VERIFY_CHUNK or _WORKERS < 2:
-            return [verify_event(e) for e in events]
+            return _verify_chunk(events)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pithledger-verify")
         chunks = [events[i : i + _VERIFY_CHUNK] for i in range(0, len(events), _VERIFY_CHUNK)]
