@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import msgspec
 import typer
 
 import pithledger
@@ -23,7 +24,8 @@ from pithledger.events import KNOWN_KINDS, make_event, verify_event
 from pithledger.audit import compare, report_value, sign_report, verify_report
 from pithledger.ids import parse_id
 from pithledger.mirror import open_source, publish as publish_mirror, sync as sync_mirror
-from pithledger.store import Ledger, default_ledger_path
+from pithledger.store import Ledger, Rejection, default_ledger_path
+from pithledger.merge import MERGE_VERSION
 from pithledger.mint import mint as mint_record
 from pithledger.model import record_ids
 
@@ -316,7 +318,7 @@ def apply(
         ledger = stack.enter_context(_open(ctx, write=True))
         summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
         touched: set[str] = set()
-        invalid: list[tuple[str, str, str]] = []
+        rejected: list[Rejection] = []
         batch: list[Bundle] = []
         size = 0
         progress = sys.stderr.isatty() and not as_json and total > batch_size
@@ -330,7 +332,7 @@ def apply(
                 summary[key] += getattr(result, key)
             summary["batches"] += 1
             touched.update(result.touched)
-            invalid.extend(result.invalid_events)
+            rejected.extend(result.rejected)
             batch, size = [], 0
             if progress:
                 done = summary["new"] + summary["duplicate"]
@@ -346,18 +348,24 @@ def apply(
             typer.echo("", err=True)
     summary["records_touched"] = len(touched)
     if as_json:
-        emit_json(summary | {"invalid_events": [{"event_id": i, "reason": r, "message": m} for i, r, m in invalid]})
+        emit_json(summary | {"rejected": [msgspec.to_builtins(r) for r in rejected]})
     else:
-        for event_id, reason, message in invalid:
-            typer.echo(f"invalid {event_id} [{reason}] {message}")
+        for r in rejected:
+            typer.echo(rejection_line(r))
         typer.echo(
             f"applied {summary['events']} events from {bundles} bundles: {summary['new']} new, {summary['duplicate']} duplicate, "
             f"{summary['invalid']} invalid, {summary['unverified']} unverified; {len(touched)} records touched "
             f"({summary['batches']} batches) -> {ctx.obj}"
         )
     if summary["invalid"]:
-        typer.echo("invalid events were recorded as evidence and are never folded into any state", err=True)
+        typer.echo("invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest", err=True)
         raise typer.Exit(1)
+
+
+def rejection_line(r: Rejection) -> str:
+    """One line per rejected offer: what it was, why, and where it went."""
+    where = f"copy sha256:{r.copy_sha256}" + ("" if r.kept else ", not kept: the evidence cap is reached")
+    return f"{r.status:<10} {r.subject} {r.event_type} [{r.reason}] {r.message} ({where})"
 
 
 @app.command()
@@ -366,6 +374,70 @@ def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID",
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
         sys.stdout.buffer.write(ledger.state_bytes(subject) + b"\n")
+
+
+@app.command()
+def evidence(
+    ctx: typer.Context,
+    ident: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="A record, any identifier form; without it, a summary of all evidence held.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List what this mirror received about a record but cannot fold (invalid or unverified copies).
+
+    Evidence lies outside consensus: it never changes a state or a digest. Its caps are in spec/storage.md."""
+    with _open(ctx) as ledger:
+        if ident is None:
+            usage = ledger.evidence_usage()
+            per_record = sorted(ledger.evidence_subjects())
+            if as_json:
+                emit_json({"entries": usage.entries, "bytes": usage.bytes,
+                           "records": {s: {"entries": u.entries, "bytes": u.bytes} for s, u in per_record},
+                           "limits": msgspec.to_builtins(ledger.evidence_limits)})
+                return
+            for subject, u in per_record:
+                typer.echo(f"{u.entries:>6} {subject}")
+            typer.echo(f"evidence held: {usage.entries} copies, {usage.bytes:,} bytes, about {len(per_record)} records")
+            return
+        subject = _evidence_subject(ledger, ident)
+        held = ledger.evidence(subject)
+    if as_json:
+        for copy, entry in held:
+            v = entry.verdict
+            emit_json({"copy_sha256": copy, "subject": subject, "status": v.status, "reason": v.reason, "message": v.message,
+                       "event_type": v.event_type, "declared_event_id": v.event_id, "event": msgspec.json.decode(entry.event)})
+        return
+    for copy, entry in held:
+        v = entry.verdict
+        typer.echo(f"{v.status:<10} {v.event_type} [{v.reason}] {v.message} (copy sha256:{copy})")
+    typer.echo(f"{len(held)} rejected input{'' if len(held) == 1 else 's'} held about {subject}", err=True)
+
+
+def _evidence_subject(ledger: Ledger, ident: str) -> str:
+    """Evidence may concern a record no valid event names yet: a long Pith Number is taken as given."""
+    parsed = parse_id(ident)
+    if parsed.kind == "pith_number":
+        return parsed.value
+    return ledger.resolve(ident)
+
+
+@app.command()
+def rebuild(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
+
+    Every received event is re-verified and re-applied into a new ledger beside the old one, which is
+    then swapped in; the old ledger is kept as <name>.<version>-backup. Nothing is lost."""
+    from pithledger.store import rebuild as rebuild_ledger
+
+    counts = rebuild_ledger(ctx.obj)
+    if as_json:
+        emit_json(counts)
+        return
+    if counts.get("finished_interrupted_rebuild"):
+        typer.echo(f"finished an interrupted rebuild of {ctx.obj}")
+        return
+    typer.echo(f"rebuilt {ctx.obj} from {counts['events_read']} received events ({counts['old_merge_version']} -> "
+               f"{MERGE_VERSION}): {counts['new']} valid, {counts['duplicate']} duplicate, {counts['invalid']} invalid and "
+               f"{counts['unverified']} unverified kept as evidence; the old ledger is at {counts['backup']}")
 
 
 @app.command()
@@ -454,8 +526,10 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(help="A publi
     with _open(ctx, write=True) as ledger:
         counts = sync_mirror(ledger, source)
     if as_json:
-        emit_json(counts)
+        emit_json(counts | {"rejected": [msgspec.to_builtins(r) for r in counts["rejected"]]})
     else:
+        for r in counts["rejected"]:
+            typer.echo(rejection_line(r))
         typer.echo(f"synced from {source}: {counts['records_fetched']} records fetched, {counts['new']} new events, "
                    f"{counts['duplicate']} duplicate, {counts['invalid']} invalid ({counts['digests_read']} digests read)")
     if counts["invalid"]:

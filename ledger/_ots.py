@@ -23,6 +23,11 @@ _ATTESTATIONS = {
 MAX_ARG = 4096  # the reference implementation's limit for append/prepend arguments
 MAX_DEPTH = 256
 MAX_NODES = 10_000
+#: Written limits for integers read from a proof (spec/events.md, timestamp_anchor): a varuint is at most
+#: 8 bytes (< 2**56), and a claimed block height at most 2**32 - 1 (Bitcoin is near 10**6), so every
+#: value that reaches a state is an exact JSON integer on every reader.
+MAX_VARUINT_BYTES = 8
+MAX_HEIGHT = 2**32 - 1
 
 
 class OtsError(ValueError):
@@ -63,8 +68,8 @@ class _Reader:
             if not b & 0x80:
                 return value
             shift += 7
-            if shift > 63:
-                raise OtsError("varuint is too long")
+            if shift >= 7 * MAX_VARUINT_BYTES:
+                raise OtsError(f"a varuint is longer than {MAX_VARUINT_BYTES} bytes")
 
     def varbytes(self, limit: int) -> bytes:
         n = self.varuint()
@@ -129,7 +134,10 @@ def _attestation(r: _Reader) -> Attestation:
             raise OtsError("pending attestation URL is not ASCII") from None
         return Attestation(kind="pending", calendar=uri)
     if kind in ("bitcoin", "litecoin"):
-        return Attestation(kind=kind, height=payload.varuint())  # type: ignore[arg-type]
+        height = payload.varuint()
+        if height > MAX_HEIGHT:
+            raise OtsError(f"the claimed {kind} block height {height} exceeds {MAX_HEIGHT}")
+        return Attestation(kind=kind, height=height)  # type: ignore[arg-type]
     return Attestation(kind="unknown")
 
 

@@ -23,9 +23,12 @@ EVENT_VERSION = "pithledger-event-v1"
 SIGNING_DOMAIN = b"pithledger-event-v1\x00"
 MAX_EVENT_BYTES = 1024 * 1024
 
-EVENT_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-ORCID_RE = re.compile(r"^\d{4}-\d{4}-\d{4}-\d{3}[\dX]$")
-WAYBACK_RE = re.compile(r"^https://web\.archive\.org/web/(\d{14})/(https?://\S+)$")
+# ASCII only, anchored at both ends with \Z ("$" would admit a trailing newline): spec/events.md §3.
+EVENT_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+ORCID_RE = re.compile(r"^[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X]\Z")
+WAYBACK_RE = re.compile(r"^https://web\.archive\.org/web/([0-9]{14})/(https?://[!-~]+)\Z")
+#: http(s), a non-empty host part, then printable ASCII without spaces; at most 2048 characters.
+HTTP_URL_RE = re.compile(r"^https?://[!-.0-~][!-~]*\Z")
 
 RELATIONS = ("cites", "compares", "depends_on", "extends", "refutes", "replaces", "supports", "uses_method")
 REPLICATION_TYPES = ("formal_bridge", "falsification", "replication")
@@ -152,35 +155,32 @@ def orcid_checksum_ok(orcid: str) -> bool:
 
 
 def _http_url(value: str, what: str) -> None:
-    if not re.match(r"^https?://[^\s/]+\S*$", value) or len(value) > 2048:
+    if len(value) > 2048 or not HTTP_URL_RE.match(value):
         raise EventInvalid("bad-payload", f"{what} {value[:80]!r} is not an http(s) URL")
 
 
 # --- the envelope ----------------------------------------------------------------------------------
 
+#: The only characters a name may consist of and still count as empty: ASCII white space. Unicode's
+#: white-space classes differ between languages, so they are not used for any rule.
+ASCII_BLANKS = frozenset(" \t\n\v\f\r")
+#: Fields every event carries, checked for presence and type first (spec/events.md §2.2, step 2).
+_STRING_FIELDS = ("event_type", "subject_pith_number", "target", "created_at")
+_SIGNER_FIELDS = ("key_id", "public_key_fingerprint", "signer_id", "signer_type")
+PITH_RECORD_DOMAIN = b"pithledger-pith-record-v1\x00"
 
-class Signer(msgspec.Struct):
-    key_id: str
-    public_key_fingerprint: str
-    signer_id: str
-    signer_type: str
-    public_key_b64: str | None = None
 
-
-class Envelope(msgspec.Struct):
-    event_type: str
-    subject_pith_number: str
-    target: str
-    created_at: str
-    signer: Signer
-    payload: dict[str, Any]
-    event_id: str | None = None
-    event_version: str | None = None
-    signature_b64: str | None = None
+def is_blank(text: str) -> bool:
+    """True for "" and strings of ASCII white space only (the one portable reading of "empty")."""
+    return all(ch in ASCII_BLANKS for ch in text)
 
 
 class Verdict(msgspec.Struct, frozen=True):
-    """What verification concluded about one event. ``facts`` feeds the reducer."""
+    """What verification concluded about one event. ``facts`` feeds the reducer.
+
+    ``event_id``: for a valid event, its ledger identity (spec/events.md §2.3); otherwise the declared
+    ``event_id`` when it is a string (for display only: it names nothing), else "".
+    """
 
     event_id: str
     event_type: str
@@ -203,14 +203,26 @@ def compute_event_id(event: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_bytes(body_of(event))).hexdigest()
 
 
-def foreign_event_id(event: dict[str, Any]) -> str:
-    """Identity of an event outside our envelope (a Pith-made one): the hash of all of it as received."""
-    return "sha256:" + hashlib.sha256(b"pithledger-foreign-event-v1\x00" + canonical_bytes(event)).hexdigest()
+def copy_sha256(event: Any) -> str:
+    """The hash of one received copy, every field included: how evidence is keyed (never consensus)."""
+    return hashlib.sha256(canonical_bytes(event)).hexdigest()
+
+
+def pith_record_event_id(canonical_sha256: str, key_id: str, signature_b64: str) -> str:
+    """Identity of a valid Pith-envelope record_created event: what its receipt authenticates, nothing
+    else, so that copies differing in unauthenticated fields are one event (spec/events.md §2.3)."""
+    claim = {"canonical_sha256": canonical_sha256, "receipt_key_id": key_id, "receipt_signature_b64": signature_b64}
+    return "sha256:" + hashlib.sha256(PITH_RECORD_DOMAIN + canonical_bytes(claim)).hexdigest()
 
 
 def signing_message(event: dict[str, Any]) -> bytes:
     unsigned = {k: v for k, v in event.items() if k not in ("event_id", "signature_b64")}
     return SIGNING_DOMAIN + canonical_bytes(unsigned)
+
+
+def is_pithledger_envelope(event: dict[str, Any]) -> bool:
+    """Our envelope is recognised by either of its own keys, whatever their values (spec/events.md §2.1)."""
+    return "signature_b64" in event or "event_version" in event
 
 
 def subject_of(event: Any) -> str:
@@ -223,117 +235,162 @@ def subject_of(event: Any) -> str:
     return subject
 
 
-def identity(event: dict[str, Any]) -> str:
-    """The event_id the ledger files this event under (never the declared one unless it recomputes)."""
-    if "signature_b64" in event:
-        return compute_event_id(event)
-    return foreign_event_id(event)
+def claimed_event_id(event: dict[str, Any]) -> str:
+    """The id the ledger looks up before verifying: for our envelope the recomputed id (a copy whose
+    declared id equals it and is already held is byte-identical to the held valid event)."""
+    return compute_event_id(event) if is_pithledger_envelope(event) else ""
 
 
 def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdict:
     """Classify one strictly decoded event value; never raises for a bad event, it says why instead.
 
-    ``event_id``: ``identity(event)`` when the caller already computed it (the ledger does, to dedup).
+    ``event_id``: ``compute_event_id(event)`` when the caller already computed it (the ledger does).
     """
-    event_id = event_id or identity(event)
-    kind = event.get("event_type") if isinstance(event.get("event_type"), str) else "?"
-    subject = event.get("subject_pith_number", "")
+    kind = event.get("event_type")
+    kind = kind if isinstance(kind, str) else "?"
+    subject = event.get("subject_pith_number")
+    subject = subject if isinstance(subject, str) else ""
+    declared = event.get("event_id")
+    declared = declared if isinstance(declared, str) else ""
     try:
-        status, trust, signer_key, facts = _verify(event, event_id)
+        eid, trust, signer_key, facts = _verify(event, event_id)
     except EventInvalid as exc:
-        return Verdict(event_id, str(kind), str(subject), "invalid", exc.code, exc.message)
+        return Verdict(declared, kind, subject, "invalid", exc.code, exc.message)
     except _Unverified as exc:
-        return Verdict(event_id, str(kind), str(subject), "unverified", exc.code, exc.message, "none", exc.signer_key)
-    return Verdict(event_id, str(kind), str(subject), status, trust=trust, signer_key=signer_key, facts=facts)
+        return Verdict(declared, kind, subject, "unverified", exc.code, exc.message)
+    return Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts)
 
 
 class _Unverified(Exception):
-    def __init__(self, code: str, message: str, signer_key: str = "") -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.code, self.message, self.signer_key = code, message, signer_key
+        self.code, self.message = code, message
 
 
-def _verify(event: dict[str, Any], event_id: str) -> tuple[Status, Trust, str, dict[str, Any]]:
+def _check_shape(event: dict[str, Any], ours: bool) -> None:
+    """Step 2: every field present with its JSON type. Absent, null and mistyped are all bad-envelope."""
+    for name in _STRING_FIELDS:
+        if not isinstance(event.get(name), str):
+            raise EventInvalid("bad-envelope", f"{name} is {_what(event, name)}; it must be a string")
+    if not ids.PITH_NUMBER_RE.match(event["subject_pith_number"]):
+        raise EventInvalid("bad-envelope", "subject_pith_number is not a long Pith Number")
+    signer = event.get("signer")
+    if not isinstance(signer, dict):
+        raise EventInvalid("bad-envelope", f"signer is {_what(event, 'signer')}; it must be an object")
+    for name in _SIGNER_FIELDS:
+        if not isinstance(signer.get(name), str):
+            raise EventInvalid("bad-envelope", f"signer.{name} is {_what(signer, name)}; it must be a string")
+    if "public_key_b64" in signer and not isinstance(signer["public_key_b64"], str):
+        raise EventInvalid("bad-envelope", f"signer.public_key_b64 is {_what(signer, 'public_key_b64')}; it must be a string")
+    if not isinstance(event.get("payload"), dict):
+        raise EventInvalid("bad-envelope", f"payload is {_what(event, 'payload')}; it must be an object")
+    required = ("event_id", "event_version", "signature_b64") if ours else ()
+    for name in ("event_id", "event_version", "signature_b64"):
+        if (name in required or name in event) and not isinstance(event.get(name), str):
+            raise EventInvalid("bad-envelope", f"{name} is {_what(event, name)}; it must be a string")
+
+
+def _what(obj: dict[str, Any], name: str) -> str:
+    if name not in obj:
+        return "missing"
+    value = obj[name]
+    return "null" if value is None else f"a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", bool: "boolean"}
+
+
+def _verify(event: dict[str, Any], event_id: str | None) -> tuple[str, Trust, str, dict[str, Any]]:
+    # 1. size
     if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
         raise EventInvalid("event-too-large", f"the event is larger than {MAX_EVENT_BYTES:,} bytes")
+    ours = is_pithledger_envelope(event)
+    # 2. shape
+    _check_shape(event, ours)
+    # 3. created_at
+    created_at = event["created_at"]
+    if not TIME_RE.match(created_at):
+        raise EventInvalid("bad-time", f"created_at {created_at[:40]!r} is not whole-second UTC (YYYY-MM-DDThh:mm:ssZ)")
     try:
-        env = msgspec.convert(event, Envelope, strict=True)
-    except msgspec.ValidationError as exc:
-        raise EventInvalid("bad-envelope", f"event envelope: {exc}") from None
-    if not ids.PITH_NUMBER_RE.match(env.subject_pith_number):
-        raise EventInvalid("bad-envelope", "subject_pith_number is not a long Pith Number")
-    if not TIME_RE.match(env.created_at):
-        raise EventInvalid("bad-time", f"created_at {env.created_at!r} is not whole-second UTC (YYYY-MM-DDThh:mm:ssZ)")
-    try:
-        check_time(env.created_at, "created_at")
+        check_time(created_at, "created_at")
     except PithledgerError as exc:
         raise EventInvalid("bad-time", exc.message) from None
-
-    if env.signature_b64 is None:
-        return _verify_foreign(env, event_id)
+    if not ours:
+        return _verify_pith(event)
 
     # --- our envelope: the declared id must recompute and the signature must verify --------------
-    if env.event_version != EVENT_VERSION:
-        raise _Unverified("unsupported-event-version", f"event_version {env.event_version!r} is not {EVENT_VERSION!r}")
-    if env.event_id is None or env.event_id != event_id:
-        raise EventInvalid("id-mismatch", f"declared event_id {env.event_id!r} does not recompute (it is {event_id})")
-    public_key, trust, signer_key = _signer_key(env.signer)
-    try:
-        signature = keys.b64decode_strict(env.signature_b64, length=keys.SIGNATURE_LEN, what="signature_b64")
+    if event["event_version"] != EVENT_VERSION:  # 4. a newer writer's envelope: not ours to judge
+        raise _Unverified("unsupported-event-version", f"event_version {event['event_version'][:40]!r} is not {EVENT_VERSION!r}")
+    eid = event_id or compute_event_id(event)
+    if event["event_id"] != eid:  # 5
+        raise EventInvalid("id-mismatch", f"declared event_id {event['event_id'][:80]!r} does not recompute (it is {eid})")
+    public_key, trust, signer_key = _signer_key(event["signer"])  # 6
+    try:  # 7
+        signature = keys.b64decode_strict(event["signature_b64"], length=keys.SIGNATURE_LEN, what="signature_b64")
     except PithledgerError as exc:
         raise EventInvalid("bad-signature", exc.message) from None
     if not keys.signature_ok(public_key, signing_message(event), signature):
-        raise EventInvalid("bad-signature", f"the signature does not verify under {env.signer.key_id!r}")
-    if env.event_type not in KNOWN_KINDS:
-        # Signed, intact, but of a kind this merge version does not know: kept and listed, not folded.
-        return "valid", trust, signer_key, {"unknown_kind": True}
-    if env.target != TARGETS[env.event_type]:
-        raise EventInvalid("wrong-target", f"a {env.event_type} event has target {TARGETS[env.event_type]!r}, not {env.target!r}")
-    facts = _payload_facts(env.event_type, env.subject_pith_number, env.payload, trust)
-    return "valid", trust, signer_key, facts
+        raise EventInvalid("bad-signature", f"the signature does not verify under {event['signer']['key_id'][:60]!r}")
+    kind = event["event_type"]
+    if kind not in KNOWN_KINDS:  # 8. signed and intact, of a kind this version does not fold
+        return eid, trust, signer_key, {"unknown_kind": True}
+    if event["target"] != TARGETS[kind]:  # 9
+        raise EventInvalid("wrong-target", f"a {kind} event has target {TARGETS[kind]!r}, not {event['target'][:40]!r}")
+    facts = _payload_facts(kind, event["subject_pith_number"], event["payload"], trust)  # 10
+    return eid, trust, signer_key, facts
 
 
-def _signer_key(signer: Signer) -> tuple[bytes, Trust, str]:
-    if signer.signer_type == "pith_registry":
-        reg = keys.PITH_REGISTRY_KEYS.get(signer.key_id)
-        if reg is None:
-            raise EventInvalid("unknown-registry-key", f"no Pith registry key has key_id {signer.key_id!r}")
-        if signer.public_key_fingerprint != reg.fingerprint:
-            raise EventInvalid("fingerprint-mismatch", "public_key_fingerprint is not the registry key's")
-        if signer.public_key_b64 is not None and signer.public_key_b64 != keys.b64encode(reg.public_key):
-            raise EventInvalid("fingerprint-mismatch", "public_key_b64 is not the registry key")
+def _registry_signer(signer: dict[str, Any]) -> keys.RegistryKey:
+    reg = keys.PITH_REGISTRY_KEYS.get(signer["key_id"])
+    if reg is None:
+        raise EventInvalid("unknown-registry-key", f"no Pith registry key has key_id {signer['key_id'][:60]!r}")
+    if signer["public_key_fingerprint"] != reg.fingerprint:
+        raise EventInvalid("fingerprint-mismatch", "public_key_fingerprint is not the registry key's")
+    if "public_key_b64" in signer and signer["public_key_b64"] != keys.b64encode(reg.public_key):
+        raise EventInvalid("fingerprint-mismatch", "public_key_b64 is not the registry key")
+    return reg
+
+
+def _signer_key(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
+    if signer["signer_type"] == "pith_registry":
+        reg = _registry_signer(signer)
         return reg.public_key, "registry", f"registry:{reg.key_id}"
-    if signer.signer_type == "self_signed":
-        if signer.public_key_b64 is None:
-            raise EventInvalid("bad-envelope", "a self_signed signer must carry public_key_b64")
+    if signer["signer_type"] == "self_signed":
+        if "public_key_b64" not in signer:
+            raise EventInvalid("bad-key", "a self_signed signer must carry public_key_b64")
         try:
-            pk = keys.b64decode_strict(signer.public_key_b64, length=keys.PUBLIC_KEY_LEN, what="public_key_b64")
+            pk = keys.b64decode_strict(signer["public_key_b64"], length=keys.PUBLIC_KEY_LEN, what="public_key_b64")
         except PithledgerError as exc:
             raise EventInvalid("bad-key", exc.message) from None
-        if signer.public_key_fingerprint != keys.fingerprint_hex(pk):
+        if signer["public_key_fingerprint"] != keys.fingerprint_hex(pk):
             raise EventInvalid("fingerprint-mismatch", "public_key_fingerprint is not sha256(public key)[:32 hex]")
-        if not signer.key_id or not signer.signer_id:
-            raise EventInvalid("bad-envelope", "signer key_id and signer_id must not be empty")
+        if is_blank(signer["key_id"]) or is_blank(signer["signer_id"]):
+            raise EventInvalid("bad-envelope", "signer key_id and signer_id must not be empty or blank")
         return pk, "self_signed", f"ed25519:{pk.hex()}"
-    raise EventInvalid("bad-envelope", f"signer_type {signer.signer_type!r} is not pith_registry or self_signed")
+    raise EventInvalid("bad-envelope", f"signer_type {signer['signer_type'][:40]!r} is not pith_registry or self_signed")
 
 
-def _verify_foreign(env: Envelope, event_id: str) -> tuple[Status, Trust, str, dict[str, Any]]:
+def _verify_pith(event: dict[str, Any]) -> tuple[str, Trust, str, dict[str, Any]]:
     """Events in Pith's own envelope. Pith does not publish what its event signatures cover, so only
     what carries its own proof is checked: a record_created event's receipt. The rest is unverified."""
-    if env.event_type == "record_created" and env.signer.signer_type == "pith_registry":
-        receipt = env.payload.get("receipt")
-        if receipt is not None and not (isinstance(receipt, dict) and isinstance(receipt.get("signature_b64"), str)):
-            # Pith's receipt format is only partly public: one we cannot read is not evidence of forgery.
-            raise _Unverified("unreadable-receipt", "the receipt has no signature_b64 string this version can check")
-        facts = _payload_facts("record_created", env.subject_pith_number, env.payload, "registry")
-        if not facts.get("receipt_key"):
-            raise _Unverified("no-receipt", "a Pith record_created event without a receipt carries no proof")
-        return "valid", "registry", f"registry:{facts['receipt_key']}", facts
-    raise _Unverified(
-        "unverifiable-signature",
-        f"a {env.event_type} event without a pithledger signature: Pith's event signatures are not published",
-    )
+    kind, signer = event["event_type"], event["signer"]
+    if kind != "record_created" or signer["signer_type"] != "pith_registry":
+        raise _Unverified(
+            "unverifiable-signature",
+            f"a {kind[:40]} event without a pithledger signature: Pith's event signatures are not published",
+        )
+    _registry_signer(signer)
+    if event["target"] != "record":
+        raise EventInvalid("wrong-target", f"a record_created event has target 'record', not {event['target'][:40]!r}")
+    receipt = event["payload"].get("receipt")
+    if receipt is None:
+        raise _Unverified("no-receipt", "a Pith record_created event without a receipt carries no proof")
+    if not (isinstance(receipt, dict) and isinstance(receipt.get("signature_b64"), str)):
+        # Pith's receipt format is only partly public: one we cannot read is not evidence of forgery.
+        raise _Unverified("unreadable-receipt", "the receipt has no signature_b64 string this version can check")
+    facts = _payload_facts("record_created", event["subject_pith_number"], event["payload"], "registry")
+    eid = pith_record_event_id(facts["canonical_sha256"], facts["receipt_key"], receipt["signature_b64"])
+    return eid, "registry", f"registry:{facts['receipt_key']}", facts
 
 
 def _payload(kind: str, payload: dict[str, Any]) -> Any:
@@ -392,13 +449,13 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
             check_time(p.captured_at, "captured_at")
         except PithledgerError as exc:
             raise EventInvalid("bad-payload", exc.message) from None
-        if re.sub(r"\D", "", p.captured_at) != m[1]:
+        if "".join(ch for ch in p.captured_at if ch in "0123456789") != m[1]:
             raise EventInvalid("bad-payload", "captured_at does not match the time in capture_url")
         if p.content_sha256 is not None and not HEX64_RE.match(p.content_sha256):
             raise EventInvalid("bad-payload", "content_sha256 must be 64 lowercase hex characters")
         return {}
     if kind == "author_attestation":
-        if not p.author_name.strip():
+        if is_blank(p.author_name):
             raise EventInvalid("bad-payload", "author_name is empty")
         if p.orcid is not None and not (ORCID_RE.match(p.orcid) and orcid_checksum_ok(p.orcid)):
             raise EventInvalid("bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)")

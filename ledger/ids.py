@@ -20,15 +20,15 @@ ALIAS_KINDS = ("arxiv", "arxiv_version", "doi", "pith_short_12", "pith_short_16"
 ARXIV_DOI_PREFIX = "10.48550/arxiv."
 
 _B32 = "A-Z2-7"
-_NEW_ARXIV = r"\d{4}\.\d{4,5}"
+_NEW_ARXIV = r"[0-9]{4}\.[0-9]{4,5}"
 # Old-style ids: archive[.SUBJECT-CLASS]/YYMMNNN, e.g. math/0611599, hep-lat/0407033, math.GT/0309136.
-_OLD_ARXIV = r"[a-z][a-z-]*(?:\.[A-Z]{2})?/\d{7}"
-ARXIV_ID_RE = re.compile(rf"^(?:{_NEW_ARXIV}|[a-z][a-z-]*/\d{{7}})$")
-_ARXIV_ANY = re.compile(rf"^(?P<id>{_NEW_ARXIV}|{_OLD_ARXIV})(?:v(?P<version>[1-9]\d{{0,3}}))?$")
-PITH_NUMBER_RE = re.compile(rf"^pith:\d{{4}}:[{_B32}]{{26}}$")
-_PITH_LONG = re.compile(rf"^pith:(?P<year>\d{{4}}):(?P<suffix>[{_B32}]{{26}})$")
-_PITH_SHORT = re.compile(rf"^pith:(?P<suffix>[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})$")
-_SUFFIX = re.compile(rf"^(?:[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})$")
+_OLD_ARXIV = r"[a-z][a-z-]*(?:\.[A-Z]{2})?/[0-9]{7}"
+ARXIV_ID_RE = re.compile(rf"^(?:{_NEW_ARXIV}|[a-z][a-z-]*/[0-9]{{7}})\Z")
+_ARXIV_ANY = re.compile(rf"^(?P<id>{_NEW_ARXIV}|{_OLD_ARXIV})(?:v(?P<version>[1-9][0-9]{{0,3}}))?\Z")
+PITH_NUMBER_RE = re.compile(rf"^pith:[0-9]{{4}}:[{_B32}]{{26}}\Z")
+_PITH_LONG = re.compile(rf"^pith:(?P<year>[0-9]{{4}}):(?P<suffix>[{_B32}]{{26}})\Z")
+_PITH_SHORT = re.compile(rf"^pith:(?P<suffix>[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})\Z")
+_SUFFIX = re.compile(rf"^(?:[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]{{26}})\Z")
 
 
 def suffix_of_digest(digest: bytes) -> str:
@@ -115,6 +115,9 @@ def parse_id(text: str) -> ParsedId:
     text = text.strip()
     if not text:
         raise MalformedId("the identifier is empty")
+    if not text.isascii():
+        # Every identifier form is ASCII; upper-casing other scripts could turn them into ASCII ("ﬀ" -> "FF").
+        raise MalformedId(f"{original!r} holds characters outside ASCII; no identifier form does")
     text = _strip_prefix(text, ("https://www.pith.science/pith/", "https://pith.science/pith/"))
     text = text.split("/", 1)[0] if re.match(rf"^[{_B32}a-z2-7]{{26}}/", text) else text
     low = text.lower()

@@ -52,7 +52,7 @@ def b64encode(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def digest_from_hex(text: str, *, what: str = "digest") -> bytes:
@@ -118,7 +118,7 @@ def verify_receipt_signature(digest: bytes, signature: bytes, key_id: str | None
 
 # --- local signing keys ----------------------------------------------------------------------------
 
-KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
 class KeyFile(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,8 +1,9 @@
 """The pure reducer: the events of one record -> its state document. No IO, no clock, no globals.
 
-State is a function of the SET of events (and the citation events of other records that cite this
-one): the input is sorted by event_id before anything is looked at, so arrival order, bundle
-boundaries and duplicates cannot matter. Every rule is written in spec/merge.md.
+State is a function of the SET of *valid* events (and the valid citation events of other records
+that cite this one): anything else handed in is dropped first, and the rest is sorted by event_id
+before anything is looked at, so arrival order, bundle boundaries, duplicates and junk cannot matter.
+Every rule is written in spec/merge.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from . import ids
 from .canonical import canonical_bytes
 from .events import Verdict
 
-MERGE_VERSION = "pithledger-merge-v1"
+MERGE_VERSION = "pithledger-merge-v2"
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"
 
@@ -62,10 +63,14 @@ def _view(e: Entry) -> dict[str, Any]:
 
 
 def dedup(entries: Iterable[Entry]) -> list[Entry]:
-    """The set of entries, in event_id order: the only order the reducer ever sees."""
+    """The set of VALID entries, in event_id order: the only input the reducer ever sees.
+
+    Two valid entries with one event_id are the same event (spec/events.md §2.3), so which copy is
+    kept cannot matter: the reducer reads only what the id or the receipt authenticates."""
     by_id: dict[str, Entry] = {}
     for e in entries:
-        by_id.setdefault(e.event_id, e)
+        if e.verdict.status == "valid":
+            by_id.setdefault(e.event_id, e)
     return [by_id[k] for k in sorted(by_id)]
 
 
@@ -78,13 +83,13 @@ class Effective(msgspec.Struct):
 
 
 def effective(entries: Sequence[Entry]) -> Effective:
-    """Apply revocations. A revocation takes effect when the event it names is in the set, valid,
+    """Apply revocations to deduplicated valid entries (:func:`dedup`). A revocation takes effect when the event it names is in the set, valid,
     about the same subject, signed by the same key, and is not itself a revocation. Order-free."""
-    valid = {e.event_id: e for e in entries if e.verdict.status == "valid"}
+    valid = {e.event_id: e for e in entries}
     revoked: dict[str, str] = {}
     ineffective: list[dict[str, str]] = []
     for e in entries:  # event_id order: the lowest applicable revocation is recorded
-        if e.verdict.status != "valid" or e.verdict.event_type != "revocation":
+        if e.verdict.event_type != "revocation":
             continue
         target_id = e.verdict.facts["revokes"]
         target = valid.get(target_id)
@@ -146,49 +151,46 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
     """The state document of ``pith_number`` from its events and the standing citations of it."""
     events = dedup(entries)
     eff = effective(events)
-    counts = {s: 0 for s in ("valid", "invalid", "unverified")}
-    for e in events:
-        counts[e.verdict.status] += 1
 
     records = [e for e in eff.standing if e.verdict.event_type == "record_created"]
     record = records[0].event["payload"]["canonical_record"] if records else None
-    equivocations: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     pending: list[str] = []
+
+    snapshots: dict[str, list[Entry]] = defaultdict(list)
+    for e in eff.standing:
+        if e.verdict.event_type == "graph_snapshot":
+            snapshots[e.verdict.signer_key].append(e)
+    cites, equivocations = _latest_citations(eff.standing)
+    for signer, group in sorted(snapshots.items()):
+        equivocations += _ties("graph_snapshot", signer, group)
+    equivocations.sort(key=lambda q: (q["slot"], q["signer"], q.get("cited_pith_number", ""), q["created_at"]))
 
     if record is None:
         pending = [e.event_id for e in eff.standing]
     else:
         digest = records[0].verdict.facts["canonical_sha256"]
-        first_seen = min(e.event["created_at"] for e in records)
         rec = record["source"]
         suffix = ids.suffix_of_pith_number(pith_number)
         current["canonical_record"] = record
         current["canonical_sha256"] = digest
+        # The alias time is the record's own submitted_at: authenticated by its hash, the same on every
+        # mirror, and not movable by anyone re-signing the record with another created_at.
+        when = record["metadata"]["submitted_at"]
         current["source_aliases"] = [
-            {"alias_kind": k, "alias_value": v, "created_at": first_seen}
+            {"alias_kind": k, "alias_value": v, "created_at": when}
             for k, v in ids.aliases(rec["id"], rec["version"], suffix).items()
         ]
         current["record_receipts"] = sorted({e.verdict.facts["receipt_key"] for e in records if e.verdict.facts["receipt_key"]})
-
-        snapshots: dict[str, list[Entry]] = defaultdict(list)
-        for e in eff.standing:
-            if e.verdict.event_type == "graph_snapshot":
-                snapshots[e.verdict.signer_key].append(e)
+        current["record_signers"] = sorted({e.verdict.signer_key for e in records})
         current["graph_snapshots"] = sorted(
             (_view(_pick_latest(group)) for group in snapshots.values()), key=lambda v: (v["created_at"], v["event_id"])
         )
-        for signer, group in sorted(snapshots.items()):
-            equivocations += _ties("graph_snapshot", signer, group)
-
         for kind, slot in SLOTS.items():
             chosen = [e for e in eff.standing if e.verdict.event_type == kind]
             if kind == "timestamp_anchor":  # the full digest must be the record's, not only its suffix
                 chosen = [e for e in chosen if e.verdict.facts["digest"] == digest]
             current[slot] = [_view(e) | _extra(e) for e in sorted(chosen, key=_sort_key)]
-
-        cites, cite_equivocations = _latest_citations(eff.standing)
-        equivocations += cite_equivocations
         current["citations"] = [_view(e) for e in sorted(cites, key=_sort_key)]
         inbound_views = [_view(e) | {"citing_pith_number": e.verdict.subject} for e in dedup(inbound)]
         current["inbound_citations"] = sorted(inbound_views, key=lambda v: (v["created_at"], v["event_id"]))
@@ -204,26 +206,15 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
         "merge_version": MERGE_VERSION,
         "record_status": "present" if record is not None else "pending",
         "event_count": len(events),
-        "valid_event_count": counts["valid"],
-        "invalid_event_count": counts["invalid"],
-        "unverified_event_count": counts["unverified"],
+        "valid_event_count": len(events),
         "equivocation_count": len(equivocations),
         "current": current,
         "pending_event_ids": pending,
         "revoked_event_ids": sorted(eff.revoked),
         "ineffective_revocations": eff.ineffective,
         "equivocations": equivocations,
-        "invalid_events": [
-            {"event_id": e.event_id, "event_type": e.verdict.event_type, "reason": e.verdict.reason}
-            for e in events if e.verdict.status == "invalid"
-        ],
-        "unverified_events": [
-            {"event_id": e.event_id, "event_type": e.verdict.event_type, "reason": e.verdict.reason}
-            for e in events if e.verdict.status == "unverified"
-        ],
         "unknown_kinds": [
-            {"event_id": e.event_id, "event_type": e.verdict.event_type}
-            for e in events if e.verdict.status == "valid" and e.verdict.facts.get("unknown_kind")
+            {"event_id": e.event_id, "event_type": e.verdict.event_type} for e in events if e.verdict.facts.get("unknown_kind")
         ],
     }
     state["state_sha256"] = hashlib.sha256(canonical_bytes(state)).hexdigest()
@@ -278,7 +269,7 @@ def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
 def reduce_all(entries: Iterable[Entry]) -> dict[str, dict[str, Any]]:
     """Every record's state from a whole set of events (the reference the ledger must agree with)."""
     by_subject: dict[str, list[Entry]] = defaultdict(list)
-    for e in dedup(entries):
+    for e in dedup(entries):  # valid events only: a subject with none has no state
         by_subject[e.verdict.subject].append(e)
     inbound: dict[str, list[Entry]] = defaultdict(list)
     for own in by_subject.values():

@@ -17,7 +17,7 @@ from .canonical import text_sha256
 from .errors import MetadataError, PithledgerError
 from .model import parse_record
 
-_VERSION_RE = re.compile(r"^v([1-9]\d{0,3})$")
+_VERSION_RE = re.compile(r"^v([1-9][0-9]{0,3})\Z")
 
 
 def _field(meta: dict[str, Any], name: str, typ: type, *, nullable: bool = False) -> Any:

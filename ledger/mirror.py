@@ -289,11 +289,12 @@ def _old_bucket(old: Published | None, prefix: str) -> dict[str, Pair]:
 # --- syncing ---------------------------------------------------------------------------------------
 
 
-def sync(ledger: Ledger, location: str) -> dict[str, int]:
+def sync(ledger: Ledger, location: str) -> dict[str, Any]:
     """Pull from a published mirror every record where it holds events this ledger lacks."""
     source = Published(location)
     result = compare(ledger, source)
-    counts = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "digests_read": result.digests_read}
+    counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
+                              "digests_read": result.digests_read, "rejected": []}
     for div in result.divergent:
         if not div.a_lacks:
             continue
@@ -309,4 +310,6 @@ def sync(ledger: Ledger, location: str) -> dict[str, int]:
         counts["new"] += applied.new
         counts["duplicate"] += applied.duplicate
         counts["invalid"] += applied.invalid
+        counts["unverified"] += applied.unverified
+        counts["rejected"] += applied.rejected
     return counts

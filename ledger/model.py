@@ -17,11 +17,11 @@ from . import ids
 from .canonical import canonical_bytes
 from .errors import SchemaError
 
-HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+HEX64_RE = re.compile(r"^[0-9a-f]{64}\Z")
 #: Whole-second UTC, the form of every ``created_at`` and ``submitted_at``.
-TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+TIME_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
 #: Pith's receipt ``signed_at`` carries microseconds; admitted there only.
-TIME_FRACTION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$")
+TIME_FRACTION_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z\Z")
 
 
 def check_time(value: str, what: str, *, fraction: bool = False) -> None:

@@ -1,4 +1,5 @@
-"""The ledger: an append-only LMDB log of events as received, indexes, and materialised states.
+"""The ledger: an append-only LMDB log of valid events as received, indexes, materialised states,
+and a bounded evidence area for what was received but cannot be folded.
 
 IO lives here and nowhere else in the library. One write transaction per batch (group commit): a
 crash leaves the ledger exactly as before or after a batch. Layout and rules: spec/storage.md.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,29 +21,33 @@ import msgspec
 from . import ids
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
-from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound
-from .events import Verdict, identity, verify_event
+from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
+from .events import Verdict, claimed_event_id, copy_sha256, verify_event
 from .ids import parse_id
 from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, record_pair
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 DEFAULT_MAP_SIZE = 1 << 30  # address space, not disk: LMDB files grow as pages are used
 _U64 = 8
 
 _DBS = {
     # name: dupsort
     b"meta": False,
-    b"log": False,  # seq -> LogEntry (msgpack)
+    b"log": False,  # seq -> LogEntry (msgpack): valid events only
     b"ids": False,  # event_id digest (32 bytes) -> seq
     b"subject": True,  # pith_number -> seq of each of its events
-    b"suffix": True,  # 26-char suffix -> pith_number (a forged year can share a suffix)
-    b"alias": True,  # "arxiv:<id>" | "arxiv_version:<id>vN" | "doi:<doi>" -> pith_number
+    b"suffix": True,  # 26-char suffix -> pith_number of each PRESENT record (pruned when it stops being one)
+    b"alias": True,  # "arxiv:<id>" | "arxiv_version:<id>vN" | "doi:<doi>" -> pith_number (present records)
     b"state": False,  # pith_number -> canonical state bytes
     b"cites": True,  # cited pith_number -> citing pith_number
     b"extra": False,  # pith_number + "\0" + sha256 -> canonical unknown bundle top-level fields
     b"rec": False,  # suffix + "\0" + pith_number -> Pair(event_root, state_sha256) (spec/audit.md)
     b"node": False,  # "/" + suffix prefix (0..DEPTH chars) -> Pair(events, states) digest of that subtree
+    # Evidence: outside consensus (never in a state or digest), bounded by EvidenceLimits.
+    b"evidence": False,  # sha256 of a received copy (32 bytes) -> EvidenceEntry (msgpack)
+    b"evsubj": True,  # pith_number -> copy digest of each evidence entry about it
+    b"evsize": False,  # pith_number -> Usage(entries, bytes) of its evidence
 }
 _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)
@@ -55,17 +61,51 @@ class LogEntry(msgspec.Struct, frozen=True):
     verdict: Verdict
 
 
+class Rejection(msgspec.Struct, frozen=True):
+    """One offer of an input that cannot be folded, as apply and sync report it (every time)."""
+
+    copy_sha256: str  # sha256 of the copy as received: its evidence key
+    subject: str
+    event_type: str
+    declared_event_id: str
+    status: str  # "invalid" | "unverified"
+    reason: str
+    message: str
+    kept: bool  # held as evidence; False when an evidence cap was reached
+
+
+class EvidenceEntry(msgspec.Struct, frozen=True):
+    event: bytes  # canonical bytes of the copy as received
+    verdict: Verdict
+
+
+class Usage(msgspec.Struct, frozen=True, array_like=True):
+    entries: int = 0
+    bytes: int = 0
+
+
+class EvidenceLimits(msgspec.Struct, frozen=True):
+    """Caps on the evidence area (spec/storage.md §2.1). Local policy, never consensus."""
+
+    per_record_entries: int = 256
+    per_record_bytes: int = 16 * 1024 * 1024
+    total_entries: int = 1_000_000
+    total_bytes: int = 2 * 1024 * 1024 * 1024
+
+
 class BatchResult(msgspec.Struct):
     new: int = 0
     duplicate: int = 0
     invalid: int = 0
     unverified: int = 0
     touched: list[str] = []
-    invalid_events: list[tuple[str, str, str]] = []  # (event_id, reason, message)
+    rejected: list[Rejection] = []
 
 
 _entry_encoder = msgspec.msgpack.Encoder()
 _entry_decoder = msgspec.msgpack.Decoder(LogEntry)
+_evidence_decoder = msgspec.msgpack.Decoder(EvidenceEntry)
+_usage_decoder = msgspec.msgpack.Decoder(Usage)
 _json_decoder = msgspec.json.Decoder()
 
 
@@ -74,7 +114,56 @@ _WORKERS = min(4, os.cpu_count() or 1)
 
 
 def _verify_chunk(events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
-    return [verify_event(e, event_id=eid) for eid, e in events]
+    return [verify_event(e, event_id=eid or None) for eid, e in events]
+
+
+def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
+    return Rejection(copy_sha256=copy, subject=verdict.subject, event_type=verdict.event_type, declared_event_id=verdict.event_id,
+                     status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
+
+
+def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    """(key, database) of every lookup index entry a state puts its record under: only a present
+    record is found by suffix, arXiv id or DOI (spec/identifiers.md §7)."""
+    if state.get("record_status") != "present":
+        return []
+    out = [(ids.suffix_of_pith_number(subject).encode(), b"suffix")]
+    for alias in state["current"]["source_aliases"]:
+        if alias["alias_kind"] in ("arxiv", "arxiv_version", "doi"):
+            out.append((f"{alias['alias_kind']}:{alias['alias_value'].lower()}".encode(), b"alias"))
+    return out
+
+
+class _Candidate(msgspec.Struct, frozen=True):
+    pith_number: str
+    version: int
+    registry: bool  # a standing record_created carries a verifying Pith receipt
+    signers: tuple[str, ...]
+
+    def describe(self) -> str:
+        trust = "Pith receipt" if self.registry else "self-signed by " + ", ".join(s[:24] + "…" for s in self.signers)
+        return f"{self.pith_number} (v{self.version}, {trust})"
+
+
+def _choose(text: str, cands: list[_Candidate], *, by_version: bool) -> str:
+    """Pick the record an identifier names, or raise ``ambiguous-id`` listing the candidates with their trust.
+
+    Records with a Pith receipt win over self-signed ones. Among the winners, ``by_version`` (an arXiv
+    id or DOI without a version) takes the highest version, as arXiv does, provided no two records
+    share it and, for self-signed records, one single key signed them all."""
+    cands = sorted(set(cands), key=lambda c: c.pith_number)
+    pool = [c for c in cands if c.registry] or cands
+    if len(pool) == 1:
+        return pool[0].pith_number
+    if by_version:
+        top = max(c.version for c in pool)
+        at_top = [c for c in pool if c.version == top]
+        one_signer = len({k for c in pool for k in c.signers}) == 1
+        if len(at_top) == 1 and (pool[0].registry or one_signer):
+            return at_top[0].pith_number
+    listed = "; ".join(c.describe() for c in pool[:20])
+    raise AmbiguousId(f"{text!r} matches {len(pool)} records: {listed}",
+                      hint="name one of them by its long Pith Number; records without a Pith receipt are only claims of their signers")
 
 
 def _rec_key(subject: str) -> bytes:
@@ -99,10 +188,12 @@ def default_ledger_path() -> Path:
 class Ledger:
     """A ledger directory. Open one per process; any number of processes may read while one writes."""
 
-    def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
+                 evidence_limits: EvidenceLimits = EvidenceLimits()) -> None:  # noqa: B008 - frozen
         """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
         for an apply in another process (LMDB gives it the last committed snapshot)."""
         self.path = Path(path)
+        self.evidence_limits = evidence_limits
         if not create and not (self.path / "data.mdb").exists():
             raise NoLedger(f"no ledger at {self.path}")
         try:
@@ -112,13 +203,17 @@ class Ledger:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
         except OSError as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
+        self._pool: ThreadPoolExecutor | None = None
         try:
-            self.db = {name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()}
+            self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
+            self._check_layout()  # before the other databases: an older layout may lack some
+            self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()})
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
-        self._pool: ThreadPoolExecutor | None = None
-        self._check_layout()
+        except PithledgerError:
+            self.env.close()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
@@ -149,34 +244,56 @@ class Ledger:
                     return
                 merge = bytes(txn.get(b"merge_version", b"")).decode()
         layout = bytes(layout)
-        if layout != str(LAYOUT_VERSION).encode():
-            raise LayoutMismatch(f"the ledger at {self.path} has layout version {layout.decode()!r}; this pithledger reads {LAYOUT_VERSION}")
-        if merge != MERGE_VERSION:
-            raise LayoutMismatch(f"the ledger at {self.path} holds states of {merge!r}; this pithledger computes {MERGE_VERSION!r}")
+        if layout == b"1" or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
+            raise LayoutMismatch(
+                f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "
+                f"this pithledger computes {MERGE_VERSION} (layout {LAYOUT_VERSION})",
+                hint=f"rebuild it from its log, which keeps everything it received: `pithledger --ledger {self.path} rebuild` "
+                     f"(the old ledger is kept beside it as {self.path.name}.{(merge or 'old').rsplit('-', 1)[-1]}-backup)",
+            )
+        if layout != str(LAYOUT_VERSION).encode() or merge != MERGE_VERSION:
+            raise LayoutMismatch(f"the ledger at {self.path} has layout {layout.decode()!r} and merge {merge!r}; "
+                                 f"this pithledger reads layout {LAYOUT_VERSION}, {MERGE_VERSION}",
+                                 hint="use the pithledger version that wrote this ledger")
 
     # --- writing -----------------------------------------------------------------------------------
 
     def apply_batch(self, bundles: Iterable[Bundle]) -> BatchResult:
-        """Append the new events of ``bundles`` and recompute touched states, in ONE transaction.
+        """Append the new valid events of ``bundles``, keep the rest as evidence, and recompute touched
+        states, in ONE transaction.
 
-        Verification (pure, CPU-bound) happens before the write transaction opens, so the write lock
-        is held only for the appends and the reductions.
+        Identity (spec/storage.md §3): a copy whose declared event_id equals its recomputed id and is
+        already held is byte-identical to a held valid event, so it is a duplicate without verifying.
+        Anything else is looked up by the hash of the copy itself in the evidence area (an input
+        offered again is reported again, from its stored verdict), and only then verified, outside the
+        write lock. Nothing an input declares decides where it is filed: only verification does.
         """
         bundles = list(bundles)
-        candidates: dict[str, tuple[str, dict[str, Any]]] = {}
+        offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
+        candidates: dict[str, tuple[str, dict[str, Any], str]] = {}  # copy -> (subject, event, recomputed id)
+        held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
         duplicate = 0
         with self.env.begin() as txn:
             for bundle in bundles:
                 for event in bundle.events:
-                    eid = identity(event)
-                    if eid in candidates or txn.get(_event_key(eid), db=self.db[b"ids"]) is not None:
+                    cid = claimed_event_id(event)
+                    if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=self.db[b"ids"]) is not None:
                         duplicate += 1
+                        continue
+                    copy = copy_sha256(event)
+                    offers.append(copy)
+                    if copy in candidates or copy in held:
+                        continue
+                    raw = txn.get(bytes.fromhex(copy), db=self.db[b"evidence"])
+                    if raw is not None:
+                        held[copy] = _evidence_decoder.decode(raw).verdict
                     else:
-                        candidates[eid] = (bundle.pith_number, event)
-        verdicts = dict(zip(candidates, self._verify_all([(eid, event) for eid, (_, event) in candidates.items()]), strict=True))
+                        candidates[copy] = (bundle.pith_number, event, cid)
+        checked = self._verify_all([(cid, event) for _, event, cid in candidates.values()])
+        verdicts = dict(zip(candidates, checked, strict=True))
         while True:
             try:
-                return self._write(bundles, candidates, verdicts, duplicate)
+                return self._write(bundles, candidates, verdicts, offers, held, duplicate)
             except lmdb.MapFullError:
                 self._grow()
 
@@ -197,32 +314,47 @@ class Ledger:
         except lmdb.Error as exc:
             raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None
 
-    def _write(self, bundles: list[Bundle], candidates: dict[str, tuple[str, dict[str, Any]]],
-               verdicts: dict[str, Verdict], duplicate: int) -> BatchResult:
+    def _write(self, bundles: list[Bundle], candidates: dict[str, tuple[str, dict[str, Any], str]],
+               verdicts: dict[str, Verdict], offers: list[str], held: dict[str, Verdict], duplicate: int) -> BatchResult:
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
+        outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
         try:
             with self.env.begin(write=True) as txn:
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
-                for eid, (subject, event) in candidates.items():
-                    if not txn.put(_event_key(eid), _u64(seq), db=self.db[b"ids"], overwrite=False):
-                        result.duplicate += 1  # another writer got there first
+                for copy, (subject, event, _) in candidates.items():
+                    verdict = verdicts[copy]
+                    if verdict.status != "valid":
+                        kept = self._keep_evidence(txn, copy, subject, event, verdict)
+                        outcome[copy] = _rejection(copy, verdict, kept)
                         continue
-                    verdict = verdicts[eid]
+                    if not txn.put(_event_key(verdict.event_id), _u64(seq), db=self.db[b"ids"], overwrite=False):
+                        outcome[copy] = "duplicate"  # held already: another copy of a Pith record, or another writer
+                        continue
                     entry = LogEntry(seq=seq, event=canonical_bytes(event), verdict=verdict)
                     txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
                     txn.put(subject.encode(), _u64(seq), db=self.db[b"subject"])
-                    txn.put(ids.suffix_of_pith_number(subject).encode(), subject.encode(), db=self.db[b"suffix"])
                     seq += 1
-                    result.new += 1
+                    outcome[copy] = "new"
                     touched.add(subject)
-                    if verdict.status == "invalid":
-                        result.invalid += 1
-                        result.invalid_events.append((eid, verdict.reason, verdict.message))
-                    elif verdict.status == "unverified":
-                        result.unverified += 1
-                    if verdict.status == "valid" and verdict.event_type == "citation_signature":
+                    if verdict.event_type == "citation_signature" and not verdict.facts.get("unknown_kind"):
                         txn.put(verdict.facts["cited"].encode(), subject.encode(), db=self.db[b"cites"])
+                for copy, verdict in held.items():
+                    outcome[copy] = _rejection(copy, verdict, True)
+                counted: set[str] = set()
+                for copy in offers:  # every offer is answered, not only the first
+                    done = outcome[copy]
+                    if isinstance(done, Rejection):
+                        result.rejected.append(done)
+                        if done.status == "invalid":
+                            result.invalid += 1
+                        else:
+                            result.unverified += 1
+                    elif done == "new" and copy not in counted:
+                        result.new += 1
+                        counted.add(copy)
+                    else:
+                        result.duplicate += 1
                 for bundle in bundles:
                     if bundle.extra:
                         blob = canonical_bytes(bundle.extra)
@@ -244,6 +376,23 @@ class Ledger:
             ) from None
         return result
 
+    def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, event: dict[str, Any], verdict: Verdict) -> bool:
+        """Hold one rejected copy as evidence, within the caps; False when a cap is reached."""
+        data = canonical_bytes(event)
+        lim = self.evidence_limits
+        raw = txn.get(subject.encode(), db=self.db[b"evsize"])
+        mine = _usage_decoder.decode(raw) if raw is not None else Usage()
+        raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
+        total = _usage_decoder.decode(raw) if raw is not None else Usage()
+        if (mine.entries + 1 > lim.per_record_entries or mine.bytes + len(data) > lim.per_record_bytes
+                or total.entries + 1 > lim.total_entries or total.bytes + len(data) > lim.total_bytes):
+            return False
+        txn.put(bytes.fromhex(copy), _entry_encoder.encode(EvidenceEntry(event=data, verdict=verdict)), db=self.db[b"evidence"])
+        txn.put(subject.encode(), bytes.fromhex(copy), db=self.db[b"evsubj"])
+        txn.put(subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + len(data))), db=self.db[b"evsize"])
+        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
+        return True
+
     def _with_cited(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> list[str]:
         """Touched records plus every record their citations name (its inbound list may change)."""
         out = set(touched)
@@ -256,16 +405,16 @@ class Ledger:
         return sorted(out)
 
     def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
+        old = txn.get(subject.encode(), db=self.db[b"state"])
+        if old is not None:  # the lookup indexes follow the state: a record revoked away leaves them all
+            for key, db in _index_keys(subject, _json_decoder.decode(old)):
+                txn.delete(key, subject.encode(), db=self.db[db])
         state = self.compute_state(txn, subject, cache)
         txn.put(subject.encode(), canonical_bytes(state), db=self.db[b"state"])
         pair = record_pair((e.event_id for e in self._entries(txn, subject, cache)), state["state_sha256"])
         txn.put(_rec_key(subject), _pair_encoder.encode(pair), db=self.db[b"rec"])
-        record = state["current"].get("canonical_record")
-        if record is not None:
-            for alias in state["current"]["source_aliases"]:
-                if alias["alias_kind"] in ("arxiv", "arxiv_version", "doi"):
-                    key = f"{alias['alias_kind']}:{alias['alias_value'].lower()}".encode()
-                    txn.put(key, subject.encode(), db=self.db[b"alias"])
+        for key, db in _index_keys(subject, state):
+            txn.put(key, subject.encode(), db=self.db[db])
         return state
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
@@ -366,45 +515,50 @@ class Ledger:
                 yield bytes(key).decode()
 
     def resolve(self, text: str) -> str:
-        """The long Pith Number that an identifier of any form names in this ledger."""
+        """The long Pith Number that an identifier of any form names in this ledger (spec/identifiers.md §7).
+
+        A function of the stored states alone, so of the valid event set: a record with a verifying Pith
+        receipt is always preferred to self-signed ones, and self-signed claims that disagree are listed
+        (``ambiguous-id``) rather than picked from."""
         q = parse_id(text)
         with self.env.begin() as txn:
             if q.kind == "pith_number":
                 if txn.get(q.value.encode(), db=self.db[b"state"]) is None:
-                    raise NotFound(f"no record {q.value} in this ledger")
+                    raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
                 return q.value
             if q.kind == "suffix":
-                found = self._by_suffix(txn, q.suffix)
-                if not found:
-                    raise NotFound(f"no record whose suffix starts with {q.suffix} in this ledger")
-                if len(found) > 1:
-                    raise AmbiguousId(f"{text!r} matches {len(found)} records: " + ", ".join(found[:20]))
-                return found[0]
+                cands = [self._candidate(txn, p) for p in self._by_suffix(txn, q.suffix)]
+                if not cands:
+                    raise NotFound(f"no record whose suffix starts with {q.suffix} in this ledger",
+                                   hint="a record whose record_created event has not arrived is found by its long Pith Number only")
+                return _choose(text, cands, by_version=False)
             if q.version is not None:
-                found = self._dups(txn, f"arxiv_version:{q.value}v{q.version}".lower())
-                if not found:
-                    known = self._dups(txn, f"arxiv:{q.value}".lower())
-                    versions = ", ".join(f"v{self._arxiv_version(txn, p)} ({p})" for p in known)
+                cands = self._candidates(txn, f"arxiv_version:{q.value}v{q.version}".lower())
+                if not cands:
+                    known = self._candidates(txn, f"arxiv:{q.value}".lower())
+                    versions = ", ".join(f"v{c.version} ({c.pith_number})" for c in known[:20])
                     raise NotFound(f"no record of arXiv {q.value}v{q.version} in this ledger" + (f"; it holds {versions}" if known else ""))
-            else:
-                key = f"doi:{ids.arxiv_doi(q.value)}" if q.kind == "doi" else f"arxiv:{q.value}"
-                found = self._dups(txn, key.lower())
-                if not found:
-                    raise NotFound(f"no record of arXiv {q.value} in this ledger")
-                # One paper, several versions, each its own record: the latest version answers, as on arXiv.
-                top = max(self._arxiv_version(txn, p) for p in found)
-                found = [p for p in found if self._arxiv_version(txn, p) == top]
-            if len(found) > 1:
-                raise AmbiguousId(f"{text!r} matches {len(found)} records: " + ", ".join(found))
-            return found[0]
+                return _choose(text, cands, by_version=False)
+            key = f"doi:{ids.arxiv_doi(q.value)}" if q.kind == "doi" else f"arxiv:{q.value}"
+            cands = self._candidates(txn, key.lower())
+            if not cands:
+                raise NotFound(f"no record of arXiv {q.value} in this ledger")
+            return _choose(text, cands, by_version=True)
 
-    def _dups(self, txn: lmdb.Transaction, key: str) -> list[str]:
+    def _candidates(self, txn: lmdb.Transaction, key: str) -> list[_Candidate]:
         cursor = txn.cursor(db=self.db[b"alias"])
         if not cursor.set_key(key.encode()):
             return []
-        return sorted(bytes(v).decode() for v in cursor.iternext_dup())
+        return [self._candidate(txn, bytes(v).decode()) for v in cursor.iternext_dup()]
+
+    def _candidate(self, txn: lmdb.Transaction, subject: str) -> _Candidate:
+        current = self._stored_state(txn, subject)["current"]
+        return _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
+                          tuple(current["record_signers"]))
 
     def _by_suffix(self, txn: lmdb.Transaction, prefix: str) -> list[str]:
+        """Present records whose suffix starts with ``prefix``. Not capped: each entry is a present record,
+        which costs a record hash with that prefix, and capping would let such records hide the real one."""
         cursor = txn.cursor(db=self.db[b"suffix"])
         found: set[str] = set()
         if cursor.set_range(prefix.encode()):
@@ -412,9 +566,14 @@ class Ledger:
                 if not bytes(key).startswith(prefix.encode()):
                     break
                 found.add(bytes(value).decode())
-                if len(found) > 50:
-                    break
         return sorted(found)
+
+    def _evidence_note(self, txn: lmdb.Transaction, subject: str) -> str:
+        raw = txn.get(subject.encode(), db=self.db[b"evsize"])
+        if raw is None:
+            return ""
+        n = _usage_decoder.decode(raw).entries
+        return f"; {n} rejected input{'s' if n != 1 else ''} about it {'are' if n != 1 else 'is'} held as evidence (`pithledger evidence {subject}`)"
 
     def _stored_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
         raw = txn.get(subject.encode(), db=self.db[b"state"])
@@ -422,10 +581,6 @@ class Ledger:
             raise NotFound(f"no events for {subject} in this ledger")
         state: dict[str, Any] = _json_decoder.decode(raw)
         return state
-
-    def _arxiv_version(self, txn: lmdb.Transaction, subject: str) -> int:
-        state = self._stored_state(txn, subject)
-        return int(state["current"]["canonical_record"]["source"]["version"])
 
     def log(self, since: int = 0) -> Iterator[LogEntry]:
         with self.env.begin() as txn:
@@ -435,12 +590,15 @@ class Ledger:
                     yield _entry_decoder.decode(raw)
 
     def export(self, subject: str) -> dict[str, Any]:
-        """A bundle of the record and all its events as received (event_id order): applied to an
-        empty ledger it reproduces the same state bytes."""
+        """A bundle of the record, its valid events as received (event_id order), then the unverified
+        copies held as evidence about it (copy digest order: a Pith bundle keeps its Pith-signed events).
+        Invalid copies are not exported: they are this mirror's evidence, not anybody's data."""
         with self.env.begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:
-                raise NotFound(f"no events for {subject} in this ledger")
+                raise NotFound(f"no events for {subject} in this ledger" + self._evidence_note(txn, subject))
+            unverified = [_json_decoder.decode(held.event) for _, held in self._evidence(txn, subject)
+                          if held.verdict.status == "unverified"]
             state = self._stored_state(txn, subject)
             extra: dict[str, Any] = {}
             cursor = txn.cursor(db=self.db[b"extra"])
@@ -454,7 +612,7 @@ class Ledger:
         current = state["current"]
         return write_bundle(
             subject,
-            [e.event for e in entries],
+            [e.event for e in entries] + unverified,
             canonical_record=current.get("canonical_record"),
             aliases_created_at=current["source_aliases"][0]["created_at"] if current.get("source_aliases") else None,
             extra=extra,
@@ -475,6 +633,9 @@ class Ledger:
                     problems.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
                 if verdict != entry.verdict:
                     problems.append(f"{where}: stored verdict {entry.verdict.status}/{entry.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+                if verdict.status != "valid":
+                    problems.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
+                    continue
                 if txn.get(_event_key(verdict.event_id), db=self.db[b"ids"]) != seq:
                     problems.append(f"{where}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
@@ -488,7 +649,37 @@ class Ledger:
             for key in cursor.iternext_nodup(values=False):
                 if txn.get(key, db=self.db[b"state"]) is None:
                     problems.append(f"{bytes(key).decode()} has events but no stored state")
+            problems += self._fsck_indexes(txn)
+            problems += self._fsck_evidence(txn)
             problems += self._fsck_tree(txn)
+        return problems
+
+    def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
+        """The suffix and alias indexes hold exactly what the stored states imply."""
+        want: set[tuple[bytes, bytes, bytes]] = set()
+        for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
+            for ikey, db in _index_keys(bytes(key).decode(), _json_decoder.decode(stored)):
+                want.add((db, ikey, bytes(key)))
+        have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
+        return ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
+                + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in sorted(have - want)])
+
+    def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
+        problems: list[str] = []
+        usage: dict[str, Usage] = {}
+        for key, raw in txn.cursor(db=self.db[b"evidence"]).iternext():
+            held = _evidence_decoder.decode(raw)
+            where = f"evidence {bytes(key).hex()}"
+            if hashlib.sha256(held.event).digest() != bytes(key):
+                problems.append(f"{where}: its bytes do not hash to its key")
+            verdict = verify_event(_json_decoder.decode(held.event))
+            if verdict != held.verdict:
+                problems.append(f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+            u = usage.get(held.verdict.subject, Usage())
+            usage[held.verdict.subject] = Usage(u.entries + 1, u.bytes + len(held.event))
+        stored = {bytes(k).decode(): _usage_decoder.decode(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
+        if stored != usage:
+            problems.append("the evidence usage counters differ from the evidence held")
         return problems
 
     def _fsck_tree(self, txn: lmdb.Transaction) -> list[str]:
@@ -517,6 +708,126 @@ class Ledger:
             level = {p: inner_pair(p, ch) for p, ch in parents.items()}
         return problems
 
+    # --- evidence ------------------------------------------------------------------------------------
+
+    def _evidence(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, EvidenceEntry]]:
+        out = []
+        cursor = txn.cursor(db=self.db[b"evsubj"])
+        if cursor.set_key(subject.encode()):
+            for key in cursor.iternext_dup():
+                raw = txn.get(bytes(key), db=self.db[b"evidence"])
+                if raw is None:
+                    raise LedgerError(f"evidence entry {bytes(key).hex()} of {subject} is missing (damaged ledger)")
+                out.append((bytes(key).hex(), _evidence_decoder.decode(raw)))
+        return out
+
+    def evidence(self, subject: str) -> list[tuple[str, EvidenceEntry]]:
+        """(copy sha256, entry) of every rejected input held about ``subject``, in copy digest order."""
+        with self.env.begin() as txn:
+            return self._evidence(txn, subject)
+
+    def evidence_subjects(self) -> Iterator[tuple[str, Usage]]:
+        with self.env.begin() as txn:
+            for key, raw in txn.cursor(db=self.db[b"evsize"]).iternext():
+                yield bytes(key).decode(), _usage_decoder.decode(raw)
+
+    def evidence_usage(self) -> Usage:
+        with self.env.begin() as txn:
+            raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
+        return _usage_decoder.decode(raw) if raw is not None else Usage()
+
     def counts(self) -> dict[str, int]:
         with self.env.begin() as txn:
             return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"]}
+
+
+# --- rebuilding from the log ---------------------------------------------------------------------
+
+_REBUILT_MARK = "REBUILT"
+
+
+def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
+    """Rebuild the ledger at ``path`` under this merge version from what its log received.
+
+    The log of every layout keeps each received event's bytes (layout 1 kept every class of event
+    there; layout 2 keeps valid events there and the rest as evidence), so re-applying them all
+    loses nothing. The new ledger is built beside the old one and swapped in by two renames; the old
+    one stays as ``<name>.<old merge>-backup``. While it reads, it holds the old ledger's writer lock,
+    so nothing is applied to the old ledger meanwhile. Re-running after an interruption finishes the job.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".rebuild-tmp")
+    if not (path / "data.mdb").exists():
+        if (tmp / _REBUILT_MARK).exists():  # interrupted between the two renames
+            os.rename(tmp, path)
+            return {"finished_interrupted_rebuild": True, "backup": "", "events_read": 0, "new": 0, "duplicate": 0,
+                    "invalid": 0, "unverified": 0}
+        raise NoLedger(f"no ledger at {path}")
+    try:
+        env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
+    except lmdb.Error as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
+    counts = {"events_read": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0}
+    try:
+        txn = env.begin(write=True)  # the writer lock: no apply lands in the old ledger while we read it
+        try:
+            meta = env.open_db(b"meta", txn=txn, create=False)
+            old_merge = bytes(txn.get(b"merge_version", b"", db=meta)).decode() or "unknown"
+            shutil.rmtree(tmp, ignore_errors=True)
+            with Ledger(tmp, create=True) as new:
+                batch: list[Bundle] = []
+                for raw in _old_events(env, txn):
+                    event = _json_decoder.decode(raw)
+                    counts["events_read"] += 1
+                    batch.append(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event]))
+                    if len(batch) >= batch_events:
+                        _tally(counts, new.apply_batch(batch))
+                        batch = []
+                if batch:
+                    _tally(counts, new.apply_batch(batch))
+                _copy_db(env, txn, new, b"extra")
+        finally:
+            txn.abort()
+    except lmdb.Error as exc:
+        raise LedgerError(f"the rebuild failed: {exc}", hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+    finally:
+        env.close()
+    (tmp / _REBUILT_MARK).write_text(old_merge + "\n")
+    backup = path.with_name(f"{path.name}.{old_merge.rsplit('-', 1)[-1]}-backup")
+    n = 1
+    while backup.exists():
+        backup = path.with_name(f"{path.name}.{old_merge.rsplit('-', 1)[-1]}-backup{n}")
+        n += 1
+    os.rename(path, backup)
+    os.rename(tmp, path)
+    (path / _REBUILT_MARK).unlink()
+    return counts | {"backup": str(backup), "old_merge_version": old_merge}
+
+
+def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[bytes]:
+    """Every received event's bytes in a ledger of any layout: its log, then (layout 2) its evidence."""
+    generic = msgspec.msgpack.Decoder()
+    log = env.open_db(b"log", txn=txn, create=False)
+    for _, raw in txn.cursor(db=log).iternext():
+        yield bytes(generic.decode(raw)["event"])
+    try:
+        evidence = env.open_db(b"evidence", txn=txn, create=False)
+    except lmdb.NotFoundError:
+        return
+    for _, raw in txn.cursor(db=evidence).iternext():
+        yield bytes(generic.decode(raw)["event"])
+
+
+def _copy_db(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, name: bytes) -> None:
+    try:
+        old = env.open_db(name, txn=txn, create=False)
+    except lmdb.NotFoundError:
+        return
+    with new.env.begin(write=True, db=new.db[name]) as out:
+        for key, value in txn.cursor(db=old).iternext():
+            out.put(bytes(key), bytes(value))
+
+
+def _tally(counts: dict[str, int], result: BatchResult) -> None:
+    for key in ("new", "duplicate", "invalid", "unverified"):
+        counts[key] += getattr(result, key)

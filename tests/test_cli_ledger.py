@@ -24,7 +24,7 @@ def test_apply_examples_then_state_for_every_id_form(cli, tmp_path: Path) -> Non
         states.add(s.out)
     assert len(states) == 1
     doc = json.loads(states.pop())
-    assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v1"
+    assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v2"
     assert doc["current"]["badges"] == {"author": "attested", "references": "refs resolved", "storage": "stored",
                                         "timestamp": "anchored in bitcoin"}
 
@@ -66,12 +66,16 @@ def test_bad_input_is_named_exits_1_and_changes_nothing(cli, tmp_path: Path) -> 
 
 
 def test_invalid_events_are_recorded_and_reported_with_exit_1(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    r = cli("--ledger", "L", "apply", str(FIXTURES / "bundles" / "malleated-signature-s-plus-l.json"))
+    bundle = str(FIXTURES / "bundles" / "malleated-signature-s-plus-l.json")
+    r = cli("--ledger", "L", "apply", bundle)
     assert r.code == 1 and "[bad-signature]" in r.out and "1 invalid" in r.out
-    log = cli("--ledger", "L", "log", "--json")
-    assert json.loads(log.out)["status"] == "invalid"
-    state = json.loads(cli("--ledger", "L", "state", NUMBER).out)
-    assert state["invalid_event_count"] == 1 and state["current"] == {}
+    again = cli("--ledger", "L", "apply", bundle)  # offered again: reported again, the same way
+    assert again.code == 1 and again.out.splitlines()[0] == r.out.splitlines()[0]
+    assert cli("--ledger", "L", "log", "--json").out == ""  # the log holds valid events only
+    held = [json.loads(line) for line in cli("--ledger", "L", "evidence", NUMBER, "--json").out.splitlines()]
+    assert [(h["status"], h["reason"]) for h in held] == [("invalid", "bad-signature")]
+    state = cli("--ledger", "L", "state", NUMBER)
+    assert state.code == 1 and "error[not-found]" in state.err and "held as evidence" in state.err
 
 
 def test_state_errors(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ import pytest
 
 from pithledger.audit import compare
 from pithledger.errors import SourceError
-from pithledger.events import identity
+from pithledger.events import verify_event
 from pithledger.mirror import Published, publish, sync
 from pithledger.store import Ledger
 
@@ -72,11 +72,21 @@ def test_one_missing_event_is_named_with_its_record(tmp_path: Path) -> None:
 
 def test_one_extra_event_is_named(tmp_path: Path) -> None:
     events = pool()
-    extra = events[-1]  # the unsigned Pith-envelope snapshot: filed under its foreign identity
+    extra = next(e for e in events if e["event_type"] == "storage_attestation")
     with ledger_with(tmp_path / "a", [e for e in events if e is not extra]) as a, ledger_with(tmp_path / "b", events) as b:
         result = compare(a, b)
     assert [(d.pith_number, d.kind, d.a_lacks, d.b_lacks) for d in result.divergent] == [
-        (extra["subject_pith_number"], "events-differ", [identity(extra)], [])]
+        (extra["subject_pith_number"], "events-differ", [extra["event_id"]], [])]
+
+
+def test_inputs_that_are_not_valid_events_never_make_mirrors_diverge(tmp_path: Path) -> None:
+    events = pool()
+    junk = [e for e in events if verify_event(e).status != "valid"]
+    assert junk  # the pool carries invalid and unverified inputs
+    with ledger_with(tmp_path / "a", [e for e in events if e not in junk]) as a, ledger_with(tmp_path / "b", events) as b:
+        result = compare(a, b)
+        assert b.evidence_usage().entries == len(junk)
+    assert result.consistent and result.divergent == []
 
 
 def test_a_tampered_state_is_a_suspected_merge_bug(tmp_path: Path) -> None:
@@ -113,10 +123,11 @@ def test_publish_then_sync_into_an_empty_ledger_gives_an_identical_mirror(tmp_pa
 
 def test_republish_is_incremental_and_keeps_no_stale_nodes(tmp_path: Path) -> None:
     events = pool()
-    with ledger_with(tmp_path / "a", events[:-3]) as a:
+    late = [e for e in events if e["event_type"] in ("storage_attestation", "replication_record")]
+    with ledger_with(tmp_path / "a", [e for e in events if e not in late]) as a:
         first = publish(a, tmp_path / "pub")
         assert publish(a, tmp_path / "pub") == {"records_written": 0, "nodes_written": 0, "nodes_removed": 0}
-        a.apply_batch(bundles_of(events[-3:]))
+        a.apply_batch(bundles_of(late))
         second = publish(a, tmp_path / "pub")
         assert 0 < second["records_written"] < first["records_written"]
         files = {p.name for p in (tmp_path / "pub" / "pithledger" / "nodes").iterdir()}
