@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from . import ids
-from .errors import BundleError, BundleInconsistent, PithledgerError, SubjectMismatch
+from .errors import BundleError, BundleInconsistent, EventTooLarge, PithledgerError, SubjectMismatch
 from .events import MAX_EVENT_BYTES, EventInvalid, subject_of
 from .canonical import canonical_bytes
 from .model import record_ids
@@ -60,7 +60,7 @@ def read_bundle(value: Any) -> Bundle:
         if subject != number:
             raise SubjectMismatch(f"events[{i}] is about {subject}, but the bundle is about {number}")
         if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
-            raise BundleError(f"events[{i}] is larger than {MAX_EVENT_BYTES:,} bytes")
+            raise EventTooLarge(f"events[{i}] is larger than {MAX_EVENT_BYTES:,} bytes")
     extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
     return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra)
 

@@ -152,6 +152,11 @@ class SubjectMismatch(BundleError):
     hint = "every event in a bundle must be about the bundle's pith_number; carry other records in their own bundles"
 
 
+class EventTooLarge(BundleError):
+    code = "event-too-large"
+    hint = "an event's canonical bytes are at most 1 MiB (spec/events.md); the bundle was refused whole"
+
+
 class BundleInconsistent(BundleError):
     code = "bundle-inconsistent"
     hint = "the bundle's top-level record, hash, numbers and aliases must all derive from its canonical_record"

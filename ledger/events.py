@@ -414,13 +414,13 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
             raise EventInvalid("record-subject-mismatch", f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}")
         receipt_key = ""
         if p.receipt is not None:
+            reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
+            if reg is None:
+                raise EventInvalid("unknown-receipt-key", f"the receipt names key {p.receipt.key_id[:60]!r}, which is no Pith registry key")
             try:
                 sig = keys.b64decode_strict(p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64")
             except PithledgerError as exc:
                 raise EventInvalid("bad-receipt", exc.message) from None
-            reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
-            if reg is None:
-                raise EventInvalid("unknown-receipt-key", f"the receipt names key {p.receipt.key_id!r}, which is no Pith registry key")
             if not keys.signature_ok(reg.public_key, bytes.fromhex(rec_ids.canonical_sha256), sig):
                 raise EventInvalid("bad-receipt", f"the receipt signature does not verify under {reg.key_id}")
             receipt_key = reg.key_id

@@ -114,3 +114,67 @@ def test_apply_a_then_b_equals_b_then_a_equals_both_at_once(tmp_path_factory, a,
                 ledger.apply_batch(bundles_of(part))
             results.append({s: ledger.state_bytes(s) for s in ledger.subjects()})
     assert results[0] == results[1] == results[2]
+
+
+# --- garbage independence (spec/merge.md §0, §8) ----------------------------------------------------
+
+from adversary import GARBLINGS, garble, replay_under, unsigned_pith_event  # noqa: E402
+from eventpool import FAKE, ORPHAN, P  # noqa: E402
+
+from pithledger.errors import AmbiguousId, NotFound  # noqa: E402
+from pithledger.events import verify_event  # noqa: E402
+
+VALID = [e for e in POOL if verify_event(e).status == "valid"]
+SIGNED = [e for e in VALID if "signature_b64" in e]
+valid_sets = st.lists(st.sampled_from(range(len(VALID))), unique=True).map(lambda ix: [VALID[i] for i in sorted(ix)])
+# Junk: every named garbling of any signed pool event, replays under other subjects, unsigned Pith events,
+# and the pool's own invalid and unverified events.
+junk_item = st.one_of(
+    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(sorted(GARBLINGS))).map(lambda t: garble(SIGNED[t[0]], t[1])),
+    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(P + [ORPHAN])).map(lambda t: replay_under(SIGNED[t[0]], t[1])),
+    st.tuples(st.sampled_from(P + [ORPHAN, FAKE]), st.integers(0, 3)).map(lambda t: unsigned_pith_event(*t)),
+    st.sampled_from([e for e in POOL if verify_event(e).status != "valid"]),
+)
+junk_sets = st.lists(junk_item, max_size=12)
+
+
+def _not_a_replay_of_itself(junk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # replay_under(e, e's own subject) recomputes e itself: a valid event, not junk.
+    return [j for j in junk if verify_event(j).status != "valid"]
+
+
+@given(valid_sets, junk_sets, st.randoms(use_true_random=False))
+def test_garbage_independence_pure(valid, junk, rnd) -> None:  # type: ignore[no-untyped-def]
+    junk = _not_a_replay_of_itself(junk)
+    mixed = valid + junk
+    rnd.shuffle(mixed)
+    assert state_bytes(mixed) == state_bytes(valid)
+
+
+def _answers(ledger: Ledger) -> dict[str, str]:
+    out = {}
+    for query in ["2605.00424", "1905.08204", "FZ7AO632", P[0], FAKE, ORPHAN] + [p.rsplit(":", 1)[1][:8] for p in P]:
+        try:
+            out[query] = ledger.resolve(query)
+        except (NotFound, AmbiguousId) as exc:  # a note on local evidence is not part of the answer
+            out[query] = f"{exc.code}: " + "; ".join(p for p in exc.message.split("; ") if "held as evidence" not in p)
+    return out
+
+
+@settings(max_examples=LMDB_EXAMPLES)
+@given(valid_sets, junk_sets, st.randoms(use_true_random=False), st.integers(1, 5))
+def test_garbage_independence_on_ledgers_whatever_the_order_and_batching(tmp_path_factory, valid, junk, rnd, batches) -> None:  # type: ignore[no-untyped-def]
+    junk = _not_a_replay_of_itself(junk)
+    mixed = valid + junk
+    rnd.shuffle(mixed)
+    with Ledger(tmp_path_factory.mktemp("dirty"), create=True) as dirty, Ledger(tmp_path_factory.mktemp("clean"), create=True) as clean:
+        step = max(1, len(mixed) // batches)
+        for i in range(0, len(mixed), step):  # junk before, inside and after the valid events
+            dirty.apply_batch(bundles_of(mixed[i:i + step]))
+        clean.apply_batch(bundles_of(valid))
+        assert {s: dirty.state_bytes(s) for s in dirty.subjects()} == {s: clean.state_bytes(s) for s in clean.subjects()}
+        assert dirty.root() == clean.root()
+        # no squatting: every valid event is held, under its own id, and nothing else is
+        assert sorted(e.verdict.event_id for e in dirty.log()) == sorted({verify_event(e).event_id for e in valid})
+        assert _answers(dirty) == _answers(clean)  # resolution is a function of the valid set
+        assert dirty.fsck() == []
