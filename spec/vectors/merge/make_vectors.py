@@ -1,0 +1,182 @@
+"""Regenerate the merge conformance vectors (deterministic: same bytes every run).
+
+    python spec/vectors/merge/make_vectors.py
+
+Each vector is one JSON file: events in, expected verdicts and state bytes out (README.md here).
+The events are signed by keys whose seeds are published below: they prove nothing, they test rules.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pithledger import _ots, keys
+from pithledger.canonical import canonical_bytes
+from pithledger.events import compute_event_id, make_event, signing_message, verify_event
+from pithledger.keys import LocalKey
+from pithledger.merge import Entry, MERGE_VERSION, reduce_all
+from pithledger.model import record_ids
+
+HERE = Path(__file__).parent
+RECORDS = [json.loads(line) for line in (HERE.parent.parent.parent / "tests" / "vectors" / "pith-records.jsonl").read_text().splitlines()]
+REC_A, REC_B = RECORDS[0]["canonical_record"], RECORDS[1]["canonical_record"]
+A, B = record_ids(REC_A), record_ids(REC_B)
+STAND_IN = LocalKey(name="stand-in-registry", seed=hashlib.sha256(b"pithledger vectors: stand-in registry key").digest())
+
+
+def key(name: str) -> LocalKey:
+    return LocalKey(name=name, seed=hashlib.sha256(f"pithledger vectors: {name}".encode()).digest())
+
+
+ALICE, BOB, MALLORY = key("alice"), key("bob"), key("mallory")
+
+
+def t(day: int, hour: int = 0) -> str:
+    return f"2026-06-{day:02d}T{hour:02d}:00:00Z"
+
+
+def ev(kind: str, subject: str, payload: dict[str, Any], k: LocalKey, when: str) -> dict[str, Any]:
+    return make_event(kind, subject, payload, k, created_at=when)
+
+
+def created(k: LocalKey, rec: dict[str, Any] = REC_A, when: str = t(1)) -> dict[str, Any]:
+    rid = record_ids(rec)
+    return ev("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256}, k, when)
+
+
+def signed_raw(fields: dict[str, Any], k: LocalKey = ALICE) -> dict[str, Any]:
+    """Sign anything (an adversary does not need make_event's consent)."""
+    event = {k2: v for k2, v in ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"},
+                                    k, t(2)).items() if k2 not in ("event_id", "signature_b64")}
+    event.update(fields)
+    event["signature_b64"] = keys.b64encode(k.sign(signing_message(event)))
+    event["event_id"] = compute_event_id(event)
+    return event
+
+
+def pith_created(rec: dict[str, Any] = REC_A, **changes: Any) -> dict[str, Any]:
+    rid = record_ids(rec)
+    event = {"event_type": "record_created", "subject_pith_number": rid.pith_number, "target": "record",
+             "created_at": "2026-05-18T01:47:41Z", "event_id": "sha256:" + "74" * 32,
+             "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
+                        "signer_id": "pith.science", "signer_type": "pith_registry"},
+             "payload": {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256,
+                         "receipt": {"kind": "pith_receipt", "key_id": "pith-v1-2026-05", "algorithm": "ed25519",
+                                     "signed_at": "2026-05-18T01:47:41.701845Z",
+                                     "signature_b64": keys.b64encode(STAND_IN.sign(bytes.fromhex(rid.canonical_sha256)))}}}
+    event.update(changes)
+    return event
+
+
+def garbled(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(event)
+    for k2, v in changes.items():
+        if v is _DROP:
+            out.pop(k2, None)
+        else:
+            out[k2] = v
+    return out
+
+
+_DROP = object()
+FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
+
+
+def cases() -> dict[str, dict[str, Any]]:
+    rec_a, rec_b = created(ALICE), created(ALICE, REC_B)
+    cite = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "supports"}, BOB, t(3))
+    author = ev("author_attestation", A.pith_number, {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"}, BOB, t(4))
+    snap1 = ev("graph_snapshot", A.pith_number, {"graph_snapshot": {"v": 1}}, MALLORY, t(5))
+    snap2 = ev("graph_snapshot", A.pith_number, {"graph_snapshot": {"v": 2}}, MALLORY, t(5))
+    proof = _ots.build(bytes.fromhex(A.canonical_sha256), ["https://a.example"], [900000])
+    anchor = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(proof).decode()}, ALICE, t(6))
+    store = ev("storage_attestation", A.pith_number, {"capture_url": "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/2605.00424",
+                                                      "captured_at": "2026-06-01T00:00:00Z"}, ALICE, t(6, 1))
+    repl = ev("replication_record", A.pith_number, {"replication_type": "formal_bridge", "outcome": "succeeded",
+                                                    "artifact_url": "https://example.org/lean"}, ALICE, t(7))
+    revoke_cite = ev("revocation", A.pith_number, {"revoked_event_id": cite["event_id"]}, BOB, t(8))
+    foreign_revoke = ev("revocation", A.pith_number, {"revoked_event_id": author["event_id"]}, MALLORY, t(8, 1))
+    orphan = "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA"
+    pend1 = ev("graph_snapshot", orphan, {"graph_snapshot": {"v": 1}}, MALLORY, t(9))
+    pend2 = ev("graph_snapshot", orphan, {"graph_snapshot": {"v": 2}}, MALLORY, t(9))
+    fake = created(MALLORY, FAKE_REC, t(10))
+    unknown = signed_raw({"event_type": "peer_review_v9", "payload": {"score": "high"}}, BOB)
+    big = 2**64
+    return {
+        "every-kind-folded": {"events": [rec_a, rec_b, cite, author, anchor, store, repl, snap1]},
+        "revocation-by-the-signer-takes-effect": {"events": [rec_a, rec_b, cite, revoke_cite]},
+        "revocation-arriving-before-its-target": {"events": [revoke_cite, rec_a, cite]},
+        "revocation-by-another-signer-is-ineffective": {"events": [rec_a, author, foreign_revoke]},
+        "equivocating-snapshots": {"events": [rec_a, snap1, snap2]},
+        "equivocation-on-a-pending-record": {"events": [pend1, pend2]},
+        "pending-events-wait-for-their-record": {"events": [cite, author]},
+        "unknown-kind-listed-not-folded": {"events": [rec_a, unknown]},
+        "garbled-copy-wrong-event-id-then-valid": {"events": [rec_a, garbled(cite, event_id="sha256:" + "ab" * 32), cite]},
+        "garbled-copy-missing-event-id": {"events": [rec_a, garbled(cite, event_id=_DROP), cite]},
+        "garbled-copy-null-signature": {"events": [rec_a, garbled(cite, signature_b64=None)]},
+        "garbled-copy-extra-field": {"events": [rec_a, garbled(cite, relayed_by="mallory"), cite]},
+        "junk-missing-event-version": {"events": [rec_a, garbled(cite, event_version=_DROP)]},
+        "junk-newer-event-version": {"events": [rec_a, garbled(cite, event_version="pithledger-event-v9")]},
+        "junk-unsigned-pith-snapshot": {"events": [rec_a, {**garbled(pith_created(), event_type="graph_snapshot", target="graph"),
+                                                           "payload": {"graph_snapshot": {"v": 9}}}]},
+        "junk-self-signed-without-public-key": {"events": [rec_a, signed_raw({"signer": {k2: v for k2, v in cite["signer"].items() if k2 != "public_key_b64"}})]},
+        "junk-blank-signer-id": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "signer_id": " \t"}})]},
+        "odd-spelling-arabic-indic-year": {"events": [rec_a, signed_raw({"created_at": "٢٠٢٦-06-01T00:00:00Z"})]},
+        "odd-spelling-fullwidth-time": {"events": [rec_a, signed_raw({"created_at": "２０２６-０６-０１T００:００:００Z"})]},
+        "odd-spelling-trailing-newline": {"events": [rec_a, signed_raw({"created_at": t(2) + "\n"})]},
+        "odd-spelling-orcid-digits": {"events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": "J", "orcid": "٠٠٠٠-0002-1825-0097"}})]},
+        "anchor-height-overflow": {"events": [rec_a, signed_raw({"event_type": "timestamp_anchor", "payload": {
+            "ots_proof_b64": base64.b64encode(_ots.build(bytes.fromhex(A.canonical_sha256), [], [big])).decode()}})]},
+        "fabricated-record-beside-the-real-one": {"events": [rec_a, fake]},
+        "fabricated-record-revoked": {"events": [rec_a, fake, ev("revocation", fake["subject_pith_number"], {"revoked_event_id": fake["event_id"]}, MALLORY, t(11))]},
+        "pith-record-with-receipt": {"events": [pith_created()], "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+        "pith-record-copies-differing-in-unsigned-fields": {"events": [pith_created(), pith_created(created_at="1970-01-01T00:00:00Z", event_id="sha256:" + "00" * 32)],
+                                                            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+        "pith-record-without-receipt": {"events": [garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256})],
+                                        "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+        "pith-record-with-unreadable-receipt": {"events": [garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256,
+                                                                                            "receipt": {"kind": "pith_receipt"}})],
+                                                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+        "pith-record-wrong-fingerprint": {"events": [garbled(pith_created(), signer={**pith_created()["signer"], "public_key_fingerprint": "00" * 16})],
+                                          "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+    }
+
+
+def build(name: str, case: dict[str, Any]) -> dict[str, Any]:
+    registry = case.get("registry_keys")
+    saved = dict(keys.PITH_REGISTRY_KEYS)
+    try:
+        if registry:
+            for kid, b64 in registry.items():
+                keys.PITH_REGISTRY_KEYS[kid] = keys.RegistryKey(key_id=kid, public_key=keys.b64decode_strict(b64))
+        verdicts = [verify_event(e) for e in case["events"]]
+        states = reduce_all(Entry(e, v) for e, v in zip(case["events"], verdicts, strict=True))
+    finally:
+        keys.PITH_REGISTRY_KEYS.clear()
+        keys.PITH_REGISTRY_KEYS.update(saved)
+    out: dict[str, Any] = {"vector": name, "merge_version": MERGE_VERSION}
+    if registry:
+        out["registry_keys"] = registry
+    out["events"] = case["events"]
+    out["expected"] = {
+        "verdicts": [{"status": v.status, "reason": v.reason, "event_id": v.event_id if v.status == "valid" else None} for v in verdicts],
+        "states": {s: canonical_bytes(d).decode() for s, d in states.items()},
+    }
+    return out
+
+
+def main() -> None:
+    for old in HERE.glob("*.json"):
+        old.unlink()
+    for name, case in cases().items():
+        (HERE / f"{name}.json").write_bytes(json.dumps(build(name, case), indent=1, ensure_ascii=False).encode() + b"\n")
+    print(f"wrote {len(cases())} vectors to {HERE}")
+
+
+if __name__ == "__main__":
+    main()

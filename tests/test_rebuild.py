@@ -1,0 +1,61 @@
+"""A ledger written under merge v1 is refused with a pointer to `rebuild`, which loses nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lmdb
+import msgspec
+import pytest
+
+from pithledger.canonical import canonical_bytes
+from pithledger.errors import LayoutMismatch
+from pithledger.store import Ledger
+
+from eventpool import bundles_of, pool
+
+
+def write_v1_ledger(path: Path) -> None:
+    """What pithledger 0.1 (layout 1, merge v1) left on disk: every received event in its log."""
+    env = lmdb.open(str(path), max_dbs=16, subdir=True)
+    meta, log, extra = (env.open_db(n) for n in (b"meta", b"log", b"extra"))
+    enc = msgspec.msgpack.Encoder()
+    with env.begin(write=True) as txn:
+        txn.put(b"layout_version", b"1", db=meta)
+        txn.put(b"merge_version", b"pithledger-merge-v1", db=meta)
+        for seq, event in enumerate(pool()):
+            entry = {"seq": seq, "event": canonical_bytes(event), "verdict": {"event_id": "v1", "status": "valid"}}
+            txn.put(seq.to_bytes(8, "big"), enc.encode(entry), db=log)
+        txn.put(pool()[0]["subject_pith_number"].encode() + b"\0" + b"ab" * 32, b'{"note":"kept"}', db=extra)
+    env.close()
+
+
+def test_a_v1_ledger_is_refused_naming_the_rebuild(tmp_path: Path) -> None:
+    write_v1_ledger(tmp_path / "old")
+    for readonly in (True, False):
+        with pytest.raises(LayoutMismatch) as info:
+            Ledger(tmp_path / "old", readonly=readonly)
+        assert "pithledger-merge-v1" in info.value.message and "rebuild" in info.value.hint
+
+
+def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    old = tmp_path / "L"
+    write_v1_ledger(old)
+    r = cli("--ledger", str(old), "state", pool()[0]["subject_pith_number"])
+    assert r.code == 1 and "error[layout-mismatch]" in r.err and "rebuild" in r.err
+    r = cli("--ledger", str(old), "rebuild", "--json")
+    assert r.code == 0, r.err
+    counts = r.json()
+    assert counts["events_read"] == len(pool()) and counts["invalid"] == 2 and counts["unverified"] == 1
+    assert Path(counts["backup"]).name == "L.v1-backup" and (Path(counts["backup"]) / "data.mdb").exists()
+    with Ledger(tmp_path / "fresh", create=True) as fresh:
+        fresh.apply_batch(bundles_of(pool()))
+        want = ({s: fresh.state_bytes(s) for s in fresh.subjects()}, fresh.root(), fresh.evidence_usage())
+    with Ledger(old, readonly=True) as rebuilt:
+        assert ({s: rebuilt.state_bytes(s) for s in rebuilt.subjects()}, rebuilt.root(), rebuilt.evidence_usage()) == want
+        assert rebuilt.fsck() == []
+        assert rebuilt.export(pool()[0]["subject_pith_number"])["note"] == "kept"  # unknown bundle fields survive
+    again = cli("--ledger", str(old), "rebuild")  # a v2 ledger rebuilt from its log and evidence: same again
+    assert again.code == 0 and "-> pithledger-merge-v2" in again.out
+    assert json.loads(cli("--ledger", str(old), "digest", "--json").out)["events_root"] == want[1].events.hex()
