@@ -9,13 +9,31 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from ._transport import (
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    Deadline,
+    RedirectRefused,
+    SourceConnectionError,
+    SourceFileMissing,
+    SourceHTTPStatus,
+    SourceProtocolError,
+    SourceTimeout,
+    SourceTLSError,
+    SourceTooLarge,
+    UnsafePath,
+    as_deadline,
+    check_url,
+    http_get,
+    read_file,
+)
 from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, Source, bucket_pair, compare, inner_pair, record_event_root
 from .bundle import read_bundle
 from .canonical import canonical_bytes, strict_decode
@@ -24,9 +42,28 @@ from .keys import LocalKey, public_key_doc
 from .merge import MERGE_VERSION
 from .store import Ledger
 
+__all__ = [
+    "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "MAX_FETCH", "Deadline", "MalformedSource", "Published",
+    "RedirectRefused", "SourceConnectionError", "SourceFileMissing", "SourceHTTPStatus", "SourceProtocolError",
+    "SourceTLSError", "SourceTimeout", "SourceTooLarge", "UnsafePath", "open_source", "publish", "sync",
+]
+
 DIGEST_FILE = "pithledger/digest.json"
 NODE_DIR = "pithledger/nodes"
 MAX_FETCH = 64 * 1024 * 1024
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+"""Budget of a reader's node cache, in estimated bytes of parsed (compact) node values."""
+
+PITH_NUMBER = re.compile(r"pith:[0-9]{4}:[A-Z2-7]{26}", re.ASCII)
+_HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_EVENT_ID = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+
+
+class MalformedSource(SourceError):
+    """A file of a published mirror that does not have the shape of spec/audit.md §4."""
+
+    hint = ("the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
+            "other; the source is broken or hostile")
 
 
 def _node_file(prefix: str, pair: Pair) -> str:
@@ -40,34 +77,116 @@ def _pair_json(p: Pair) -> dict[str, str]:
     return {"events": p.events.hex(), "states": p.states.hex()}
 
 
+def _digest(value: Any, where: str) -> bytes:
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise MalformedSource(f"{where} is not 64 lowercase hex characters")
+    return bytes.fromhex(value)
+
+
 def _pair_of(value: Any, where: str) -> Pair:
-    try:
-        return Pair(bytes.fromhex(value["events"]), bytes.fromhex(value["states"]))
-    except (TypeError, KeyError, ValueError):
-        raise SourceError(f"{where}: not a digest pair") from None
+    if not isinstance(value, dict):
+        raise MalformedSource(f"{where}: not a digest pair {{events, states}}")
+    return Pair(_digest(value.get("events"), f"{where}: events"), _digest(value.get("states"), f"{where}: states"))
+
+
+def check_pith_number(name: Any, where: str) -> str:
+    """A long Pith Number (ASCII, ``pith:YYYY:`` + 26 base32 characters), before it names a path or URL."""
+    if not isinstance(name, str) or not PITH_NUMBER.fullmatch(name):
+        raise UnsafePath(f"{where}: {str(name)[:80]!r} is not a long Pith Number (pith:YYYY:<26 base32 characters>)")
+    return name
+
+
+def _check_prefix(prefix: Any, inner: bool) -> str:
+    ok = isinstance(prefix, str) and all(c in ALPHABET for c in prefix) and (len(prefix) < DEPTH if inner else len(prefix) == DEPTH)
+    if not ok:
+        raise SourceError(f"{prefix!r} is not the prefix of {'an inner node' if inner else 'a bucket'} of the digest tree")
+    return str(prefix)
 
 
 # --- reading a published mirror ------------------------------------------------------------------
 
 
-class Published:
-    """A published mirror tree, in a directory or at an http(s) base URL."""
+class _Bucket(NamedTuple):
+    pairs: dict[str, Pair]
+    events: dict[str, bytes]  # each record's event digests, 32 bytes each, sorted and concatenated
 
-    def __init__(self, location: str) -> None:
+
+_Node = dict[str, Pair] | _Bucket
+
+
+def _cost(value: _Node) -> int:
+    """Estimated bytes a cached value holds (Python object overheads included, roughly)."""
+    if isinstance(value, _Bucket):
+        return 256 + sum(400 + len(n) + len(value.events[n]) for n in value.pairs)
+    return 256 + 260 * len(value)
+
+
+class _Cache:
+    """Least-recently-used node values, bounded by estimated bytes. The newest entry is always kept,
+    so one node larger than the budget is still read once per use, not once per record."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self._items: OrderedDict[str, tuple[_Node, int]] = OrderedDict()
+
+    def get(self, prefix: str) -> _Node | None:
+        item = self._items.get(prefix)
+        if item is None:
+            return None
+        self._items.move_to_end(prefix)
+        return item[0]
+
+    def put(self, prefix: str, value: _Node) -> None:
+        cost = _cost(value)
+        old = self._items.pop(prefix, None)
+        if old is not None:
+            self.used -= old[1]
+        self._items[prefix] = (value, cost)
+        self.used += cost
+        while self.used > self.budget and len(self._items) > 1:
+            _, (_, freed) = self._items.popitem(last=False)
+            self.used -= freed
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class Published:
+    """A published mirror tree, in a directory or at an http(s) base URL.
+
+    ``timeout``: seconds of wall clock for one whole HTTP request (default 30); ``deadline``: a
+    :class:`Deadline` (or seconds) for every request of this reader together (default 600, from
+    construction; ``None``: no limit); ``cache_bytes``: budget of verified nodes kept in memory
+    (default 64 MiB, estimated); evicted nodes are fetched and verified again when needed.
+    """
+
+    def __init__(self, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
+                 deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._name = location
         self.is_url = location.startswith(("http://", "https://"))
-        if not self.is_url and not Path(location, DIGEST_FILE).is_file():
+        self.timeout = timeout
+        self.deadline = as_deadline(deadline)
+        self._cache = _Cache(cache_bytes)
+        if self.is_url:
+            parts = check_url(location)
+            if parts.query:
+                raise SourceError(f"{location!r}: a mirror's base URL has no query (?...)")
+        elif not Path(location, DIGEST_FILE).is_file():
             raise SourceError(f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
                               hint="publish one with `pithledger publish DIR`")
-        digest = self._json(DIGEST_FILE)
+        try:
+            digest = self._json(DIGEST_FILE)
+        except SourceFileMissing:
+            raise SourceFileMissing(f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
+                                    hint="check the URL: it must be the base of a tree written by `pithledger publish`") from None
         if not isinstance(digest, dict) or digest.get("digest_version") != DIGEST_VERSION:
-            raise SourceError(f"{location}: {DIGEST_FILE} is not a {DIGEST_VERSION} digest")
+            raise MalformedSource(f"{location}: {DIGEST_FILE} is not a {DIGEST_VERSION} digest")
         if digest.get("merge_version") != MERGE_VERSION:
-            raise SourceError(f"{location} publishes states of {digest.get('merge_version')!r}, not {MERGE_VERSION!r}")
-        self._root = _pair_of(digest.get("root"), DIGEST_FILE)
-        self._nodes: dict[str, dict[str, Any]] = {}
-        self._children: dict[str, dict[str, Pair]] = {}
-        self._buckets: dict[str, dict[str, Pair]] = {}
+            raise SourceError(f"{location} publishes states of {str(digest.get('merge_version'))[:80]!r}, not {MERGE_VERSION!r}")
+        if digest.get("depth", DEPTH) != DEPTH or type(digest.get("depth", DEPTH)) is not int:
+            raise MalformedSource(f"{location}: {DIGEST_FILE} has a digest tree of depth {str(digest.get('depth'))[:20]}, not {DEPTH}")
+        self._root = _pair_of(digest.get("root"), f"{location}: {DIGEST_FILE}: root")
 
     @property
     def name(self) -> str:
@@ -76,22 +195,8 @@ class Published:
     def _fetch(self, rel: str) -> bytes:
         if self.is_url:
             url = self.name.rstrip("/") + "/" + urllib.parse.quote(rel)
-            try:
-                with urllib.request.urlopen(url, timeout=30) as resp:
-                    data = resp.read(MAX_FETCH + 1)
-            except urllib.error.HTTPError as exc:
-                raise SourceError(f"cannot fetch {url}: HTTP {exc.code}") from None
-            except (urllib.error.URLError, OSError) as exc:
-                raise SourceError(f"cannot fetch {url}: {getattr(exc, 'reason', exc)}") from None
-        else:
-            try:
-                with open(Path(self.name, rel), "rb") as fh:
-                    data = fh.read(MAX_FETCH + 1)
-            except OSError as exc:
-                raise SourceError(f"cannot read {Path(self.name, rel)}: {exc.strerror}") from None
-        if len(data) > MAX_FETCH:
-            raise SourceError(f"{rel} from {self.name} is larger than {MAX_FETCH:,} bytes")
-        return bytes(data)
+            return http_get(url, timeout=self.timeout, deadline=self.deadline, max_bytes=MAX_FETCH)
+        return read_file(self.name, rel, max_bytes=MAX_FETCH, deadline=self.deadline)
 
     def _json(self, rel: str) -> Any:
         try:
@@ -99,82 +204,113 @@ class Published:
         except SourceError:
             raise
         except PithledgerError as exc:
-            raise SourceError(f"{self.name}: {exc.message}") from None
+            raise MalformedSource(f"{self.name}: {exc.message}") from None
 
     def _node(self, prefix: str, expected: Pair) -> dict[str, Any]:
-        if prefix not in self._nodes:
-            node = self._json(_node_file(prefix, expected))
-            if not isinstance(node, dict) or node.get("prefix") != prefix:
-                raise SourceError(f"{self.name}: node file for {prefix or '(root)'} is malformed")
-            if _pair_of(node.get("digest"), prefix) != expected:
-                raise SourceError(f"{self.name}: node {prefix or '(root)'} does not match its parent's digest",
-                                  hint="the source changed while being read, or is broken; run the command again")
-            self._nodes[prefix] = node
-        return self._nodes[prefix]
+        rel = _node_file(prefix, expected)
+        try:
+            node = self._json(rel)
+        except SourceFileMissing:
+            raise SourceFileMissing(f"{self.name}: node {prefix or '(root)'} is listed by its parent, but its file {rel} is absent",
+                                    hint="the source is incomplete (broken), or was re-published while being read: run the command again") from None
+        if not isinstance(node, dict) or node.get("prefix") != prefix:
+            raise MalformedSource(f"{self.name}: node file for {prefix or '(root)'} is malformed")
+        if _pair_of(node.get("digest"), f"{self.name}: node {prefix or '(root)'}: digest") != expected:
+            raise SourceError(f"{self.name}: node {prefix or '(root)'} does not match its parent's digest",
+                              hint="the source changed while being read, or is broken; run the command again")
+        return node
 
-    def _expected(self, prefix: str) -> Pair:
+    def _expected(self, prefix: str) -> Pair | None:
+        """The digest pair the parent lists for ``prefix``; None when the source has no such subtree."""
         if prefix == "":
             return self._root
-        parent = self.children(prefix[:-1])
-        if prefix[-1] not in parent:
-            raise SourceError(f"{self.name}: no node {prefix}")
-        return parent[prefix[-1]]
+        return self.children(prefix[:-1]).get(prefix[-1])
 
     def root(self) -> Pair:
         return self._root
 
     def children(self, prefix: str) -> dict[str, Pair]:
-        if prefix in self._children:  # verified once; the walk up to the root is not repeated
-            return self._children[prefix]
+        """Verified children of an inner node; ``{}`` for a subtree this source does not hold."""
+        _check_prefix(prefix, inner=True)
+        cached = self._cache.get(prefix)
+        if isinstance(cached, dict):  # verified once; the walk up to the root is not repeated
+            return cached
         if self._root == _EMPTY and prefix == "":
             return {}
         expected = self._expected(prefix)
+        if expected is None:
+            return {}
         node = self._node(prefix, expected)
+        where = f"{self.name}: node {prefix or '(root)'}"
         kids = node.get("children")
-        if not isinstance(kids, dict) or not all(c in ALPHABET and len(c) == 1 for c in kids):
-            raise SourceError(f"{self.name}: node {prefix or '(root)'} has malformed children")
-        out = {c: _pair_of(v, f"{prefix}{c}") for c, v in kids.items()}
+        if not isinstance(kids, dict) or not all(isinstance(c, str) and len(c) == 1 and c in ALPHABET for c in kids):
+            raise MalformedSource(f"{where} has malformed children")
+        out = {c: _pair_of(v, f"{where}: child {c}") for c, v in kids.items()}
         if inner_pair(prefix, out) != expected:
             raise SourceError(f"{self.name}: children of {prefix or '(root)'} do not hash to its digest")
-        self._children[prefix] = out
+        self._cache.put(prefix, out)
+        return out
+
+    def _bucket(self, prefix: str) -> _Bucket:
+        _check_prefix(prefix, inner=False)
+        cached = self._cache.get(prefix)
+        if isinstance(cached, _Bucket):
+            return cached
+        expected = self._expected(prefix)
+        if expected is None:
+            return _Bucket({}, {})
+        node = self._node(prefix, expected)
+        where = f"{self.name}: bucket {prefix}"
+        records = node.get("records")
+        if not isinstance(records, dict):
+            raise MalformedSource(f"{where}: records is not an object")
+        pairs: dict[str, Pair] = {}
+        events: dict[str, bytes] = {}
+        for name, rec in records.items():
+            check_pith_number(name, where)
+            if name.rsplit(":", 1)[-1][:DEPTH] != prefix:
+                raise MalformedSource(f"{where} holds {name}, which belongs in bucket {name.rsplit(':', 1)[-1][:DEPTH]}")
+            if not isinstance(rec, dict):
+                raise MalformedSource(f"{where}: record {name} is not an object")
+            ids = rec.get("event_ids")
+            if not isinstance(ids, list) or not all(isinstance(i, str) and _EVENT_ID.fullmatch(i) for i in ids):
+                raise MalformedSource(f"{where}: event_ids of {name} is not a list of sha256:<64 hex> event ids")
+            if len(set(ids)) != len(ids):
+                raise MalformedSource(f"{where}: event_ids of {name} names an event twice")
+            pairs[name] = Pair(_digest(rec.get("event_root"), f"{where}: {name}: event_root"),
+                               _digest(rec.get("state_sha256"), f"{where}: {name}: state_sha256"))
+            if record_event_root(ids) != pairs[name].events:
+                raise SourceError(f"{self.name}: event ids of {name} do not hash to its event root")
+            events[name] = b"".join(sorted(bytes.fromhex(i[len("sha256:"):]) for i in ids))
+        if bucket_pair(pairs) != expected:
+            raise SourceError(f"{self.name}: records of bucket {prefix} do not hash to its digest")
+        out = _Bucket(pairs, events)
+        self._cache.put(prefix, out)
         return out
 
     def bucket(self, prefix: str) -> dict[str, Pair]:
-        if prefix in self._buckets:
-            return self._buckets[prefix]
-        expected = self._expected(prefix)
-        node = self._node(prefix, expected)
-        records = node.get("records")
-        if not isinstance(records, dict):
-            raise SourceError(f"{self.name}: bucket {prefix} is malformed")
-        try:
-            out = {n: Pair(bytes.fromhex(r["event_root"]), bytes.fromhex(r["state_sha256"])) for n, r in records.items()}
-        except (TypeError, KeyError, ValueError):
-            raise SourceError(f"{self.name}: bucket {prefix} is malformed") from None
-        if bucket_pair(out) != expected:
-            raise SourceError(f"{self.name}: records of bucket {prefix} do not hash to its digest")
-        for n, r in records.items():
-            if record_event_root(r.get("event_ids", [])) != out[n].events:
-                raise SourceError(f"{self.name}: event ids of {n} do not hash to its event root")
-        self._buckets[prefix] = out
-        return out
+        """Verified records of a bucket; ``{}`` for a bucket this source does not hold."""
+        return self._bucket(prefix).pairs
 
     def record_events(self, pith_number: str) -> list[str]:
-        prefix = pith_number.rsplit(":", 1)[-1][:DEPTH]
-        self.bucket(prefix)
-        return sorted(self._nodes[prefix]["records"][pith_number]["event_ids"])
+        check_pith_number(pith_number, self.name)
+        packed = self._bucket(pith_number.rsplit(":", 1)[-1][:DEPTH]).events.get(pith_number, b"")
+        return ["sha256:" + packed[i:i + 32].hex() for i in range(0, len(packed), 32)]
 
     def bundle_bytes(self, pith_number: str) -> bytes:
+        check_pith_number(pith_number, self.name)
         return self._fetch(f"pith/{pith_number.rsplit(':', 1)[-1]}/bundle.json")
 
 
 _EMPTY = inner_pair("", {})
 
 
-def open_source(location: str) -> Source:
-    """A ledger directory, a published directory, or an http(s) URL of a published mirror."""
+def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = DEFAULT_DEADLINE,
+                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Source:
+    """A ledger directory, a published directory, or an http(s) URL of a published mirror (see
+    :class:`Published` for ``timeout``, ``deadline`` and ``cache_bytes``)."""
     if location.startswith(("http://", "https://")) or Path(location, DIGEST_FILE).is_file():
-        return Published(location)
+        return Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
     if Path(location, "data.mdb").is_file():
         return Ledger(Path(location), readonly=True)
     raise SourceError(f"{location} is neither a ledger directory, a published mirror nor an http(s) URL")
@@ -211,7 +347,8 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     """
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        old: Published | None = Published(str(directory))
+        # local files, read without a deadline: a long re-publish must not lose its view of the old tree
+        old: Published | None = Published(str(directory), deadline=None)
     except SourceError:
         old = None
     counts = {"records_written": 0, "nodes_written": 0, "nodes_removed": 0}
@@ -289,9 +426,14 @@ def _old_bucket(old: Published | None, prefix: str) -> dict[str, Pair]:
 # --- syncing ---------------------------------------------------------------------------------------
 
 
-def sync(ledger: Ledger, location: str) -> dict[str, Any]:
-    """Pull from a published mirror every record where it holds events this ledger lacks."""
-    source = Published(location)
+def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
+         deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES) -> dict[str, Any]:
+    """Pull from a published mirror every record where it holds events this ledger lacks.
+
+    ``timeout``, ``deadline`` and ``cache_bytes``: see :class:`Published`. A sync stopped by its
+    deadline keeps what it applied; running it again continues (applied bundles dedup).
+    """
+    source = Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
     result = compare(ledger, source)
     counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
                               "digests_read": result.digests_read, "rejected": []}
