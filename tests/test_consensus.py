@@ -277,3 +277,21 @@ def test_a_bundle_subject_in_other_digits_is_refused_whole(tmp_path: Path, cli) 
 def test_bundles_of_helper_keeps_one_record_per_bundle() -> None:
     assert all(isinstance(b, Bundle) and all(e["subject_pith_number"] == b.pith_number for e in b.events)
                for b in bundles_of([created(ALICE), citation(), replay_under(citation(), OTHER)]))
+
+
+def test_a_pith_bundle_round_trips_through_export_with_its_unverified_events(tmp_path: Path) -> None:
+    from pithledger.bundle import read_bundle
+
+    head = json.loads((Path(__file__).parent / "vectors" / "pith-bundle-FZ7AO632-head.json").read_text())
+    snapshot = unsigned_pith_event(NUMBER)  # Pith's envelope, as on its state pages: unverifiable here
+    snapshot["payload"] = {"graph_snapshot": {"builder_version": "pith-number-builder-2026-05-17-v1", "claims": {"count": 0, "items": []}}}
+    bundle = {**head, "events": [created(ALICE), snapshot]}
+    with Ledger(tmp_path / "a", create=True) as a:
+        result = a.apply_batch([read_bundle(bundle)])
+        assert (result.new, result.unverified) == (1, 1)
+        exported = a.export(NUMBER)
+        assert snapshot in exported["events"]  # kept as received, outside the state
+        with Ledger(tmp_path / "b", create=True) as b:
+            b.apply_batch([read_bundle(json.loads(json.dumps(exported)))])
+            assert consensus(b) == consensus(a)
+            assert [e for _, e in b.evidence(NUMBER)] == [e for _, e in a.evidence(NUMBER)]

@@ -1,7 +1,8 @@
 """A stateful simulation of three mirrors, each a real LMDB ledger, fed by random deliveries.
 
 Rules: deliver a random subset (some messages dropped), re-deliver (duplicates), restart a mirror
-(close and reopen), and an equivocating signer who signs two different snapshots for one slot and time.
+(close and reopen), an equivocating signer who signs two different snapshots for one slot and time, and
+an adversary who sends garbled copies of any event to any mirror at any time.
 After every step each mirror's states equal the pure reducer over what it received; at the end every
 mirror receives everything and all states are byte-identical.
 """
@@ -22,6 +23,7 @@ from pithledger.events import make_event
 from pithledger.merge import reduce_all
 from pithledger.store import Ledger
 
+from adversary import GARBLINGS, garble
 from conftest import LMDB_EXAMPLES
 from eventpool import MALLORY, P, bundles_of, entries, pool
 
@@ -64,6 +66,14 @@ class Mirrors(RuleBasedStateMachine):
         self.ledgers[m].apply_batch(bundles_of([self.events[i] for i in picks]))
         self.received[m].update(picks)
 
+    @rule(m=st.integers(0, MIRRORS - 1), data=st.data())
+    def adversary_sends_junk(self, m: int, data: st.DataObject) -> None:
+        """Garbled copies of any event (a relay that censors, forges or replays), sent before or after the
+        real one: none of it may change a state or a digest (the invariant compares with valid events only)."""
+        signed = [e for e in self.events if "signature_b64" in e]
+        picks = data.draw(st.lists(st.tuples(st.sampled_from(range(len(signed))), st.sampled_from(sorted(GARBLINGS))), max_size=6))
+        self.ledgers[m].apply_batch(bundles_of([garble(signed[i], how) for i, how in picks]))
+
     @rule(m=st.integers(0, MIRRORS - 1))
     def restart(self, m: int) -> None:
         self.ledgers[m].close()
@@ -93,6 +103,7 @@ class Mirrors(RuleBasedStateMachine):
             self.received[m] = set(everything)
         states = [{s: ledger.state_bytes(s) for s in ledger.subjects()} for ledger in self.ledgers]
         assert states[0] == states[1] == states[2]
+        assert self.ledgers[0].root() == self.ledgers[1].root() == self.ledgers[2].root()
         assert all(ledger.fsck() == [] for ledger in self.ledgers)
         if self.equivocations:
             assert sum(int(b'"equivocation_count":0' not in s) for s in states[0].values()) >= 1
