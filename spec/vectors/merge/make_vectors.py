@@ -107,7 +107,34 @@ def cases() -> dict[str, dict[str, Any]]:
     fake = created(MALLORY, FAKE_REC, t(10))
     unknown = signed_raw({"event_type": "peer_review_v9", "payload": {"score": "high"}}, BOB)
     big = 2**64
+    reg = {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}
+    registry_signer = {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
+                       "signer_id": "pith.science", "signer_type": "pith_registry"}
+    cite_b1 = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"}, BOB, t(12))
+    cite_b2 = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "refutes"}, BOB, t(12))
+    good_proof = _ots.build(bytes.fromhex(A.canonical_sha256), ["https://a.example"], [900000])
+    revoke_unknown = ev("revocation", A.pith_number, {"revoked_event_id": unknown["event_id"]}, BOB, t(13))
+    anchor_payload = lambda raw: {"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": raw}}  # noqa: E731
     return {
+        "citation-and-snapshot-equivocations-in-spec-order": {"events": [rec_a, rec_b, cite_b1, cite_b2, snap1, snap2]},
+        "registry-signed-author-with-orcid-is-strong": {"events": [rec_a, signed_raw({
+            "event_type": "author_attestation", "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+            "signer": registry_signer}, STAND_IN)], "registry_keys": reg},
+        "unknown-kind-revoked-is-still-listed": {"events": [rec_a, unknown, revoke_unknown]},
+        "inbound-citation-from-a-pending-record": {"events": [rec_b, cite]},
+        "odd-spelling-lower-case-cited-number": {"events": [rec_a, signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}})]},
+        "odd-spelling-leap-second": {"events": [rec_a, signed_raw({"created_at": "2026-06-30T23:59:60Z"})]},
+        "odd-spelling-year-zero": {"events": [rec_a, signed_raw({"created_at": "0000-01-01T00:00:00Z"})]},
+        "junk-public-key-null": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "public_key_b64": None}})]},
+        "junk-artifact-url-without-host": {"events": [rec_a, signed_raw({"event_type": "replication_record", "payload": {
+            "replication_type": "replication", "outcome": "failed", "artifact_url": "https:///x"}})]},
+        "junk-blank-author-name": {"events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": " \t"}})]},
+        "ots-unknown-op": {"events": [rec_a, signed_raw(anchor_payload(  # magic, version, sha256 op, digest, then op 0x42
+            base64.b64encode(good_proof[:len(_ots.MAGIC) + 1 + 1 + 32] + b"\x42").decode()))]},
+        "ots-trailing-byte": {"events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof + b"\x00").decode()))]},
+        "ots-non-canonical-base64": {"events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof).decode().rstrip("=") ))]},
+        "pith-record-receipt-key-id-a-number": {"events": [garbled(pith_created(), payload={
+            **pith_created()["payload"], "receipt": {**pith_created()["payload"]["receipt"], "key_id": 5}})], "registry_keys": reg},
         "every-kind-folded": {"events": [rec_a, rec_b, cite, author, anchor, store, repl, snap1]},
         "revocation-by-the-signer-takes-effect": {"events": [rec_a, rec_b, cite, revoke_cite]},
         "revocation-arriving-before-its-target": {"events": [revoke_cite, rec_a, cite]},
