@@ -35,7 +35,7 @@ from ._transport import (
     read_file,
 )
 from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, Source, bucket_pair, compare, inner_pair, record_event_root
-from .bundle import read_bundle
+from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import PithledgerError, SourceError
 from .keys import LocalKey, public_key_doc
@@ -426,32 +426,71 @@ def _old_bucket(old: Published | None, prefix: str) -> dict[str, Pair]:
 # --- syncing ---------------------------------------------------------------------------------------
 
 
+#: A sync batch closes at this many events or bytes of bundles, whichever comes first (spec/audit.md §5).
+SYNC_BATCH_EVENTS = 10_000
+SYNC_BATCH_BYTES = 64 * 1024 * 1024
+
+
 def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
-         deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES) -> dict[str, Any]:
+         deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES,
+         batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES) -> dict[str, Any]:
     """Pull from a published mirror every record where it holds events this ledger lacks.
 
+    Bundles are applied in batches, one durable transaction each, like ``apply``. A record whose
+    bundle cannot be fetched or read, or is about another record, is named in ``skipped`` and the
+    rest go on. A record whose bundle does not carry, as valid events, every id the source's digests
+    advertise for it is named in ``lying``: on every run, since the ledger still lacks those ids.
     ``timeout``, ``deadline`` and ``cache_bytes``: see :class:`Published`. A sync stopped by its
     deadline keeps what it applied; running it again continues (applied bundles dedup).
     """
     source = Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
     result = compare(ledger, source)
     counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
-                              "digests_read": result.digests_read, "rejected": []}
-    for div in result.divergent:
-        if not div.a_lacks:
-            continue
-        data = source.bundle_bytes(div.pith_number)
-        try:
-            bundle = read_bundle(strict_decode(data, what=f"{location} bundle of {div.pith_number}"))
-        except PithledgerError as exc:
-            raise SourceError(f"{location}: the bundle of {div.pith_number} is unusable: {exc.message}") from None
-        if bundle.pith_number != div.pith_number:
-            raise SourceError(f"{location}: the bundle at {div.pith_number}'s path is about {bundle.pith_number}")
-        applied = ledger.apply_batch([bundle])
-        counts["records_fetched"] += 1
-        counts["new"] += applied.new
-        counts["duplicate"] += applied.duplicate
-        counts["invalid"] += applied.invalid
-        counts["unverified"] += applied.unverified
+                              "batches": 0, "digests_read": result.digests_read, "rejected": [], "skipped": [], "lying": []}
+    batch: list[Bundle] = []
+    expected: dict[str, list[str]] = {}
+    size = [0, 0]  # events, bytes
+
+    def flush() -> None:
+        if not batch:
+            return
+        applied = ledger.apply_batch(batch)
+        counts["batches"] += 1
+        for key in ("new", "duplicate", "invalid", "unverified"):
+            counts[key] += getattr(applied, key)
         counts["rejected"] += applied.rejected
+        for number, advertised in expected.items():
+            if missing := ledger.lacking(advertised):
+                counts["lying"].append({"pith_number": number, "missing_event_ids": missing})
+        batch.clear()
+        expected.clear()
+        size[:] = [0, 0]
+
+    try:
+        for div in result.divergent:
+            if not div.a_lacks:
+                continue
+            try:
+                data = source.bundle_bytes(div.pith_number)
+                bundle = read_bundle(strict_decode(data, what=f"the bundle of {div.pith_number}"))
+                if bundle.pith_number != div.pith_number:
+                    raise SourceError(f"the bundle at {div.pith_number}'s path is about {bundle.pith_number}")
+            except SourceTimeout:
+                if source.deadline.remaining() <= 0:
+                    raise  # the run's deadline: stop here (what was applied stays)
+                counts["skipped"].append({"pith_number": div.pith_number, "reason": "bad-source",
+                                          "message": "the bundle did not arrive within the request timeout"})
+                continue
+            except PithledgerError as exc:
+                counts["skipped"].append({"pith_number": div.pith_number, "reason": exc.code, "message": exc.message})
+                continue
+            counts["records_fetched"] += 1
+            batch.append(bundle)
+            expected[div.pith_number] = div.a_lacks
+            size[0] += len(bundle.events) + 1  # a bundle without events still counts: batches always close
+            size[1] += len(data)
+            if size[0] >= batch_events or size[1] >= batch_bytes:
+                flush()
+    finally:
+        flush()
     return counts

@@ -708,6 +708,25 @@ class Ledger:
             level = {p: inner_pair(p, ch) for p, ch in parents.items()}
         return problems
 
+    def lacking(self, event_ids: Iterable[str]) -> list[str]:
+        """The ids among ``event_ids`` that this ledger holds no valid event under."""
+        with self.env.begin() as txn:
+            return sorted(i for i in event_ids if txn.get(_event_key(i), db=self.db[b"ids"]) is None)
+
+    def inbound_bundles(self, subject: str) -> list[dict[str, Any]]:
+        """One event bundle per record citing ``subject``, holding exactly its standing citations of it
+        (citing Pith Number order): with :meth:`export`, what reproduces ``subject``'s state anywhere."""
+        out = []
+        with self.env.begin() as txn:
+            cursor = txn.cursor(db=self.db[b"cites"])
+            if cursor.set_key(subject.encode()):
+                for raw in cursor.iternext_dup():
+                    citing = bytes(raw).decode()
+                    standing = [e for e in outbound_citations(self._entries(txn, citing)) if e.verdict.facts["cited"] == subject]
+                    if standing:
+                        out.append(write_bundle(citing, [e.event for e in sorted(standing, key=lambda e: e.event_id)]))
+        return out
+
     # --- evidence ------------------------------------------------------------------------------------
 
     def _evidence(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, EvidenceEntry]]:
