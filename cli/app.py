@@ -563,6 +563,7 @@ def apply(
         invalid: list[tuple[str, str, str]] = []
         committed_events = 0
         ledger = stack.enter_context(_open(ctx, write=True))
+        logged_before = ledger.counts()["events"]
         progress.applying(total)
         batch: list[Bundle] = []
 
@@ -570,12 +571,12 @@ def apply(
             nonlocal batch, committed_events
             if not batch:
                 return
-            result = ledger.apply_batch(batch)
-            committed_events += sum(len(b.events) for b in batch)
-            batch = []
+            result = ledger.apply_batch(batch)  # one durable transaction
             for key in ("new", "duplicate", "invalid", "unverified"):
                 summary[key] += getattr(result, key)
             summary["batches"] += 1
+            committed_events += sum(len(b.events) for b in batch)
+            batch = []
             touched.update(result.touched)
             invalid.extend(result.invalid_events)
             progress.applied(committed_events, len(touched), summary["batches"], total_batches)
@@ -594,6 +595,10 @@ def apply(
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             done = summary["batches"]
+            # Ctrl-C can land after a batch's commit but before apply_batch returned: the log tells.
+            if batch and ledger.counts()["events"] - logged_before > summary["new"]:
+                done += 1
+                committed_events += sum(len(b.events) for b in batch)
             typer.echo(f"interrupted: {done} of {_plural(total_batches, 'batch', 'batches')} committed "
                        f"({_plural(committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
                        err=True)

@@ -96,8 +96,8 @@ def _parse_arxiv(text: str, original: str) -> ParsedId:
     if not m:
         if re.fullmatch(rf"[{_B32}]{{4,40}}", text.upper()) and re.search("[A-Za-z]", text):
             raise MalformedId(
-                f"{original!r} has {len(text)} characters: a Pith suffix has 8, 12, 16 or 26 (e.g. FZ7AO632), "
-                "and it is not an arXiv id either"
+                f"{original!r} has {len(text)} characters: expected a Pith suffix of 8, 12, 16 or 26 characters "
+                "(e.g. FZ7AO632), or an arXiv id"
             )
         raise MalformedId(f"{original!r} is not an arXiv id (expected e.g. 2502.21231, 0704.0001, math/0611599)")
     arxiv_id = m["id"]
