@@ -26,6 +26,7 @@ class ApplyProgress:
         self._progress: Any = None
         self._task: Any = None
         self._started = 0.0
+        self._drawn = 0.0
 
     def __enter__(self) -> ApplyProgress:
         if self.enabled:
@@ -74,3 +75,7 @@ class ApplyProgress:
             detail = (f"{records:,} record{'' if records == 1 else 's'}  batch {batches}/{total_batches}  "
                       f"{events / elapsed:,.0f} events/s")
             self._progress.update(self._task, completed=events, detail=detail)
+            now = time.monotonic()
+            if now - self._drawn >= 0.1:  # draw from here too: a busy machine can starve the refresh thread
+                self._progress.refresh()
+                self._drawn = now
