@@ -6,26 +6,32 @@ import sys
 
 from pithledger.errors import PithledgerError
 
+from ._base import EXIT_PIPE, is_click_error, quiet_closed_pipe, report_usage_error
 from ._output import report
 from .app import app
 
 
 def main() -> None:
-    """Console entry point: named errors exit 1 with a hint, usage errors exit 2, never a traceback.
-
-    Typer's standalone mode already turns usage errors into exit 2 and ``typer.Exit`` into its code;
-    what reaches here is a named pithledger error (exit 1) or an interruption.
-    """
+    """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
+    with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
     try:
-        app()
+        rv = app(prog_name="pithledger", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+        sys.stdout.flush()
     except PithledgerError as exc:
         report(exc)
-        sys.exit(1)
+        code = 1
     except BrokenPipeError:
-        sys.exit(1)
+        quiet_closed_pipe()
+        code = EXIT_PIPE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        code = 130
+    except Exception as exc:
+        if not is_click_error(exc):
+            raise
+        code = report_usage_error(exc)
+    sys.exit(code)
 
 
 __all__ = ["app", "main"]

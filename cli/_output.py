@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import typer
 
@@ -28,8 +31,9 @@ def fail(message: str, *, code: str = "error", hint: str = "", exit_code: int = 
     raise typer.Exit(exit_code)
 
 
-def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, label: str | None = None) -> bytes:
     """Read a whole file (or stdin for ``-``), refusing anything over ``max_bytes``."""
+    name = label or path
     try:
         if path == "-":
             data = sys.stdin.buffer.read(max_bytes + 1)
@@ -37,50 +41,130 @@ def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
             with open(path, "rb") as fh:
                 data = fh.read(max_bytes + 1)
     except FileNotFoundError:
-        raise CannotRead(f"no such file: {path}") from None
+        raise CannotRead(f"no such file: {name}") from None
     except IsADirectoryError:
-        raise CannotRead(f"{path} is a directory, not a file", hint="name a file") from None
+        raise CannotRead(f"{name} is a directory, not a file", hint="name a file") from None
     except OSError as exc:
-        raise CannotRead(f"cannot read {path}: {exc.strerror}") from None
+        raise CannotRead(f"cannot read {name}: {exc.strerror}") from None
     if len(data) > max_bytes:
-        raise DocumentTooLarge(f"{path} is larger than {max_bytes:,} bytes")
+        raise DocumentTooLarge(f"{name} is larger than {max_bytes:,} bytes")
     return data
 
 
-def iter_documents(path: str) -> Iterator[tuple[str, Any]]:
+class Input(NamedTuple):
+    """A file to read (``path``) and the name a user gave it (``label``): stdin and pipes are spooled."""
+
+    path: str
+    label: str
+
+
+def expand_inputs(items: list[str], on_error: Callable[[PithledgerError], None] | None = None) -> list[Input]:
+    """Files named, and the .json/.jsonl files of directories named, in order. A directory without
+    any raises (or goes to ``on_error`` and is left out)."""
+    files: list[Input] = []
+    for item in items:
+        path = Path(item)
+        if item != "-" and path.is_dir():
+            try:
+                found = sorted(str(p) for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+            except OSError as exc:
+                found, problem = [], CannotRead(f"cannot list {item}: {exc.strerror}")
+            else:
+                problem = CannotRead(f"{item} holds no .json or .jsonl files",
+                                     hint="name .json files (one bundle each) or .jsonl files (one bundle per line), "
+                                          "or a directory that holds some")
+            if not found:
+                if on_error is None:
+                    raise problem
+                on_error(problem)
+            files += [Input(f, f) for f in found]
+        else:
+            files.append(Input(item, "stdin" if item == "-" else item))
+    return files
+
+
+def spool_streams(files: list[Input], stack: ExitStack) -> list[Input]:
+    """Copy stdin, pipes (``<(cmd)``, /dev/stdin) and other non-regular files to temporary files, so
+    that they can be read twice; a regular file is read where it is."""
+    out: list[Input] = []
+    for item in files:
+        if item.path != "-":
+            try:
+                regular = stat.S_ISREG(os.stat(item.path).st_mode)
+            except OSError:
+                regular = True  # let the reader name the problem
+            if regular:
+                out.append(item)
+                continue
+        spool = stack.enter_context(tempfile.NamedTemporaryFile(prefix="pithledger-spool-", suffix=".jsonl"))
+        try:
+            if item.path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, spool)
+            else:
+                with open(item.path, "rb") as src:
+                    shutil.copyfileobj(src, spool)
+        except OSError as exc:
+            raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
+        spool.flush()
+        out.append(Input(spool.name, item.label))
+    return out
+
+
+def iter_documents(path: str, *, label: str | None = None, tolerant: bool = False) -> Iterator[tuple[str, Any]]:
     """Yield (where, value) for a file holding one JSON document or JSON lines.
 
     A single document (pretty-printed or not) is tried first; a file that has data after its first
     document is read as JSON lines, one document per non-blank line, streamed so that a file of any
-    size runs in bounded memory. Errors name the file (and line).
+    size runs in bounded memory. Errors name the file (and line) as ``label`` (default: the path).
+    ``tolerant``: a line that cannot be decoded is yielded as its error and the next lines go on; a
+    file that cannot be read at all is yielded as one error.
     """
-    if path != "-" and Path(path).is_file() and Path(path).stat().st_size > MAX_DOCUMENT_BYTES:
-        yield from _iter_lines(path)
-        return
-    data = read_bytes(path)
+    name = label or path
     try:
-        yield path, _decode(data, path)
+        big = path != "-" and Path(path).is_file() and Path(path).stat().st_size > MAX_DOCUMENT_BYTES
+        if big:
+            yield from _iter_lines(path, name, tolerant)
+            return
+        data = read_bytes(path, label=name)
+        try:
+            yield name, _decode(data, name)
+            return
+        except TrailingData:
+            pass
+    except PithledgerError as exc:
+        if not tolerant:
+            raise
+        yield name, exc
         return
-    except TrailingData:
-        pass
     for lineno, line in enumerate(data.splitlines(), 1):
         if line.strip():
-            yield f"{path}:{lineno}", _decode(line, f"{path}:{lineno}")
+            yield from _line(line, f"{name}:{lineno}", tolerant)
 
 
-def _iter_lines(path: str) -> Iterator[tuple[str, Any]]:
+def _line(line: bytes, where: str, tolerant: bool) -> Iterator[tuple[str, Any]]:
+    try:
+        value = _decode(line, where)
+    except PithledgerError as exc:
+        if not tolerant:
+            raise
+        yield where, exc
+    else:
+        yield where, value
+
+
+def _iter_lines(path: str, name: str, tolerant: bool) -> Iterator[tuple[str, Any]]:
     try:
         fh = open(path, "rb")
     except OSError as exc:
-        raise CannotRead(f"cannot read {path}: {exc.strerror}") from None
+        raise CannotRead(f"cannot read {name}: {exc.strerror}") from None
     with fh:
         lineno = 0
         while line := fh.readline(MAX_DOCUMENT_BYTES + 1):  # a line never costs more than one document
             lineno += 1
             if len(line) > MAX_DOCUMENT_BYTES:
-                raise DocumentTooLarge(f"{path}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
+                raise DocumentTooLarge(f"{name}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
             if line.strip():
-                yield f"{path}:{lineno}", _decode(line, f"{path}:{lineno}")
+                yield from _line(line, f"{name}:{lineno}", tolerant)
 
 
 def _decode(data: bytes, where: str) -> Any:
@@ -95,7 +179,9 @@ def _decode(data: bytes, where: str) -> Any:
 
 
 def report(exc: PithledgerError, where: str = "") -> None:
-    prefix = f"{where}: " if where else ""
+    """``error[code]: where: message`` and ``hint: ...`` on stderr (``where`` once, even when the
+    message already names it)."""
+    prefix = f"{where}: " if where and where not in exc.message else ""
     typer.echo(f"error[{exc.code}]: {prefix}{exc.message}", err=True)
     if exc.hint:
         typer.echo(f"hint: {exc.hint}", err=True)

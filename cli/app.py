@@ -1,47 +1,46 @@
-"""Typer commands. Each one: parse, call the library, render."""
+"""Typer commands. Each one: parse, call the library, render.
+
+The library is imported inside each command, so that a command loads only what it uses (``state``
+never loads the mirror, audit, mint or key code): start-up time is most of a query's time.
+"""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import msgspec
 import typer
 
-import pithledger
-from pithledger import keys as keys_
-from pithledger.canonical import canonical_bytes
-from pithledger.bundle import Bundle, read_bundle, write_bundle
-from pithledger.canonical import strict_decode
-from pithledger.errors import CannotRead, MalformedId, NoLedger, PithledgerError, SchemaError
-from pithledger.events import KNOWN_KINDS, make_event, verify_event
-from pithledger.audit import compare, report_value, sign_report, verify_report
-from pithledger.ids import parse_id
-from pithledger.mirror import open_source, publish as publish_mirror, sync as sync_mirror
-from pithledger.store import Ledger, Rejection, default_ledger_path
-from pithledger.merge import MERGE_VERSION
-from pithledger.mint import mint as mint_record
-from pithledger.model import record_ids
+from pithledger.errors import MalformedId, NoLedger, PithledgerError, SchemaError
 
-from ._output import emit_json, iter_documents, read_bytes, report, write_file_atomically
+from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
+from ._output import Input, emit_json, expand_inputs, iter_documents, read_bytes, report, spool_streams, write_file_atomically
+
+if TYPE_CHECKING:
+    from pithledger.bundle import Bundle
+    from pithledger.keys import KeyStore
+    from pithledger.store import Ledger, Rejection
 
 app = typer.Typer(
     name="pithledger",
+    cls=Group,
     help="A mirror for Pith records: verify signed bundles, keep an append-only ledger, merge, audit.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: "[default: ...]" stays visible, no boxes
 )
+command = app.command
 
 
 def _version(value: bool) -> None:
     if value:
+        import pithledger
+
         typer.echo(f"pithledger {pithledger.__version__}")
         raise typer.Exit(0)
 
@@ -50,28 +49,57 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     ledger: Annotated[
-        Optional[Path],
-        typer.Option("--ledger", envvar="PITHLEDGER_LEDGER", help="Ledger directory [default: $XDG_DATA_HOME/pithledger]."),
+        Optional[str],
+        typer.Option("--ledger", envvar="PITHLEDGER_LEDGER", metavar="PATH", show_envvar=True,
+                     help="Ledger directory [default: $XDG_DATA_HOME/pithledger, i.e. ~/.local/share/pithledger]."),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) from commands that report.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display and no notes on stderr.")] = False,
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
-    ] = None,
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
-    """pithledger: verify, store, merge and audit Pith records and their signed events."""
-    ctx.obj = ledger or default_ledger_path()
+    """pithledger: verify, store, merge and audit Pith records and their signed events.
+
+    Global options may be written before or after the command.
+    """
+    if ledger is not None and not ledger.strip():
+        raise UsageProblem("--ledger is empty", hint="give the ledger's directory, e.g. --ledger ./ledger, or leave --ledger out")
+    ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet)
 
 
 def _open(ctx: typer.Context, *, write: bool = False) -> Ledger:
     """Queries open the ledger read-only (they never wait for a writer); apply and sync write."""
-    return Ledger(ctx.obj, create=write, readonly=not write)
+    from pithledger.store import Ledger
+
+    return Ledger(settings(ctx).ledger, create=write, readonly=not write)
+
+
+def _json(ctx: typer.Context, as_json: bool) -> bool:
+    return as_json or settings(ctx).json
+
+
+def _note(ctx: typer.Context, text: str) -> None:
+    """A note for a person on stderr; --quiet silences it."""
+    if not settings(ctx).quiet:
+        typer.echo(text, err=True)
+
+
+def _plural(n: int, word: str, plural: str = "") -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
 
 
 def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
     """Render every document of a file on its own line; a bad document is reported, the rest go on,
     and the exit code is 1 if any failed."""
     failed = 0
-    for where, value in iter_documents(path):
+    for where, value in iter_documents(path, tolerant=True):
         try:
+            if isinstance(value, PithledgerError):
+                raise value
             sys.stdout.buffer.write(render(value) + b"\n")
         except PithledgerError as exc:
             report(exc, where)
@@ -81,134 +109,194 @@ def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
         raise typer.Exit(1)
 
 
-@app.command()
+@command(cls=Command)
 def ids(
-    record: Annotated[str, typer.Argument(help="A canonical record, or a bundle or state document holding one; '-' for stdin; JSON lines allowed.")],
+    record: Annotated[str, typer.Argument(metavar="RECORD", help="A canonical record, or a bundle or state document holding one; '-' for stdin; JSON lines allowed.")],
+    canonical: Annotated[bool, typer.Option("--canonical", help="Print the record's canonical bytes instead (no newline; one record only): what canonical_sha256 hashes, and what `ots stamp` must stamp.")] = False,
 ) -> None:
     """Print canonical_sha256, the long and short Pith Number and the six aliases of a record."""
+    from pithledger.canonical import canonical_bytes
+    from pithledger.model import record_ids
 
-    def render(value: Any) -> bytes:
+    def record_of(value: Any) -> Any:
         if isinstance(value, dict) and isinstance(value.get("current"), dict) and "canonical_record" in value["current"]:
             value = value["current"]  # a state document
         if isinstance(value, dict) and "canonical_record" in value:  # a bundle, an event payload, a vector line
             value = value["canonical_record"]
-        return canonical_bytes(record_ids(value))
+        return value
 
-    _per_document(record, render)
+    if canonical:
+        docs = list(iter_documents(record))
+        if len(docs) != 1:
+            raise UsageProblem(f"--canonical prints one record; {record} holds {len(docs)}")
+        value = record_of(docs[0][1])
+        record_ids(value)  # a named error unless it is a canonical record
+        sys.stdout.buffer.write(canonical_bytes(value))
+        return
+    _per_document(record, lambda value: canonical_bytes(record_ids(record_of(value))))
 
 
-@app.command()
+@command(cls=Command)
 def mint(
-    meta: Annotated[str, typer.Argument(help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin.")],
+    meta: Annotated[str, typer.Argument(metavar="META", help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin.")],
 ) -> None:
     """Turn arXiv metadata into canonical records (canonical bytes, one record per line)."""
+    from pithledger.canonical import canonical_bytes
+    from pithledger.mint import mint as mint_record
+
     _per_document(meta, lambda value: canonical_bytes(mint_record(value)))
 
 
-@app.command()
+@command(cls=Command)
 def verify(
-    files: Annotated[Optional[list[str]], typer.Argument(help="Bundles to check offline; nothing is written.")] = None,
+    ctx: typer.Context,
+    files: Annotated[Optional[list[str]], typer.Argument(metavar="FILE", help="Bundles (or signed audit reports) to check offline, directories of them, or '-' for stdin; nothing is written.")] = None,
     digest: Annotated[Optional[str], typer.Option(help="A SHA-256 digest, 64 lowercase hex characters.")] = None,
     signature: Annotated[Optional[str], typer.Option(help="An Ed25519 signature over the raw digest, standard base64.")] = None,
     key_id: Annotated[Optional[str], typer.Option(help="Check against this registry key only.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Check bundles offline, or one receipt signature (--digest --signature) against the registry keys."""
+    from pithledger import keys as keys_
+
+    json_out = _json(ctx, as_json)
     if digest is not None or signature is not None:
         if files:
-            raise typer.BadParameter("give either FILE... or --digest/--signature, not both")
+            raise UsageProblem("give either FILE... or --digest/--signature, not both")
         if digest is None or signature is None:
-            raise typer.BadParameter("--digest and --signature go together")
+            raise UsageProblem("--digest and --signature go together")
         raw_digest = keys_.digest_from_hex(digest)
         raw_sig = keys_.b64decode_strict(signature, length=keys_.SIGNATURE_LEN, what="--signature")
         key = keys_.verify_receipt_signature(raw_digest, raw_sig, key_id)
-        typer.echo(f"valid: signed by {key.key_id} (fingerprint {key.fingerprint})")
+        if json_out:
+            emit_json({"status": "valid", "key_id": key.key_id, "fingerprint": key.fingerprint})
+        else:
+            typer.echo(f"valid: signed by {key.key_id} (fingerprint {key.fingerprint})")
         return
     if not files:
-        raise typer.BadParameter("name at least one FILE, or give --digest and --signature")
+        raise UsageProblem("name at least one FILE, or give --digest and --signature")
     bad = 0
-    for path in files:
-        for where, value in _documents_or_report(path):
-            if value is _UNREADABLE:
-                bad += 1
-                continue
+
+    def skipped(exc: PithledgerError) -> None:
+        nonlocal bad
+        report(exc)
+        if json_out:
+            emit_json({"where": "", "status": "error", "code": exc.code, "message": exc.message})
+        bad += 1
+
+    for item in expand_inputs(files, on_error=skipped):
+        for where, value in iter_documents(item.path, label=item.label, tolerant=True):
             try:
-                lines, invalid = _check_document(value)
+                if isinstance(value, PithledgerError):
+                    raise value
+                results, invalid = _check_document(value)
             except PithledgerError as exc:
                 report(exc, where)
+                if json_out:
+                    emit_json({"where": where, "status": "error", "code": exc.code, "message": exc.message})
                 bad += 1
                 continue
-            for line in lines:
-                typer.echo(line)
+            for result in results:
+                if json_out:
+                    emit_json({"where": where} | result)
+                else:
+                    typer.echo(_verify_line(result))
             bad += invalid
     if bad:
         raise typer.Exit(1)
 
 
-_UNREADABLE = object()
+def _verify_line(r: dict[str, Any]) -> str:
+    if r.get("document") == "audit_report":
+        outcome = "consistent" if r["consistent"] else _plural(r["divergent"], "divergent record")
+        return f"valid      audit report signed by {r['signed_by']}: {outcome}"
+    line = f"{r['status']:<10} {r['event_id']} {r['event_type']} {r['subject']}"
+    return line + (f" ({r['trust']})" if r["status"] == "valid" else f" [{r['reason']}] {r['message']}")
 
 
-def _check_document(value: Any) -> tuple[list[str], int]:
-    """Lines `verify` prints for one bundle or signed audit report, and how many were invalid.
+def _check_document(value: Any) -> tuple[list[dict[str, Any]], int]:
+    """What `verify` reports for one bundle or signed audit report, and how many were invalid.
     A document that is neither raises its named error."""
+    from pithledger.audit import verify_report
+    from pithledger.bundle import read_bundle
+    from pithledger.events import verify_event
+
     if isinstance(value, dict) and value.get("report_type") == "pithledger_audit_report":
         who = verify_report(value)
-        outcome = "consistent" if value.get("consistent") else f"{len(value.get('divergent', []))} divergent records"
-        return [f"valid      audit report signed by {who}: {outcome}"], 0
-    lines, invalid = [], 0
+        divergent = value.get("divergent", [])
+        if not isinstance(divergent, list) or not isinstance(value.get("consistent", False), bool):
+            raise SchemaError("the audit report is signed, but its 'divergent' is not a list or its 'consistent' not true/false",
+                              hint="the report was built wrongly; ask its signer for a report made by `pithledger audit --sign`")
+        return [{"document": "audit_report", "status": "valid", "signed_by": who,
+                 "consistent": bool(value.get("consistent")), "divergent": len(divergent)}], 0
+    results, invalid = [], 0
     for verdict in map(verify_event, read_bundle(value).events):
-        line = f"{verdict.status:<10} {verdict.event_id} {verdict.event_type} {verdict.subject}"
-        line += f" ({verdict.trust})" if verdict.status == "valid" else f" [{verdict.reason}] {verdict.message}"
-        lines.append(line)
+        results.append({"status": verdict.status, "event_id": verdict.event_id, "event_type": verdict.event_type,
+                        "subject": verdict.subject, "trust": verdict.trust, "reason": verdict.reason,
+                        "message": verdict.message})
         invalid += verdict.status == "invalid"
-    return lines, invalid
-
-
-def _documents_or_report(path: str) -> Iterator[tuple[str, Any]]:
-    """Documents of a file; a file that cannot be read or decoded is reported and yields a marker."""
-    try:
-        yield from iter_documents(path)
-    except PithledgerError as exc:
-        report(exc, path)
-        yield path, _UNREADABLE
+    return results, invalid
 
 
 # --- keys and events -------------------------------------------------------------------------------
 
-keys_app = typer.Typer(help="Local Ed25519 signing keys (owner-only key directory).", no_args_is_help=True)
+keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only key directory).", no_args_is_help=True,
+                       rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 
 KeyDirOption = Annotated[
     Optional[Path],
-    typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys]."),
+    typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", metavar="DIR", show_envvar=True,
+                 help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]."),
 ]
 
 
-def _store(key_dir: Optional[Path]) -> keys_.KeyStore:
+def _store(key_dir: Optional[Path]) -> KeyStore:
+    from pithledger import keys as keys_
+
     return keys_.KeyStore(key_dir or keys_.default_key_dir())
 
 
-@keys_app.command("new")
-def keys_new(name: Annotated[str, typer.Argument(help="A name for the key.")], key_dir: KeyDirOption = None) -> None:
+@keys_app.command("new", cls=Command)
+def keys_new(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A name for the key.")],
+    key_dir: KeyDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Create a new Ed25519 signing key."""
+    from pithledger import keys as keys_
+
     store = _store(key_dir)
     key = store.new(name)
-    typer.echo(f"created key {name!r} (fingerprint {keys_.fingerprint_hex(key.public_key)}) in {store.directory}")
+    if _json(ctx, as_json):
+        emit_json(keys_.public_key_doc(name, key.public_key) | {"key_dir": str(store.directory)})
+    else:
+        typer.echo(f"created key {name!r} (fingerprint {keys_.fingerprint_hex(key.public_key)}) in {store.directory}")
 
 
-@keys_app.command("list")
-def keys_list(key_dir: KeyDirOption = None) -> None:
+@keys_app.command("list", cls=Command)
+def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOption = False) -> None:
     """List local keys with their fingerprints."""
+    from pithledger import keys as keys_
+
     store = _store(key_dir)
     names = store.names()
+    if _json(ctx, as_json):
+        emit_json({"key_dir": str(store.directory),
+                   "keys": [{"name": n, "fingerprint_sha256_hex": keys_.fingerprint_hex(store.load(n).public_key)} for n in names]})
+        return
     if not names:
         typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
     for name in names:
         typer.echo(f"{name}\t{keys_.fingerprint_hex(store.load(name).public_key)}")
 
 
-@keys_app.command("export")
-def keys_export(name: Annotated[str, typer.Argument(help="The key to export.")], key_dir: KeyDirOption = None) -> None:
+@keys_app.command("export", cls=Command)
+def keys_export(name: Annotated[str, typer.Argument(metavar="NAME", help="The key to export.")], key_dir: KeyDirOption = None) -> None:
     """Print the public part of a key (never the secret seed) as JSON."""
+    from pithledger import keys as keys_
+
     key = _store(key_dir).load(name)
     emit_json(keys_.public_key_doc(name, key.public_key))
 
@@ -217,148 +305,328 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@app.command()
+class EventCommand(Command):
+    """`event --help` ends with each kind's payload fields, read from the library's payload types
+    (loaded only when the help is shown)."""
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        import msgspec
+
+        from pithledger.events import PAYLOAD_TYPES
+
+        rows = []
+        for kind, typ in sorted(PAYLOAD_TYPES.items()):
+            fields = []
+            for f in msgspec.structs.fields(typ):
+                if kind == "record_created" and f.name == "canonical_sha256":
+                    continue  # filled in from canonical_record
+                fields.append(f.name + ("" if f.required else " (optional)"))
+            rows.append((kind, ", ".join(fields)))
+        with formatter.section("Payload fields by kind (`pithledger event KIND --example` prints a filled-in one)"):
+            formatter.write_dl(rows)
+        super().format_epilog(ctx, formatter)
+
+
+def _long_number(ctx: typer.Context, text: str, what: str) -> str:
+    """A long Pith Number for any ID form: a short form or an arXiv id names a record only through a
+    ledger that holds it."""
+    from pithledger.ids import parse_id
+
+    try:
+        parsed = parse_id(text)
+    except MalformedId as exc:
+        exc.message = f"{what}: {exc.message}"
+        raise
+    if parsed.kind == "pith_number":
+        return parsed.value
+    try:
+        with _open(ctx) as ledger:
+            return ledger.resolve(text)
+    except NoLedger:
+        raise MalformedId(
+            f"{what} {text!r} is not a long Pith Number and there is no ledger to look it up in",
+            hint="give the long form pith:YYYY:<26 chars>, or --ledger a ledger that holds the record",
+        ) from None
+
+
+_SIGNER_HINTS = {
+    "proof-digest-mismatch": "the .ots proof must stamp the record's canonical bytes: "
+                             "`pithledger ids --canonical RECORD > record.canon; ots stamp record.canon`",
+    "record-subject-mismatch": "leave --subject out for record_created: it is derived from canonical_record",
+    "hash-mismatch": "leave canonical_sha256 out of the payload: it is computed from canonical_record",
+}
+
+
+@command(cls=EventCommand)
 def event(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="Event kind: " + ", ".join(sorted(KNOWN_KINDS)) + ".")],
-    key: Annotated[str, typer.Option("--key", help="Name of the local signing key.")],
-    payload: Annotated[str, typer.Option("--payload", help="The payload as JSON, or @FILE to read it from a file.")],
-    subject: Annotated[Optional[str], typer.Option("--subject", help="The record's long Pith Number (derived from the payload for record_created).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the bundle here instead of stdout.")] = None,
-    created_at: Annotated[Optional[str], typer.Option("--created-at", help="Whole-second UTC time [default: now].")] = None,
+    kind: Annotated[str, typer.Argument(metavar="KIND", help="The event kind (listed below with its payload fields).")],
+    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Name of the local signing key (required unless --example).")] = None,
+    payload: Annotated[Optional[str], typer.Option("--payload", metavar="JSON|@FILE", help="The payload as JSON, or @FILE to read it from a file.")] = None,
+    subject: Annotated[Optional[str], typer.Option("--subject", metavar="ID", help="The record, in any ID form (a short form or arXiv id is looked up in the ledger); derived from the payload for record_created.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write the bundle here instead of stdout.")] = None,
+    created_at: Annotated[Optional[str], typer.Option("--created-at", metavar="TIME", help="Whole-second UTC time, e.g. 2026-05-20T01:30:00Z [default: now].")] = None,
     signer_id: Annotated[Optional[str], typer.Option("--signer-id", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
+    example: Annotated[bool, typer.Option("--example", help="Print a filled-in example payload for KIND and exit (no key needed).")] = False,
+    ots: Annotated[Optional[Path], typer.Option("--ots", metavar="FILE", help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.")] = None,
     key_dir: KeyDirOption = None,
 ) -> None:
     """Sign a new event and write a bundle holding it."""
+    from pithledger.events import KNOWN_KINDS
+
     if kind not in KNOWN_KINDS:
-        raise typer.BadParameter(f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}")
+        raise UsageProblem(f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}",
+                           hint="run 'pithledger event --help' for each kind's payload fields")
+    if example:
+        _print_example(ctx, kind)
+        return
+    if ots is not None and kind != "timestamp_anchor":
+        raise UsageProblem("--ots is for timestamp_anchor events only")
+    if ots is not None and payload is not None:
+        raise UsageProblem("give either --payload or --ots, not both")
+    if payload is None and ots is None:
+        raise UsageProblem("--payload is required" + (" (or --ots FILE)" if kind == "timestamp_anchor" else ""),
+                           hint=f"`pithledger event {kind} --example` prints a payload to start from")
+    if key is None:
+        raise UsageProblem("--key is required", hint="name a local key (`pithledger keys list`), or create one with `pithledger keys new NAME`")
+    value = _payload_value(kind, payload, ots)
+    record = None
+    if kind == "record_created":
+        record = _record_of_payload(value)
+        if subject is None:
+            from pithledger.model import record_ids
+
+            subject = record_ids(record).pith_number
+    elif subject is None:
+        raise UsageProblem(f"--subject is required for {kind} (the record the event is about, in any ID form)")
+    number = _long_number(ctx, subject, "--subject")
+    if kind == "citation_signature" and isinstance(value.get("cited_pith_number"), str):
+        value["cited_pith_number"] = _long_number(ctx, value["cited_pith_number"], "cited_pith_number")
+    _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output)
+
+
+def _print_example(ctx: typer.Context, kind: str) -> None:
+    import json
+
+    from ._examples import EXAMPLES, SUBJECT
+
+    value = EXAMPLES.get(kind)
+    if value is None:  # a kind newer than these examples: its fields, to fill in
+        import msgspec
+
+        from pithledger.events import PAYLOAD_TYPES
+
+        value = {f.name: f"<{getattr(f.type, '__name__', str(f.type))}>" for f in msgspec.structs.fields(PAYLOAD_TYPES[kind])}
+    typer.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+    how = (f"pithledger event {kind} --key NAME --payload @payload.json" if kind == "record_created"
+           else f"pithledger event {kind} --subject ID --key NAME --payload @payload.json")
+    _note(ctx, f"# an example {kind} payload about {SUBJECT} (arXiv 2605.00424); edit it, save it as payload.json, then: {how}")
+
+
+def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> dict[str, Any]:
+    from pithledger.canonical import strict_decode
+
+    if ots is not None:
+        import base64
+
+        from pithledger import _ots
+
+        raw = read_bytes(str(ots), max_bytes=1024 * 1024)
+        try:
+            _ots.parse(raw)
+        except _ots.OtsError as exc:
+            raise SchemaError(f"{ots} is not an OpenTimestamps proof: {exc}",
+                              hint="give the detached .ots file that `ots stamp FILE` wrote beside FILE") from None
+        return {"ots_proof_b64": base64.b64encode(raw).decode("ascii")}
+    assert payload is not None
     raw = read_bytes(payload[1:]) if payload.startswith("@") else payload.encode("utf-8")
     value = strict_decode(raw, what="--payload")
     if not isinstance(value, dict):
-        raise SchemaError("--payload must be a JSON object")
-    record = value.get("canonical_record") if kind == "record_created" else None
-    if record is not None and "canonical_sha256" not in value:
-        value["canonical_sha256"] = record_ids(record).canonical_sha256
-    if subject is None:
-        if record is None:
-            raise typer.BadParameter("--subject is required (the record's long Pith Number)")
-        subject = record_ids(record).pith_number
-    parsed = parse_id(subject)
-    if parsed.kind == "pith_number":
-        number = parsed.value
-    else:  # a short form or an arXiv id names a record only through a ledger that holds it
-        try:
-            with _open(ctx) as ledger:
-                number = ledger.resolve(subject)
-        except NoLedger:
-            raise MalformedId(
-                f"--subject {subject!r} is not a long Pith Number and there is no ledger to look it up in",
-                hint="give the long form pith:YYYY:<26 chars>, or --ledger a ledger that holds the record",
-            ) from None
+        raise SchemaError("--payload must be a JSON object", hint=f"`pithledger event {kind} --example` prints one")
+    return value
+
+
+def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
+    from pithledger.model import record_ids
+
+    hint = ("the payload is {\"canonical_record\": {...}}: see `pithledger event record_created --example`; "
+            "`pithledger mint META.json` makes a canonical record from arXiv metadata")
+    record = value.get("canonical_record")
+    if not isinstance(record, dict):
+        raise SchemaError("a record_created payload needs canonical_record, the canonical record as a JSON object", hint=hint)
+    try:
+        computed = record_ids(record).canonical_sha256
+    except PithledgerError as exc:
+        exc.message = f"canonical_record: {exc.message}"
+        exc.hint = hint
+        raise
+    value.setdefault("canonical_sha256", computed)
+    return record
+
+
+def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str, Any], record: Optional[dict[str, Any]],
+                    key: str, key_dir: Optional[Path], created_at: Optional[str], signer_id: Optional[str],
+                    output: Optional[Path]) -> None:
+    from pithledger.bundle import write_bundle
+    from pithledger.canonical import canonical_bytes
+    from pithledger.events import EventInvalid, make_event
+
     signing_key = _store(key_dir).load(key)
-    when = created_at or _now()
-    ev = make_event(kind, number, value, signing_key, created_at=when, signer_id=signer_id)
+    try:
+        ev = make_event(kind, number, value, signing_key, created_at=created_at or _now(), signer_id=signer_id)
+    except EventInvalid as exc:  # written for the signer: the event was never valid, nothing was altered
+        exc.hint = _SIGNER_HINTS.get(exc.code, f"fix the payload: `pithledger event {kind} --example` prints a valid one, "
+                                                f"`pithledger event --help` lists each kind's fields")
+        raise
     bundle = write_bundle(number, [ev], canonical_record=record)
     data = canonical_bytes(bundle) + b"\n"
     if output is None:
         sys.stdout.buffer.write(data)
     else:
         write_file_atomically(output, data)
-        typer.echo(f"wrote {output}: {kind} {ev['event_id']}", err=True)
+        _note(ctx, f"wrote {output}: {kind} {ev['event_id']}")
 
 
 # --- the ledger ------------------------------------------------------------------------------------
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
+def _bundle_items(files: list[Input], file_done: Callable[[], None] = lambda: None) -> Iterator[tuple[str, Bundle | PithledgerError]]:
+    """(where, bundle) for every document of every file, or (where, error) for a file, line or bundle
+    that cannot be read, decoded or is structurally wrong."""
+    from pithledger.bundle import read_bundle
 
-def _input_files(inputs: list[str]) -> list[str]:
-    files: list[str] = []
-    for item in inputs:
-        path = Path(item)
-        if item != "-" and path.is_dir():
-            found = sorted(str(p) for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
-            if not found:
-                raise CannotRead(f"{item} holds no .json or .jsonl files")
-            files += found
-        else:
-            files.append(item)
-    return files
-
-
-def _bundles(files: list[str]) -> Iterator[tuple[str, Bundle]]:
-    for path in files:
-        for where, value in iter_documents(path):
+    for n, item in enumerate(files):
+        if n:
+            file_done()
+        for where, value in iter_documents(item.path, label=item.label, tolerant=True):
+            if isinstance(value, PithledgerError):
+                yield where, value
+                continue
             try:
                 yield where, read_bundle(value)
             except PithledgerError as exc:
-                exc.message = f"{where}: {exc.message}"
-                raise
+                if not exc.message.startswith(where):
+                    exc.message = f"{where}: {exc.message}"
+                yield where, exc
 
 
-@app.command()
+@command(cls=Command)
 def apply(
     ctx: typer.Context,
-    inputs: Annotated[list[str], typer.Argument(help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
+    inputs: Annotated[list[str], typer.Argument(metavar="INPUT", help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
     batch_size: Annotated[int, typer.Option(help="Events per durable transaction.", min=1)] = 10_000,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Skip (and name) a file that cannot be read or decoded and a bundle with a structural fault, apply the rest, exit 1 at the end.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Verify and ingest bundles, idempotently: new events are appended, duplicates skipped."""
+    """Verify and ingest bundles, idempotently: new events are appended, duplicates skipped.
+
+    Without --keep-going a structural fault anywhere stops before anything is written.
+    """
+    from ._progress import ApplyProgress, wanted
+
+    json_out = _json(ctx, as_json)
+    skipped: list[tuple[str, PithledgerError]] = []
+
+    def skip(exc: PithledgerError, where: str = "") -> None:
+        report(exc, where)
+        skipped.append((where or exc.message.split(": ", 1)[0], exc))
+
     with ExitStack() as stack:
-        if "-" in inputs:  # read twice below: once to check, once to apply
-            spool = stack.enter_context(tempfile.NamedTemporaryFile(prefix="pithledger-stdin-", suffix=".jsonl"))
-            shutil.copyfileobj(sys.stdin.buffer, spool)
-            spool.flush()
-            inputs = [spool.name if i == "-" else i for i in inputs]
-        files = _input_files(inputs)
-        total = bundles = 0
-        for _, bundle in _bundles(files):  # pass 1: every structural fault before anything is written
-            total += len(bundle.events)
-            bundles += 1
-        ledger = stack.enter_context(_open(ctx, write=True))
+        try:
+            files = spool_streams(expand_inputs(inputs, on_error=skip if keep_going else None), stack)
+        except KeyboardInterrupt:
+            typer.echo("interrupted while reading the inputs: nothing was written", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
+        # pass 1: every structural fault before anything is written; plan the batches
+        total = bundles = total_batches = size = 0
+        progress.checking(len(files))
+        try:
+            for where, item in _bundle_items(files, progress.checked_file):
+                if isinstance(item, PithledgerError):
+                    if not keep_going:
+                        raise item
+                    skip(item, where)
+                    continue
+                total += len(item.events)
+                bundles += 1
+                size += len(item.events)
+                if size >= batch_size:
+                    total_batches, size = total_batches + 1, 0
+        except KeyboardInterrupt:
+            progress.__exit__(None, None, None)
+            typer.echo("interrupted while checking the inputs: nothing was written", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        total_batches += size > 0
         summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
         touched: set[str] = set()
         rejected: list[Rejection] = []
+        committed_events = 0
+        ledger = stack.enter_context(_open(ctx, write=True))
+        logged_before = ledger.counts()["events"]
+        progress.applying(total)
         batch: list[Bundle] = []
-        size = 0
-        progress = sys.stderr.isatty() and not as_json and total > batch_size
 
         def flush() -> None:
-            nonlocal batch, size
+            nonlocal batch, committed_events
             if not batch:
                 return
-            result = ledger.apply_batch(batch)
+            result = ledger.apply_batch(batch)  # one durable transaction
             for key in ("new", "duplicate", "invalid", "unverified"):
                 summary[key] += getattr(result, key)
             summary["batches"] += 1
+            committed_events += sum(len(b.events) for b in batch)
+            batch = []
             touched.update(result.touched)
             rejected.extend(result.rejected)
-            batch, size = [], 0
-            if progress:
-                done = summary["new"] + summary["duplicate"]
-                typer.echo(f"\r  applied {done:,}/{total:,} events", err=True, nl=False)
+            progress.applied(committed_events, len(touched), summary["batches"], total_batches)
 
-        for _, bundle in _bundles(files):  # pass 2: group commit, one transaction per batch
-            batch.append(bundle)
-            size += len(bundle.events)
-            if size >= batch_size:
-                flush()
-        flush()
-        if progress:
-            typer.echo("", err=True)
+        try:
+            size = 0
+            for _, item in _bundle_items(files):  # pass 2: group commit, one transaction per batch
+                if isinstance(item, PithledgerError):
+                    continue  # reported in pass 1 (--keep-going)
+                batch.append(item)
+                size += len(item.events)
+                if size >= batch_size:
+                    flush()
+                    size = 0
+            flush()
+        except KeyboardInterrupt:
+            progress.__exit__(None, None, None)
+            done = summary["batches"]
+            # Ctrl-C can land after a batch's commit but before apply_batch returned: the log tells.
+            if batch and ledger.counts()["events"] - logged_before > summary["new"]:
+                done += 1
+                committed_events += sum(len(b.events) for b in batch)
+            typer.echo(f"interrupted: {done} of {_plural(total_batches, 'batch', 'batches')} committed "
+                       f"({_plural(committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
+                       err=True)
+            if json_out:
+                emit_json(summary | {"records_touched": len(touched), "interrupted": True, "batches_total": total_batches,
+                                     "rejected": [_rejection_doc(r) for r in rejected]})
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     summary["records_touched"] = len(touched)
-    if as_json:
-        emit_json(summary | {"rejected": [msgspec.to_builtins(r) for r in rejected]})
+    if json_out:
+        doc: dict[str, Any] = summary | {"rejected": [_rejection_doc(r) for r in rejected]}
+        if keep_going:
+            doc["skipped"] = [{"where": w, "code": e.code, "message": e.message} for w, e in skipped]
+        emit_json(doc)
     else:
         for r in rejected:
             typer.echo(rejection_line(r))
         typer.echo(
-            f"applied {summary['events']} events from {bundles} bundles: {summary['new']} new, {summary['duplicate']} duplicate, "
-            f"{summary['invalid']} invalid, {summary['unverified']} unverified; {len(touched)} records touched "
-            f"({summary['batches']} batches) -> {ctx.obj}"
+            f"applied {_plural(summary['events'], 'event')} from {_plural(bundles, 'bundle')}: {summary['new']:,} new, "
+            f"{summary['duplicate']:,} duplicate, {summary['invalid']:,} invalid, {summary['unverified']:,} unverified; "
+            f"{_plural(len(touched), 'record')} touched ({_plural(summary['batches'], 'batch', 'batches')}) -> {settings(ctx).ledger}"
         )
     if summary["invalid"]:
-        typer.echo("invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest", err=True)
+        _note(ctx, "invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest")
+    if skipped:
+        typer.echo(f"skipped {_plural(len(skipped), 'input')} (--keep-going):", err=True)
+        for where, exc in skipped:
+            typer.echo(f"  {where}: [{exc.code}]", err=True)
+    if summary["invalid"] or skipped:
         raise typer.Exit(1)
 
 
@@ -368,39 +636,41 @@ def rejection_line(r: Rejection) -> str:
     return f"{r.status:<10} {r.subject} {r.event_type} [{r.reason}] {r.message} ({where})"
 
 
-@app.command()
-def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")]) -> None:
-    """Print the merged state document of a record (canonical JSON)."""
-    with _open(ctx) as ledger:
-        subject = ledger.resolve(ident)
-        sys.stdout.buffer.write(ledger.state_bytes(subject) + b"\n")
+def _rejection_doc(r: Rejection) -> dict[str, Any]:
+    return {"copy_sha256": r.copy_sha256, "subject": r.subject, "event_type": r.event_type, "declared_event_id": r.declared_event_id,
+            "status": r.status, "reason": r.reason, "message": r.message, "kept": r.kept}
 
 
-@app.command()
+@command(cls=Command)
 def evidence(
     ctx: typer.Context,
-    ident: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="A record, any identifier form; without it, a summary of all evidence held.")] = None,
+    ident: Annotated[Optional[str], typer.Argument(metavar="ID", help="A record, any identifier form; without it, a summary of all evidence held.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """List what this mirror received about a record but cannot fold (invalid or unverified copies).
 
-    Evidence lies outside consensus: it never changes a state or a digest. Its caps are in spec/storage.md."""
+    Evidence lies outside consensus: it never changes a state or a digest. Its caps are in spec/storage.md.
+    """
+    import msgspec
+
+    json_out = _json(ctx, as_json)
     with _open(ctx) as ledger:
         if ident is None:
             usage = ledger.evidence_usage()
             per_record = sorted(ledger.evidence_subjects())
-            if as_json:
+            if json_out:
                 emit_json({"entries": usage.entries, "bytes": usage.bytes,
                            "records": {s: {"entries": u.entries, "bytes": u.bytes} for s, u in per_record},
                            "limits": msgspec.to_builtins(ledger.evidence_limits)})
                 return
             for subject, u in per_record:
                 typer.echo(f"{u.entries:>6} {subject}")
-            typer.echo(f"evidence held: {usage.entries} copies, {usage.bytes:,} bytes, about {len(per_record)} records")
+            typer.echo(f"evidence held: {_plural(usage.entries, 'copy', 'copies')}, {usage.bytes:,} bytes, "
+                       f"about {_plural(len(per_record), 'record')}")
             return
         subject = _evidence_subject(ledger, ident)
         held = ledger.evidence(subject)
-    if as_json:
+    if json_out:
         for copy, entry in held:
             v = entry.verdict
             emit_json({"copy_sha256": copy, "subject": subject, "status": v.status, "reason": v.reason, "message": v.message,
@@ -409,87 +679,123 @@ def evidence(
     for copy, entry in held:
         v = entry.verdict
         typer.echo(f"{v.status:<10} {v.event_type} [{v.reason}] {v.message} (copy sha256:{copy})")
-    typer.echo(f"{len(held)} rejected input{'' if len(held) == 1 else 's'} held about {subject}", err=True)
+    _note(ctx, f"{_plural(len(held), 'rejected input')} held about {subject}")
 
 
 def _evidence_subject(ledger: Ledger, ident: str) -> str:
     """Evidence may concern a record no valid event names yet: a long Pith Number is taken as given."""
+    from pithledger.ids import parse_id
+
     parsed = parse_id(ident)
     if parsed.kind == "pith_number":
         return parsed.value
     return ledger.resolve(ident)
 
 
-@app.command()
+@command(cls=Command)
 def rebuild(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
 
     Every received event is re-verified and re-applied into a new ledger beside the old one, which is
-    then swapped in; the old ledger is kept as <name>.<version>-backup. Nothing is lost."""
+    then swapped in; the old ledger is kept as <name>.<version>-backup. Nothing is lost.
+    """
+    from pithledger.merge import MERGE_VERSION
     from pithledger.store import rebuild as rebuild_ledger
 
-    counts = rebuild_ledger(ctx.obj)
-    if as_json:
+    where = settings(ctx).ledger
+    counts = rebuild_ledger(where)
+    if _json(ctx, as_json):
         emit_json(counts)
         return
     if counts.get("finished_interrupted_rebuild"):
-        typer.echo(f"finished an interrupted rebuild of {ctx.obj}")
+        typer.echo(f"finished an interrupted rebuild of {where}")
         return
-    typer.echo(f"rebuilt {ctx.obj} from {counts['events_read']} received events ({counts['old_merge_version']} -> "
-               f"{MERGE_VERSION}): {counts['new']} valid, {counts['duplicate']} duplicate, {counts['invalid']} invalid and "
-               f"{counts['unverified']} unverified kept as evidence; the old ledger is at {counts['backup']}")
+    typer.echo(f"rebuilt {where} from {_plural(counts['events_read'], 'received event')} ({counts['old_merge_version']} -> "
+               f"{MERGE_VERSION}): {counts['new']:,} valid, {counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid and "
+               f"{counts['unverified']:,} unverified kept as evidence; the old ledger is at {counts['backup']}")
 
 
-@app.command()
+@command(cls=Command)
+def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")]) -> None:
+    """Print the merged state document of a record (canonical JSON)."""
+    with _open(ctx) as ledger:
+        subject = ledger.resolve(ident)
+        sys.stdout.buffer.write(ledger.state_bytes(subject) + b"\n")
+
+
+@command(cls=Command)
 def export(
     ctx: typer.Context,
     ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")] = None,
 ) -> None:
-    """Write a bundle holding the record and all its events as received."""
+    """Write the record's bundle (its events as received), then one bundle per record citing it.
+
+    JSON lines: applied to an empty ledger, they reproduce the record's state exactly. The citing
+    bundles carry only the standing citations of this record (spec/storage.md §5).
+    """
+    from pithledger.canonical import canonical_bytes
+
     with _open(ctx) as ledger:
-        data = canonical_bytes(ledger.export(ledger.resolve(ident))) + b"\n"
+        subject = ledger.resolve(ident)
+        data = b"".join(canonical_bytes(b) + b"\n" for b in [ledger.export(subject), *ledger.inbound_bundles(subject)])
     if output is None:
         sys.stdout.buffer.write(data)
     else:
         write_file_atomically(output, data)
 
 
-@app.command()
+MAX_SEQ = 2**64 - 1
+
+
+@command(cls=Command)
 def log(
     ctx: typer.Context,
-    since: Annotated[int, typer.Option(help="Start at this sequence number.", min=0)] = 0,
+    since: Annotated[int, typer.Option(help="Start at this sequence number.", min=0, max=MAX_SEQ)] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List events in this mirror's append order."""
+    from pithledger.canonical import canonical_bytes
+
+    json_out = _json(ctx, as_json)
+    out = sys.stdout.buffer
     with _open(ctx) as ledger:
         for entry in ledger.log(since):
             v = entry.verdict
-            if as_json:
-                emit_json({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject,
-                           "status": v.status, "reason": v.reason})
+            if json_out:
+                out.write(canonical_bytes({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject,
+                                           "status": v.status, "reason": v.reason}) + b"\n")
             else:
-                typer.echo(f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (f" [{v.reason}]" if v.reason else ""))
+                line = f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (f" [{v.reason}]" if v.reason else "")
+                out.write(line.encode() + b"\n")
+    out.flush()
 
 
-@app.command()
-def fsck(ctx: typer.Context) -> None:
+@command(cls=Command)
+def fsck(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
+    path = settings(ctx).ledger
     with _open(ctx) as ledger:
         problems = ledger.fsck()
         counts = ledger.counts()
-    for problem in problems:
-        typer.echo(f"MISMATCH {problem}")
+    if _json(ctx, as_json):
+        emit_json({"ok": not problems, "problems": problems, "events": counts["events"], "records": counts["records"],
+                   "ledger": str(path)})
+    else:
+        for problem in problems:
+            typer.echo(f"MISMATCH {problem}")
+        if problems:
+            typer.echo(f"fsck: {_plural(len(problems), 'problem')} in {path}", err=True)
+        else:
+            typer.echo(f"fsck: ok ({_plural(counts['events'], 'event')}, {_plural(counts['records'], 'record')}) {path}")
     if problems:
-        typer.echo(f"fsck: {len(problems)} problems in {ctx.obj}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"fsck: ok ({counts['events']} events, {counts['records']} records) {ctx.obj}")
 
 
 # --- mirrors ---------------------------------------------------------------------------------------
 
 
-@app.command()
+@command(cls=Command)
 def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Print this mirror's order-independent roots (event sets and states)."""
     with _open(ctx) as ledger:
@@ -497,54 +803,83 @@ def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
         counts = ledger.counts()
     doc = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
            "events": counts["events"], "digest_version": "pithledger-digest-v1"}
-    if as_json:
+    if _json(ctx, as_json):
         emit_json(doc)
     else:
-        typer.echo(f"events_root {doc['events_root']}\nstates_root {doc['states_root']}\n{counts['records']} records, {counts['events']} events")
+        typer.echo(f"events_root {doc['events_root']}\nstates_root {doc['states_root']}\n"
+                   f"{_plural(counts['records'], 'record')}, {_plural(counts['events'], 'event')}")
 
 
-@app.command()
+@command(cls=Command)
 def publish(
     ctx: typer.Context,
-    directory: Annotated[Path, typer.Argument(help="Where to write the static mirror tree.")],
-    key: Annotated[Optional[str], typer.Option("--key", help="Local key whose public part the manifest names.")] = None,
-    base_url: Annotated[str, typer.Option("--base-url", help="The URL the tree will be served at (for the manifest).")] = "",
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the static mirror tree.")],
+    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names.")] = None,
+    base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The URL the tree will be served at (for the manifest).")] = "",
     key_dir: KeyDirOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Write (or update) a static mirror tree any web server can host."""
+    from pithledger.mirror import publish as publish_mirror
+
     signing = _store(key_dir).load(key) if key else None
     with _open(ctx) as ledger:
         counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"))
-    typer.echo(f"published to {directory}: {counts['records_written']} records written, "
-               f"{counts['nodes_written']} digest nodes written, {counts['nodes_removed']} removed")
+    if _json(ctx, as_json):
+        emit_json(counts | {"directory": str(directory)})
+    else:
+        typer.echo(f"published to {directory}: {_plural(counts['records_written'], 'record')} written, "
+                   f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
 
 
-@app.command()
-def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(help="A published mirror: a directory or an http(s) base URL.")],
+@command(cls=Command)
+def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False) -> None:
     """Fetch from a published mirror what this ledger lacks, walking only where digests differ."""
+    from pithledger.mirror import sync as sync_mirror
+
     with _open(ctx, write=True) as ledger:
-        counts = sync_mirror(ledger, source)
-    if as_json:
-        emit_json(counts | {"rejected": [msgspec.to_builtins(r) for r in counts["rejected"]]})
+        before = ledger.counts()
+        try:
+            counts = sync_mirror(ledger, source)
+        except KeyboardInterrupt:
+            after = ledger.counts()
+            typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
+                       f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
+                       "the ledger is consistent — run the same command again to finish", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    if _json(ctx, as_json):
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
     else:
         for r in counts["rejected"]:
             typer.echo(rejection_line(r))
-        typer.echo(f"synced from {source}: {counts['records_fetched']} records fetched, {counts['new']} new events, "
-                   f"{counts['duplicate']} duplicate, {counts['invalid']} invalid ({counts['digests_read']} digests read)")
-    if counts["invalid"]:
+        for skip in counts["skipped"]:
+            typer.echo(f"skipped    {skip['pith_number']} [{skip['reason']}] {skip['message']}")
+        for lie in counts["lying"]:
+            typer.echo(f"lying      {lie['pith_number']}: the source advertises {_plural(len(lie['missing_event_ids']), 'event')} "
+                       f"its bundle does not carry as valid events: {', '.join(lie['missing_event_ids'])}")
+        typer.echo(f"synced from {source}: {_plural(counts['records_fetched'], 'record')} fetched, {counts['new']:,} new events, "
+                   f"{counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid, {counts['unverified']:,} unverified, "
+                   f"{len(counts['skipped']):,} skipped, {len(counts['lying']):,} lying "
+                   f"({_plural(counts['batches'], 'batch', 'batches')}, {_plural(counts['digests_read'], 'digest')} read)")
+    if counts["invalid"] or counts["skipped"] or counts["lying"]:
         raise typer.Exit(1)
 
 
-@app.command()
+@command(cls=Command)
 def audit(
-    a: Annotated[str, typer.Argument(help="A ledger directory, a published directory, or an http(s) URL.")],
-    b: Annotated[str, typer.Argument(help="The other side.")],
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(metavar="A", help="A ledger directory, a published directory, or an http(s) URL.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The other side.")],
     as_json: JsonOption = False,
-    sign: Annotated[Optional[str], typer.Option("--sign", help="Sign the report with this local key (JSON output).")] = None,
+    sign: Annotated[Optional[str], typer.Option("--sign", metavar="KEY", help="Sign the report with this local key (JSON output).")] = None,
     key_dir: KeyDirOption = None,
 ) -> None:
     """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks."""
+    from pithledger.audit import compare, report_value, sign_report
+    from pithledger.mirror import open_source
+    from pithledger.store import Ledger
+
     side_a = open_source(a)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
     side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b)
@@ -557,7 +892,7 @@ def audit(
     doc = report_value(result, a, b)
     if sign:
         emit_json(sign_report(doc, _store(key_dir).load(sign), _now()))
-    elif as_json:
+    elif _json(ctx, as_json):
         emit_json(doc | {"digests_read": result.digests_read})
     else:
         if result.consistent:
@@ -573,6 +908,6 @@ def audit(
             typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
                        "(run `pithledger fsck` on each ledger)")
         if not result.consistent:
-            typer.echo(f"{len(result.divergent)} divergent records ({result.digests_read} digests read)")
+            typer.echo(f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)")
     if not result.consistent:
         raise typer.Exit(1)

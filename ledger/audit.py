@@ -176,12 +176,14 @@ def verify_report(report: dict[str, Any]) -> str:
     from .errors import PithledgerError, VerificationFailed
     from .keys import PUBLIC_KEY_LEN, SIGNATURE_LEN, b64decode_strict, fingerprint_hex, signature_ok
 
+    signer = report.get("signer")
+    if not isinstance(signer, dict) or "public_key_b64" not in signer or "signature_b64" not in report:
+        raise VerificationFailed("the audit report carries no signer or signature")
+    if not isinstance(signer["public_key_b64"], str) or not isinstance(report["signature_b64"], str):
+        raise VerificationFailed("the audit report's signer.public_key_b64 and signature_b64 must be base64 strings")
     try:
-        signer = report["signer"]
         pk = b64decode_strict(signer["public_key_b64"], length=PUBLIC_KEY_LEN, what="signer.public_key_b64")
         sig = b64decode_strict(report["signature_b64"], length=SIGNATURE_LEN, what="signature_b64")
-    except (KeyError, TypeError):
-        raise VerificationFailed("the audit report carries no signer or signature") from None
     except PithledgerError as exc:
         raise VerificationFailed(exc.message) from None
     if signer.get("public_key_fingerprint") != fingerprint_hex(pk):

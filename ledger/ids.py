@@ -94,6 +94,11 @@ def _strip_prefix(text: str, prefixes: tuple[str, ...]) -> str:
 def _parse_arxiv(text: str, original: str) -> ParsedId:
     m = _ARXIV_ANY.match(text)
     if not m:
+        if re.fullmatch(rf"[{_B32}]{{4,40}}", text.upper()) and re.search("[A-Za-z]", text):
+            raise MalformedId(
+                f"{original!r} has {len(text)} characters: expected a Pith suffix of 8, 12, 16 or 26 characters "
+                "(e.g. FZ7AO632), or an arXiv id"
+            )
         raise MalformedId(f"{original!r} is not an arXiv id (expected e.g. 2502.21231, 0704.0001, math/0611599)")
     arxiv_id = m["id"]
     if "/" in arxiv_id:
@@ -129,7 +134,7 @@ def parse_id(text: str) -> ParsedId:
         if m := _PITH_SHORT.match(upper):
             return ParsedId(kind="suffix", value=m["suffix"], suffix=m["suffix"])
         raise MalformedId(
-            f"{original!r} is not a Pith Number (expected pith:YYYY:<26 base32 chars> or pith:<8 chars>)"
+            f"{original!r} is not a Pith Number (expected pith:YYYY:<26 base32 chars>, or pith: and 8, 12, 16 or 26 of them)"
         )
 
     doi = _strip_prefix(text, ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "doi:"))

@@ -38,7 +38,11 @@ def _utc(created: str) -> str:
         when = None
     if when is None or when.tzinfo is None:
         raise MetadataError(f"version date {created!r} is not an RFC 2822 date with a zone (e.g. 'Mon, 2 Apr 2007 19:18:42 GMT')")
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        utc = when.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 'Fri, 31 Dec 9999 23:59:59 -2359' lies past year 9999 in UTC
+        raise MetadataError(f"version date {created!r} is out of range") from None
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def mint(meta: Any) -> dict[str, Any]:

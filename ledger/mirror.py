@@ -345,7 +345,15 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     a reader sees the old tree or the new one, never a mixture. Node files of the old tree that the
     new one no longer references are removed at the end.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    from .errors import CannotWrite
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CannotWrite(f"{directory} exists and is not a directory",
+                          hint="publish into a directory: a new one, or one an earlier publish wrote") from None
+    except OSError as exc:
+        raise CannotWrite(f"cannot create the directory {directory}: {exc.strerror}") from None
     try:
         # local files, read without a deadline: a long re-publish must not lose its view of the old tree
         old: Published | None = Published(str(directory), deadline=None)

@@ -47,6 +47,18 @@ def test_export_then_apply_into_an_empty_ledger_gives_identical_state(cli, tmp_p
     assert cli("--ledger", "C", "state", NUMBER).out == cli("--ledger", "A", "state", NUMBER).out
 
 
+def test_export_of_a_cited_record_carries_its_standing_citations(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cited = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"  # 1905.08204, cited by 2605.00424 in the examples
+    cli("--ledger", "A", "apply", str(BUNDLES))
+    assert json.loads(cli("--ledger", "A", "state", cited).out)["current"]["inbound_citations"]
+    assert cli("--ledger", "A", "export", cited, "-o", "x.jsonl").code == 0
+    lines = (tmp_path / "x.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["pith_number"] == cited
+    assert {e["event_type"] for e in json.loads(lines[1])["events"]} == {"citation_signature"}
+    assert cli("--ledger", "C", "apply", "x.jsonl").code == 0
+    assert cli("--ledger", "C", "state", cited).out == cli("--ledger", "A", "state", cited).out
+
+
 def test_stdin_and_env_ledger(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = (BUNDLES / "demo-1905.08204.json").read_bytes()
     r = cli("--ledger", "S", "apply", "-", input=data)

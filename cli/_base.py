@@ -1,0 +1,222 @@
+"""The command line's frame: global options anywhere on the line, usage errors in the project's
+format, Ctrl-C and closed pipes handled once for every command.
+
+Nothing here imports the library beyond its error classes: a command pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+#: Options that belong to the whole program and may be written before or after the command.
+GLOBAL_VALUE_OPTIONS = frozenset({"--ledger"})
+GLOBAL_FLAGS = frozenset({"--json", "--quiet", "-q"})
+GLOBAL_HELP = (
+    "Global options (before or after the command): --ledger PATH (default: $PITHLEDGER_LEDGER, else "
+    "$XDG_DATA_HOME/pithledger), --json (machine-readable output), -q/--quiet (no progress or notes on stderr)."
+)
+
+#: Exit code after a closed pipe: 128 + SIGPIPE, what a shell reports for a tool killed by SIGPIPE
+#: (so `set -o pipefail` still tells a cut-short listing from a complete one).
+EXIT_PIPE = 141
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Settings:
+    """What the global options say, shared by every command through ``ctx.obj``."""
+
+    ledger_option: Optional[Path] = None
+    json: bool = False
+    quiet: bool = False
+
+    @property
+    def ledger(self) -> Path:
+        if self.ledger_option is not None:
+            return self.ledger_option
+        if env := os.environ.get("PITHLEDGER_LEDGER"):
+            return Path(env)
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(base) / "pithledger"
+
+
+def settings(ctx: typer.Context) -> Settings:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, Settings) else Settings()
+
+
+# --- global options anywhere -----------------------------------------------------------------------
+
+
+def _declared(cmd: Any) -> tuple[set[str], set[str]]:
+    """(every option name the command declares, the ones that take a value)."""
+    names: set[str] = set()
+    valued: set[str] = set()
+    for param in getattr(cmd, "params", []):
+        opts = [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]
+        if not any(o.startswith("-") for o in opts):
+            continue  # an argument
+        names.update(opts)
+        if not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            valued.update(opts)
+    return names, valued
+
+
+def _extract(cmd: Any, ctx: Any, args: list[str]) -> tuple[list[str], list[str]]:
+    """Split the words after a command into (global options, the rest), recursing into groups.
+
+    A command that declares an option of the same name (``apply --json``) keeps it; values of the
+    command's own options are never mistaken for options; nothing after ``--`` moves.
+    """
+    own, valued = _declared(cmd)
+    moved: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            kept += args[i:]
+            break
+        name, eq, _ = word.partition("=")
+        if name in (GLOBAL_VALUE_OPTIONS | GLOBAL_FLAGS) and name not in own:
+            moved.append(word)
+            i += 1
+            if name in GLOBAL_VALUE_OPTIONS and not eq and i < len(args):
+                moved.append(args[i])
+                i += 1
+            continue
+        if isinstance(cmd, TyperGroup) and not word.startswith("-"):
+            sub = cmd.get_command(ctx, word)
+            if sub is None:
+                kept += args[i:]
+                break
+            m, k = _extract(sub, ctx, args[i + 1 :])
+            return moved + m, kept + [word] + k
+        kept.append(word)
+        i += 1
+        if word in valued and i < len(args):
+            kept.append(args[i])
+            i += 1
+    return moved, kept
+
+
+def hoist_global_options(group: TyperGroup, ctx: Any, args: list[str]) -> list[str]:
+    """``pithledger state --ledger X ID`` -> ``pithledger --ledger X state ID``."""
+    _, valued = _declared(group)
+    front: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        front.append(args[i])
+        i += 1
+        if args[i - 1] in valued and i < len(args):
+            front.append(args[i])
+            i += 1
+    if i >= len(args):
+        return args
+    sub = group.get_command(ctx, args[i])
+    if sub is None:
+        return args  # click names the unknown command
+    moved, kept = _extract(sub, ctx, args[i + 1 :])
+    return front + moved + [args[i]] + kept
+
+
+# --- the classes every command and group is built with ---------------------------------------------
+
+
+def _run(invoke: Any, ctx: Any) -> Any:
+    try:
+        return invoke(ctx)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:
+        quiet_closed_pipe()
+        raise typer.Exit(EXIT_PIPE) from None
+    except UsageProblem as exc:
+        typer.echo(f"error[usage]: {exc.message}", err=True)
+        typer.echo(f"hint: {exc.hint or usage_hint(ctx)}", err=True)
+        raise typer.Exit(2) from None
+
+
+def quiet_closed_pipe() -> None:
+    """The reader went away (``| head``): nothing more can be said on stdout, and Python's flush at
+    exit must not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout already gone
+        pass
+
+
+class Command(TyperCommand):
+    """A command: global options are described in its help; Ctrl-C and closed pipes end it quietly."""
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        super().format_epilog(ctx, formatter)
+        formatter.write_paragraph()
+        formatter.write_text(GLOBAL_HELP)
+
+    def invoke(self, ctx: Any) -> Any:
+        return _run(super().invoke, ctx)
+
+
+class Group(TyperGroup):
+    """The root group moves global options written after the command to the front."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = hoist_global_options(self, ctx, list(args))
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
+    def invoke(self, ctx: Any) -> Any:
+        return _run(super().invoke, ctx)
+
+
+# --- usage errors ------------------------------------------------------------------------------------
+
+
+def usage_hint(ctx: Any) -> str:
+    path = ctx.command_path if ctx is not None else "pithledger"
+    return f"run '{path} --help'"
+
+
+def report_usage_error(exc: Exception) -> int:
+    """Print a click usage error as ``error[usage]: ...`` + ``hint: ...``; return the exit code."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        typer.echo(ctx.get_help(), err=True)
+        return 2
+    fmt = getattr(exc, "format_message", None)
+    message = fmt() if callable(fmt) else str(exc)
+    if len(message) > 1 and message[0].isupper() and message[1].islower():
+        message = message[0].lower() + message[1:]
+    typer.echo(f"error[usage]: {message}", err=True)
+    typer.echo(f"hint: {usage_hint(ctx)}", err=True)
+    code = getattr(exc, "exit_code", 2)
+    return code if isinstance(code, int) else 2
+
+
+def is_usage_error(exc: BaseException) -> bool:
+    """A click usage error (typer vendors click in new versions, uses click in old ones)."""
+    return any(cls.__name__ == "UsageError" for cls in type(exc).__mro__)
+
+
+def is_click_error(exc: BaseException) -> bool:
+    return any(cls.__name__ == "ClickException" for cls in type(exc).__mro__)
+
+
+class UsageProblem(Exception):
+    """A command line that parsed but makes no sense (exit 2), e.g. two options that exclude each other."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
