@@ -56,7 +56,27 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 PITH_NUMBER = re.compile(r"pith:[0-9]{4}:[A-Z2-7]{26}", re.ASCII)
 _HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
-_EVENT_ID = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_EVENT_ID_PREFIX = "sha256:"
+
+
+def _packed_event_ids(ids: Any) -> bytes | None:
+    """The 32-byte digests of a list of ``sha256:<64 lowercase hex>`` strings, sorted and concatenated;
+    None for anything else. Checked a list at a time (buckets hold millions of ids): every id is 71
+    characters, the prefixes joined are n copies of ``sha256:``, the rest is lowercase and decodes as
+    hex to exactly 32 bytes per id (whitespace or any non-hex character breaks the decoding or the count)."""
+    if not isinstance(ids, list) or not all(type(i) is str and len(i) == 71 for i in ids):
+        return None
+    ordered = sorted(ids)
+    if "".join(i[:7] for i in ordered) != _EVENT_ID_PREFIX * len(ordered):
+        return None
+    digits = "".join(i[7:] for i in ordered)
+    if digits != digits.lower() or not digits.isascii():
+        return None
+    try:
+        packed = bytes.fromhex(digits)
+    except ValueError:
+        return None
+    return packed if len(packed) == 32 * len(ordered) else None
 
 
 class MalformedSource(SourceError):
@@ -272,8 +292,9 @@ class Published:
                 raise MalformedSource(f"{where} holds {name}, which belongs in bucket {name.rsplit(':', 1)[-1][:DEPTH]}")
             if not isinstance(rec, dict):
                 raise MalformedSource(f"{where}: record {name} is not an object")
-            ids = rec.get("event_ids")
-            if not isinstance(ids, list) or not all(isinstance(i, str) and _EVENT_ID.fullmatch(i) for i in ids):
+            ids: Any = rec.get("event_ids")
+            packed = _packed_event_ids(ids)
+            if packed is None:
                 raise MalformedSource(f"{where}: event_ids of {name} is not a list of sha256:<64 hex> event ids")
             if len(set(ids)) != len(ids):
                 raise MalformedSource(f"{where}: event_ids of {name} names an event twice")
@@ -281,7 +302,7 @@ class Published:
                                _digest(rec.get("state_sha256"), f"{where}: {name}: state_sha256"))
             if record_event_root(ids) != pairs[name].events:
                 raise SourceError(f"{self.name}: event ids of {name} do not hash to its event root")
-            events[name] = b"".join(sorted(bytes.fromhex(i[len("sha256:"):]) for i in ids))
+            events[name] = packed
         if bucket_pair(pairs) != expected:
             raise SourceError(f"{self.name}: records of bucket {prefix} do not hash to its digest")
         out = _Bucket(pairs, events)

@@ -39,6 +39,7 @@ from pithledger.mirror import (
     UnsafePath,
     _node_file,
     publish,
+    sync,
 )
 from pithledger.store import Ledger
 
@@ -745,3 +746,23 @@ def test_node_cache_is_bounded_and_evicted_nodes_are_verified_again(published: t
         assert len(tiny._cache) == 1
         assert len(unbounded._cache) > 1 and unbounded._cache.used <= 64 * 1024 * 1024
         full_walk(tiny, ledger)
+
+
+def test_a_slow_mirror_is_stopped_by_the_run_deadline(published: tuple[Ledger, Path], raw) -> None:  # type: ignore[no-untyped-def]
+    """Every file arrives well within the request timeout, but the whole walk cannot finish within the
+    run's deadline: audit and sync stop with SourceTimeout, and sync leaves the ledger as it was."""
+    _, pub = published
+
+    def slow_files(conn: socket.socket, path: str, stop: threading.Event) -> None:
+        stop.wait(0.25)
+        file = pub / path.lstrip("/")
+        conn.sendall(ok(file.read_bytes()) if file.is_file() else b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    server = raw(slow_files)
+    with Ledger(pub.parent / "empty", create=True) as empty:
+        start = time.monotonic()
+        with pytest.raises(SourceTimeout, match="run's deadline of 1 s"):
+            compare(empty, Published(server.url, timeout=5, deadline=1.0))
+        with pytest.raises(SourceTimeout, match="run's deadline of 1 s"):
+            sync(empty, server.url, timeout=5, deadline=Deadline(1.0))
+        assert time.monotonic() - start < 5
+        assert list(empty.subjects()) == []
