@@ -510,6 +510,10 @@ def _bundle_items(files: list[Input], file_done: Callable[[], None] = lambda: No
                 yield where, exc
 
 
+#: A batch also closes at this many bytes of bundles, so memory is bounded by configuration, not input.
+BATCH_BYTES = 64 * 1024 * 1024
+
+
 @command(cls=Command)
 def apply(
     ctx: typer.Context,
@@ -539,7 +543,7 @@ def apply(
             raise typer.Exit(EXIT_INTERRUPTED) from None
         progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
         # pass 1: every structural fault before anything is written; plan the batches
-        total = bundles = total_batches = size = 0
+        total = bundles = total_batches = size = nbytes = 0
         progress.checking(len(files))
         try:
             for where, item in _bundle_items(files, progress.checked_file):
@@ -550,9 +554,10 @@ def apply(
                     continue
                 total += len(item.events)
                 bundles += 1
-                size += len(item.events)
-                if size >= batch_size:
-                    total_batches, size = total_batches + 1, 0
+                size += max(1, len(item.events))  # a bundle without events still fills a batch
+                nbytes += item.size
+                if size >= batch_size or nbytes >= BATCH_BYTES:
+                    total_batches, size, nbytes = total_batches + 1, 0, 0
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             typer.echo("interrupted while checking the inputs: nothing was written", err=True)
@@ -582,15 +587,16 @@ def apply(
             progress.applied(committed_events, len(touched), summary["batches"], total_batches)
 
         try:
-            size = 0
+            size = nbytes = 0
             for _, item in _bundle_items(files):  # pass 2: group commit, one transaction per batch
                 if isinstance(item, PithledgerError):
                     continue  # reported in pass 1 (--keep-going)
                 batch.append(item)
-                size += len(item.events)
-                if size >= batch_size:
+                size += max(1, len(item.events))
+                nbytes += item.size
+                if size >= batch_size or nbytes >= BATCH_BYTES:
                     flush()
-                    size = 0
+                    size = nbytes = 0
             flush()
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
@@ -832,16 +838,30 @@ def publish(
                    f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
 
 
+TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,
+                                               help="Wall-clock seconds for one whole HTTP request, redirects included.")]
+
+
+def _deadline_option() -> Any:
+    return typer.Option("--deadline", metavar="SECONDS", min=0,
+                        help="Wall-clock seconds for all the reads of the run; 0 for no limit.")
+
+
 @command(cls=Command)
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
-         as_json: JsonOption = False) -> None:
-    """Fetch from a published mirror what this ledger lacks, walking only where digests differ."""
+         as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
+         deadline: Annotated[float, _deadline_option()] = 3600.0) -> None:
+    """Fetch from a published mirror what this ledger lacks, walking only where digests differ.
+
+    Every record either arrives or is named: skipped (unreadable, too large, about another record) or
+    lying (its bundle lacks events the source's digests advertise). Exit 1 if any, or if any event was invalid.
+    """
     from pithledger.mirror import sync as sync_mirror
 
     with _open(ctx, write=True) as ledger:
         before = ledger.counts()
         try:
-            counts = sync_mirror(ledger, source)
+            counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
         except KeyboardInterrupt:
             after = ledger.counts()
             typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
@@ -874,15 +894,17 @@ def audit(
     as_json: JsonOption = False,
     sign: Annotated[Optional[str], typer.Option("--sign", metavar="KEY", help="Sign the report with this local key (JSON output).")] = None,
     key_dir: KeyDirOption = None,
+    timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 600.0,
 ) -> None:
     """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks."""
     from pithledger.audit import compare, report_value, sign_report
     from pithledger.mirror import open_source
     from pithledger.store import Ledger
 
-    side_a = open_source(a)
+    side_a = open_source(a, timeout=timeout, deadline=deadline or None)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
-    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b)
+    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b, timeout=timeout, deadline=deadline or None)
     try:
         result = compare(side_a, side_b)
     finally:

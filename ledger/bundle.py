@@ -30,6 +30,7 @@ class Bundle(msgspec.Struct):
     events: list[dict[str, Any]]
     canonical_record: dict[str, Any] | None = None
     extra: dict[str, Any] = {}  # unknown top-level keys, kept verbatim
+    size: int = 0  # canonical bytes of the bundle as read (batches close on bytes as well as events)
 
 
 def read_bundle(value: Any) -> Bundle:
@@ -52,6 +53,7 @@ def read_bundle(value: Any) -> Bundle:
     record = value.get("canonical_record")
     if record is not None:
         _check_top_level(value, number, record)
+    size = len(canonical_bytes({k: v for k, v in value.items() if k != "events"}))
     for i, event in enumerate(events):
         try:
             subject = subject_of(event)
@@ -59,10 +61,12 @@ def read_bundle(value: Any) -> Bundle:
             raise BundleError(f"events[{i}]: {exc.message}") from None
         if subject != number:
             raise SubjectMismatch(f"events[{i}] is about {subject}, but the bundle is about {number}")
-        if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
+        event_size = len(canonical_bytes(event))
+        if event_size > MAX_EVENT_BYTES:
             raise EventTooLarge(f"events[{i}] is larger than {MAX_EVENT_BYTES:,} bytes")
+        size += event_size
     extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
-    return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra)
+    return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra, size=size)
 
 
 def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:

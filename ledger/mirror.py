@@ -16,6 +16,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
+
 from ._transport import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
@@ -49,6 +51,7 @@ __all__ = [
 ]
 
 DIGEST_FILE = "pithledger/digest.json"
+RECORDS_DIR = "pithledger/records"
 NODE_DIR = "pithledger/nodes"
 MAX_FETCH = 64 * 1024 * 1024
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
@@ -320,7 +323,7 @@ class Published:
 
     def bundle_bytes(self, pith_number: str) -> bytes:
         check_pith_number(pith_number, self.name)
-        return self._fetch(f"pith/{pith_number.rsplit(':', 1)[-1]}/bundle.json")
+        return self._fetch(f"{record_dir(pith_number)}/bundle.json")
 
 
 _EMPTY = inner_pair("", {})
@@ -403,11 +406,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
             for number, rec in records.items():
                 if old_records.get(number) == rec:
                     continue
-                suffix = number.rsplit(":", 1)[-1]
-                bundle = canonical_bytes(ledger.export(number)) + b"\n"
-                _write(directory, f"pith/{suffix}/bundle.json", bundle)
-                _write(directory, f".well-known/pith/{suffix}/bundle.json", bundle)
-                _write(directory, f"pith/{suffix}/state.json", ledger.state_bytes(number) + b"\n")
+                _publish_record(ledger, directory, number)
                 counts["records_written"] += 1
         counts["nodes_written"] += _write(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
     manifest: dict[str, Any] = {
@@ -432,6 +431,39 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
         except FileNotFoundError:
             pass
     return counts
+
+
+def record_dir(number: str) -> str:
+    """Where a subject's own files live in a published tree: unique per long Pith Number, so no subject
+    (a forged year on a real suffix, say) can overwrite another's (spec/audit.md §4)."""
+    _, year, suffix = number.split(":")
+    return f"{RECORDS_DIR}/{year}/{suffix}"
+
+
+def _publish_record(ledger: Ledger, directory: Path, number: str) -> None:
+    """A subject's bundle and state under its own path; a PRESENT record also under Pith's
+    ``pith/<suffix>/`` paths, which only it can claim (no two records share a 26-character suffix)."""
+    suffix = number.rsplit(":", 1)[-1]
+    bundle = canonical_bytes(ledger.export(number)) + b"\n"
+    state = ledger.state_bytes(number) + b"\n"
+    _write(directory, f"{record_dir(number)}/bundle.json", bundle)
+    _write(directory, f"{record_dir(number)}/state.json", state)
+    pith = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json", f"pith/{suffix}/state.json"]
+    if msgspec.json.decode(state).get("record_status") == "present":  # the top level, never a payload's bytes
+        for rel, data in zip(pith, (bundle, bundle, state), strict=True):
+            _write(directory, rel, data)
+        return
+    for rel in pith:  # a record revoked away gives up Pith's paths; a pending subject never takes them
+        try:
+            held = (directory / rel).read_bytes()
+        except OSError:
+            continue
+        try:
+            owner = msgspec.json.decode(held).get("pith_number")
+        except (msgspec.DecodeError, AttributeError):
+            owner = None
+        if owner == number:
+            (directory / rel).unlink()
 
 
 def _old_pair(old: Published | None, prefix: str) -> Pair | None:

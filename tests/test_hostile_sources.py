@@ -39,6 +39,7 @@ from pithledger.mirror import (
     UnsafePath,
     _node_file,
     publish,
+    record_dir,
     sync,
 )
 from pithledger.store import Ledger
@@ -486,7 +487,7 @@ def test_fifo_in_place_of_a_node_file_does_not_block(published: tuple[Ledger, Pa
 def test_fifo_in_place_of_a_bundle_does_not_block(published: tuple[Ledger, Path]) -> None:
     ledger, pub = published
     number = next(iter(ledger.subjects()))
-    bundle = pub / "pith" / number.rsplit(":", 1)[-1] / "bundle.json"
+    bundle = pub / record_dir(number) / "bundle.json"
     bundle.unlink()
     os.mkfifo(bundle)
     exc = run_bounded(lambda: Published(str(pub)).bundle_bytes(number))

@@ -15,7 +15,7 @@ import pytest
 from pithledger.audit import compare
 from pithledger.errors import SourceError
 from pithledger.events import verify_event
-from pithledger.mirror import Published, publish, sync
+from pithledger.mirror import Published, publish, record_dir, sync
 from pithledger.store import Ledger
 
 from eventpool import bundles_of, pool
@@ -177,8 +177,7 @@ def test_bundle_swapped_for_another_records_is_refused(tmp_path: Path) -> None:
     with ledger_with(tmp_path / "a", pool()) as a:
         publish(a, tmp_path / "pub")
         subjects = list(a.subjects())
-    pith = tmp_path / "pub" / "pith"
-    first, second = (pith / s.rsplit(":", 1)[-1] / "bundle.json" for s in subjects[:2])
+    first, second = (tmp_path / "pub" / record_dir(s) / "bundle.json" for s in subjects[:2])
     shutil.copy(second, first)
     with Ledger(tmp_path / "c", create=True) as c:
         for _ in range(2):  # named on every run, and every other record still arrives
