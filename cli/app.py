@@ -281,15 +281,27 @@ def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOpt
     from pithledger import keys as keys_
 
     store = _store(key_dir)
-    names = store.names()
+    listed: list[tuple[str, str, PithledgerError | None]] = []
+    for name in store.names():  # one damaged key file is named; the others are still listed
+        try:
+            listed.append((name, keys_.fingerprint_hex(store.load(name).public_key), None))
+        except PithledgerError as exc:
+            listed.append((name, "", exc))
     if _json(ctx, as_json):
         emit_json({"key_dir": str(store.directory),
-                   "keys": [{"name": n, "fingerprint_sha256_hex": keys_.fingerprint_hex(store.load(n).public_key)} for n in names]})
-        return
-    if not names:
-        typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
-    for name in names:
-        typer.echo(f"{name}\t{keys_.fingerprint_hex(store.load(name).public_key)}")
+                   "keys": [{"name": n, "fingerprint_sha256_hex": f} if e is None else {"name": n, "error": e.code, "message": e.message}
+                            for n, f, e in listed]})
+    else:
+        if not listed:
+            typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
+        for name, fingerprint, exc in listed:
+            if exc is None:
+                typer.echo(f"{name}\t{fingerprint}")
+            else:
+                typer.echo(f"{name}\tDAMAGED [{exc.code}] {exc.message}")
+    if any(e is not None for _, _, e in listed):
+        report(next(e for _, _, e in listed if e is not None))
+        raise typer.Exit(1)
 
 
 @keys_app.command("export", cls=Command)

@@ -38,6 +38,9 @@ def _utc(created: str) -> str:
         when = None
     if when is None or when.tzinfo is None:
         raise MetadataError(f"version date {created!r} is not an RFC 2822 date with a zone (e.g. 'Mon, 2 Apr 2007 19:18:42 GMT')")
+    # RFC 2822 parsers read years below 100 as 19xx/20xx; arXiv writes four digits, and "0001" is not 2001.
+    if not re.search(rf"(?<![0-9]){when.year:04d}(?![0-9])", created):
+        raise MetadataError(f"version date {created!r} has no four-digit year (read as {when.year})")
     try:
         utc = when.astimezone(timezone.utc)
     except OverflowError:  # e.g. 'Fri, 31 Dec 9999 23:59:59 -2359' lies past year 9999 in UTC

@@ -374,6 +374,9 @@ def test_key_dir_that_is_a_file_and_a_damaged_key(cli, tmp_path: Path) -> None: 
     assert r.code == 1 and "is damaged" in r.err
     hint = r.err.split("hint: ")[1]
     assert "restore" in hint and "keys new k" in hint and "keys list" not in hint
+    cli("keys", "new", "good", "--key-dir", "kd")
+    listed = cli("keys", "list", "--key-dir", "kd")  # the damaged key is named, the good one still listed
+    assert listed.code == 1 and "k\tDAMAGED [" in listed.out and any(line.startswith("good\t") for line in listed.out.splitlines())
 
 
 def test_verify_of_a_malformed_signed_report(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -525,3 +528,11 @@ def cli_verify(cwd: Path, env: dict[str, str], name: str) -> str:
     done = subprocess.run([sys.executable, "-m", "pithledger.cli", "verify", name], capture_output=True, text=True,
                           env=env, cwd=cwd, check=True)
     return done.stdout
+
+
+def test_mint_refuses_a_year_it_would_read_as_another(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    meta = {"id": "2605.00424", "title": "t", "abstract": "a", "categories": "cs.CR", "license": None,
+            "versions": [{"version": "v1", "created": "Mon, 1 Jan 0001 00:00:00 +2359"}]}
+    (tmp_path / "m.json").write_text(json.dumps(meta))
+    r = cli("mint", "m.json")
+    assert r.code == 1 and "error[bad-metadata]" in r.err and "four-digit year" in r.err
