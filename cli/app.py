@@ -734,11 +734,20 @@ def rebuild(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 
 @command(cls=Command)
-def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")]) -> None:
-    """Print the merged state document of a record (canonical JSON)."""
+def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")],
+          view: Annotated[bool, typer.Option("--view", help="A summary for people: numbers, aliases, badges, each claim with its signer and what was checked, citations both ways.")] = False) -> None:
+    """Print the merged state document of a record (canonical JSON: the consensus bytes), or --view it."""
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
-        sys.stdout.buffer.write(ledger.state_bytes(subject) + b"\n")
+        data = ledger.state_bytes(subject)
+    if view and not settings(ctx).json:
+        import msgspec
+
+        from ._view import render
+
+        typer.echo("\n".join(render(msgspec.json.decode(data))))
+        return
+    sys.stdout.buffer.write(data + b"\n")
 
 
 @command(cls=Command)

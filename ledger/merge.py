@@ -253,14 +253,17 @@ def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         "strong_author_claims": strong,
         "weak_author_claims": len(authors) - strong,
     }
+    # Badge words say "claimed" where nothing was checked here: an OpenTimestamps proof's Bitcoin
+    # attestation is not checked against the chain, a Wayback capture is not fetched, and a weak author
+    # attestation is only its signer's word (spec/merge.md §5).
     if any(a["anchor_state"] == "bitcoin" for a in anchors):
-        anchor = "anchored in bitcoin"
+        anchor = "bitcoin anchor claimed"
     else:
-        anchor = "anchored (pending)" if anchors else "not anchored"
+        anchor = "anchor pending" if anchors else "not anchored"
     badges = {
-        "author": "attested" if authors else "not attested",
-        "references": "refs resolved" if current["citations"] else "refs pending",
-        "storage": "stored" if current["storage_attestations"] else "not stored",
+        "author": "attested (strong)" if strong else ("claimed" if authors else "not attested"),
+        "references": "refs signed" if current["citations"] else "refs pending",
+        "storage": "capture claimed" if current["storage_attestations"] else "not stored",
         "timestamp": anchor,
     }
     return status, badges

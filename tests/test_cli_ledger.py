@@ -25,8 +25,8 @@ def test_apply_examples_then_state_for_every_id_form(cli, tmp_path: Path) -> Non
     assert len(states) == 1
     doc = json.loads(states.pop())
     assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v2"
-    assert doc["current"]["badges"] == {"author": "attested", "references": "refs resolved", "storage": "stored",
-                                        "timestamp": "anchored in bitcoin"}
+    assert doc["current"]["badges"] == {"author": "claimed", "references": "refs signed", "storage": "capture claimed",
+                                        "timestamp": "bitcoin anchor claimed"}
 
 
 def test_apply_is_idempotent_in_any_grouping(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -109,7 +109,7 @@ def test_fsck_detects_a_tampered_state_naming_the_record(cli, tmp_path: Path) ->
     env = lmdb.open(str(tmp_path / "L"), max_dbs=16)
     with env.begin(write=True, db=env.open_db(b"state", dupsort=False)) as txn:
         raw = bytes(txn.get(NUMBER.encode()))
-        txn.put(NUMBER.encode(), raw.replace(b'"storage":"stored"', b'"storage":"not stored"'))
+        txn.put(NUMBER.encode(), raw.replace(b'"storage":"capture claimed"', b'"storage":"not stored"'))
     env.close()
     r = cli("--ledger", "L", "fsck")
     assert r.code == 1 and NUMBER in r.out
