@@ -90,13 +90,10 @@ def real_records() -> list[dict[str, Any]]:
 def mint(base: dict[str, Any], tag: str, i: int) -> dict[str, Any]:
     """A distinct canonical record: a real record with another arXiv number and title digest."""
     rec = json.loads(json.dumps(base))
-    rec["source"]["id"] = f"{rec['source']['id'][:4]}.{(i * 7919 + hash_int(tag)) % 90000 + 10000:05d}"
+    yymm = rec["source"]["id"][:4] if re.match(r"[0-9]{4}\.", rec["source"]["id"]) else "2601"
+    rec["source"]["id"] = f"{yymm}.{i % 100000:05d}"
     rec["metadata"]["title_canon_sha256"] = hashlib.sha256(f"pithledger bench {tag} {i}".encode()).hexdigest()
     return rec
-
-
-def hash_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
 def record_created(rec: dict[str, Any], i: int) -> tuple[str, dict[str, Any]]:
