@@ -25,7 +25,8 @@ def bundle_path(pub: Path, number: str) -> Path:
     return pub / record_dir(number) / "bundle.json"
 
 
-def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_sees_it(tmp_path: Path) -> None:
+def publish_with_a_garbled_citation(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    """Publish the pool at tmp_path/pub, then garble one citation in P[2]'s published bundle (a lying source)."""
     citation = next(e for e in pool() if e["event_type"] == "citation_signature" and e["subject_pith_number"] == P[2])
     with ledger_with(tmp_path / "a", pool()) as a:
         publish(a, tmp_path / "pub")
@@ -33,6 +34,11 @@ def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_s
     bundle = json.loads(path.read_text())
     bundle["events"] = [garble(e, "wrong-event-id") if e == citation else e for e in bundle["events"]]
     path.write_bytes(canonical_bytes(bundle) + b"\n")
+    return citation
+
+
+def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_sees_it(tmp_path: Path) -> None:
+    citation = publish_with_a_garbled_citation(tmp_path)
     with Ledger(tmp_path / "c", create=True) as c:
         runs = [sync(c, str(tmp_path / "pub")) for _ in range(2)]
         for counts in runs:  # the same input gets the same answer, every time
@@ -110,13 +116,7 @@ def test_a_record_revoked_away_gives_up_pith_paths_on_republish(tmp_path: Path) 
 
 
 def test_cli_sync_names_skipped_and_lying_records_on_every_run_with_exit_1(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    citation = next(e for e in pool() if e["event_type"] == "citation_signature" and e["subject_pith_number"] == P[2])
-    with ledger_with(tmp_path / "a", pool()) as a:
-        publish(a, tmp_path / "pub")
-    path = bundle_path(tmp_path / "pub", P[2])
-    bundle = json.loads(path.read_text())
-    bundle["events"] = [garble(e, "wrong-event-id") if e == citation else e for e in bundle["events"]]
-    path.write_bytes(canonical_bytes(bundle) + b"\n")
+    citation = publish_with_a_garbled_citation(tmp_path)
     bundle_path(tmp_path / "pub", P[0]).write_bytes(b"[]")
     for _ in range(2):
         r = cli("--ledger", "C", "sync", str(tmp_path / "pub"))
