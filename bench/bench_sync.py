@@ -19,6 +19,10 @@ tests/vectors/pith-records.jsonl (source.id and metadata.title_canon_sha256 vari
 3. A JSON-lines file of >= M MB of bundles with ``"events": []`` and a 4 KB unknown top-level field:
    peak RSS of ``apply FILE`` and its batch count (``--json``).
 
+Memory is shown as "peak RSS (peak anonymous a / peak file-backed f)" in MiB: the first from
+/usr/bin/time, the split sampled from /proc every 20 ms (LMDB maps its file, so pages of the ledger
+that a process touches count in its RSS although the kernel can drop them).
+
 All data lives under one tempfile.mkdtemp() directory, removed at the end (``--keep`` keeps it).
 """
 
@@ -36,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -110,7 +115,7 @@ def bundle_line(number: str, events: list[dict[str, Any]], rec: dict[str, Any] |
 # --- running the CLI ---------------------------------------------------------------------------
 
 
-class Run(dict):  # rc, wall, rss_mb, out, err, cmd
+class Run(dict):  # rc, wall, rss_mb, anon_mb, file_mb, out, err, cmd
     @property
     def doc(self) -> dict[str, Any] | None:
         try:
@@ -122,17 +127,48 @@ class Run(dict):  # rc, wall, rss_mb, out, err, cmd
 FAILURES: list[str] = []
 
 
+def _sample(pid: int, peaks: dict[str, int], done: threading.Event) -> None:
+    """Peak RssAnon / RssFile (kB) of the pithledger process (the child of /usr/bin/time), sampled
+    every 20 ms from /proc: anonymous memory (Python heap, LMDB dirty pages) against file pages of
+    the LMDB map, which also count in the peak RSS that /usr/bin/time reports."""
+    target = None
+    while not done.is_set():
+        try:
+            if target is None:
+                kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if GNU_TIME else [str(pid)]
+                target = kids[0] if kids else None
+            if target is not None:
+                status = Path(f"/proc/{target}/status").read_text()
+                for k in ("RssAnon", "RssFile"):
+                    m = re.search(k + r":\s+(\d+)", status)
+                    if m:
+                        peaks[k] = max(peaks.get(k, 0), int(m[1]))
+        except (OSError, IndexError):
+            pass
+        done.wait(0.02)
+
+
 def run(args: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> Run:
     cmd = [PITHLEDGER, "-q", *args]
     stats = tmp / ".time-v"
     full = [GNU_TIME, "-v", "-o", str(stats), *cmd] if GNU_TIME else cmd
+    peaks: dict[str, int] = {}
+    done = threading.Event()
     t = time.perf_counter()
+    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sampler = threading.Thread(target=_sample, args=(p.pid, peaks, done), daemon=True)
+    sampler.start()
     try:
-        p = subprocess.run(full, capture_output=True, timeout=CMD_TIMEOUT)
-        rc, out, err = p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-    except subprocess.TimeoutExpired as exc:
-        rc, out, err = -9, (exc.stdout or b"").decode(errors="replace"), f"TIMEOUT after {CMD_TIMEOUT} s\n" + (exc.stderr or b"").decode(errors="replace")
+        bout, berr = p.communicate(timeout=CMD_TIMEOUT)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        bout, berr = p.communicate()
+        rc, berr = -9, f"TIMEOUT after {CMD_TIMEOUT} s\n".encode() + berr
     wall = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    out, err = bout.decode(errors="replace"), berr.decode(errors="replace")
     rss = None
     if GNU_TIME and stats.exists():
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats.read_text())
@@ -140,7 +176,9 @@ def run(args: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> Run:
         stats.unlink()
     elif not GNU_TIME:
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # running max over children
-    r = Run(rc=rc, wall=wall, rss_mb=rss, out=out, err=err, cmd="pithledger " + " ".join(_short(a, tmp) for a in cmd[2:]))
+    r = Run(rc=rc, wall=wall, rss_mb=rss, anon_mb=peaks["RssAnon"] / 1024 if "RssAnon" in peaks else None,
+            file_mb=peaks["RssFile"] / 1024 if "RssFile" in peaks else None,
+            out=out, err=err, cmd="pithledger " + " ".join(_short(a, tmp) for a in cmd[1:]))
     if rc not in expect:
         msg = f"`{r['cmd']}` exited {rc} (expected {'/'.join(map(str, expect))})\n  stderr: {err.strip()[-3000:] or '(empty)'}"
         if out.strip():
@@ -150,8 +188,30 @@ def run(args: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> Run:
     return r
 
 
+def mem(r: Run | None) -> str:
+    """peak RSS (peak anonymous / peak file-backed, sampled) in MiB"""
+    if r is None:
+        return "n/a"
+    return f"{fmt(r['rss_mb'], '.0f')} ({fmt(r['anon_mb'], '.0f')}a/{fmt(r['file_mb'], '.0f')}f)"
+
+
 def _short(arg: str, tmp: Path) -> str:
     return arg.replace(str(tmp) + "/", "")
+
+
+def code_state() -> str:
+    """HEAD, and a digest of the library and CLI sources as they are on disk (other people edit this
+    tree: the numbers belong to the code that was there while they were taken)."""
+    h = hashlib.sha256()
+    for f in sorted([*(ROOT / "ledger").rglob("*.py"), *(ROOT / "cli").rglob("*.py")]):
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--short", "--", "ledger", "cli"],
+                               capture_output=True, text=True).stdout.split()[1::2]
+    except OSError:
+        head, dirty = "?", []
+    return f"HEAD {head or '?'}" + (f" + uncommitted {','.join(dirty)}" if dirty else " (clean ledger/ cli/)") + f", sources {h.hexdigest()[:12]}"
 
 
 def du_mb(path: Path) -> float:
@@ -182,7 +242,7 @@ def part1(tmp: Path, n_max: int, rows: list[list[str]], notes: list[str]) -> Non
         lines.append(bundle_line(number, [rc_ev, cite], rec))
     print(f"part 1: generated {n_max:,} citing bundles of {cited} in {time.perf_counter() - t:.1f} s", flush=True)
     print(f"{'N':>6} {'events':>7} {'apply s':>8} {'publish s':>9} {'sync s':>8} {'sync/apply':>10} "
-          f"{'apply MiB':>9} {'sync MiB':>8} {'batches a/s':>11} {'audit A C':>9}", flush=True)
+          f"{'apply RSS MiB':>16} {'sync RSS MiB':>16} {'batches a/s':>11} {'audit A C':>9}", flush=True)
     prev: tuple[int, float, float] | None = None
     for n in sizes:
         d = tmp / f"p1-{n}"
@@ -203,12 +263,12 @@ def part1(tmp: Path, n_max: int, rows: list[list[str]], notes: list[str]) -> Non
         ratio = s["wall"] / a["wall"] if s else None
         audit_ok = "n/a" if au is None else ("exit 0" if au["rc"] == 0 else f"EXIT {au['rc']}")
         print(f"{n:>6} {want:>7} {a['wall']:>8.2f} {p['wall']:>9.2f} {fmt(s and s['wall'], '.2f'):>8} {fmt(ratio, '.2f'):>10} "
-              f"{fmt(a['rss_mb'], '.0f'):>9} {fmt(s and s['rss_mb'], '.0f'):>8} "
+              f"{mem(a):>16} {mem(s):>16} "
               f"{str(ad.get('batches'))+'/'+str(sd.get('batches')):>11} {audit_ok:>9}", flush=True)
         rows.append([f"1 citers N={n}", f"apply {a['wall']:.2f} s", f"publish {p['wall']:.2f} s",
                      f"sync {fmt(s and s['wall'], '.2f')} s", f"sync/apply {fmt(ratio, '.2f')}"
                      + ("" if ratio is None else (" ok" if ratio <= 3 else " OVER 3x")),
-                     f"RSS apply {fmt(a['rss_mb'], '.0f')} / sync {fmt(s and s['rss_mb'], '.0f')} MiB", f"audit A C {audit_ok}"])
+                     f"RSS MiB apply {mem(a)} / sync {mem(s)}", f"audit A C {audit_ok}"])
         if prev and s:
             pn, pa, ps = prev
             notes.append(f"part 1 growth {pn}->{n} (x{n / pn:.1f}): apply x{a['wall'] / pa:.2f}, sync x{s['wall'] / ps:.2f}")
@@ -252,7 +312,7 @@ def part2(tmp: Path, n_records: int, n_events: int, min_mb: float, rows: list[li
     print(f"part 2: generated {n_records:,} records x {n_events} events (~{sum(sizes) / len(sizes):,.0f} B/event), "
           f"{f.stat().st_size / 1e6:,.0f} MB of bundles, in {time.perf_counter() - t:.1f} s", flush=True)
     a = run(["--ledger", str(d / "L"), "apply", str(f), "--json"], tmp)
-    print(f"  apply {a['wall']:.1f} s, peak RSS {fmt(a['rss_mb'], '.0f')} MiB", flush=True)
+    print(f"  apply {a['wall']:.1f} s, peak RSS {mem(a)} MiB, {(a.doc or {}).get('batches')} batches", flush=True)
     p = run(["--ledger", str(d / "L"), "publish", str(d / "PUB"), "--json"], tmp)
     pub_mb = du_mb(d / "PUB") if (d / "PUB").exists() else 0.0
     print(f"  publish {p['wall']:.1f} s, PUB = {pub_mb:,.0f} MB (du -sb)", flush=True)
@@ -273,24 +333,24 @@ def part2(tmp: Path, n_records: int, n_events: int, min_mb: float, rows: list[li
     shutil.rmtree(d / "L")
     s = run(["--ledger", str(d / "C"), "sync", str(d / "PUB"), "--json"], tmp)
     sd = s.doc or {}
-    print(f"  sync PUB -> empty C: {s['wall']:.1f} s, peak RSS {fmt(s['rss_mb'], '.0f')} MiB, exit {s['rc']}, "
+    print(f"  sync PUB -> empty C: {s['wall']:.1f} s, peak RSS {mem(s)} MiB, exit {s['rc']}, "
           f"{sd.get('records_fetched')} records, {sd.get('new')} new, {sd.get('batches')} batches", flush=True)
     if sd.get("new") != n_records * n_events:
         notes.append(f"part 2: sync reported new={sd.get('new')}, expected {n_records * n_events}")
     ac = run(["audit", str(d / "C"), str(d / "PUB"), "--json"], tmp)
-    print(f"  audit C PUB: {ac['wall']:.1f} s, peak RSS {fmt(ac['rss_mb'], '.0f')} MiB, exit {ac['rc']}", flush=True)
+    print(f"  audit C PUB: {ac['wall']:.1f} s, peak RSS {mem(ac)} MiB, exit {ac['rc']}", flush=True)
     ap = run(["audit", str(d / "PUB"), str(d / "PUB2"), "--json"], tmp, expect=(1,))
     apd = ap.doc or {}
     ndiv = len(apd.get("divergent", []))
-    print(f"  audit PUB PUB2: {ap['wall']:.1f} s, peak RSS {fmt(ap['rss_mb'], '.0f')} MiB, exit {ap['rc']}, "
+    print(f"  audit PUB PUB2: {ap['wall']:.1f} s, peak RSS {mem(ap)} MiB, exit {ap['rc']}, "
           f"{ndiv} divergent, {apd.get('digests_read')} digests read", flush=True)
     if ndiv != 3:
         notes.append(f"part 2: audit PUB PUB2 named {ndiv} divergent records, expected 3")
     label = f"2 PUB {pub_mb:,.0f} MB ({n_records}x{n_events})"
-    rows.append([label, f"apply {a['wall']:.1f} s / {fmt(a['rss_mb'], '.0f')} MiB", f"publish {p['wall']:.1f} s",
-                 f"sync->empty {s['wall']:.1f} s / {fmt(s['rss_mb'], '.0f')} MiB (exit {s['rc']})",
-                 f"audit C PUB {ac['wall']:.1f} s / {fmt(ac['rss_mb'], '.0f')} MiB (exit {ac['rc']})",
-                 f"audit PUB PUB2 {ap['wall']:.1f} s / {fmt(ap['rss_mb'], '.0f')} MiB (exit {ap['rc']}, {ndiv} divergent)"])
+    rows.append([label, f"apply {a['wall']:.1f} s / {mem(a)} MiB", f"publish {p['wall']:.1f} s",
+                 f"sync->empty {s['wall']:.1f} s / {mem(s)} MiB (exit {s['rc']})",
+                 f"audit C PUB {ac['wall']:.1f} s / {mem(ac)} MiB (exit {ac['rc']})",
+                 f"audit PUB PUB2 {ap['wall']:.1f} s / {mem(ap)} MiB (exit {ap['rc']}, {ndiv} divergent)"])
     shutil.rmtree(d)
 
 
@@ -315,10 +375,10 @@ def part3(tmp: Path, target_mb: float, rows: list[list[str]], notes: list[str]) 
     a = run(["--ledger", str(d / "E"), "apply", str(f), "--json"], tmp)
     ad = a.doc or {}
     ledger_mb = du_mb(d / "E") if (d / "E").exists() else 0.0
-    print(f"  apply: {a['wall']:.1f} s, peak RSS {fmt(a['rss_mb'], '.0f')} MiB, exit {a['rc']}, bundles {ad.get('bundles')}, "
+    print(f"  apply: {a['wall']:.1f} s, peak RSS {mem(a)} MiB, exit {a['rc']}, bundles {ad.get('bundles')}, "
           f"events {ad.get('events')}, batches {ad.get('batches')}, ledger {ledger_mb:,.0f} MB on disk", flush=True)
     rows.append([f"3 event-less {size_mb:,.0f} MB ({n:,} bundles)", f"apply {a['wall']:.1f} s",
-                 f"peak RSS {fmt(a['rss_mb'], '.0f')} MiB", f"batches {ad.get('batches')}", f"exit {a['rc']}",
+                 f"peak RSS {mem(a)} MiB", f"batches {ad.get('batches')}", f"exit {a['rc']}",
                  f"ledger E {ledger_mb:,.0f} MB"])
     shutil.rmtree(d)
 
@@ -340,7 +400,8 @@ def main() -> None:
     need_gb = (args.records * args.events * 1.1e3 * 7 + args.eventless_mb * 1e6 * 2.3) / 1e9
     machine = (f"nproc {os.cpu_count()}, {platform.python_implementation()} {platform.python_version()}, "
                f"{platform.system()} {platform.release()}, RSS via {'/usr/bin/time -v' if GNU_TIME else 'getrusage(RUSAGE_CHILDREN)'}")
-    print(f"machine: {machine}\ncli: {PITHLEDGER}\ntmp: {tmp} ({free_gb:,.0f} GB free, ~{need_gb:.1f} GB needed)", flush=True)
+    code = code_state()
+    print(f"machine: {machine}\ncode: {code}\ncli: {PITHLEDGER}\ntmp: {tmp} ({free_gb:,.0f} GB free, ~{need_gb:.1f} GB needed)", flush=True)
     notes: list[str] = []
     if free_gb < need_gb * 1.5:
         scale = free_gb / (need_gb * 1.5)
@@ -350,19 +411,24 @@ def main() -> None:
         print("  " + notes[-1], flush=True)
     rows: list[list[str]] = []
     t0 = time.perf_counter()
+    steps = {1: lambda: part1(tmp, args.n, rows, notes),
+             2: lambda: part2(tmp, args.records, args.events, args.min_pub_mb, rows, notes),
+             3: lambda: part3(tmp, args.eventless_mb, rows, notes)}
     try:
-        if 1 in parts:
-            part1(tmp, args.n, rows, notes)
-        if 2 in parts:
-            part2(tmp, args.records, args.events, args.min_pub_mb, rows, notes)
-        if 3 in parts:
-            part3(tmp, args.eventless_mb, rows, notes)
+        for part in sorted(parts):
+            steps[part]()
+            now = code_state()
+            if now != code:
+                notes.append(f"the code changed under the benchmark during part {part}: {code} -> {now}; "
+                             "numbers of that part may mix versions")
+                print("  !! " + notes[-1], flush=True)
+                code = now
     finally:
         if args.keep:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n== summary ({time.perf_counter() - t0:,.0f} s total; {machine}) ==")
+    print(f"\n== summary ({time.perf_counter() - t0:,.0f} s total; {machine}; {code}) ==")
     for row in rows:
         print(" | ".join(row))
     for note in notes:

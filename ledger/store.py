@@ -40,7 +40,8 @@ _DBS = {
     b"suffix": True,  # 26-char suffix -> pith_number of each PRESENT record (pruned when it stops being one)
     b"alias": True,  # "arxiv:<id>" | "arxiv_version:<id>vN" | "doi:<doi>" -> pith_number (present records)
     b"state": False,  # pith_number -> canonical state bytes
-    b"cites": True,  # cited pith_number -> citing pith_number
+    b"outcite": False,  # citing pith_number -> msgpack [[cited, event_id], ...]: its standing outbound citations
+    b"inbound": True,  # cited pith_number -> event id digest (32 bytes) of each standing citation naming it
     b"extra": False,  # pith_number + "\0" + sha256 -> canonical unknown bundle top-level fields
     b"rec": False,  # suffix + "\0" + pith_number -> Pair(event_root, state_sha256) (spec/audit.md)
     b"node": False,  # "/" + suffix prefix (0..DEPTH chars) -> Pair(events, states) digest of that subtree
@@ -337,8 +338,6 @@ class Ledger:
                     seq += 1
                     outcome[copy] = "new"
                     touched.add(subject)
-                    if verdict.event_type == "citation_signature" and not verdict.facts.get("unknown_kind"):
-                        txn.put(verdict.facts["cited"].encode(), subject.encode(), db=self.db[b"cites"])
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy, verdict, True)
                 counted: set[str] = set()
@@ -362,8 +361,8 @@ class Ledger:
                         txn.put(key, blob, db=self.db[b"extra"])
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
                 cache: dict[str, list[Entry]] = {}
-                changed = self._with_cited(txn, touched, cache)
-                for subject in changed:
+                changed = set(touched) | self._update_citations(txn, touched, cache)
+                for subject in sorted(changed):
                     self._materialise(txn, subject, cache)
                 self._update_tree(txn, {bucket_of(s) for s in changed})
                 result.touched = sorted(touched)
@@ -393,16 +392,44 @@ class Ledger:
         txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
         return True
 
-    def _with_cited(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> list[str]:
-        """Touched records plus every record their citations name (its inbound list may change)."""
-        out = set(touched)
-        for subject in touched:
-            for e in self._entries(txn, subject, cache):
-                if e.verdict.status == "valid" and e.verdict.event_type == "citation_signature":
-                    cited = e.verdict.facts["cited"]
-                    if txn.get(cited.encode(), db=self.db[b"subject"]) is not None:
-                        out.add(cited)
-        return sorted(out)
+    def _update_citations(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> set[str]:
+        """Bring the citation indexes up to date for the touched records; return the records whose
+        inbound citations changed and that hold a state (they must be re-materialised).
+
+        A record's standing outbound citations depend on its own events only, so they change only when
+        it is touched; the ``inbound`` index then lets a cited record's state read exactly its standing
+        inbound citations, never every event of every record that cites it."""
+        changed: set[str] = set()
+        for subject in sorted(touched):
+            new = sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject, cache)))
+            raw = txn.get(subject.encode(), db=self.db[b"outcite"])
+            old = [tuple(x) for x in _json_decoder.decode(raw)] if raw is not None else []
+            if new == old:
+                continue
+            for cited, eid in set(old) - set(new):
+                txn.delete(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
+                changed.add(cited)
+            for cited, eid in set(new) - set(old):
+                txn.put(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
+                changed.add(cited)
+            if new:
+                txn.put(subject.encode(), canonical_bytes(new), db=self.db[b"outcite"])
+            else:
+                txn.delete(subject.encode(), db=self.db[b"outcite"])
+        return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
+
+    def _inbound(self, txn: lmdb.Transaction, subject: str) -> list[Entry]:
+        """The standing citations of other records that name ``subject``, from the inbound index."""
+        out = []
+        cursor = txn.cursor(db=self.db[b"inbound"])
+        if cursor.set_key(subject.encode()):
+            for digest in cursor.iternext_dup():
+                seq = txn.get(bytes(digest), db=self.db[b"ids"])
+                if seq is None:
+                    raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
+                entry = self._log_entry(txn, bytes(seq))
+                out.append(Entry(event=_json_decoder.decode(entry.event), verdict=entry.verdict))
+        return out
 
     def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
         old = txn.get(subject.encode(), db=self.db[b"state"])
@@ -493,14 +520,8 @@ class Ledger:
         return _entry_decoder.decode(raw)
 
     def compute_state(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> dict[str, Any]:
-        """The state of ``subject`` recomputed from the log (what fsck compares with the stored one)."""
-        inbound: list[Entry] = []
-        cursor = txn.cursor(db=self.db[b"cites"])
-        if cursor.set_key(subject.encode()):
-            for citing in cursor.iternext_dup():
-                citing_entries = self._entries(txn, bytes(citing).decode(), cache)
-                inbound += [e for e in outbound_citations(citing_entries) if e.verdict.facts["cited"] == subject]
-        return reduce(subject, self._entries(txn, subject, cache), inbound)
+        """The state of ``subject`` from the log: its own entries and its indexed inbound citations."""
+        return reduce(subject, self._entries(txn, subject, cache), self._inbound(txn, subject))
 
     def state_bytes(self, subject: str) -> bytes:
         with self.env.begin() as txn:
@@ -640,6 +661,7 @@ class Ledger:
                     problems.append(f"{where}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
+            problems += self._fsck_citations(txn)
             for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
                 subject = bytes(key).decode()
                 recomputed = canonical_bytes(self.compute_state(txn, subject))
@@ -652,6 +674,25 @@ class Ledger:
             problems += self._fsck_indexes(txn)
             problems += self._fsck_evidence(txn)
             problems += self._fsck_tree(txn)
+        return problems
+
+    def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
+        """The citation indexes equal a recomputation from every record's own events."""
+        problems: list[str] = []
+        want_in: set[tuple[bytes, bytes]] = set()
+        cursor = txn.cursor(db=self.db[b"subject"])
+        for key in cursor.iternext_nodup(values=False):
+            subject = bytes(key).decode()
+            new = sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject)))
+            raw = txn.get(key, db=self.db[b"outcite"])
+            old = [tuple(x) for x in _json_decoder.decode(raw)] if raw is not None else []
+            if new != old:
+                problems.append(f"the outbound citation index of {subject} differs from its recomputation")
+            want_in |= {(cited.encode(), _event_key(eid)) for cited, eid in new}
+        have_in = {(bytes(k), bytes(v)) for k, v in txn.cursor(db=self.db[b"inbound"]).iternext()}
+        if have_in != want_in:
+            problems.append(f"the inbound citation index differs from its recomputation ({len(have_in - want_in)} stale, "
+                            f"{len(want_in - have_in)} missing)")
         return problems
 
     def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
@@ -716,16 +757,12 @@ class Ledger:
     def inbound_bundles(self, subject: str) -> list[dict[str, Any]]:
         """One event bundle per record citing ``subject``, holding exactly its standing citations of it
         (citing Pith Number order): with :meth:`export`, what reproduces ``subject``'s state anywhere."""
-        out = []
+        by_citing: dict[str, list[Entry]] = {}
         with self.env.begin() as txn:
-            cursor = txn.cursor(db=self.db[b"cites"])
-            if cursor.set_key(subject.encode()):
-                for raw in cursor.iternext_dup():
-                    citing = bytes(raw).decode()
-                    standing = [e for e in outbound_citations(self._entries(txn, citing)) if e.verdict.facts["cited"] == subject]
-                    if standing:
-                        out.append(write_bundle(citing, [e.event for e in sorted(standing, key=lambda e: e.event_id)]))
-        return out
+            for e in self._inbound(txn, subject):
+                by_citing.setdefault(e.verdict.subject, []).append(e)
+        return [write_bundle(citing, [e.event for e in sorted(group, key=lambda e: e.event_id)])
+                for citing, group in sorted(by_citing.items())]
 
     # --- evidence ------------------------------------------------------------------------------------
 

@@ -204,3 +204,16 @@ def test_map_grows_when_full(tmp_path: Path) -> None:
         ledger.apply_batch(example_bundles())
         assert ledger.env.info()["map_size"] > 64 * 1024
         assert ledger.fsck() == []
+
+
+def test_fsck_names_a_tampered_inbound_citation_index(tmp_path: Path) -> None:
+    with Ledger(tmp_path, create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()))
+        assert ledger.fsck() == []
+        with ledger.env.begin(write=True) as txn:
+            cursor = txn.cursor(db=ledger.db[b"inbound"])
+            assert cursor.first()
+            cursor.delete()
+        problems = ledger.fsck()
+    assert any("inbound citation index differs" in p for p in problems)
+    assert any(p.startswith("state of") for p in problems)  # the state read from the index now differs too
