@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import os
 import sys
-
-from pithledger.errors import PithledgerError
-
-from ._base import EXIT_PIPE, is_click_error, quiet_closed_pipe, report_usage_error
-from ._output import report
-from .app import app
+from typing import Any
 
 
 def main() -> None:
     """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
     with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
+    from ._fast import try_state
+
+    env = os.environ.get("PITHLEDGER_LEDGER")
+    code = None if (env is not None and not env.strip()) else try_state(sys.argv[1:])
+    if code is None:
+        full()
+    sys.exit(code)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the typer app is built on first use: `state` answers without it (cli/_fast.py)
+        from .app import app
+
+        return app
+    raise AttributeError(name)
+
+
+def full() -> None:
+    """The whole command line (typer)."""
+    from pithledger.errors import PithledgerError
+
+    from ._base import EXIT_PIPE, is_click_error, quiet_closed_pipe, report_usage_error
+    from ._output import report
+    from .app import app
+
     try:
         rv = app(prog_name="pithledger", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0

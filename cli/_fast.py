@@ -1,0 +1,73 @@
+"""``pithledger [--ledger L] [--json] [-q] state ID``, answered without building the typer app.
+
+`state` is the read people and scripts run most; typer (with pydantic) costs ~4x the rest of the
+start. This path accepts exactly that shape and gives byte-identical output, errors and exit codes
+(tests/test_cli_fast.py compares it with the full parser); any other argument list returns None and
+goes to the full command line. Imports nothing beyond the standard library and the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+_FLAGS = {"--json", "-q", "--quiet"}
+
+
+def _parse(argv: list[str]) -> tuple[Path | None, str] | None:
+    ledger: Path | None = None
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--ledger" and i + 1 < len(argv):
+            value, i = argv[i + 1], i + 2
+        elif arg.startswith("--ledger="):
+            value, i = arg.split("=", 1)[1], i + 1
+        elif arg in _FLAGS:
+            i += 1
+            continue
+        elif arg.startswith("-"):
+            return None  # --help, --view, --version, "--", anything else: the full parser decides
+        else:
+            words.append(arg)
+            i += 1
+            continue
+        if not value.strip():
+            return None  # the full parser names the usage error
+        ledger = Path(value)
+    if len(words) != 2 or words[0] != "state":
+        return None
+    return ledger, words[1]
+
+
+def try_state(argv: list[str]) -> int | None:
+    """The exit code of a ``state`` run, or None when ``argv`` is not one this path answers."""
+    parsed = _parse(argv)
+    if parsed is None:
+        return None
+    option, ident = parsed
+    from pithledger.errors import PithledgerError
+    from pithledger.store import Ledger, default_ledger_path
+
+    ledger_path = option if option is not None else default_ledger_path()
+    try:
+        with Ledger(ledger_path, readonly=True) as ledger:
+            data = ledger.state_bytes(ledger.resolve(ident))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except PithledgerError as exc:
+        sys.stderr.write(f"error[{exc.code}]: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        return 1
+    try:
+        sys.stdout.buffer.write(data + b"\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # pragma: no cover - stdout already gone
+            pass
+        return 141
+    return 0
