@@ -261,6 +261,22 @@ def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdi
     return Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts)
 
 
+def valid_verdict(event: dict[str, Any], facts: dict[str, Any], event_id: str = "") -> Verdict:
+    """The verdict of an event already found valid, rebuilt from the event and its facts (what the
+    ledger stores instead of the whole verdict). ``event_id``: only for Pith's envelope, whose id is
+    not in the event (§2.4); ours carries its own, verified on arrival."""
+    signer = event["signer"]
+    if not is_pithledger_envelope(event):
+        trust: Trust = "registry"
+        signer_key = f"registry:{facts['receipt_key']}"
+    elif signer["signer_type"] == "self_signed":
+        trust, signer_key = "self_signed", "ed25519:" + keys.b64decode_strict(signer["public_key_b64"]).hex()
+    else:
+        trust, signer_key = "registry", f"registry:{signer['key_id']}"
+    return Verdict(event_id or event["event_id"], event["event_type"], event["subject_pith_number"], "valid",
+                   trust=trust, signer_key=signer_key, facts=facts)
+
+
 class _Unverified(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,12 +23,15 @@ from . import ids
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
 from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
-from .events import Verdict, claimed_event_id, copy_sha256, verify_event
+from .events import Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope, valid_verdict, verify_event
 from .ids import parse_id
 from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, record_pair
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
+#: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
+MAX_EXTRA_BYTES = 64 * 1024
+MAX_EXTRA_PER_RECORD = 8
 DEFAULT_MAP_SIZE = 1 << 30  # address space, not disk: LMDB files grow as pages are used
 _U64 = 8
 
@@ -54,12 +58,22 @@ _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)
 
 
-class LogEntry(msgspec.Struct, frozen=True):
-    """One log record: the event's canonical bytes exactly as received, and its verdict."""
+class LogEntry(msgspec.Struct, frozen=True, array_like=True):
+    """One log record: the event's canonical bytes exactly as received and the facts verification
+    found; the rest of its (valid) verdict is rebuilt from the event (spec/storage.md §2)."""
 
     seq: int
     event: bytes
-    verdict: Verdict
+    facts: dict[str, Any]
+    event_id: str = ""  # only for a Pith-envelope event, whose ledger id is not in the event itself
+
+    @property
+    def verdict(self) -> Verdict:
+        return valid_verdict(_json_decoder.decode(self.event), self.facts, self.event_id)
+
+    def entry(self) -> Entry:
+        event = _json_decoder.decode(self.event)
+        return Entry(event=event, verdict=valid_verdict(event, self.facts, self.event_id))
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -116,6 +130,19 @@ _WORKERS = min(4, os.cpu_count() or 1)
 
 def _verify_chunk(events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
     return [verify_event(e, event_id=eid or None) for eid, e in events]
+
+
+def _pack_state(data: bytes) -> bytes:
+    """States are stored zlib-compressed: a state repeats its record's events (views), so storing it
+    plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2)."""
+    return zlib.compress(data, 1)
+
+
+def _unpack_state(raw: bytes | memoryview) -> bytes:
+    try:
+        return zlib.decompress(raw)
+    except zlib.error:
+        raise LedgerError("a stored state is not readable (damaged ledger)") from None
 
 
 def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
@@ -245,7 +272,8 @@ class Ledger:
                     return
                 merge = bytes(txn.get(b"merge_version", b"")).decode()
         layout = bytes(layout)
-        if layout == b"1" or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
+        older_layout = layout.isdigit() and layout.isascii() and int(layout) < LAYOUT_VERSION
+        if older_layout or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
             raise LayoutMismatch(
                 f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "
                 f"this pithledger computes {MERGE_VERSION} (layout {LAYOUT_VERSION})",
@@ -332,7 +360,8 @@ class Ledger:
                     if not txn.put(_event_key(verdict.event_id), _u64(seq), db=self.db[b"ids"], overwrite=False):
                         outcome[copy] = "duplicate"  # held already: another copy of a Pith record, or another writer
                         continue
-                    entry = LogEntry(seq=seq, event=canonical_bytes(event), verdict=verdict)
+                    entry = LogEntry(seq=seq, event=canonical_bytes(event), facts=verdict.facts,
+                                     event_id="" if is_pithledger_envelope(event) else verdict.event_id)
                     txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
                     txn.put(subject.encode(), _u64(seq), db=self.db[b"subject"])
                     seq += 1
@@ -356,9 +385,7 @@ class Ledger:
                         result.duplicate += 1
                 for bundle in bundles:
                     if bundle.extra:
-                        blob = canonical_bytes(bundle.extra)
-                        key = bundle.pith_number.encode() + b"\0" + hashlib.sha256(blob).hexdigest().encode()
-                        txn.put(key, blob, db=self.db[b"extra"])
+                        self._keep_extra(txn, bundle.pith_number, canonical_bytes(bundle.extra))
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
                 cache: dict[str, list[Entry]] = {}
                 changed = set(touched) | self._update_citations(txn, touched, cache)
@@ -374,6 +401,25 @@ class Ledger:
                 hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
             ) from None
         return result
+
+    def _keep_extra(self, txn: lmdb.Transaction, subject: str, blob: bytes) -> None:
+        """Keep a bundle's unknown top-level fields for export, within caps (spec/storage.md §2): only
+        for a record that holds valid events, at most MAX_EXTRA_BYTES a blob and MAX_EXTRA_PER_RECORD
+        blobs a record, so bundles without events cannot fill the disk."""
+        if len(blob) > MAX_EXTRA_BYTES or txn.get(subject.encode(), db=self.db[b"subject"]) is None:
+            return
+        prefix = subject.encode() + b"\0"
+        key = prefix + hashlib.sha256(blob).hexdigest().encode()
+        if txn.get(key, db=self.db[b"extra"]) is not None:
+            return
+        cursor, held = txn.cursor(db=self.db[b"extra"]), 0
+        if cursor.set_range(prefix):
+            for k in cursor.iternext(values=False):
+                if not bytes(k).startswith(prefix) or held >= MAX_EXTRA_PER_RECORD:
+                    break
+                held += 1
+        if held < MAX_EXTRA_PER_RECORD:
+            txn.put(key, blob, db=self.db[b"extra"])
 
     def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, event: dict[str, Any], verdict: Verdict) -> bool:
         """Hold one rejected copy as evidence, within the caps; False when a cap is reached."""
@@ -428,16 +474,16 @@ class Ledger:
                 if seq is None:
                     raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
                 entry = self._log_entry(txn, bytes(seq))
-                out.append(Entry(event=_json_decoder.decode(entry.event), verdict=entry.verdict))
+                out.append(entry.entry())
         return out
 
     def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
         old = txn.get(subject.encode(), db=self.db[b"state"])
         if old is not None:  # the lookup indexes follow the state: a record revoked away leaves them all
-            for key, db in _index_keys(subject, _json_decoder.decode(old)):
+            for key, db in _index_keys(subject, _json_decoder.decode(_unpack_state(old))):
                 txn.delete(key, subject.encode(), db=self.db[db])
         state = self.compute_state(txn, subject, cache)
-        txn.put(subject.encode(), canonical_bytes(state), db=self.db[b"state"])
+        txn.put(subject.encode(), _pack_state(canonical_bytes(state)), db=self.db[b"state"])
         pair = record_pair((e.event_id for e in self._entries(txn, subject, cache)), state["state_sha256"])
         txn.put(_rec_key(subject), _pair_encoder.encode(pair), db=self.db[b"rec"])
         for key, db in _index_keys(subject, state):
@@ -508,7 +554,7 @@ class Ledger:
         if cursor.set_key(subject.encode()):
             for seq in cursor.iternext_dup():
                 entry = self._log_entry(txn, bytes(seq))
-                out.append(Entry(event=_json_decoder.decode(entry.event), verdict=entry.verdict))
+                out.append(entry.entry())
         if cache is not None:
             cache[subject] = out
         return out
@@ -528,7 +574,7 @@ class Ledger:
             data = txn.get(subject.encode(), db=self.db[b"state"])
         if data is None:
             raise NotFound(f"no events for {subject} in this ledger")
-        return bytes(data)
+        return _unpack_state(data)
 
     def subjects(self) -> Iterator[str]:
         with self.env.begin() as txn:
@@ -600,7 +646,7 @@ class Ledger:
         raw = txn.get(subject.encode(), db=self.db[b"state"])
         if raw is None:
             raise NotFound(f"no events for {subject} in this ledger")
-        state: dict[str, Any] = _json_decoder.decode(raw)
+        state: dict[str, Any] = _json_decoder.decode(_unpack_state(raw))
         return state
 
     def log(self, since: int = 0) -> Iterator[LogEntry]:
@@ -665,7 +711,7 @@ class Ledger:
             for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
                 subject = bytes(key).decode()
                 recomputed = canonical_bytes(self.compute_state(txn, subject))
-                if bytes(stored) != recomputed:
+                if _unpack_state(stored) != recomputed:
                     problems.append(f"state of {subject} differs from its recomputation from the log")
             cursor = txn.cursor(db=self.db[b"subject"])
             for key in cursor.iternext_nodup(values=False):
@@ -699,7 +745,7 @@ class Ledger:
         """The suffix and alias indexes hold exactly what the stored states imply."""
         want: set[tuple[bytes, bytes, bytes]] = set()
         for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
-            for ikey, db in _index_keys(bytes(key).decode(), _json_decoder.decode(stored)):
+            for ikey, db in _index_keys(bytes(key).decode(), _json_decoder.decode(_unpack_state(stored))):
                 want.add((db, ikey, bytes(key)))
         have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
         return ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
@@ -729,7 +775,7 @@ class Ledger:
         buckets: dict[str, dict[str, Pair]] = {}
         for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
             subject = bytes(key).decode()
-            state = _json_decoder.decode(stored)
+            state = _json_decoder.decode(_unpack_state(stored))
             pair = record_pair((e.event_id for e in self._entries(txn, subject)), state["state_sha256"])
             buckets.setdefault(bucket_of(subject), {})[subject] = pair
             raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
@@ -806,7 +852,7 @@ def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
     The log of every layout keeps each received event's bytes (layout 1 kept every class of event
-    there; layout 2 keeps valid events there and the rest as evidence), so re-applying them all
+    there; layouts 2 and 3 keep valid events there and the rest as evidence), so re-applying them all
     loses nothing. The new ledger is built beside the old one and swapped in by two renames; the old
     one stays as ``<name>.<old merge>-backup``. While it reads, it holds the old ledger's writer lock,
     so nothing is applied to the old ledger meanwhile. Re-running after an interruption finishes the job.
@@ -861,11 +907,12 @@ def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[bytes]:
-    """Every received event's bytes in a ledger of any layout: its log, then (layout 2) its evidence."""
+    """Every received event's bytes in a ledger of any layout: its log, then (layout 2 on) its evidence."""
     generic = msgspec.msgpack.Decoder()
     log = env.open_db(b"log", txn=txn, create=False)
     for _, raw in txn.cursor(db=log).iternext():
-        yield bytes(generic.decode(raw)["event"])
+        entry = generic.decode(raw)  # layouts 1 and 2: a map; layout 3: an array [seq, event, facts, event_id]
+        yield bytes(entry[1] if isinstance(entry, list) else entry["event"])
     try:
         evidence = env.open_db(b"evidence", txn=txn, create=False)
     except lmdb.NotFoundError:

@@ -7,6 +7,7 @@ import http.server
 import json
 import shutil
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,9 +95,9 @@ def test_a_tampered_state_is_a_suspected_merge_bug(tmp_path: Path) -> None:
         from pithledger.audit import bucket_of, record_pair
 
         with b.env.begin(write=True) as txn:  # what a buggy merge on B would have stored
-            state = json.loads(bytes(txn.get(NUMBER.encode(), db=b.db[b"state"])))
+            state = json.loads(zlib.decompress(txn.get(NUMBER.encode(), db=b.db[b"state"])))
             state["state_sha256"] = "00" * 32
-            txn.put(NUMBER.encode(), json.dumps(state).encode(), db=b.db[b"state"])
+            txn.put(NUMBER.encode(), zlib.compress(json.dumps(state).encode()), db=b.db[b"state"])
             ids_ = [e.event_id for e in b._entries(txn, NUMBER)]
             from pithledger.store import _pair_encoder, _rec_key
 

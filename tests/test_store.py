@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import lmdb
@@ -161,8 +162,8 @@ def test_fsck_names_a_tampered_state(tmp_path: Path) -> None:
         assert ledger.fsck() == []
         subject = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
         with ledger.env.begin(write=True) as txn:
-            raw = bytes(txn.get(subject.encode(), db=ledger.db[b"state"]))
-            txn.put(subject.encode(), raw.replace(b'"valid_event_count":3', b'"valid_event_count":4'), db=ledger.db[b"state"])
+            raw = zlib.decompress(txn.get(subject.encode(), db=ledger.db[b"state"]))  # states are stored compressed
+            txn.put(subject.encode(), zlib.compress(raw.replace(b'"valid_event_count":3', b'"valid_event_count":4')), db=ledger.db[b"state"])
         assert ledger.fsck() == [f"state of {subject} differs from its recomputation from the log"]
 
 
@@ -217,3 +218,17 @@ def test_fsck_names_a_tampered_inbound_citation_index(tmp_path: Path) -> None:
         problems = ledger.fsck()
     assert any("inbound citation index differs" in p for p in problems)
     assert any(p.startswith("state of") for p in problems)  # the state read from the index now differs too
+
+
+def test_unknown_bundle_fields_are_kept_within_caps_and_only_for_records_with_events(tmp_path: Path) -> None:
+    from pithledger.bundle import Bundle
+    from pithledger.store import MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD
+
+    with Ledger(tmp_path, create=True) as ledger:
+        ledger.apply_batch([Bundle(pith_number=ORPHAN, events=[], extra={"junk": "x" * 1000})])  # no events: nothing kept
+        ledger.apply_batch(bundles_of(pool()))
+        ledger.apply_batch([Bundle(pith_number=P[0], events=[], extra={"huge": "x" * MAX_EXTRA_BYTES})])
+        ledger.apply_batch([Bundle(pith_number=P[0], events=[], extra={f"note{i}": i}) for i in range(MAX_EXTRA_PER_RECORD + 5)])
+        with ledger.env.begin() as txn:
+            keys = [bytes(k) for k in txn.cursor(db=ledger.db[b"extra"]).iternext(values=False)]
+    assert len(keys) == MAX_EXTRA_PER_RECORD and all(k.startswith(P[0].encode()) for k in keys)
