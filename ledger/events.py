@@ -127,7 +127,7 @@ class Challenge(msgspec.Struct):
 
 class Revocation(msgspec.Struct):
     revoked_event_id: str
-    reason: str = ""
+    reason: str | None = None  # optional: absent or null (spec/events.md §2.2 step 10)
 
 
 PAYLOAD_TYPES: dict[str, type[msgspec.Struct]] = {

@@ -132,6 +132,12 @@ def _verify_chunk(events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
     return [verify_event(e, event_id=eid or None) for eid, e in events]
 
 
+def _verdict_key(v: Verdict) -> tuple[Any, ...]:
+    """What fsck compares: everything but the message, which explains the first fault found and may
+    name another fault of the same code when the copy's keys come in another order."""
+    return (v.event_id, v.event_type, v.subject, v.status, v.reason, v.trust, v.signer_key, v.facts)
+
+
 def _pack_state(data: bytes) -> bytes:
     """States are stored zlib-compressed: a state repeats its record's events (views), so storing it
     plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2)."""
@@ -698,7 +704,7 @@ class Ledger:
                 where = f"log entry {entry.seq} ({entry.verdict.event_id})"
                 if int.from_bytes(seq, "big") != entry.seq:
                     problems.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
-                if verdict != entry.verdict:
+                if _verdict_key(verdict) != _verdict_key(entry.verdict):
                     problems.append(f"{where}: stored verdict {entry.verdict.status}/{entry.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
                 if verdict.status != "valid":
                     problems.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
@@ -760,7 +766,7 @@ class Ledger:
             if hashlib.sha256(held.event).digest() != bytes(key):
                 problems.append(f"{where}: its bytes do not hash to its key")
             verdict = verify_event(_json_decoder.decode(held.event))
-            if verdict != held.verdict:
+            if _verdict_key(verdict) != _verdict_key(held.verdict):
                 problems.append(f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
             u = usage.get(held.verdict.subject, Usage())
             usage[held.verdict.subject] = Usage(u.entries + 1, u.bytes + len(held.event))

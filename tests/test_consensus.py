@@ -295,3 +295,30 @@ def test_a_pith_bundle_round_trips_through_export_with_its_unverified_events(tmp
             b.apply_batch([read_bundle(json.loads(json.dumps(exported)))])
             assert consensus(b) == consensus(a)
             assert [e for _, e in b.evidence(NUMBER)] == [e for _, e in a.evidence(NUMBER)]
+
+
+def test_fsck_is_clean_whatever_key_order_junk_arrived_in(tmp_path: Path) -> None:
+    # An unsigned Pith-envelope record_created with two faults in its record: which one the message
+    # names depends on key order; the class and code do not, and fsck must not call that damage.
+    from pithledger.bundle import read_bundle
+    from pithledger.canonical import strict_decode
+
+    event_text = ('{"event_type":"record_created","subject_pith_number":"%s","target":"record","created_at":"2026-05-18T01:47:41Z",'
+                  '"signer":{"key_id":"pith-v1-2026-05","public_key_fingerprint":"8d4b5ee74e4693bcd1df2446408b0d54",'
+                  '"signer_id":"x","signer_type":"pith_registry"},"payload":{"canonical_record":{"source":5,"schema_version":"2.0",'
+                  '"metadata":{}},"canonical_sha256":"%s","receipt":{"kind":"pith_receipt","key_id":"pith-v1-2026-05",'
+                  '"algorithm":"ed25519","signed_at":"x","signature_b64":"AAAA"}}}') % (NUMBER, "0" * 64)
+    bundle = '{"bundle_type":"pith_open_graph_bundle","bundle_version":"1.0","pith_number":"%s","events":[%s]}' % (NUMBER, event_text)
+    as_received = verify_event(json.loads(event_text))
+    sorted_keys = verify_event(json.loads(json.dumps(json.loads(event_text), sort_keys=True)))
+    assert (as_received.status, as_received.reason) == (sorted_keys.status, sorted_keys.reason) == ("invalid", "bad-record")
+    with Ledger(tmp_path, create=True) as ledger:
+        ledger.apply_batch([read_bundle(strict_decode(bundle.encode()))])
+        assert ledger.evidence_usage().entries == 1 and ledger.fsck() == []
+
+
+def test_an_optional_field_may_be_null_as_the_spec_says() -> None:
+    record, cite = created(ALICE), citation()
+    revoke = signed({"event_type": "revocation", "target": "event", "payload": {"revoked_event_id": cite["event_id"], "reason": None}}, BOB)
+    assert verify_event(revoke).status == "valid"
+    assert record["event_type"] == "record_created"

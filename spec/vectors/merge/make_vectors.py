@@ -121,6 +121,8 @@ def cases() -> dict[str, dict[str, Any]]:
             "event_type": "author_attestation", "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
             "signer": registry_signer}, STAND_IN)], "registry_keys": reg},
         "unknown-kind-revoked-is-still-listed": {"events": [rec_a, unknown, revoke_unknown]},
+        "revocation-with-a-null-reason-takes-effect": {"events": [rec_a, cite, signed_raw({
+            "event_type": "revocation", "target": "event", "payload": {"revoked_event_id": cite["event_id"], "reason": None}}, BOB)]},
         "inbound-citation-from-a-pending-record": {"events": [rec_b, cite]},
         "odd-spelling-lower-case-cited-number": {"events": [rec_a, signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}})]},
         "odd-spelling-leap-second": {"events": [rec_a, signed_raw({"created_at": "2026-06-30T23:59:60Z"})]},
