@@ -765,7 +765,7 @@ def export(
 
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
-        data = b"".join(canonical_bytes(b) + b"\n" for b in [ledger.export(subject), *ledger.inbound_bundles(subject)])
+        data = b"".join(canonical_bytes(b) + b"\n" for b in [*ledger.export_parts(subject), *ledger.inbound_bundles(subject)])
     if output is None:
         sys.stdout.buffer.write(data)
     else:

@@ -321,9 +321,10 @@ class Published:
         packed = self._bucket(pith_number.rsplit(":", 1)[-1][:DEPTH]).events.get(pith_number, b"")
         return ["sha256:" + packed[i:i + 32].hex() for i in range(0, len(packed), 32)]
 
-    def bundle_bytes(self, pith_number: str) -> bytes:
+    def bundle_bytes(self, pith_number: str, part: int = 0) -> bytes:
+        """Part ``part`` of a record's published bundle (spec/audit.md §4: bundle.json, bundle-1.json, ...)."""
         check_pith_number(pith_number, self.name)
-        return self._fetch(f"{record_dir(pith_number)}/bundle.json")
+        return self._fetch(f"{record_dir(pith_number)}/{_part_file(part)}")
 
 
 _EMPTY = inner_pair("", {})
@@ -440,13 +441,20 @@ def record_dir(number: str) -> str:
     return f"{RECORDS_DIR}/{year}/{suffix}"
 
 
+def _part_file(n: int) -> str:
+    return "bundle.json" if n == 0 else f"bundle-{n}.json"
+
+
 def _publish_record(ledger: Ledger, directory: Path, number: str) -> None:
     """A subject's bundle and state under its own path; a PRESENT record also under Pith's
     ``pith/<suffix>/`` paths, which only it can claim (no two records share a 26-character suffix)."""
     suffix = number.rsplit(":", 1)[-1]
-    bundle = canonical_bytes(ledger.export(number)) + b"\n"
+    parts = [canonical_bytes(part) + b"\n" for part in ledger.export_parts(number)]
+    whole = canonical_bytes(ledger.export(number)) + b"\n" if len(parts) > 1 else parts[0]
+    bundle = whole if len(whole) <= MAX_FETCH else parts[0]  # Pith's single-file path, while a reader can take it
     state = ledger.state_bytes(number) + b"\n"
-    _write(directory, f"{record_dir(number)}/bundle.json", bundle)
+    for n, data in enumerate(parts):
+        _write(directory, f"{record_dir(number)}/{_part_file(n)}", data)
     _write(directory, f"{record_dir(number)}/state.json", state)
     pith = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json", f"pith/{suffix}/state.json"]
     if msgspec.json.decode(state).get("record_status") == "present":  # the top level, never a payload's bytes
@@ -485,6 +493,29 @@ def _old_bucket(old: Published | None, prefix: str) -> dict[str, Pair]:
 
 
 # --- syncing ---------------------------------------------------------------------------------------
+
+
+def _fetch_record(source: Published, number: str, advertised: list[str]) -> list[tuple[Bundle, int]]:
+    """The published parts of one record's bundle: part 0, then the next while the parts so far do not
+    claim every advertised id, a part claims something new, and it exists (at most one per id)."""
+    out: list[tuple[Bundle, int]] = []
+    missing = set(advertised)
+    for part in range(len(advertised) + 1):
+        try:
+            data = source.bundle_bytes(number, part)
+        except SourceFileMissing:
+            if part == 0:
+                raise
+            break
+        bundle = read_bundle(strict_decode(data, what=f"the bundle of {number}" + (f" (part {part})" if part else "")))
+        if bundle.pith_number != number:
+            raise SourceError(f"the bundle at {number}'s path is about {bundle.pith_number}")
+        out.append((bundle, len(data)))
+        claimed = {e.get("event_id") for e in bundle.events} & missing
+        missing -= claimed
+        if not missing or (part and not claimed):
+            break
+    return out
 
 
 #: A sync batch closes at this many events or bytes of bundles, whichever comes first (spec/audit.md §5).
@@ -532,10 +563,7 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
             if not div.a_lacks:
                 continue
             try:
-                data = source.bundle_bytes(div.pith_number)
-                bundle = read_bundle(strict_decode(data, what=f"the bundle of {div.pith_number}"))
-                if bundle.pith_number != div.pith_number:
-                    raise SourceError(f"the bundle at {div.pith_number}'s path is about {bundle.pith_number}")
+                bundles = _fetch_record(source, div.pith_number, div.a_lacks)
             except SourceTimeout:
                 if source.deadline.remaining() <= 0:
                     raise  # the run's deadline: stop here (what was applied stays)
@@ -546,10 +574,11 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
                 counts["skipped"].append({"pith_number": div.pith_number, "reason": exc.code, "message": exc.message})
                 continue
             counts["records_fetched"] += 1
-            batch.append(bundle)
             expected[div.pith_number] = div.a_lacks
-            size[0] += len(bundle.events) + 1  # a bundle without events still counts: batches always close
-            size[1] += len(data)
+            for bundle, nbytes in bundles:
+                batch.append(bundle)
+                size[0] += len(bundle.events) + 1  # a bundle without events still counts: batches always close
+                size[1] += nbytes
             if size[0] >= batch_events or size[1] >= batch_bytes:
                 flush()
     finally:

@@ -29,6 +29,9 @@ from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, re
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
 
 LAYOUT_VERSION = 3
+#: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
+#: the 64 MiB a reader accepts, whatever a record holds).
+PART_BYTES = 4 * 1024 * 1024
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
 MAX_EXTRA_BYTES = 64 * 1024
 MAX_EXTRA_PER_RECORD = 8
@@ -666,6 +669,14 @@ class Ledger:
         """A bundle of the record, its valid events as received (event_id order), then the unverified
         copies held as evidence about it (copy digest order: a Pith bundle keeps its Pith-signed events).
         Invalid copies are not exported: they are this mirror's evidence, not anybody's data."""
+        return self.export_parts(subject, part_bytes=None)[0]
+
+    def export_parts(self, subject: str, part_bytes: int | None = 0) -> list[dict[str, Any]]:
+        """:meth:`export` cut into bundles of at most ``part_bytes`` of events each (at least one event
+        a part): the first carries the record and the unknown fields, the others events only. A record
+        flooded with events then still travels in documents every reader accepts (spec/storage.md §5).
+        ``part_bytes``: 0 for :data:`PART_BYTES`, None for one bundle whatever its size."""
+        part_bytes = PART_BYTES if part_bytes == 0 else part_bytes
         with self.env.begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:
@@ -683,13 +694,24 @@ class Ledger:
                     for k, v in _json_decoder.decode(blob).items():
                         extra.setdefault(k, v)  # lowest-hash bundle first: deterministic
         current = state["current"]
-        return write_bundle(
+        events = [e.event for e in entries] + unverified
+        chunks: list[list[dict[str, Any]]] = [[]]
+        size = 0
+        for event in events:
+            n = len(canonical_bytes(event))
+            if part_bytes is not None and chunks[-1] and size + n > part_bytes:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(event)
+            size += n
+        first = write_bundle(
             subject,
-            [e.event for e in entries] + unverified,
+            chunks[0],
             canonical_record=current.get("canonical_record"),
             aliases_created_at=current["source_aliases"][0]["created_at"] if current.get("source_aliases") else None,
             extra=extra,
         )
+        return [first] + [write_bundle(subject, chunk) for chunk in chunks[1:]]
 
     def fsck(self) -> list[str]:
         """Re-verify every logged event and recompute every state; return every mismatch found."""
