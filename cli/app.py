@@ -294,11 +294,11 @@ def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOpt
     else:
         if not listed:
             typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
-        for name, fingerprint, exc in listed:
-            if exc is None:
+        for name, fingerprint, damage in listed:
+            if damage is None:
                 typer.echo(f"{name}\t{fingerprint}")
             else:
-                typer.echo(f"{name}\tDAMAGED [{exc.code}] {exc.message}")
+                typer.echo(f"{name}\tDAMAGED [{damage.code}] {damage.message}")
     if any(e is not None for _, _, e in listed):
         report(next(e for _, _, e in listed if e is not None))
         raise typer.Exit(1)
