@@ -51,6 +51,8 @@ from pithledger.events import make_event
 from pithledger.keys import LocalKey
 from pithledger.model import record_ids
 
+from _measure import _sample  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors" / "pith-records.jsonl"
 GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
@@ -127,25 +129,6 @@ class Run(dict):  # rc, wall, rss_mb, anon_mb, file_mb, out, err, cmd
 FAILURES: list[str] = []
 
 
-def _sample(pid: int, peaks: dict[str, int], done: threading.Event) -> None:
-    """Peak RssAnon / RssFile (kB) of the pithledger process (the child of /usr/bin/time), sampled
-    every 20 ms from /proc: anonymous memory (Python heap, LMDB dirty pages) against file pages of
-    the LMDB map, which also count in the peak RSS that /usr/bin/time reports."""
-    target = None
-    while not done.is_set():
-        try:
-            if target is None:
-                kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if GNU_TIME else [str(pid)]
-                target = kids[0] if kids else None
-            if target is not None:
-                status = Path(f"/proc/{target}/status").read_text()
-                for k in ("RssAnon", "RssFile"):
-                    m = re.search(k + r":\s+(\d+)", status)
-                    if m:
-                        peaks[k] = max(peaks.get(k, 0), int(m[1]))
-        except (OSError, IndexError):
-            pass
-        done.wait(0.02)
 
 
 def run(args: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> Run:
