@@ -203,9 +203,10 @@ def compute_event_id(event: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_bytes(body_of(event))).hexdigest()
 
 
-def copy_sha256(event: Any) -> str:
-    """The hash of one received copy, every field included: how evidence is keyed (never consensus)."""
-    return hashlib.sha256(canonical_bytes(event)).hexdigest()
+def copy_sha256(data: bytes) -> str:
+    """The hash of one received copy's canonical bytes, every field included: how evidence is keyed
+    (never consensus)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def pith_record_event_id(canonical_sha256: str, key_id: str, signature_b64: str) -> str:

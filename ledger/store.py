@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lmdb
 import msgspec
@@ -77,6 +77,15 @@ class LogEntry(msgspec.Struct, frozen=True, array_like=True):
     def entry(self) -> Entry:
         event = _json_decoder.decode(self.event)
         return Entry(event=event, verdict=valid_verdict(event, self.facts, self.event_id))
+
+
+class _Offer(NamedTuple):
+    """An offered copy that needs verifying: its subject, value, recomputed id (ours) and canonical bytes."""
+
+    subject: str
+    event: dict[str, Any]
+    claimed_id: str
+    data: bytes
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -308,7 +317,7 @@ class Ledger:
         """
         bundles = list(bundles)
         offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
-        candidates: dict[str, tuple[str, dict[str, Any], str]] = {}  # copy -> (subject, event, recomputed id)
+        candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing
         held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
         duplicate = 0
         with self.env.begin() as txn:
@@ -318,7 +327,8 @@ class Ledger:
                     if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=self.db[b"ids"]) is not None:
                         duplicate += 1
                         continue
-                    copy = copy_sha256(event)
+                    data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
+                    copy = copy_sha256(data)
                     offers.append(copy)
                     if copy in candidates or copy in held:
                         continue
@@ -326,8 +336,8 @@ class Ledger:
                     if raw is not None:
                         held[copy] = _evidence_decoder.decode(raw).verdict
                     else:
-                        candidates[copy] = (bundle.pith_number, event, cid)
-        checked = self._verify_all([(cid, event) for _, event, cid in candidates.values()])
+                        candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
+        checked = self._verify_all([(c.claimed_id, c.event) for c in candidates.values()])
         verdicts = dict(zip(candidates, checked, strict=True))
         while True:
             try:
@@ -352,7 +362,7 @@ class Ledger:
         except lmdb.Error as exc:
             raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None
 
-    def _write(self, bundles: list[Bundle], candidates: dict[str, tuple[str, dict[str, Any], str]],
+    def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer],
                verdicts: dict[str, Verdict], offers: list[str], held: dict[str, Verdict], duplicate: int) -> BatchResult:
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
@@ -360,22 +370,22 @@ class Ledger:
         try:
             with self.env.begin(write=True) as txn:
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
-                for copy, (subject, event, _) in candidates.items():
+                for copy, c in candidates.items():
                     verdict = verdicts[copy]
                     if verdict.status != "valid":
-                        kept = self._keep_evidence(txn, copy, subject, event, verdict)
+                        kept = self._keep_evidence(txn, copy, c.subject, c.data, verdict)
                         outcome[copy] = _rejection(copy, verdict, kept)
                         continue
                     if not txn.put(_event_key(verdict.event_id), _u64(seq), db=self.db[b"ids"], overwrite=False):
                         outcome[copy] = "duplicate"  # held already: another copy of a Pith record, or another writer
                         continue
-                    entry = LogEntry(seq=seq, event=canonical_bytes(event), facts=verdict.facts,
-                                     event_id="" if is_pithledger_envelope(event) else verdict.event_id)
+                    entry = LogEntry(seq=seq, event=c.data, facts=verdict.facts,
+                                     event_id="" if is_pithledger_envelope(c.event) else verdict.event_id)
                     txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
-                    txn.put(subject.encode(), _u64(seq), db=self.db[b"subject"])
+                    txn.put(c.subject.encode(), _u64(seq), db=self.db[b"subject"])
                     seq += 1
                     outcome[copy] = "new"
-                    touched.add(subject)
+                    touched.add(c.subject)
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy, verdict, True)
                 counted: set[str] = set()
@@ -430,9 +440,8 @@ class Ledger:
         if held < MAX_EXTRA_PER_RECORD:
             txn.put(key, blob, db=self.db[b"extra"])
 
-    def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, event: dict[str, Any], verdict: Verdict) -> bool:
-        """Hold one rejected copy as evidence, within the caps; False when a cap is reached."""
-        data = canonical_bytes(event)
+    def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, data: bytes, verdict: Verdict) -> bool:
+        """Hold one rejected copy (its canonical bytes) as evidence, within the caps; False when a cap is reached."""
         lim = self.evidence_limits
         raw = txn.get(subject.encode(), db=self.db[b"evsize"])
         mine = _usage_decoder.decode(raw) if raw is not None else Usage()
@@ -456,9 +465,7 @@ class Ledger:
         inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
         for subject in sorted(touched):
-            new = sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject, cache)))
-            raw = txn.get(subject.encode(), db=self.db[b"outcite"])
-            old = [tuple(x) for x in _json_decoder.decode(raw)] if raw is not None else []
+            new, old = self._outbound(txn, subject, cache), self._stored_outbound(txn, subject)
             if new == old:
                 continue
             for cited, eid in set(old) - set(new):
@@ -472,6 +479,14 @@ class Ledger:
             else:
                 txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
+
+    def _outbound(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> list[tuple[str, str]]:
+        """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds."""
+        return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject, cache)))
+
+    def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
+        raw = txn.get(subject.encode(), db=self.db[b"outcite"])
+        return [(cited, eid) for cited, eid in _json_decoder.decode(raw)] if raw is not None else []
 
     def _inbound(self, txn: lmdb.Transaction, subject: str) -> list[Entry]:
         """The standing citations of other records that name ``subject``, from the inbound index."""
@@ -723,11 +738,14 @@ class Ledger:
                 seen += 1
                 event = _json_decoder.decode(entry.event)
                 verdict = verify_event(event)
-                where = f"log entry {entry.seq} ({entry.verdict.event_id})"
+                # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
+                # that still verifies; for any other, "valid" is what was stored.
+                logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
+                where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
                 if int.from_bytes(seq, "big") != entry.seq:
                     problems.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
-                if _verdict_key(verdict) != _verdict_key(entry.verdict):
-                    problems.append(f"{where}: stored verdict {entry.verdict.status}/{entry.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+                if logged is None or _verdict_key(verdict) != _verdict_key(logged):
+                    problems.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
                 if verdict.status != "valid":
                     problems.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
                     continue
@@ -757,10 +775,8 @@ class Ledger:
         cursor = txn.cursor(db=self.db[b"subject"])
         for key in cursor.iternext_nodup(values=False):
             subject = bytes(key).decode()
-            new = sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject)))
-            raw = txn.get(key, db=self.db[b"outcite"])
-            old = [tuple(x) for x in _json_decoder.decode(raw)] if raw is not None else []
-            if new != old:
+            new = self._outbound(txn, subject)
+            if new != self._stored_outbound(txn, subject):
                 problems.append(f"the outbound citation index of {subject} differs from its recomputation")
             want_in |= {(cited.encode(), _event_key(eid)) for cited, eid in new}
         have_in = {(bytes(k), bytes(v)) for k, v in txn.cursor(db=self.db[b"inbound"]).iternext()}
