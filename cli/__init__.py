@@ -31,7 +31,8 @@ def full() -> None:
     """The whole command line (typer)."""
     from pithledger.errors import PithledgerError
 
-    from ._base import EXIT_PIPE, is_click_error, quiet_closed_pipe, report_usage_error
+    from ._base import is_click_error, report_usage_error
+    from ._fast import EXIT_PIPE, quiet_closed_pipe
     from ._output import report
     from .app import app
 

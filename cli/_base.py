@@ -6,8 +6,6 @@ Nothing here imports the library beyond its error classes: a command pays only f
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -15,17 +13,13 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-#: Options that belong to the whole program and may be written before or after the command.
-GLOBAL_VALUE_OPTIONS = frozenset({"--ledger"})
-GLOBAL_FLAGS = frozenset({"--json", "--quiet", "-q"})
+# Shared with the typer-free `state` path, which must not import typer.
+from ._fast import EXIT_PIPE, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS, quiet_closed_pipe
 GLOBAL_HELP = (
     "Global options (before or after the command): --ledger PATH (default: $PITHLEDGER_LEDGER, else "
     "$XDG_DATA_HOME/pithledger), --json (machine-readable output), -q/--quiet (no progress or notes on stderr)."
 )
 
-#: Exit code after a closed pipe: 128 + SIGPIPE, what a shell reports for a tool killed by SIGPIPE
-#: (so `set -o pipefail` still tells a cut-short listing from a complete one).
-EXIT_PIPE = 141
 EXIT_INTERRUPTED = 130
 
 
@@ -41,10 +35,9 @@ class Settings:
     def ledger(self) -> Path:
         if self.ledger_option is not None:
             return self.ledger_option
-        if env := os.environ.get("PITHLEDGER_LEDGER"):
-            return Path(env)
-        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-        return Path(base) / "pithledger"
+        from pithledger.store import default_ledger_path
+
+        return default_ledger_path()
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -143,16 +136,6 @@ def _run(invoke: Any, ctx: Any) -> Any:
         typer.echo(f"error[usage]: {exc.message}", err=True)
         typer.echo(f"hint: {exc.hint or usage_hint(ctx)}", err=True)
         raise typer.Exit(2) from None
-
-
-def quiet_closed_pipe() -> None:
-    """The reader went away (``| head``): nothing more can be said on stdout, and Python's flush at
-    exit must not complain either."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - stdout already gone
-        pass
 
 
 class Command(TyperCommand):

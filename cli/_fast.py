@@ -12,7 +12,9 @@ import os
 import sys
 from pathlib import Path
 
-_FLAGS = {"--json", "-q", "--quiet"}
+#: Options that belong to the whole program and may be written before or after the command.
+GLOBAL_VALUE_OPTIONS = frozenset({"--ledger"})
+GLOBAL_FLAGS = frozenset({"--json", "--quiet", "-q"})
 
 
 def _parse(argv: list[str]) -> tuple[Path | None, str] | None:
@@ -25,7 +27,7 @@ def _parse(argv: list[str]) -> tuple[Path | None, str] | None:
             value, i = argv[i + 1], i + 2
         elif arg.startswith("--ledger="):
             value, i = arg.split("=", 1)[1], i + 1
-        elif arg in _FLAGS:
+        elif arg in GLOBAL_FLAGS:
             i += 1
             continue
         elif arg.startswith("-"):
@@ -59,15 +61,27 @@ def try_state(argv: list[str]) -> int | None:
         sys.stderr.write("interrupted\n")
         return 130
     except PithledgerError as exc:
-        sys.stderr.write(f"error[{exc.code}]: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        sys.stderr.write(exc.describe() + "\n")
         return 1
     try:
         sys.stdout.buffer.write(data + b"\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):  # pragma: no cover - stdout already gone
-            pass
-        return 141
+        quiet_closed_pipe()
+        return EXIT_PIPE
     return 0
+
+
+#: Exit code after a closed pipe (``| head``): 128 + SIGPIPE, what a shell reports for a tool killed by
+#: SIGPIPE (so `set -o pipefail` still tells a cut-short listing from a complete one).
+EXIT_PIPE = 141
+
+
+def quiet_closed_pipe() -> None:
+    """The reader went away: nothing more can be said on stdout, and Python's flush at exit must not
+    complain either. (Here, not in _base, so the typer-free path can use it.)"""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout already gone
+        pass

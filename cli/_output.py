@@ -181,10 +181,7 @@ def _decode(data: bytes, where: str) -> Any:
 def report(exc: PithledgerError, where: str = "") -> None:
     """``error[code]: where: message`` and ``hint: ...`` on stderr (``where`` once, even when the
     message already names it)."""
-    prefix = f"{where}: " if where and where not in exc.message else ""
-    typer.echo(f"error[{exc.code}]: {prefix}{exc.message}", err=True)
-    if exc.hint:
-        typer.echo(f"hint: {exc.hint}", err=True)
+    typer.echo(exc.describe(where), err=True)
 
 
 def write_file_atomically(path: Path, data: bytes) -> None:

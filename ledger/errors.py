@@ -22,6 +22,12 @@ class PithledgerError(Exception):
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
 
+    def describe(self, where: str = "") -> str:
+        """What a user sees: ``error[code]: where: message`` (``where`` once, even when the message
+        already names it), and ``hint: ...`` on the next line when there is one."""
+        prefix = f"{where}: " if where and where not in self.message else ""
+        return f"error[{self.code}]: {prefix}{self.message}" + (f"\nhint: {self.hint}" if self.hint else "")
+
 
 class CannotRead(PithledgerError):
     code = "cannot-read"
