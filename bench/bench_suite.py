@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,11 +49,10 @@ from pithledger.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, SEVERITIES
 from pithledger.keys import LocalKey
 from pithledger.model import record_ids
 
-from _measure import _sample  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _measure import GNU_TIME, measure  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS_FILE = ROOT / "bundles" / "source-data" / "pith-records.jsonl"
-GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
 CMD_TIMEOUT = 3600
 
 
@@ -263,34 +261,16 @@ FAILURES: list[str] = []
 
 
 def run(cmd: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    stats = tmp / ".time-v"
-    full = [GNU_TIME, "-v", "-o", str(stats), *cmd] if GNU_TIME else cmd
-    peaks: dict[str, int] = {}
-    done = threading.Event()
-    t = time.perf_counter()
-    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    sampler = threading.Thread(target=_sample, args=(p.pid, peaks, done), daemon=True)
-    sampler.start()
-    bout, berr = p.communicate(timeout=CMD_TIMEOUT)
-    wall = time.perf_counter() - t
-    done.set()
-    sampler.join()
-    rss = None
-    if GNU_TIME and stats.exists():
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats.read_text())
-        rss = int(m[1]) / 1024 if m else None
-        stats.unlink()
-    out = bout.decode(errors="replace")
-    if p.returncode not in expect:
-        msg = f"`{' '.join(cmd)[:200]}` exited {p.returncode}: {berr.decode(errors='replace').strip()[-2000:]}"
+    r = measure(cmd, tmp, CMD_TIMEOUT)
+    if r.rc not in expect:
+        msg = f"`{' '.join(cmd)[:200]}` exited {r.rc}: {r.err.strip()[-2000:]}"
         FAILURES.append(msg)
         print("  !! " + msg, flush=True)
     try:
-        doc = json.loads(out)
+        doc = json.loads(r.out)
     except ValueError:
         doc = None
-    return {"wall": wall, "rss_mb": rss, "rc": p.returncode, "doc": doc,
-            "anon_mb": peaks.get("RssAnon", 0) / 1024, "file_mb": peaks.get("RssFile", 0) / 1024}
+    return {"wall": r.wall, "rss_mb": r.rss_mb, "rc": r.rc, "doc": doc, "anon_mb": r.anon_mb or 0, "file_mb": r.file_mb or 0}
 
 
 def apply(ledger: Path, f: Path, tmp: Path, expect_new: int | None = None) -> dict[str, Any]:

@@ -35,12 +35,10 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,11 +49,10 @@ from pithledger.events import make_event
 from pithledger.keys import LocalKey
 from pithledger.model import record_ids
 
-from _measure import _sample  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _measure import GNU_TIME, measure  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors" / "pith-records.jsonl"
-GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
 CMD_TIMEOUT = 1800  # seconds; a step that takes longer is reported as hung
 
 
@@ -133,34 +130,9 @@ FAILURES: list[str] = []
 
 def run(args: list[str], tmp: Path, *, expect: tuple[int, ...] = (0,)) -> Run:
     cmd = [PITHLEDGER, "-q", *args]
-    stats = tmp / ".time-v"
-    full = [GNU_TIME, "-v", "-o", str(stats), *cmd] if GNU_TIME else cmd
-    peaks: dict[str, int] = {}
-    done = threading.Event()
-    t = time.perf_counter()
-    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    sampler = threading.Thread(target=_sample, args=(p.pid, peaks, done), daemon=True)
-    sampler.start()
-    try:
-        bout, berr = p.communicate(timeout=CMD_TIMEOUT)
-        rc = p.returncode
-    except subprocess.TimeoutExpired:
-        p.kill()
-        bout, berr = p.communicate()
-        rc, berr = -9, f"TIMEOUT after {CMD_TIMEOUT} s\n".encode() + berr
-    wall = time.perf_counter() - t
-    done.set()
-    sampler.join()
-    out, err = bout.decode(errors="replace"), berr.decode(errors="replace")
-    rss = None
-    if GNU_TIME and stats.exists():
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats.read_text())
-        rss = int(m[1]) / 1024 if m else None
-        stats.unlink()
-    elif not GNU_TIME:
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # running max over children
-    r = Run(rc=rc, wall=wall, rss_mb=rss, anon_mb=peaks["RssAnon"] / 1024 if "RssAnon" in peaks else None,
-            file_mb=peaks["RssFile"] / 1024 if "RssFile" in peaks else None,
+    m = measure(cmd, tmp, CMD_TIMEOUT)
+    rc, out, err = m.rc, m.out, m.err
+    r = Run(rc=rc, wall=m.wall, rss_mb=m.rss_mb, anon_mb=m.anon_mb, file_mb=m.file_mb,
             out=out, err=err, cmd="pithledger " + " ".join(_short(a, tmp) for a in cmd[1:]))
     if rc not in expect:
         msg = f"`{r['cmd']}` exited {rc} (expected {'/'.join(map(str, expect))})\n  stderr: {err.strip()[-3000:] or '(empty)'}"
