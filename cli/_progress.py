@@ -76,6 +76,18 @@ class ApplyProgress:
                       f"{events / elapsed:,.0f} events/s")
             self._progress.update(self._task, completed=events, detail=detail)
             now = time.monotonic()
-            if now - self._drawn >= 0.1:  # draw from here too: a busy machine can starve the refresh thread
+            if now - self._drawn >= 0.1 or batches == total_batches:  # draw from here too: a busy machine can starve the refresh thread
                 self._progress.refresh()
                 self._drawn = now
+
+    def deriving(self, records: int) -> None:
+        """Third phase: the states of the records the run touched (and of those they cite) are derived once."""
+        if self._progress is not None:
+            if self._task is not None:
+                self._progress.remove_task(self._task)
+            self._task = self._progress.add_task("deriving", total=records or None, unit="states", detail="")
+
+    def derived(self, records: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=records)
+            self._progress.refresh()

@@ -23,7 +23,7 @@ from ._output import Input, emit_json, expand_inputs, iter_documents, read_bytes
 if TYPE_CHECKING:
     from pithledger.bundle import Bundle
     from pithledger.keys import KeyStore
-    from pithledger.store import Ledger, Rejection
+    from pithledger.store import Batch, Ledger, Rejection
 
 app = typer.Typer(
     name="pithledger",
@@ -68,10 +68,14 @@ def root(
     ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet)
 
 
-def _open(ctx: typer.Context, *, write: bool = False) -> Ledger:
-    """Queries open the ledger read-only (they never wait for a writer); apply and sync write."""
-    from pithledger.store import Ledger
+def _open(ctx: typer.Context, *, write: bool = False, settled: bool = False) -> Ledger:
+    """Queries open the ledger read-only (they never wait for a writer); apply and sync write.
+    ``settled``: for readers of the derived views as a whole (digest, publish, fsck): pending
+    derivation is finished first (spec/storage.md §3.1)."""
+    from pithledger.store import Ledger, open_settled
 
+    if settled:
+        return open_settled(settings(ctx).ledger)
     return Ledger(settings(ctx).ledger, create=write, readonly=not write)
 
 
@@ -582,41 +586,45 @@ def apply(
         ledger = stack.enter_context(_open(ctx, write=True))
         logged_before = ledger.counts()["events"]
         progress.applying(total)
-        batch: list[Bundle] = []
+        batch: Batch | None = None
 
         def flush() -> None:
             nonlocal batch, committed_events
-            if not batch:
+            if batch is None:
                 return
-            result = ledger.apply_batch(batch)  # one durable transaction
+            result = batch.commit(defer=True)  # one durable transaction; states derived once, below
             for key in ("new", "duplicate", "invalid", "unverified"):
                 summary[key] += getattr(result, key)
             summary["batches"] += 1
-            committed_events += sum(len(b.events) for b in batch)
-            batch = []
+            committed_events += batch.events
+            batch = None
             touched.update(result.touched)
             rejected.extend(result.rejected)
             progress.applied(committed_events, len(touched), summary["batches"], total_batches)
 
         try:
-            size = nbytes = 0
-            for _, item in _bundle_items(files):  # pass 2: group commit, one transaction per batch
+            # pass 2: group commit, one transaction per batch; each bundle's signatures are checked on
+            # the ledger's threads as soon as it is added, while the next ones are read and decoded
+            for _, item in _bundle_items(files):
                 if isinstance(item, PithledgerError):
                     continue  # reported in pass 1 (--keep-going)
-                batch.append(item)
-                size += max(1, len(item.events))
-                nbytes += item.size
-                if size >= batch_size or nbytes >= BATCH_BYTES:
+                if batch is None:
+                    batch = ledger.batch()
+                batch.add(item)
+                if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
                     flush()
-                    size = nbytes = 0
             flush()
+            progress.deriving(ledger.pending())
+            ledger.finish(progress.derived)  # once per record however many batches touched it
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             done = summary["batches"]
-            # Ctrl-C can land after a batch's commit but before apply_batch returned: the log tells.
-            if batch and ledger.counts()["events"] - logged_before > summary["new"]:
-                done += 1
-                committed_events += sum(len(b.events) for b in batch)
+            # Ctrl-C can land after a batch's commit but before commit() returned: the log tells.
+            if batch is not None:
+                batch.abandon()
+                if ledger.counts()["events"] - logged_before > summary["new"]:
+                    done += 1
+                    committed_events += batch.events
             typer.echo(f"interrupted: {done} of {_plural(total_batches, 'batch', 'batches')} committed "
                        f"({_plural(committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
                        err=True)
@@ -802,7 +810,7 @@ def log(
 def fsck(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
     path = settings(ctx).ledger
-    with _open(ctx) as ledger:
+    with _open(ctx, settled=True) as ledger:
         problems = ledger.fsck()
         counts = ledger.counts()
     if _json(ctx, as_json):
@@ -825,7 +833,7 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @command(cls=Command)
 def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Print this mirror's order-independent roots (event sets and states)."""
-    with _open(ctx) as ledger:
+    with _open(ctx, settled=True) as ledger:
         root = ledger.root()
         counts = ledger.counts()
     doc = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
@@ -850,7 +858,7 @@ def publish(
     from pithledger.mirror import publish as publish_mirror
 
     signing = _store(key_dir).load(key) if key else None
-    with _open(ctx) as ledger:
+    with _open(ctx, settled=True) as ledger:
         counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"))
     if _json(ctx, as_json):
         emit_json(counts | {"directory": str(directory)})

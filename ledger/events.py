@@ -7,9 +7,10 @@ The rules are written in spec/events.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -247,19 +248,50 @@ def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdi
 
     ``event_id``: ``compute_event_id(event)`` when the caller already computed it (the ledger does).
     """
+    checked = prepare_event(event, event_id=event_id)
+    if isinstance(checked, Verdict):
+        return checked
+    return checked.verdict(keys.signature_ok(checked.public_key, checked.message, checked.signature))
+
+
+class SignatureCheck(NamedTuple):
+    """An event checked in every step but its signature (spec/events.md §2.2 step 7): what the
+    signature check needs, and the verdict for either outcome. Steps 8-10 are pure and were taken
+    assuming the signature verifies; when it does not, step 7's verdict stands, as in one pass."""
+
+    public_key: bytes
+    message: bytes
+    signature: bytes
+    if_valid: Verdict
+    if_invalid: Verdict
+
+    def verdict(self, signature_ok: bool) -> Verdict:
+        return self.if_valid if signature_ok else self.if_invalid
+
+
+def prepare_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdict | SignatureCheck:
+    """:func:`verify_event` without the Ed25519 check of our envelope's signature, which it returns
+    as a :class:`SignatureCheck` to run elsewhere (the ledger runs them on threads, which libsodium
+    lets run in parallel, while this Python part stays on one)."""
     kind = event.get("event_type")
     kind = kind if isinstance(kind, str) else "?"
     subject = event.get("subject_pith_number")
     subject = subject if isinstance(subject, str) else ""
     declared = event.get("event_id")
     declared = declared if isinstance(declared, str) else ""
+    deferred: list[tuple[bytes, bytes, bytes, str]] = []
     try:
-        eid, trust, signer_key, facts = _verify(event, event_id)
+        eid, trust, signer_key, facts = _verify(event, event_id, deferred)
+        verdict = Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts)
     except EventInvalid as exc:
-        return Verdict(declared, kind, subject, "invalid", exc.code, exc.message)
+        verdict = Verdict(declared, kind, subject, "invalid", exc.code, exc.message)
     except _Unverified as exc:
-        return Verdict(declared, kind, subject, "unverified", exc.code, exc.message)
-    return Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts)
+        verdict = Verdict(declared, kind, subject, "unverified", exc.code, exc.message)
+    if not deferred:
+        return verdict
+    public_key, message, signature, failure = deferred[0]
+    return SignatureCheck(public_key, message, signature, verdict,
+                          Verdict(declared, kind, subject, "invalid", "bad-signature", failure))
 
 
 def valid_verdict(event: dict[str, Any], facts: dict[str, Any], event_id: str = "") -> Verdict:
@@ -271,11 +303,17 @@ def valid_verdict(event: dict[str, Any], facts: dict[str, Any], event_id: str = 
         trust: Trust = "registry"
         signer_key = f"registry:{facts['receipt_key']}"
     elif signer["signer_type"] == "self_signed":
-        trust, signer_key = "self_signed", "ed25519:" + keys.b64decode_strict(signer["public_key_b64"]).hex()
+        trust, signer_key = "self_signed", _self_signed_key(signer["public_key_b64"])
     else:
         trust, signer_key = "registry", f"registry:{signer['key_id']}"
     return Verdict(event_id or event["event_id"], event["event_type"], event["subject_pith_number"], "valid",
                    trust=trust, signer_key=signer_key, facts=facts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _self_signed_key(public_key_b64: str) -> str:
+    # A ledger reads the same few signers' keys over and over (valid ones only: already checked).
+    return "ed25519:" + keys.b64decode_strict(public_key_b64).hex()
 
 
 class _Unverified(Exception):
@@ -317,7 +355,10 @@ def _what(obj: dict[str, Any], name: str) -> str:
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", bool: "boolean"}
 
 
-def _verify(event: dict[str, Any], event_id: str | None) -> tuple[str, Trust, str, dict[str, Any]]:
+def _verify(event: dict[str, Any], event_id: str | None,
+            deferred: list[tuple[bytes, bytes, bytes, str]]) -> tuple[str, Trust, str, dict[str, Any]]:
+    """Steps 1-10 of spec/events.md §2.2. Step 7's Ed25519 check is appended to ``deferred`` (key,
+    message, signature, the failure message) and the steps after it are taken as if it passed."""
     # 1. size
     if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
         raise EventInvalid("event-too-large", f"the event is larger than {MAX_EVENT_BYTES:,} bytes")
@@ -346,8 +387,8 @@ def _verify(event: dict[str, Any], event_id: str | None) -> tuple[str, Trust, st
         signature = keys.b64decode_strict(event["signature_b64"], length=keys.SIGNATURE_LEN, what="signature_b64")
     except PithledgerError as exc:
         raise EventInvalid("bad-signature", exc.message) from None
-    if not keys.signature_ok(public_key, signing_message(event), signature):
-        raise EventInvalid("bad-signature", f"the signature does not verify under {event['signer']['key_id'][:60]!r}")
+    deferred.append((public_key, signing_message(event), signature,
+                     f"the signature does not verify under {event['signer']['key_id'][:60]!r}"))
     kind = event["event_type"]
     if kind not in KNOWN_KINDS:  # 8. signed and intact, of a kind this version does not fold
         return eid, trust, signer_key, {"unknown_kind": True}

@@ -42,7 +42,7 @@ from .canonical import canonical_bytes, strict_decode
 from .errors import PithledgerError, SourceError
 from .keys import LocalKey, public_key_doc
 from .merge import MERGE_VERSION
-from .store import Ledger
+from .store import Ledger, open_settled
 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "MAX_FETCH", "Deadline", "MalformedSource", "Published",
@@ -337,7 +337,7 @@ def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadl
     if location.startswith(("http://", "https://")) or Path(location, DIGEST_FILE).is_file():
         return Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
     if Path(location, "data.mdb").is_file():
-        return Ledger(Path(location), readonly=True)
+        return open_settled(Path(location))
     raise SourceError(f"{location} is neither a ledger directory, a published mirror nor an http(s) URL")
 
 
@@ -536,6 +536,7 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
     deadline keeps what it applied; running it again continues (applied bundles dedup).
     """
     source = Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
+    ledger.finish()  # the walk reads this ledger's digest tree: whole, not pending
     result = compare(ledger, source)
     counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
                               "batches": 0, "digests_read": result.digests_read, "rejected": [], "skipped": [], "lying": []}
@@ -546,7 +547,7 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
     def flush() -> None:
         if not batch:
             return
-        applied = ledger.apply_batch(batch)
+        applied = ledger.apply_batch(batch, defer=True)  # derived once per record, by finish() below
         counts["batches"] += 1
         for key in ("new", "duplicate", "invalid", "unverified"):
             counts[key] += getattr(applied, key)
@@ -581,6 +582,13 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
                 size[1] += nbytes
             if size[0] >= batch_events or size[1] >= batch_bytes:
                 flush()
-    finally:
+    except KeyboardInterrupt:
         flush()
+        raise  # what is pending is finished by the next writer or settled reader (spec/storage.md §3.1)
+    except BaseException:
+        flush()
+        ledger.finish()
+        raise
+    flush()
+    ledger.finish()
     return counts

@@ -11,24 +11,31 @@ import hashlib
 import os
 import shutil
 import zlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import lmdb
 import msgspec
 
-from . import ids
+from . import ids, keys
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
 from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
-from .events import Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope, valid_verdict, verify_event
+from .events import (SignatureCheck, Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope, prepare_event,
+                     valid_verdict, verify_event)
 from .ids import parse_id
 from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, record_pair
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
+#: Layouts this version opens: layout 3 is layout 4 without the two pending sets (both empty), so a
+#: writer upgrades it in place and a reader reads it as it is.
+_UPGRADABLE_IN_PLACE = (3,)
+#: Records derived per write transaction when pending work is finished (bounds one transaction).
+FINISH_CHUNK = 2048
 #: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
 #: the 64 MiB a reader accepts, whatever a record holds).
 PART_BYTES = 4 * 1024 * 1024
@@ -56,7 +63,11 @@ _DBS = {
     b"evidence": False,  # sha256 of a received copy (32 bytes) -> EvidenceEntry (msgpack)
     b"evsubj": True,  # pith_number -> copy digest of each evidence entry about it
     b"evsize": False,  # pith_number -> Usage(entries, bytes) of its evidence
+    # Pending derivation (spec/storage.md §3.1): what a deferred batch left for ``finish``.
+    b"pendcite": False,  # pith_number -> b"": new events; its outbound citations and its state are to be derived
+    b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
 }
+_PENDING = (b"pendcite", b"pendstate")
 _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)
 
@@ -137,11 +148,14 @@ _json_decoder = msgspec.json.Decoder()
 
 
 _VERIFY_CHUNK = 256
+_PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 
 
-def _verify_chunk(events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
-    return [verify_event(e, event_id=eid or None) for eid, e in events]
+def _signatures_ok(checks: list[SignatureCheck]) -> list[bool]:
+    """The Ed25519 checks of a chunk of events: libsodium releases the GIL, so chunks run on a few
+    threads verify in parallel while the thread that prepared them goes on."""
+    return [keys.signature_ok(c.public_key, c.message, c.signature) for c in checks]
 
 
 def _verdict_key(v: Verdict) -> tuple[Any, ...]:
@@ -252,8 +266,9 @@ class Ledger:
         self._pool: ThreadPoolExecutor | None = None
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
-            self._check_layout()  # before the other databases: an older layout may lack some
-            self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()})
+            layout = self._check_layout()  # before the other databases: an older layout may lack some
+            self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
+                            if layout == LAYOUT_VERSION or name not in _PENDING})
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
@@ -273,12 +288,15 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_layout(self) -> None:
+    def _check_layout(self) -> int:
+        """The ledger's layout version, once it is known to be one this version reads (else raise).
+        A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
         # A read transaction first: readers must not queue behind a writer just to open the ledger.
         with self.env.begin(db=self.db[b"meta"]) as txn:
             layout = txn.get(b"layout_version")
             merge = bytes(txn.get(b"merge_version", b"")).decode()
-        if layout is None and self.env.flags()["readonly"]:
+        readonly = self.env.flags()["readonly"]
+        if layout is None and readonly:
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)")
         if layout is None:
@@ -287,73 +305,59 @@ class Ledger:
                 if layout is None:
                     txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
                     txn.put(b"merge_version", MERGE_VERSION.encode())
-                    return
+                    return LAYOUT_VERSION
                 merge = bytes(txn.get(b"merge_version", b"")).decode()
         layout = bytes(layout)
-        older_layout = layout.isdigit() and layout.isascii() and int(layout) < LAYOUT_VERSION
-        if older_layout or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
+        number = int(layout) if layout.isdigit() and layout.isascii() and len(layout) < 6 else -1
+        if number in _UPGRADABLE_IN_PLACE and merge == MERGE_VERSION:
+            if readonly:
+                return number
+            with self.env.begin(write=True, db=self.db[b"meta"]) as txn:
+                txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
+            return LAYOUT_VERSION
+        if 0 <= number < LAYOUT_VERSION or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
             raise LayoutMismatch(
                 f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "
                 f"this pithledger computes {MERGE_VERSION} (layout {LAYOUT_VERSION})",
                 hint=f"rebuild it from its log, which keeps everything it received: `pithledger --ledger {self.path} rebuild` "
                      f"(the old ledger is kept beside it as {self.path.name}.{(merge or 'old').rsplit('-', 1)[-1]}-backup)",
             )
-        if layout != str(LAYOUT_VERSION).encode() or merge != MERGE_VERSION:
+        if number != LAYOUT_VERSION or merge != MERGE_VERSION:
             raise LayoutMismatch(f"the ledger at {self.path} has layout {layout.decode()!r} and merge {merge!r}; "
                                  f"this pithledger reads layout {LAYOUT_VERSION}, {MERGE_VERSION}",
                                  hint="use the pithledger version that wrote this ledger")
+        return number
 
     # --- writing -----------------------------------------------------------------------------------
 
-    def apply_batch(self, bundles: Iterable[Bundle]) -> BatchResult:
+    def apply_batch(self, bundles: Iterable[Bundle], *, defer: bool = False) -> BatchResult:
         """Append the new valid events of ``bundles``, keep the rest as evidence, and recompute touched
         states, in ONE transaction.
 
-        Identity (spec/storage.md §3): a copy whose declared event_id equals its recomputed id and is
-        already held is byte-identical to a held valid event, so it is a duplicate without verifying.
-        Anything else is looked up by the hash of the copy itself in the evidence area (an input
-        offered again is reported again, from its stored verdict), and only then verified, outside the
-        write lock. Nothing an input declares decides where it is filed: only verification does.
+        ``defer``: leave the derived views (citation indexes, states, lookup indexes, digest tree) of
+        the touched records pending, in the same transaction, for :meth:`finish` to derive once per
+        record however many batches touched it (spec/storage.md §3.1). Without it the batch also
+        finishes every pending record, so the ledger is fully derived when it returns.
         """
-        bundles = list(bundles)
-        offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
-        candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing
-        held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
-        duplicate = 0
-        with self.env.begin() as txn:
+        batch = self.batch()
+        try:
             for bundle in bundles:
-                for event in bundle.events:
-                    cid = claimed_event_id(event)
-                    if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=self.db[b"ids"]) is not None:
-                        duplicate += 1
-                        continue
-                    data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
-                    copy = copy_sha256(data)
-                    offers.append(copy)
-                    if copy in candidates or copy in held:
-                        continue
-                    raw = txn.get(bytes.fromhex(copy), db=self.db[b"evidence"])
-                    if raw is not None:
-                        held[copy] = _evidence_decoder.decode(raw).verdict
-                    else:
-                        candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
-        checked = self._verify_all([(c.claimed_id, c.event) for c in candidates.values()])
-        verdicts = dict(zip(candidates, checked, strict=True))
-        while True:
-            try:
-                return self._write(bundles, candidates, verdicts, offers, held, duplicate)
-            except lmdb.MapFullError:
-                self._grow()
+                batch.add(bundle)
+        except BaseException:
+            batch.abandon()
+            raise
+        return batch.commit(defer=defer)
 
-    def _verify_all(self, events: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
-        """verify_event over many (event_id, event) pairs. libsodium releases the GIL, so chunks run on a
-        few threads overlap their signature checks (about 1.5x on two cores); the result is the same list."""
-        if len(events) < 2 * _VERIFY_CHUNK or _WORKERS < 2:
-            return _verify_chunk(events)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pithledger-verify")
-        chunks = [events[i : i + _VERIFY_CHUNK] for i in range(0, len(events), _VERIFY_CHUNK)]
-        return [v for part in self._pool.map(_verify_chunk, chunks) for v in part]
+    def batch(self) -> Batch:
+        """A batch to fill bundle by bundle and commit as one transaction (what :meth:`apply_batch`
+        does at once): each bundle's events are looked up and handed to the verifying threads as it
+        is added, so signature checks run while the caller reads and decodes the next bundles."""
+        self._start_pool()
+        return Batch(self)
+
+    def _start_pool(self) -> None:
+        if self._pool is None and _WORKERS > 1:
+            self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pithledger-work")
 
     def _grow(self) -> None:
         size = self.env.info()["map_size"] * 2
@@ -362,8 +366,8 @@ class Ledger:
         except lmdb.Error as exc:
             raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None
 
-    def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer],
-               verdicts: dict[str, Verdict], offers: list[str], held: dict[str, Verdict], duplicate: int) -> BatchResult:
+    def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer], verdicts: dict[str, Verdict], offers: list[str],
+               held: dict[str, Verdict], duplicate: int, defer: bool) -> BatchResult:
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
         outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
@@ -406,11 +410,11 @@ class Ledger:
                     if bundle.extra:
                         self._keep_extra(txn, bundle.pith_number, canonical_bytes(bundle.extra))
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                cache: dict[str, list[Entry]] = {}
-                changed = set(touched) | self._update_citations(txn, touched, cache)
-                for subject in sorted(changed):
-                    self._materialise(txn, subject, cache)
-                self._update_tree(txn, {bucket_of(s) for s in changed})
+                for subject in touched:
+                    txn.put(subject.encode(), b"", db=self.db[b"pendcite"])
+                if not defer:
+                    while self._finish_some(txn, None) is not None:
+                        pass
                 result.touched = sorted(touched)
         except lmdb.MapFullError:
             raise
@@ -456,33 +460,119 @@ class Ledger:
         txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
         return True
 
-    def _update_citations(self, txn: lmdb.Transaction, touched: set[str], cache: dict[str, list[Entry]]) -> set[str]:
-        """Bring the citation indexes up to date for the touched records; return the records whose
-        inbound citations changed and that hold a state (they must be re-materialised).
+    def _update_citations(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> set[str]:
+        """Bring the citation indexes up to date for one record whose events changed; return the records
+        whose inbound citations changed and that hold events (their states must be derived again).
 
         A record's standing outbound citations depend on its own events only, so they change only when
-        it is touched; the ``inbound`` index then lets a cited record's state read exactly its standing
-        inbound citations, never every event of every record that cites it."""
+        it receives events; the ``inbound`` index then lets a cited record's state read exactly its
+        standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        for subject in sorted(touched):
-            new, old = self._outbound(txn, subject, cache), self._stored_outbound(txn, subject)
-            if new == old:
-                continue
-            for cited, eid in set(old) - set(new):
-                txn.delete(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
-                changed.add(cited)
-            for cited, eid in set(new) - set(old):
-                txn.put(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
-                changed.add(cited)
-            if new:
-                txn.put(subject.encode(), canonical_bytes(new), db=self.db[b"outcite"])
-            else:
-                txn.delete(subject.encode(), db=self.db[b"outcite"])
+        new, old = self._outbound(txn, subject, cache), self._stored_outbound(txn, subject)
+        if new == old:
+            return changed
+        for cited, eid in set(old) - set(new):
+            txn.delete(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
+            changed.add(cited)
+        for cited, eid in set(new) - set(old):
+            txn.put(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
+            changed.add(cited)
+        if new:
+            txn.put(subject.encode(), canonical_bytes(new), db=self.db[b"outcite"])
+        else:
+            txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
+    def pending(self) -> int:
+        """How many records have derivation pending (0 once every apply and sync has finished)."""
+        with self.env.begin() as txn:
+            return sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)
+
+    def is_pending(self, txn: lmdb.Transaction, subject: str) -> bool:
+        key = subject.encode()
+        return any(txn.get(key, db=self.db[name]) is not None for name in _PENDING if name in self.db)
+
+    def finish(self, progress: Callable[[int], None] | None = None) -> int:
+        """Derive everything pending (spec/storage.md §3.1), in transactions of FINISH_CHUNK records:
+        first every pending record's standing outbound citations (which marks the records whose inbound
+        citations changed), then each pending record's state, lookup indexes and digest leaf, once, and
+        the digest tree above them. Killed half-way, it resumes where it stopped. Returns the records
+        whose state was derived. ``progress`` is called with that running count."""
+        done = 0
+        self._start_pool()
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    n = self._finish_some(txn, FINISH_CHUNK)
+            except lmdb.MapFullError:
+                self._grow()
+                continue
+            except lmdb.Error as exc:
+                raise LedgerError(f"deriving pending states failed: {exc}",
+                                  hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
+                                       "`pithledger apply` again (with no new input it only finishes the pending work)") from None
+            if n is None:
+                return done
+            done += n
+            if progress is not None:
+                progress(done)
+
+    def _finish_some(self, txn: lmdb.Transaction, limit: int | None) -> int | None:
+        """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
+        non-empty pending set. Returns the states derived in this step, or None when nothing is pending."""
+        cache: dict[str, list[Entry]] = {}
+        cites = self._take(txn, b"pendcite", limit)
+        if cites:
+            for subject in cites:
+                for cited in self._update_citations(txn, subject, cache):
+                    txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
+                txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
+            return 0
+        states = self._take(txn, b"pendstate", limit)
+        if not states:
+            return None
+        packing: deque[tuple[bytes, Future[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
+        for subject in states:
+            packing.append((subject.encode(), self._pack(self._materialise(txn, subject, cache))))
+            while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
+                key, packed = packing.popleft()
+                txn.put(key, packed.result(), db=self.db[b"state"])
+        for key, packed in packing:
+            txn.put(key, packed.result(), db=self.db[b"state"])
+        self._update_tree(txn, {bucket_of(s) for s in states})
+        return len(states)
+
+    def _pack(self, data: bytes) -> Future[bytes]:
+        if self._pool is None or len(data) < 16384:
+            done: Future[bytes] = Future()
+            done.set_result(_pack_state(data))
+            return done
+        return self._pool.submit(_pack_state, data)
+
+    def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[str]:
+        """Remove and return up to ``limit`` keys of a pending set (key order)."""
+        out: list[str] = []
+        cursor = txn.cursor(db=self.db[name])
+        if cursor.first():
+            while limit is None or len(out) < limit:
+                out.append(bytes(cursor.key()).decode())
+                if not cursor.delete():  # deletes and moves to the next key; False at the end
+                    break
+                if not cursor.key():
+                    break
+        return out
+
     def _outbound(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> list[tuple[str, str]]:
-        """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds."""
-        return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(self._entries(txn, subject, cache)))
+        """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds.
+
+        Only citations and revocations can decide which citations stand (a revocation of any other
+        event revokes no citation), so only they are decoded, picked by their stored facts."""
+        if cache is not None and subject in cache:
+            entries = cache[subject]
+        else:
+            entries = [entry.entry() for entry in self._log_entries(txn, subject)
+                       if "cited" in entry.facts or "revokes" in entry.facts]
+        return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
 
     def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
         raw = txn.get(subject.encode(), db=self.db[b"outcite"])
@@ -501,18 +591,19 @@ class Ledger:
                 out.append(entry.entry())
         return out
 
-    def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> dict[str, Any]:
+    def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> bytes:
+        """Derive one record's state, digest leaf and lookup index entries; return the canonical state
+        bytes, which the caller stores (compressed) under the record."""
         old = txn.get(subject.encode(), db=self.db[b"state"])
         if old is not None:  # the lookup indexes follow the state: a record revoked away leaves them all
             for key, db in _index_keys(subject, _json_decoder.decode(_unpack_state(old))):
                 txn.delete(key, subject.encode(), db=self.db[db])
         state = self.compute_state(txn, subject, cache)
-        txn.put(subject.encode(), _pack_state(canonical_bytes(state)), db=self.db[b"state"])
         pair = record_pair((e.event_id for e in self._entries(txn, subject, cache)), state["state_sha256"])
         txn.put(_rec_key(subject), _pair_encoder.encode(pair), db=self.db[b"rec"])
         for key, db in _index_keys(subject, state):
             txn.put(key, subject.encode(), db=self.db[db])
-        return state
+        return canonical_bytes(state)
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
@@ -573,15 +664,16 @@ class Ledger:
         """The entries of one subject; ``cache`` (one transaction's) avoids decoding them twice."""
         if cache is not None and subject in cache:
             return cache[subject]
-        out = []
-        cursor = txn.cursor(db=self.db[b"subject"])
-        if cursor.set_key(subject.encode()):
-            for seq in cursor.iternext_dup():
-                entry = self._log_entry(txn, bytes(seq))
-                out.append(entry.entry())
+        out = [entry.entry() for entry in self._log_entries(txn, subject)]
         if cache is not None:
             cache[subject] = out
         return out
+
+    def _log_entries(self, txn: lmdb.Transaction, subject: str) -> Iterator[LogEntry]:
+        cursor = txn.cursor(db=self.db[b"subject"])
+        if cursor.set_key(subject.encode()):
+            for seq in cursor.iternext_dup():
+                yield self._log_entry(txn, bytes(seq))
 
     def _log_entry(self, txn: lmdb.Transaction, seq: bytes) -> LogEntry:
         raw = txn.get(seq, db=self.db[b"log"])
@@ -594,11 +686,16 @@ class Ledger:
         return reduce(subject, self._entries(txn, subject, cache), self._inbound(txn, subject))
 
     def state_bytes(self, subject: str) -> bytes:
+        """The record's canonical state bytes. For a record whose derivation is pending (an apply or
+        sync is running or was killed), the state is computed here from its events as held: citations
+        made by other records still pending are counted once the run is finished (spec/storage.md §3.1)."""
         with self.env.begin() as txn:
+            if self.is_pending(txn, subject):
+                return canonical_bytes(self.compute_state(txn, subject))
             data = txn.get(subject.encode(), db=self.db[b"state"])
-        if data is None:
-            raise NotFound(f"no events for {subject} in this ledger")
-        return _unpack_state(data)
+            if data is None:
+                raise NotFound(f"no events for {subject} in this ledger")
+            return _unpack_state(data)
 
     def subjects(self) -> Iterator[str]:
         with self.env.begin() as txn:
@@ -614,7 +711,7 @@ class Ledger:
         q = parse_id(text)
         with self.env.begin() as txn:
             if q.kind == "pith_number":
-                if txn.get(q.value.encode(), db=self.db[b"state"]) is None:
+                if txn.get(q.value.encode(), db=self.db[b"state"]) is None and not self.is_pending(txn, q.value):
                     raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
                 return q.value
             if q.kind == "suffix":
@@ -667,6 +764,8 @@ class Ledger:
         return f"; {n} rejected input{'s' if n != 1 else ''} about it {'are' if n != 1 else 'is'} held as evidence (`pithledger evidence {subject}`)"
 
     def _stored_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
+        if self.is_pending(txn, subject):
+            return self.compute_state(txn, subject)
         raw = txn.get(subject.encode(), db=self.db[b"state"])
         if raw is None:
             raise NotFound(f"no events for {subject} in this ledger")
@@ -753,6 +852,10 @@ class Ledger:
                     problems.append(f"{where}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
+            pending = sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)
+            if pending:  # the derived views are checked once derived: open_settled() / finish() first
+                problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
+                return problems + self._fsck_evidence(txn)
             problems += self._fsck_citations(txn)
             for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
                 subject = bytes(key).decode()
@@ -883,8 +986,110 @@ class Ledger:
         return _usage_decoder.decode(raw) if raw is not None else Usage()
 
     def counts(self) -> dict[str, int]:
+        """Events in the log, records with a derived state, records whose derivation is pending."""
         with self.env.begin() as txn:
-            return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"]}
+            return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"],
+                    "pending": sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)}
+
+
+class Batch:
+    """A batch being filled bundle by bundle (:meth:`Ledger.batch`), then committed as one transaction.
+
+    Identity (spec/storage.md §3): a copy whose declared event_id equals its recomputed id and is
+    already held is byte-identical to a held valid event, so it is a duplicate without verifying.
+    Anything else is looked up by the hash of the copy itself in the evidence area (an input offered
+    again is reported again, from its stored verdict), and only then verified, outside the write lock,
+    on the ledger's threads while the caller goes on. Nothing an input declares decides where it is
+    filed: only verification does."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._txn = ledger.env.begin()  # lookups; ended before the write transaction begins
+        self._bundles: list[Bundle] = []
+        self._offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
+        self._candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing (insertion = verify order)
+        self._held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
+        self._duplicate = 0
+        self._prepared: list[Verdict | SignatureCheck] = []  # per candidate, in order
+        self._chunk: list[SignatureCheck] = []
+        self._parts: list[Future[list[bool]]] = []
+        self.events = 0  # events added
+        self.fill = 0  # what a batch closes on: events, a bundle without events counting one
+        self.bytes = 0  # canonical bytes of the bundles added
+
+    def add(self, bundle: Bundle) -> None:
+        self._bundles.append(bundle)
+        self.events += len(bundle.events)
+        self.fill += max(1, len(bundle.events))
+        self.bytes += bundle.size
+        txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
+        for event in bundle.events:
+            cid = claimed_event_id(event)
+            if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=ids_db) is not None:
+                self._duplicate += 1
+                continue
+            data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
+            copy = copy_sha256(data)
+            self._offers.append(copy)
+            if copy in self._candidates or copy in self._held:
+                continue
+            raw = txn.get(bytes.fromhex(copy), db=evidence_db)
+            if raw is not None:
+                self._held[copy] = _evidence_decoder.decode(raw).verdict
+                continue
+            self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
+            prepared = prepare_event(event, event_id=cid or None)
+            self._prepared.append(prepared)
+            if isinstance(prepared, SignatureCheck):
+                self._chunk.append(prepared)
+                if len(self._chunk) >= _VERIFY_CHUNK:
+                    self._submit()
+
+    def _submit(self) -> None:
+        if not self._chunk:
+            return
+        pool = self._ledger._pool
+        future: Future[list[bool]] = Future()
+        if pool is None:
+            future.set_result(_signatures_ok(self._chunk))
+        else:
+            future = pool.submit(_signatures_ok, self._chunk)
+        self._parts.append(future)
+        self._chunk = []
+
+    def commit(self, *, defer: bool = False) -> BatchResult:
+        """Wait for the verdicts, then append, keep evidence and (unless ``defer``) derive, in one
+        durable transaction (see :meth:`Ledger.apply_batch`)."""
+        self._submit()
+        self._txn.abort()
+        outcomes = iter([ok for part in self._parts for ok in part.result()])
+        checked = [p.verdict(next(outcomes)) if isinstance(p, SignatureCheck) else p for p in self._prepared]
+        verdicts = dict(zip(self._candidates, checked, strict=True))
+        while True:
+            try:
+                return self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
+                                           self._duplicate, defer)
+            except lmdb.MapFullError:
+                self._ledger._grow()
+
+    def abandon(self) -> None:
+        """Drop the batch unwritten (the caller was interrupted)."""
+        self._txn.abort()
+        for part in self._parts:
+            part.cancel()
+
+
+def open_settled(path: Path) -> Ledger:
+    """Open a ledger read-only for a reader that needs its derived views whole (digest tree, fsck,
+    publish, audit): if derivation is pending (an apply or sync was killed, or is running), finish it
+    first, as a writer, which waits for a running one (spec/storage.md §3.1)."""
+    ledger = Ledger(path, readonly=True)
+    if not ledger.pending():
+        return ledger
+    ledger.close()
+    with Ledger(path) as writer:
+        writer.finish()
+    return Ledger(path, readonly=True)
 
 
 # --- rebuilding from the log ---------------------------------------------------------------------

@@ -183,6 +183,7 @@ def test_progress_on_a_terminal_only(cli, tmp_path: Path) -> None:  # type: igno
     assert f"applied {total} events" in out
     assert "applying" in screen and "events" in screen and "records" in screen and "events/s" in screen and "eta" in screen
     assert "batch 10/10" in screen and "30 records" in screen
+    assert "deriving" in screen and "states" in screen  # the third phase: each touched state derived once
     # not a terminal (the cli fixture pipes stderr), or --quiet: no progress at all
     r = cli("--ledger", "P", "apply", "--batch-size", "50", str(data))
     assert r.code == 0 and r.err == ""

@@ -81,15 +81,20 @@ def test_revoking_wins_whichever_arrives_first() -> None:
 
 
 @settings(max_examples=LMDB_EXAMPLES)
-@given(subsets, st.randoms(use_true_random=False), st.integers(1, 6))
-def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches) -> None:  # type: ignore[no-untyped-def]
+@given(subsets, st.randoms(use_true_random=False), st.integers(1, 6), st.booleans())
+def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches, defer) -> None:  # type: ignore[no-untyped-def]
     order = list(events)
     rnd.shuffle(order)
     incremental = tmp_path_factory.mktemp("inc")
     with Ledger(incremental, create=True) as ledger:
         step = max(1, len(order) // batches)
         for i in range(0, len(order), step):
-            ledger.apply_batch(bundles_of(order[i:i + step]))
+            # deferred derivation (spec/storage.md §3.1), finished at any moment or only at the end
+            ledger.apply_batch(bundles_of(order[i:i + step]), defer=defer)
+            if defer and rnd.random() < 0.3:
+                ledger.finish()
+        ledger.finish()
+        assert ledger.pending() == 0
         got = {s: ledger.state_bytes(s) for s in ledger.subjects()}
         assert ledger.fsck() == []
     replay = tmp_path_factory.mktemp("replay")
@@ -158,15 +163,16 @@ def _answers(ledger: Ledger) -> dict[str, str]:
 
 
 @settings(max_examples=LMDB_EXAMPLES)
-@given(valid_sets, junk_sets, st.randoms(use_true_random=False), st.integers(1, 5))
-def test_garbage_independence_on_ledgers_whatever_the_order_and_batching(tmp_path_factory, valid, junk, rnd, batches) -> None:  # type: ignore[no-untyped-def]
+@given(valid_sets, junk_sets, st.randoms(use_true_random=False), st.integers(1, 5), st.booleans())
+def test_garbage_independence_on_ledgers_whatever_the_order_and_batching(tmp_path_factory, valid, junk, rnd, batches, defer) -> None:  # type: ignore[no-untyped-def]
     junk = _not_a_replay_of_itself(junk)
     mixed = valid + junk
     rnd.shuffle(mixed)
     with Ledger(tmp_path_factory.mktemp("dirty"), create=True) as dirty, Ledger(tmp_path_factory.mktemp("clean"), create=True) as clean:
         step = max(1, len(mixed) // batches)
         for i in range(0, len(mixed), step):  # junk before, inside and after the valid events
-            dirty.apply_batch(bundles_of(mixed[i:i + step]))
+            dirty.apply_batch(bundles_of(mixed[i:i + step]), defer=defer)
+        dirty.finish()
         clean.apply_batch(bundles_of(valid))
         assert {s: dirty.state_bytes(s) for s in dirty.subjects()} == {s: clean.state_bytes(s) for s in clean.subjects()}
         assert dirty.root() == clean.root()

@@ -1,0 +1,115 @@
+"""Deferred derivation (spec/storage.md §3.1): batches mark records pending, finishing derives each once,
+what is pending survives the process and is finished by the next writer or whole-view reader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from pithledger.canonical import canonical_bytes
+from pithledger.merge import reduce
+from pithledger.store import Ledger, open_settled
+
+from eventpool import P, bundles_of, entries, pool
+
+
+def states(ledger: Ledger) -> dict[str, bytes]:
+    return {s: ledger.state_bytes(s) for s in ledger.subjects()}
+
+
+def reference(tmp_path: Path) -> Ledger:
+    ledger = Ledger(tmp_path / "reference", create=True)
+    ledger.apply_batch(bundles_of(pool()))
+    return ledger
+
+
+def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    events = pool()
+    derived: list[str] = []
+    original = Ledger._materialise
+
+    def counting(self: Ledger, txn: lmdb.Transaction, subject: str, cache: dict) -> bytes:  # type: ignore[type-arg]
+        derived.append(subject)
+        return original(self, txn, subject, cache)
+
+    monkeypatch.setattr(Ledger, "_materialise", counting)
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        for i in range(0, len(events), 4):  # many batches touching the same records
+            ledger.apply_batch(bundles_of(events[i:i + 4]), defer=True)
+        assert derived == []  # a batch derives nothing
+        assert ledger.pending() > 0
+        assert ledger.finish() == len(derived)
+        assert sorted(derived) == sorted(set(derived))  # each record once
+        assert ledger.pending() == 0 and ledger.fsck() == []
+        got = states(ledger), ledger.root()
+    with reference(tmp_path) as ref:
+        assert got == (states(ref), ref.root())
+
+
+def test_a_pending_record_is_read_from_its_events_and_found_by_its_long_number(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()), defer=True)
+        assert list(ledger.subjects()) == []  # nothing derived yet
+        for number in P:
+            assert ledger.resolve(number) == number
+            # its own events as held; citations by records still pending count once they are finished
+            own = [e for e in entries(pool()) if e.verdict.subject == number]
+            assert ledger.state_bytes(number) == canonical_bytes(reduce(number, own, []))
+        problems = ledger.fsck()
+        assert len(problems) == 1 and "derivation pending" in problems[0]
+
+
+def test_layout_3_is_read_as_it_is_and_upgraded_in_place_by_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger(path, create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()))
+        before = states(ledger)
+    env = lmdb.open(str(path), max_dbs=32)
+    with env.begin(write=True) as txn:  # what a layout-3 ledger is: no pending sets
+        for name in (b"pendcite", b"pendstate"):
+            txn.drop(env.open_db(name, txn=txn), delete=True)
+        txn.put(b"layout_version", b"3", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with Ledger(path, readonly=True) as reader:
+        assert states(reader) == before and reader.pending() == 0
+    with Ledger(path, readonly=True) as reader:
+        assert bytes(reader.env.begin(db=reader.db[b"meta"]).get(b"layout_version")) == b"3"  # a reader writes nothing
+    with Ledger(path) as writer:
+        assert states(writer) == before and writer.fsck() == []
+    with Ledger(path, readonly=True) as reader:
+        assert bytes(reader.env.begin(db=reader.db[b"meta"]).get(b"layout_version")) == b"4"
+
+
+def test_work_left_by_a_killed_run_is_finished_by_a_whole_view_reader(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger(path, create=True) as ledger:  # as a killed apply leaves it: batches committed, not derived
+        ledger.apply_batch(bundles_of(pool()), defer=True)
+    with reference(tmp_path) as ref:
+        want = ref.root()
+    out = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "digest", "--json"],
+                         capture_output=True, text=True, check=True)
+    doc = json.loads(out.stdout)
+    assert (doc["events_root"], doc["states_root"]) == (want.events.hex(), want.states.hex())
+    with open_settled(path) as settled:
+        assert settled.pending() == 0 and settled.fsck() == []
+
+
+def test_apply_finishes_what_an_earlier_run_left_pending(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    events = pool()
+    with Ledger(path, create=True) as ledger:
+        ledger.apply_batch(bundles_of(events), defer=True)
+    data = tmp_path / "again.jsonl"
+    data.write_text("".join(json.dumps(b) + "\n" for b in [{"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
+                                                            "pith_number": events[0]["subject_pith_number"],
+                                                            "events": [events[0]]}]))
+    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", "-q", str(data)],
+                   capture_output=True, check=True)  # only a duplicate: the run still finishes the pending work
+    with Ledger(path) as ledger, reference(tmp_path) as ref:
+        assert ledger.pending() == 0 and states(ledger) == states(ref) and ledger.fsck() == []
