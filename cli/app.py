@@ -719,17 +719,20 @@ def _evidence_subject(ledger: Ledger, ident: str) -> str:
 
 
 @command(cls=Command)
-def rebuild(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def rebuild(ctx: typer.Context, as_json: JsonOption = False,
+            reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).")] = False) -> None:
     """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
 
-    Every received event is re-verified and re-applied into a new ledger beside the old one, which is
-    then swapped in; the old ledger is kept as <name>.<version>-backup. Nothing is lost.
+    Every received event is checked again under this version's rules and re-applied into a new ledger
+    beside the old one, which is then swapped in; the old ledger is kept as <name>.<version>-backup.
+    Nothing is lost. The signatures of events the old ledger held as valid are not checked again
+    unless --reverify.
     """
     from pithledger.merge import MERGE_VERSION
     from pithledger.store import rebuild as rebuild_ledger
 
     where = settings(ctx).ledger
-    counts = rebuild_ledger(where)
+    counts = rebuild_ledger(where, reverify=reverify)
     if _json(ctx, as_json):
         emit_json(counts)
         return
@@ -807,11 +810,12 @@ def log(
 
 
 @command(cls=Command)
-def fsck(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def fsck(ctx: typer.Context, as_json: JsonOption = False,
+         reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).")] = False) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
     path = settings(ctx).ledger
     with _open(ctx, settled=True) as ledger:
-        problems = ledger.fsck()
+        problems = ledger.fsck(reverify=reverify)
         counts = ledger.counts()
     if _json(ctx, as_json):
         emit_json({"ok": not problems, "problems": problems, "events": counts["events"], "records": counts["records"],

@@ -8,12 +8,13 @@ crash leaves the ledger exactly as before or after a batch. Layout and rules: sp
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import shutil
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -148,14 +149,22 @@ _json_decoder = msgspec.json.Decoder()
 
 
 _VERIFY_CHUNK = 256
+_PROCESS_AFTER_CHUNKS = 8  # a ledger's 8th chunk of signature checks starts the worker processes
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 
 
-def _signatures_ok(checks: list[SignatureCheck]) -> list[bool]:
-    """The Ed25519 checks of a chunk of events: libsodium releases the GIL, so chunks run on a few
-    threads verify in parallel while the thread that prepared them goes on."""
-    return [keys.signature_ok(c.public_key, c.message, c.signature) for c in checks]
+def _signatures_ok(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+    """The Ed25519 checks (public key, message, signature) of a chunk of events, run on worker
+    threads or processes while the thread that prepared them goes on."""
+    return [keys.signature_ok(public_key, message, signature) for public_key, message, signature in items]
+
+
+def _outcome(part: Future[list[bool]], items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+    try:
+        return part.result()
+    except BrokenExecutor:  # a worker process died (killed, out of memory): check here instead
+        return _signatures_ok(items)
 
 
 def _verdict_key(v: Verdict) -> tuple[Any, ...]:
@@ -264,6 +273,8 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
         self._pool: ThreadPoolExecutor | None = None
+        self._procs: ProcessPoolExecutor | None = None  # signature checks of big runs (see _signature_pool)
+        self._chunks_checked = 0
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
             layout = self._check_layout()  # before the other databases: an older layout may lack some
@@ -280,6 +291,9 @@ class Ledger:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        if self._procs is not None:
+            self._procs.shutdown(cancel_futures=True)
+            self._procs = None
         self.env.close()
 
     def __enter__(self) -> Ledger:
@@ -354,6 +368,21 @@ class Ledger:
         is added, so signature checks run while the caller reads and decodes the next bundles."""
         self._start_pool()
         return Batch(self)
+
+    def _signature_pool(self) -> Executor | None:
+        """Where a chunk of Ed25519 checks runs. Threads would do (libsodium releases the GIL), but a
+        thread must take the GIL back after every check, and while the caller's thread runs Python it
+        gets it only once per switch interval, so checks crawl exactly when they should overlap
+        (measured: a tenth of them done while the main thread decodes). From the 8th chunk on (a big
+        run), they go to worker processes, which need no GIL; if none can be started, to threads."""
+        self._chunks_checked += 1
+        if self._procs is None and self._chunks_checked >= _PROCESS_AFTER_CHUNKS and _WORKERS > 1:
+            try:
+                context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+                self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context)
+            except (OSError, ValueError):  # pragma: no cover - no processes here: threads
+                self._chunks_checked = -(1 << 62)
+        return self._procs or self._pool
 
     def _start_pool(self) -> None:
         if self._pool is None and _WORKERS > 1:
@@ -827,8 +856,12 @@ class Ledger:
         )
         return [first] + [write_bundle(subject, chunk) for chunk in chunks[1:]]
 
-    def fsck(self) -> list[str]:
-        """Re-verify every logged event and recompute every state; return every mismatch found."""
+    def fsck(self, *, reverify: bool = False) -> list[str]:
+        """Re-verify every logged event and recompute every state; return every mismatch found.
+
+        Every check of spec/events.md §2.2 runs again, except, unless ``reverify``, the Ed25519 check
+        of a logged event: the log holds only events whose signature verified on arrival, and that
+        check is most of the cost (spec/storage.md §6)."""
         problems: list[str] = []
         with self.env.begin() as txn:
             seen = 0
@@ -836,7 +869,9 @@ class Ledger:
                 entry = _entry_decoder.decode(raw)
                 seen += 1
                 event = _json_decoder.decode(entry.event)
-                verdict = verify_event(event)
+                checked = prepare_event(event)
+                verdict = checked if isinstance(checked, Verdict) else checked.verdict(
+                    keys.signature_ok(checked.public_key, checked.message, checked.signature) if reverify else True)
                 # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
                 # that still verifies; for any other, "valid" is what was stored.
                 logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
@@ -1013,11 +1048,15 @@ class Batch:
         self._prepared: list[Verdict | SignatureCheck] = []  # per candidate, in order
         self._chunk: list[SignatureCheck] = []
         self._parts: list[Future[list[bool]]] = []
+        self._items: list[list[tuple[bytes, bytes, bytes]]] = []  # what each part checks (re-checked here if a worker died)
         self.events = 0  # events added
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
         self.bytes = 0  # canonical bytes of the bundles added
 
-    def add(self, bundle: Bundle) -> None:
+    def add(self, bundle: Bundle, *, signatures_verified: bool = False) -> None:
+        """Add a bundle's events. ``signatures_verified``: the caller vouches that every Ed25519
+        signature of these exact bytes verified before (``rebuild`` re-applying its own log, which holds
+        only events that verified): step 7 is taken as passed, every other step runs again."""
         self._bundles.append(bundle)
         self.events += len(bundle.events)
         self.fill += max(1, len(bundle.events))
@@ -1039,6 +1078,8 @@ class Batch:
                 continue
             self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
             prepared = prepare_event(event, event_id=cid or None)
+            if signatures_verified and isinstance(prepared, SignatureCheck):
+                prepared = prepared.verdict(True)
             self._prepared.append(prepared)
             if isinstance(prepared, SignatureCheck):
                 self._chunk.append(prepared)
@@ -1048,13 +1089,15 @@ class Batch:
     def _submit(self) -> None:
         if not self._chunk:
             return
-        pool = self._ledger._pool
+        pool = self._ledger._signature_pool()
         future: Future[list[bool]] = Future()
+        items = [(c.public_key, c.message, c.signature) for c in self._chunk]
         if pool is None:
-            future.set_result(_signatures_ok(self._chunk))
+            future.set_result(_signatures_ok(items))
         else:
-            future = pool.submit(_signatures_ok, self._chunk)
+            future = pool.submit(_signatures_ok, items)
         self._parts.append(future)
+        self._items.append(items)
         self._chunk = []
 
     def commit(self, *, defer: bool = False) -> BatchResult:
@@ -1062,7 +1105,7 @@ class Batch:
         durable transaction (see :meth:`Ledger.apply_batch`)."""
         self._submit()
         self._txn.abort()
-        outcomes = iter([ok for part in self._parts for ok in part.result()])
+        outcomes = iter([ok for part, items in zip(self._parts, self._items, strict=True) for ok in _outcome(part, items)])
         checked = [p.verdict(next(outcomes)) if isinstance(p, SignatureCheck) else p for p in self._prepared]
         verdicts = dict(zip(self._candidates, checked, strict=True))
         while True:
@@ -1097,14 +1140,17 @@ def open_settled(path: Path) -> Ledger:
 _REBUILT_MARK = "REBUILT"
 
 
-def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
+def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
     The log of every layout keeps each received event's bytes (layout 1 kept every class of event
-    there; layouts 2 and 3 keep valid events there and the rest as evidence), so re-applying them all
-    loses nothing. The new ledger is built beside the old one and swapped in by two renames; the old
-    one stays as ``<name>.<old merge>-backup``. While it reads, it holds the old ledger's writer lock,
-    so nothing is applied to the old ledger meanwhile. Re-running after an interruption finishes the job.
+    there; layouts 2 to 4 keep valid events there and the rest as evidence), so re-applying them all
+    loses nothing. Every check of spec/events.md §2.2 runs again under this version's rules, except,
+    unless ``reverify``, the Ed25519 check of an event the old ledger held as valid: the same bytes
+    verified under the same signature rule when they arrived. The new ledger is built beside the old
+    one and swapped in by two renames; the old one stays as ``<name>.<old merge>-backup``. While it
+    reads, it holds the old ledger's writer lock, so nothing is applied to the old ledger meanwhile.
+    Re-running after an interruption finishes the job.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".rebuild-tmp")
@@ -1118,7 +1164,7 @@ def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
         env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
     except lmdb.Error as exc:
         raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
-    counts = {"events_read": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0}
+    counts = {"events_read": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "signatures_reused": 0}
     try:
         txn = env.begin(write=True)  # the writer lock: no apply lands in the old ledger while we read it
         try:
@@ -1126,16 +1172,18 @@ def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
             old_merge = bytes(txn.get(b"merge_version", b"", db=meta)).decode() or "unknown"
             shutil.rmtree(tmp, ignore_errors=True)
             with Ledger(tmp, create=True) as new:
-                batch: list[Bundle] = []
-                for raw in _old_events(env, txn):
+                batch = new.batch()
+                for raw, was_valid in _old_events(env, txn):
                     event = _json_decoder.decode(raw)
                     counts["events_read"] += 1
-                    batch.append(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event]))
-                    if len(batch) >= batch_events:
-                        _tally(counts, new.apply_batch(batch))
-                        batch = []
-                if batch:
-                    _tally(counts, new.apply_batch(batch))
+                    reuse = was_valid and not reverify
+                    counts["signatures_reused"] += reuse
+                    batch.add(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event]), signatures_verified=reuse)
+                    if batch.events >= batch_events:
+                        _tally(counts, batch.commit(defer=True))
+                        batch = new.batch()
+                _tally(counts, batch.commit(defer=True))
+                new.finish()
                 _copy_db(env, txn, new, b"extra")
         finally:
             txn.abort()
@@ -1155,19 +1203,25 @@ def rebuild(path: Path, *, batch_events: int = 10_000) -> dict[str, Any]:
     return counts | {"backup": str(backup), "old_merge_version": old_merge}
 
 
-def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[bytes]:
-    """Every received event's bytes in a ledger of any layout: its log, then (layout 2 on) its evidence."""
+def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
+    """Every received event's bytes in a ledger of any layout, and whether that ledger held it as
+    valid: its log (layouts 2 to 4 log valid events only; layout 1 logged every class with its verdict),
+    then (layout 2 on) its evidence."""
     generic = msgspec.msgpack.Decoder()
     log = env.open_db(b"log", txn=txn, create=False)
     for _, raw in txn.cursor(db=log).iternext():
-        entry = generic.decode(raw)  # layouts 1 and 2: a map; layout 3: an array [seq, event, facts, event_id]
-        yield bytes(entry[1] if isinstance(entry, list) else entry["event"])
+        entry = generic.decode(raw)  # layouts 1 and 2: a map; layouts 3 and 4: an array [seq, event, facts, event_id]
+        if isinstance(entry, list):
+            yield bytes(entry[1]), True
+        else:
+            verdict = entry.get("verdict")
+            yield bytes(entry["event"]), not isinstance(verdict, dict) or verdict.get("status") == "valid"
     try:
         evidence = env.open_db(b"evidence", txn=txn, create=False)
     except lmdb.NotFoundError:
         return
     for _, raw in txn.cursor(db=evidence).iternext():
-        yield bytes(generic.decode(raw)["event"])
+        yield bytes(generic.decode(raw)["event"]), False
 
 
 def _copy_db(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, name: bytes) -> None:

@@ -9,23 +9,38 @@ import lmdb
 import msgspec
 import pytest
 
+from typing import Any
+
 from pithledger.canonical import canonical_bytes
 from pithledger.errors import LayoutMismatch
-from pithledger.store import Ledger
+from pithledger.events import verify_event
+from pithledger.store import Ledger, rebuild
 
-from eventpool import bundles_of, pool
+from pithledger.events import compute_event_id, make_event
+
+from eventpool import ALICE, P, bundles_of, pool
 
 
-def write_v1_ledger(path: Path) -> None:
-    """What pithledger 0.1 (layout 1, merge v1) left on disk: every received event in its log."""
+def forged() -> dict[str, Any]:
+    """A valid event with the signature of another: bad-signature, and nothing else wrong with it."""
+    event = make_event("author_attestation", P[0], {"author_name": "Forged Author"}, ALICE, created_at="2026-02-01T00:00:00Z")
+    other = next(e for e in pool() if e.get("signature_b64"))
+    event = {**event, "signature_b64": other["signature_b64"]}
+    return {**event, "event_id": compute_event_id(event)}  # the id covers the signature: recomputed, it matches
+
+
+def write_v1_ledger(path: Path, extra_events: tuple[tuple[dict[str, Any], str], ...] = ()) -> None:
+    """What pithledger 0.1 (layout 1, merge v1) left on disk: every received event in its log, with
+    the status its verdict had (``extra_events``: more (event, status) pairs)."""
     env = lmdb.open(str(path), max_dbs=16, subdir=True)
     meta, log, extra = (env.open_db(n) for n in (b"meta", b"log", b"extra"))
     enc = msgspec.msgpack.Encoder()
     with env.begin(write=True) as txn:
         txn.put(b"layout_version", b"1", db=meta)
         txn.put(b"merge_version", b"pithledger-merge-v1", db=meta)
-        for seq, event in enumerate(pool()):
-            entry = {"seq": seq, "event": canonical_bytes(event), "verdict": {"event_id": "v1", "status": "valid"}}
+        held = [(e, verify_event(e).status) for e in pool()] + list(extra_events)
+        for seq, (event, status) in enumerate(held):
+            entry = {"seq": seq, "event": canonical_bytes(event), "verdict": {"event_id": "v1", "status": status}}
             txn.put(seq.to_bytes(8, "big"), enc.encode(entry), db=log)
         txn.put(pool()[0]["subject_pith_number"].encode() + b"\0" + b"ab" * 32, b'{"note":"kept"}', db=extra)
     env.close()
@@ -59,3 +74,27 @@ def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: 
     again = cli("--ledger", str(old), "rebuild")  # a v2 ledger rebuilt from its log and evidence: same again
     assert again.code == 0 and "-> pithledger-merge-v2" in again.out
     assert json.loads(cli("--ledger", str(old), "digest", "--json").out)["events_root"] == want[1].events.hex()
+
+
+def test_rebuild_reuses_the_signature_checks_of_events_held_as_valid_only(tmp_path: Path) -> None:
+    write_v1_ledger(tmp_path / "L", ((forged(), "invalid"),))
+    counts = rebuild(tmp_path / "L")
+    assert counts["signatures_reused"] == sum(verify_event(e).status == "valid" for e in pool())
+    assert counts["invalid"] == 3  # the forged copy was checked again, and refused
+    with Ledger(tmp_path / "L", readonly=True) as rebuilt:
+        assert [h.verdict.reason for _, h in rebuilt.evidence(forged()["subject_pith_number"])
+                if h.verdict.reason == "bad-signature"] == ["bad-signature"]
+
+
+def test_reused_signature_checks_trust_the_old_log_and_reverify_does_not(tmp_path: Path) -> None:
+    """The trust boundary, stated: a log tampered to call a forged signature valid passes a reusing
+    rebuild; `rebuild --reverify` (and `fsck --reverify` beforehand) checks every signature again."""
+    write_v1_ledger(tmp_path / "reuse", ((forged(), "valid"),))
+    write_v1_ledger(tmp_path / "full", ((forged(), "valid"),))
+    assert rebuild(tmp_path / "reuse")["invalid"] == 2
+    full = rebuild(tmp_path / "full", reverify=True)
+    assert full["invalid"] == 3 and full["signatures_reused"] == 0
+    with Ledger(tmp_path / "reuse", readonly=True) as tampered:
+        assert any("does not verify" in p or "verifies as invalid" in p for p in tampered.fsck(reverify=True))
+    with Ledger(tmp_path / "full", readonly=True) as clean:
+        assert clean.fsck(reverify=True) == []
