@@ -8,15 +8,16 @@ crash leaves the ledger exactly as before or after a batch. Layout and rules: sp
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import shutil
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+
+if TYPE_CHECKING:  # imported where used: `state` starts without them (tens of ms)
+    from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
 import lmdb
 import msgspec
@@ -65,7 +66,7 @@ _DBS = {
     b"evsubj": True,  # pith_number -> copy digest of each evidence entry about it
     b"evsize": False,  # pith_number -> Usage(entries, bytes) of its evidence
     # Pending derivation (spec/storage.md §3.1): what a deferred batch left for ``finish``.
-    b"pendcite": False,  # pith_number -> b"": new events; its outbound citations and its state are to be derived
+    b"pendcite": False,  # pith_number -> b"c" (a citation or revocation among them) | b"": it received events
     b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
 }
 _PENDING = (b"pendcite", b"pendstate")
@@ -160,7 +161,36 @@ def _signatures_ok(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
     return [keys.signature_ok(public_key, message, signature) for public_key, message, signature in items]
 
 
-def _outcome(part: Future[list[bool]], items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+_T = TypeVar("_T", covariant=True)
+
+
+class _Pending(Protocol[_T]):
+    """What the writer needs of a result computed elsewhere (a Future, or _Done)."""
+
+    def result(self) -> _T: ...
+    def done(self) -> bool: ...
+    def cancel(self) -> bool: ...
+
+
+class _Done(Generic[_T]):
+    """A result computed in place (no worker pool)."""
+
+    def __init__(self, value: _T) -> None:
+        self._value = value
+
+    def result(self) -> _T:
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+    def cancel(self) -> bool:
+        return False
+
+
+def _outcome(part: _Pending[list[bool]], items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+    from concurrent.futures import BrokenExecutor
+
     try:
         return part.result()
     except BrokenExecutor:  # a worker process died (killed, out of memory): check here instead
@@ -377,6 +407,9 @@ class Ledger:
         run), they go to worker processes, which need no GIL; if none can be started, to threads."""
         self._chunks_checked += 1
         if self._procs is None and self._chunks_checked >= _PROCESS_AFTER_CHUNKS and _WORKERS > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
             try:
                 context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
                 self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context)
@@ -386,6 +419,8 @@ class Ledger:
 
     def _start_pool(self) -> None:
         if self._pool is None and _WORKERS > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pithledger-work")
 
     def _grow(self) -> None:
@@ -399,6 +434,7 @@ class Ledger:
                held: dict[str, Verdict], duplicate: int, defer: bool) -> BatchResult:
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
+        citing: set[str] = set()
         outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
         try:
             with self.env.begin(write=True) as txn:
@@ -419,6 +455,8 @@ class Ledger:
                     seq += 1
                     outcome[copy] = "new"
                     touched.add(c.subject)
+                    if "cited" in verdict.facts or "revokes" in verdict.facts:
+                        citing.add(c.subject)
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy, verdict, True)
                 counted: set[str] = set()
@@ -439,8 +477,11 @@ class Ledger:
                     if bundle.extra:
                         self._keep_extra(txn, bundle.pith_number, canonical_bytes(bundle.extra))
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                for subject in touched:
-                    txn.put(subject.encode(), b"", db=self.db[b"pendcite"])
+                for subject in touched:  # b"c": it received a citation or a revocation, which may change what it cites
+                    if subject in citing:
+                        txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
+                    else:
+                        txn.put(subject.encode(), b"", db=self.db[b"pendcite"], overwrite=False)
                 if not defer:
                     while self._finish_some(txn, None) is not None:
                         pass
@@ -552,15 +593,16 @@ class Ledger:
         cache: dict[str, list[Entry]] = {}
         cites = self._take(txn, b"pendcite", limit)
         if cites:
-            for subject in cites:
-                for cited in self._update_citations(txn, subject, cache):
+            for subject, flag in cites:
+                # Only a new citation or revocation can change which of a record's citations stand.
+                for cited in self._update_citations(txn, subject, cache) if flag else ():
                     txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
-        states = self._take(txn, b"pendstate", limit)
+        states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        packing: deque[tuple[bytes, Future[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
+        packing: deque[tuple[bytes, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
         for subject in states:
             packing.append((subject.encode(), self._pack(self._materialise(txn, subject, cache))))
             while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
@@ -571,20 +613,18 @@ class Ledger:
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
 
-    def _pack(self, data: bytes) -> Future[bytes]:
+    def _pack(self, data: bytes) -> _Pending[bytes]:
         if self._pool is None or len(data) < 16384:
-            done: Future[bytes] = Future()
-            done.set_result(_pack_state(data))
-            return done
+            return _Done(_pack_state(data))
         return self._pool.submit(_pack_state, data)
 
-    def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[str]:
-        """Remove and return up to ``limit`` keys of a pending set (key order)."""
-        out: list[str] = []
+    def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
+        """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""
+        out: list[tuple[str, bytes]] = []
         cursor = txn.cursor(db=self.db[name])
         if cursor.first():
             while limit is None or len(out) < limit:
-                out.append(bytes(cursor.key()).decode())
+                out.append((bytes(cursor.key()).decode(), bytes(cursor.value())))
                 if not cursor.delete():  # deletes and moves to the next key; False at the end
                     break
                 if not cursor.key():
@@ -1047,7 +1087,7 @@ class Batch:
         self._duplicate = 0
         self._prepared: list[Verdict | SignatureCheck] = []  # per candidate, in order
         self._chunk: list[SignatureCheck] = []
-        self._parts: list[Future[list[bool]]] = []
+        self._parts: list[_Pending[list[bool]]] = []
         self._items: list[list[tuple[bytes, bytes, bytes]]] = []  # what each part checks (re-checked here if a worker died)
         self.events = 0  # events added
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
@@ -1090,12 +1130,8 @@ class Batch:
         if not self._chunk:
             return
         pool = self._ledger._signature_pool()
-        future: Future[list[bool]] = Future()
         items = [(c.public_key, c.message, c.signature) for c in self._chunk]
-        if pool is None:
-            future.set_result(_signatures_ok(items))
-        else:
-            future = pool.submit(_signatures_ok, items)
+        future: _Pending[list[bool]] = _Done(_signatures_ok(items)) if pool is None else pool.submit(_signatures_ok, items)
         self._parts.append(future)
         self._items.append(items)
         self._chunk = []
