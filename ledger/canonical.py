@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import msgspec
@@ -37,7 +36,6 @@ MAX_DEPTH = 64
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder(order="sorted")
-_plain = msgspec.json.Decoder()
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -147,55 +145,6 @@ def strict_decode(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str
     """
     if len(data) > max_bytes:
         raise DocumentTooLarge(f"{what} is {len(data):,} bytes; the limit is {max_bytes:,}")
-    value = _plain_decode(data)
-    if value is not _UNDECIDED:
-        return value
-    return _strict_decode(data, what)
-
-
-_UNDECIDED = object()
-#: In text without strings: a fraction or exponent (a float) or 16+ digits (maybe beyond 2**53-1).
-_RISKY_NUMBER = re.compile(rb"[0-9][.eE]|[0-9]{16}")
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-
-
-def _plain_decode(data: bytes) -> Any:
-    """The value of ``data`` when it is plainly inside the admitted space, from msgspec's C decoder;
-    else ``_UNDECIDED`` and :func:`_strict_decode` decides, with its named error.
-
-    What the C decoder admits that the strict reader refuses is looked for on the text with its strings
-    blanked out: a float, an integer of 16+ digits, a key more than the decoded objects hold
-    (a duplicate), nesting that may pass MAX_DEPTH. It refuses lone surrogates, bad UTF-8, a BOM, NaN
-    and trailing data itself. Equivalence with the strict path: tests/test_canonical.py."""
-    try:
-        value = _plain.decode(data)
-    except (msgspec.DecodeError, RecursionError):
-        return _UNDECIDED
-    if type(value) is not dict and type(value) is not list:
-        return _UNDECIDED if type(value) is float or (type(value) is int and abs(value) > MAX_SAFE_INTEGER) else value
-    bare = _outside_strings(data)
-    if _RISKY_NUMBER.search(bare):
-        return _UNDECIDED
-    if bare.count(b":") != _outside_strings(_encoder.encode(value)).count(b":"):
-        return _UNDECIDED  # a key was lost: a duplicate
-    brackets = _NOT_BRACKET.sub(b"", bare)
-    for _ in range(MAX_DEPTH // 2):  # each round removes at least one level, at most two
-        if not brackets:
-            return value
-        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
-    return _UNDECIDED if brackets else value
-
-
-def _outside_strings(data: bytes) -> bytes:
-    """The bytes of a well-formed JSON text that lie outside its strings. Inside a string a backslash
-    run pairs up from its left end (the byte before it ends a character or an escape), so deleting
-    each ``\\\\`` then each ``\\"`` leaves every remaining quote a string delimiter."""
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    return b"".join(data.split(b'"')[0::2])
-
-
-def _strict_decode(data: bytes, what: str) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -32,16 +32,20 @@ _SUFFIX = re.compile(rf"^(?:[{_B32}]{{8}}|[{_B32}]{{12}}|[{_B32}]{{16}}|[{_B32}]
 
 
 def suffix_of_digest(digest: bytes) -> str:
-    """First 26 characters (130 bits) of the RFC 4648 base32 form of the 32-byte digest."""
-    return base64.b32encode(digest).decode("ascii")[:SUFFIX_LEN]
+    """First 26 characters (130 bits) of the RFC 4648 base32 form of the 32-byte digest.
+
+    Base32 maps each 5 bytes to 8 characters on its own, so the first 20 bytes give the first 32
+    characters of the whole digest's form (the standard library's encoder is pure Python: a third of
+    the work is a third of the time)."""
+    return base64.b32encode(digest[:20]).decode("ascii")[:SUFFIX_LEN]
 
 
-def pith_number(submitted_at: str, digest: bytes) -> str:
-    return f"pith:{submitted_at[:4]}:{suffix_of_digest(digest)}"
+def pith_number(submitted_at: str, digest: bytes, *, suffix: str = "") -> str:
+    return f"pith:{submitted_at[:4]}:{suffix or suffix_of_digest(digest)}"
 
 
-def short_pith_number(digest: bytes) -> str:
-    return f"pith:{suffix_of_digest(digest)[:8]}"
+def short_pith_number(digest: bytes, *, suffix: str = "") -> str:
+    return f"pith:{(suffix or suffix_of_digest(digest))[:8]}"
 
 
 def suffix_of_pith_number(number: str) -> str:

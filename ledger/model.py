@@ -100,7 +100,7 @@ def record_ids(value: Any) -> RecordIds:
     suffix = ids.suffix_of_digest(digest)
     return RecordIds(
         canonical_sha256=digest.hex(),
-        pith_number=ids.pith_number(rec.metadata.submitted_at, digest),
-        short_pith_number=ids.short_pith_number(digest),
+        pith_number=ids.pith_number(rec.metadata.submitted_at, digest, suffix=suffix),
+        short_pith_number=ids.short_pith_number(digest, suffix=suffix),
         aliases=ids.aliases(rec.source.id, rec.source.version, suffix),
     )
