@@ -151,6 +151,7 @@ _json_decoder = msgspec.json.Decoder()
 
 _VERIFY_CHUNK = 256
 _PROCESS_AFTER_CHUNKS = 8  # a ledger's 8th chunk of signature checks starts the worker processes
+_RELEASE_EVERY = 32  # records derived between two _release_mapped_pages
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 
@@ -186,6 +187,40 @@ class _Done(Generic[_T]):
 
     def cancel(self) -> bool:
         return False
+
+
+def _release_mapped_pages(data_file: Path) -> None:
+    """Unmap the pages of the ledger's file that this process has touched (Linux; elsewhere nothing).
+
+    A write transaction reads the pages it modifies through LMDB's read-only shared map, and the kernel
+    maps up to 16 cached neighbours of each page it faults in, so after a few batches into a large
+    ledger most of the file is mapped and counted in the RSS, although those are clean page-cache pages
+    that any memory pressure reclaims. MADV_DONTNEED on a shared file mapping only drops the mappings
+    (the data stays in the file and the cache; the next access maps it again), so the RSS shows what
+    the process holds. Called between transactions."""
+    global _madvise
+    if _madvise is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _madvise = libc.madvise
+            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
+            _madvise = False
+    if not _madvise:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            ranges = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(data_file))]
+    except OSError:  # pragma: no cover - no /proc
+        return
+    for r in ranges:
+        start, end = (int(x, 16) for x in r.split("-"))
+        _madvise(start, end - start, 4)  # MADV_DONTNEED
+
+
+_madvise: Any = None
 
 
 def _outcome(part: _Pending[list[bool]], items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
@@ -292,6 +327,7 @@ class Ledger:
         """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
         for an apply in another process (LMDB gives it the last committed snapshot)."""
         self.path = Path(path)
+        self._data_file = self.path.resolve() / "data.mdb"
         self.evidence_limits = evidence_limits
         if not create and not (self.path / "data.mdb").exists():
             raise NoLedger(f"no ledger at {self.path}")
@@ -439,7 +475,9 @@ class Ledger:
         try:
             with self.env.begin(write=True) as txn:
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
-                for copy, c in candidates.items():
+                for n, (copy, c) in enumerate(candidates.items(), 1):
+                    if n % (8 * _RELEASE_EVERY) == 0:
+                        _release_mapped_pages(self._data_file)
                     verdict = verdicts[copy]
                     if verdict.status != "valid":
                         kept = self._keep_evidence(txn, copy, c.subject, c.data, verdict)
@@ -581,6 +619,7 @@ class Ledger:
                 raise LedgerError(f"deriving pending states failed: {exc}",
                                   hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
                                        "`pithledger apply` again (with no new input it only finishes the pending work)") from None
+            _release_mapped_pages(self._data_file)
             if n is None:
                 return done
             done += n
@@ -593,7 +632,9 @@ class Ledger:
         cache: dict[str, list[Entry]] = {}
         cites = self._take(txn, b"pendcite", limit)
         if cites:
-            for subject, flag in cites:
+            for n, (subject, flag) in enumerate(cites, 1):
+                if n % _RELEASE_EVERY == 0:
+                    _release_mapped_pages(self._data_file)
                 # Only a new citation or revocation can change which of a record's citations stand.
                 for cited in self._update_citations(txn, subject, cache) if flag else ():
                     txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
@@ -603,7 +644,9 @@ class Ledger:
         if not states:
             return None
         packing: deque[tuple[bytes, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
-        for subject in states:
+        for n, subject in enumerate(states, 1):
+            if n % _RELEASE_EVERY == 0:
+                _release_mapped_pages(self._data_file)
             packing.append((subject.encode(), self._pack(self._materialise(txn, subject, cache))))
             while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
                 key, packed = packing.popleft()
@@ -1102,6 +1145,8 @@ class Batch:
         self.fill += max(1, len(bundle.events))
         self.bytes += bundle.size
         txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
+        if len(self._bundles) % (4 * _RELEASE_EVERY) == 0:
+            _release_mapped_pages(self._ledger._data_file)
         for event in bundle.events:
             cid = claimed_event_id(event)
             if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=ids_db) is not None:
@@ -1146,8 +1191,10 @@ class Batch:
         verdicts = dict(zip(self._candidates, checked, strict=True))
         while True:
             try:
-                return self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
-                                           self._duplicate, defer)
+                result = self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
+                                             self._duplicate, defer)
+                _release_mapped_pages(self._ledger._data_file)
+                return result
             except lmdb.MapFullError:
                 self._ledger._grow()
 
