@@ -269,10 +269,11 @@ class SignatureCheck(NamedTuple):
         return self.if_valid if signature_ok else self.if_invalid
 
 
-def prepare_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdict | SignatureCheck:
+def prepare_event(event: dict[str, Any], *, event_id: str | None = None, size: int | None = None) -> Verdict | SignatureCheck:
     """:func:`verify_event` without the Ed25519 check of our envelope's signature, which it returns
     as a :class:`SignatureCheck` to run elsewhere (the ledger runs them on threads, which libsodium
-    lets run in parallel, while this Python part stays on one)."""
+    lets run in parallel, while this Python part stays on one). ``size``: ``len(canonical_bytes(event))``
+    when the caller already has those bytes."""
     kind = event.get("event_type")
     kind = kind if isinstance(kind, str) else "?"
     subject = event.get("subject_pith_number")
@@ -281,7 +282,7 @@ def prepare_event(event: dict[str, Any], *, event_id: str | None = None) -> Verd
     declared = declared if isinstance(declared, str) else ""
     deferred: list[tuple[bytes, bytes, bytes, str]] = []
     try:
-        eid, trust, signer_key, facts = _verify(event, event_id, deferred)
+        eid, trust, signer_key, facts = _verify(event, event_id, deferred, size)
         verdict = Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts)
     except EventInvalid as exc:
         verdict = Verdict(declared, kind, subject, "invalid", exc.code, exc.message)
@@ -355,12 +356,12 @@ def _what(obj: dict[str, Any], name: str) -> str:
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", bool: "boolean"}
 
 
-def _verify(event: dict[str, Any], event_id: str | None,
-            deferred: list[tuple[bytes, bytes, bytes, str]]) -> tuple[str, Trust, str, dict[str, Any]]:
+def _verify(event: dict[str, Any], event_id: str | None, deferred: list[tuple[bytes, bytes, bytes, str]],
+            size: int | None = None) -> tuple[str, Trust, str, dict[str, Any]]:
     """Steps 1-10 of spec/events.md §2.2. Step 7's Ed25519 check is appended to ``deferred`` (key,
     message, signature, the failure message) and the steps after it are taken as if it passed."""
     # 1. size
-    if len(canonical_bytes(event)) > MAX_EVENT_BYTES:
+    if (len(canonical_bytes(event)) if size is None else size) > MAX_EVENT_BYTES:
         raise EventInvalid("event-too-large", f"the event is larger than {MAX_EVENT_BYTES:,} bytes")
     ours = is_pithledger_envelope(event)
     # 2. shape
@@ -410,6 +411,21 @@ def _registry_signer(signer: dict[str, Any]) -> keys.RegistryKey:
 
 
 def _signer_key(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
+    """Step 6 for a signer whose fields have their types (step 2). A ledger meets the same few signers
+    over and over, so the outcome is remembered per the fields it reads (an error is not remembered)."""
+    fields = tuple(signer[name] for name in _SIGNER_FIELDS)
+    return _signer_key_of(fields, signer.get("public_key_b64"), "public_key_b64" in signer)
+
+
+@functools.lru_cache(maxsize=1024)
+def _signer_key_of(fields: tuple[str, ...], public_key_b64: str | None, has_key: bool) -> tuple[bytes, Trust, str]:
+    signer: dict[str, Any] = dict(zip(_SIGNER_FIELDS, fields))
+    if has_key:
+        signer["public_key_b64"] = public_key_b64
+    return _check_signer(signer)
+
+
+def _check_signer(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
     if signer["signer_type"] == "pith_registry":
         reg = _registry_signer(signer)
         return reg.public_key, "registry", f"registry:{reg.key_id}"

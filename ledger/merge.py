@@ -122,6 +122,9 @@ def _latest_citations(standing: Sequence[Entry]) -> tuple[list[Entry], list[dict
     chosen: list[Entry] = []
     equivocations: list[dict[str, Any]] = []
     for (signer, cited), group in sorted(groups.items()):
+        if len(group) == 1:  # the common case: nothing to pick, no tie
+            chosen.append(group[0])
+            continue
         chosen.append(_pick_latest(group))
         equivocations += _ties("citation", signer, group, cited)
     return chosen, equivocations

@@ -1162,7 +1162,7 @@ class Batch:
                 self._held[copy] = _evidence_decoder.decode(raw).verdict
                 continue
             self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
-            prepared = prepare_event(event, event_id=cid or None)
+            prepared = prepare_event(event, event_id=cid or None, size=len(data))
             if signatures_verified and isinstance(prepared, SignatureCheck):
                 prepared = prepared.verdict(True)
             self._prepared.append(prepared)
