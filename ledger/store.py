@@ -1133,6 +1133,7 @@ class Batch:
         self._parts: list[_Pending[list[bool]]] = []
         self._items: list[list[tuple[bytes, bytes, bytes]]] = []  # what each part checks (re-checked here if a worker died)
         self.events = 0  # events added
+        self._released = 0  # self.events at the last _release_mapped_pages
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
         self.bytes = 0  # canonical bytes of the bundles added
 
@@ -1145,8 +1146,9 @@ class Batch:
         self.fill += max(1, len(bundle.events))
         self.bytes += bundle.size
         txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
-        if len(self._bundles) % (4 * _RELEASE_EVERY) == 0:
+        if self.events - self._released >= 8 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
             _release_mapped_pages(self._ledger._data_file)
+            self._released = self.events
         for event in bundle.events:
             cid = claimed_event_id(event)
             if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=ids_db) is not None:
