@@ -17,6 +17,7 @@ import hashlib
 import re
 import socket
 import sys
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ MAX_ACCEPT = 2048
 CACHE_MUTABLE = "public, max-age=60"
 CACHE_STABLE = "public, max-age=3600"
 LOG_PAGE = 1000
+#: Rendered pages and record JSON kept in memory (bytes of bodies, and records whose key is remembered).
+CACHE_BYTES = 64 * 1024 * 1024
+CACHE_ENTRIES = 100_000
 _SUFFIX26 = re.compile(r"^[A-Z2-7]{26}\Z")
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
@@ -165,6 +169,9 @@ class Site:
         self.base_url = base_url.rstrip("/")
         self.name = name
         self.mirror_key = mirror_key
+        self._cache: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()  # rendered pages and record JSON
+        self._cache_bytes = 0
+        self._records: dict[str, dict[str, Any]] = {}
 
     def close(self) -> None:
         self.meta.close()
@@ -199,6 +206,49 @@ class Site:
         if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
             raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
         return subject, state
+
+    def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
+        """The record page (``kind`` "html") or record JSON ("json") of a present record.
+
+        A rendering depends only on the state (which covers every standing event, record_created ones
+        included), the display metadata and this site's settings, so it is cached under the hash of the
+        state bytes and of the metadata; a subject's canonical record never changes (the subject is its
+        hash), so it is remembered to find the metadata. A hit costs two LMDB reads and two hashes."""
+        data = self.state_bytes(subject)
+        state: dict[str, Any] | None = None
+        record = self._records.get(subject)
+        if record is None:
+            state = msgspec.json.decode(data)
+            if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
+                raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
+            record = state["current"]["canonical_record"]
+            if len(self._records) >= CACHE_ENTRIES:
+                self._records.clear()
+            self._records[subject] = record
+        meta = self.meta.get(record)
+        key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta))
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        if state is None:
+            state = msgspec.json.decode(data)
+        facts = pages.record_facts(state, self.export(subject)["events"])
+        links = self.links(root, page)
+        if kind == "json":
+            body = _json_body(pages.record_document(state, facts, meta, links))
+        else:
+            body = pages.record_page(state, facts, meta, links, mirror=self.name).encode()
+        self._cache[key] = body
+        self._cache_bytes += len(body)
+        while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old)
+        return body
+
+    @staticmethod
+    def _meta_hash(meta: Any) -> bytes:
+        return hashlib.sha256(msgspec.json.encode(meta)).digest() if meta is not None else b""
 
     def state_bytes(self, subject: str) -> bytes:
         data: bytes = self.read(lambda: self.ledger.state_bytes(subject))
@@ -285,17 +335,11 @@ def _record_response(request: Request, suffix: str, root: str, page: str) -> Res
     site = _site(request)
     if not _SUFFIX26.match(suffix):
         return _redirect(site.subject(suffix))
-    subject, state = site.present(suffix)
-    events = site.export(subject)["events"]
-    facts = pages.record_facts(state, events)
-    meta = site.meta.get(state["current"]["canonical_record"])
-    vary = {"vary": "Accept"}
+    subject = site.subject(suffix)
     media = wants_json(request.headers.get("accept"))
-    if media is not None and not page:
-        doc = pages.record_document(state, facts, meta, site.links(root, page))
-        return respond(request, _json_body(doc), media, extra=vary)
-    html = pages.record_page(state, facts, meta, site.links(root, page), mirror=site.name)
-    return respond(request, html.encode(), _HTML, extra=vary)
+    kind = "json" if media is not None and not page else "html"
+    body = site.rendered(subject, kind, root, page)
+    return respond(request, body, media if kind == "json" and media else _HTML, extra={"vary": "Accept"})
 
 
 async def record(request: Request) -> Response:
@@ -457,6 +501,9 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it (Linux): a response's head and body are two writes, and with
+        # Nagle the second waits for the client's delayed ACK (~40 ms per keep-alive request).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(addr)
         sock.listen(1024)
     except OSError as exc:
@@ -475,8 +522,9 @@ def url_of(sock: socket.socket) -> str:
 
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
-        mirror_key: dict[str, str] | None = None, quiet: bool = False) -> None:
-    """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound."""
+        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools") -> None:
+    """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
+    ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
     import uvicorn
 
     site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key)
@@ -484,7 +532,7 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")
         config = uvicorn.Config(create_app(site), log_level="warning", access_log=False, server_header=False, date_header=True,
-                                proxy_headers=False, lifespan="off", http="httptools", loop="asyncio", timeout_keep_alive=5,
+                                proxy_headers=False, lifespan="off", http=http, loop="asyncio", timeout_keep_alive=5,
                                 limit_concurrency=1000, backlog=1024)
         server = uvicorn.Server(config)
         if not quiet:

@@ -292,6 +292,8 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
     try:
         first = server.request(f"/pith/{FZ7}/state.json")
         assert first[0] == 200
+        first_page = server.request(f"/pith/{FZ7}")
+        first_doc = json.loads(server.request(f"/pith/{Y7E}", headers={"Accept": "application/json"})[2])
         apply = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(BUNDLES)],
                                  env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         statuses = []
@@ -303,8 +305,28 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
         after = server.request(f"/pith/{FZ7}/state.json")
         assert after[0] == 200 and after[1]["etag"] != first[1]["etag"]
         assert len(json.loads(after[2])["current"]["author_attestations"]) == 1
+        page = server.request(f"/pith/{FZ7}")  # a cached page follows the state
+        assert page[1]["etag"] != first_page[1]["etag"] and b"Josiah Carberry" in page[2] and b"Josiah Carberry" not in first_page[2]
+        # display metadata supplied while serving shows at once (and the cached record JSON follows it)
+        assert {f["check"] for f in first_doc["display_metadata"]} == {"unchecked"}
+        pl(tmp_path, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))
+        doc = json.loads(server.request(f"/pith/{Y7E}", headers={"Accept": "application/json"})[2])
+        assert [f["check"] for f in doc["display_metadata"]] == ["match", "unchecked", "mismatch"]
     finally:
         server.stop()
+
+
+def test_keep_alive_requests_are_not_delayed(site: tuple[Server, Path, Path]) -> None:
+    """TCP_NODELAY: without it a keep-alive response's second write waits for a delayed ACK (~40 ms)."""
+    conn = http.client.HTTPConnection("127.0.0.1", site[0].port, timeout=30)
+    times = []
+    for _ in range(6):
+        t = time.perf_counter()
+        conn.request("GET", f"/pith/{FZ7}/state.json")
+        conn.getresponse().read()
+        times.append(time.perf_counter() - t)
+    conn.close()
+    assert sorted(times)[3] < 0.030, times
 
 
 def test_port_in_use_is_a_named_error(site: tuple[Server, Path, Path]) -> None:
@@ -354,3 +376,22 @@ def test_base_url_names_this_mirror(tmp_path: Path) -> None:
         assert time.monotonic() - t0 < 10
     finally:
         server.stop()
+
+
+def test_publish_writes_the_same_page_for_static_hosts(site: tuple[Server, Path, Path]) -> None:
+    server, ledger, tmp = site
+    out = tmp / "pub"
+    pl(tmp, "--ledger", str(ledger), "publish", str(out))
+    static = (out / "pith" / FZ7 / "index.html").read_text()
+    served = server.request(f"/pith/{FZ7}")[2].decode()
+    # the same renderer: the same sections and numbers; links relative to each page
+    for text in (f"pith:2026:{FZ7}", "Record completeness", "Receipt and verification", "Timeline (", "Cites (1)"):
+        assert text in static and text in served
+    assert f'href="../../pith/{FZ7}/bundle.json"' in static and f'href="../pith/{FZ7}/bundle.json"' in served
+    assert 'http-equiv="Content-Security-Policy"' in static
+    assert f"curl -s $MIRROR/pith/{FZ7}/bundle.json" in static  # a static host cannot negotiate: the bundle path
+    index = (out / "index.html").read_text()
+    assert len(re.findall(r'href="pith/[A-Z2-7]{26}/index.html"', index)) == 50
+    assert json.loads((out / "pith-signing-key.json").read_text())["keys"][0]["key_id"] == "pith-v1-2026-05"
+    # readers of a published tree ignore the pages: audit still finds the two mirrors consistent
+    assert pl(tmp, "audit", str(ledger), str(out)).returncode == 0
