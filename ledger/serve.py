@@ -54,7 +54,7 @@ CACHE_STABLE = "public, max-age=3600"
 LOG_PAGE = 1000
 #: Rendered pages and record JSON kept in memory (bytes of bodies, and records whose key is remembered).
 CACHE_BYTES = 64 * 1024 * 1024
-CACHE_ENTRIES = 100_000
+CACHE_ENTRIES = 20_000
 _SUFFIX26 = re.compile(r"^[A-Z2-7]{26}\Z")
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
@@ -435,6 +435,11 @@ async def pithledger_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "server-error", "the request could not be answered")  # pragma: no cover
 
 
+async def server_error(request: Request, exc: Exception) -> Response:
+    """A bug or a damaged ledger: a JSON 500 for the client; the traceback goes to the server's log only."""
+    return error_response(500, "server-error", "the request could not be answered")
+
+
 class Guard:
     """Outermost ASGI layer: read-only methods, CORS preflight, bounded request lines."""
 
@@ -458,10 +463,19 @@ class Guard:
         if len(scope.get("raw_path") or b"") > MAX_PATH or len(scope.get("query_string", b"")) > MAX_QUERY:
             await error_response(400, "request-too-long", f"paths are at most {MAX_PATH} bytes and queries {MAX_QUERY}")(scope, receive, send)
             return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, tracked)
         except Exception:  # noqa: BLE001 - the last line of defence: never a traceback to a client
-            await error_response(500, "server-error", "the request could not be answered")(scope, receive, send)
+            if not started:
+                await error_response(500, "server-error", "the request could not be answered")(scope, receive, send)
 
 
 def create_app(site: Site) -> ASGIApp:
@@ -483,7 +497,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{ident:path}", resolve),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, 404: http_error, 405: http_error,
-                                                       PithledgerError: pithledger_error})
+                                                       PithledgerError: pithledger_error, Exception: server_error})
     app.state.site = site
     return Guard(app)
 

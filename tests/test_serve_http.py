@@ -395,3 +395,23 @@ def test_publish_writes_the_same_page_for_static_hosts(site: tuple[Server, Path,
     assert json.loads((out / "pith-signing-key.json").read_text())["keys"][0]["key_id"] == "pith-v1-2026-05"
     # readers of a published tree ignore the pages: audit still finds the two mirrors consistent
     assert pl(tmp, "audit", str(ledger), str(out)).returncode == 0
+
+
+def test_a_damaged_record_is_a_json_500_and_the_rest_is_served(tmp_path: Path) -> None:
+    import lmdb
+
+    ledger = tmp_path / "l"
+    pl(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES))
+    env = lmdb.open(str(ledger), max_dbs=32)
+    with env.begin(write=True) as txn:
+        txn.put(f"pith:2026:{FZ7}".encode(), b"not zlib", db=env.open_db(b"state", txn=txn))
+    env.close()
+    server = Server(ledger, tmp_path)
+    try:
+        for path in (f"/pith/{FZ7}/state.json", f"/pith/{FZ7}"):
+            status, headers, body = server.request(path)
+            assert status == 500 and headers["content-type"] == "application/json", body
+            assert json.loads(body)["error"] in ("ledger-error", "server-error")
+        assert server.request(f"/pith/{Y7E}/state.json")[0] == 200
+    finally:
+        server.stop()
