@@ -598,26 +598,28 @@ def index_page(rows: Sequence[IndexRow], roots: dict[str, Any], links: Links, *,
                  '<p class="meta">Any identifier form: long or short Pith Number, 8/12/16/26-character suffix, arXiv id (with or without vN), arXiv DOI.</p>')
     if error:
         b.append(f'<p class="bad" id="error">{e(error)}</p>')
-    b.append(f"<h2>Recent records ({len(rows)})</h2>")
-    if rows:
-        b.append("<table><tr><th>Pith Number</th><th>arXiv</th><th>title</th><th>submitted</th><th>badges</th></tr>")
-        for r in rows:
-            title = e(r.title) if r.title else '<span class="meta">(not supplied)</span>'
-            badge_text = " · ".join(e(r.badges.get(k, "")) for k, _ in BADGE_LABELS)
-            b.append(f"<tr><td>{_record_link(r.pith_number, links)}</td><td>{e(r.arxiv)}</td><td>{title}</td>"
-                     f"<td>{e(r.submitted_at[:10])}</td><td class=\"trust\">{badge_text}</td></tr>")
-        b.append("</table>")
-    else:
-        b.append('<p class="meta">No records yet.</p>')
     b.append("<h2>This mirror's digest roots</h2><dl class=\"kv\" id=\"roots\">")
     for k in ("events_root", "states_root", "records", "events", "digest_version", "merge_version"):
         if k in roots:
             b.append(f'<dt>{e(k)}</dt><dd class="mono">{e(roots[k])}</dd>')
     b.append("</dl><p class=\"meta\">Two mirrors holding the same valid events show the same roots "
-             "(`pithledger digest`, `pithledger audit A B`).</p>")
-    b.append(f'<p><a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a> · '
+             "(<code>pithledger digest</code>; <code>pithledger audit A B</code> names any record that differs). "
+             f'<a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a> · '
              f'<a href="{e(links.file("pith-signing-key.json"))}">signing key</a>'
              + (f' · <a href="{e(links.file("digest.json"))}">digest.json</a>' if links.server else "") + "</p>")
+    b.append(f"<h2>Recent records ({len(rows)})</h2>")
+    if rows:
+        b.append("<table class=\"records\"><tr><th>Pith Number</th><th>arXiv</th><th>title</th><th>submitted</th><th>author · timestamp · storage · references</th></tr>")
+        for r in rows:
+            title = e(r.title) if r.title else '<span class="meta">(not supplied)</span>'
+            badge_text = " · ".join(e(r.badges.get(k, "")) for k, _ in BADGE_LABELS)
+            short = "pith:" + ids.suffix_of_pith_number(r.pith_number)[:8]
+            b.append(f'<tr><td class="when"><a class="mono" href="{e(links.record(r.pith_number))}" title="{e(r.pith_number)}">{e(short)}</a></td>'
+                     f'<td class="when">{e(r.arxiv)}</td><td>{title}</td>'
+                     f"<td class=\"when\">{e(r.submitted_at[:10])}</td><td class=\"trust\">{badge_text}</td></tr>")
+        b.append("</table>")
+    else:
+        b.append('<p class="meta">No records yet.</p>')
     if mirror:
         b.append(f"<footer>{e(mirror)}</footer>")
     return _page("pithledger mirror", "".join(b), links, search=False)
