@@ -98,6 +98,30 @@ def _node_file(prefix: str, pair: Pair) -> str:
     return f"{NODE_DIR}/{prefix or 'root'}-{tag}.json"
 
 
+def node_file(prefix: str, doc: dict[str, Any]) -> str:
+    """The file name of a node document (as :func:`node_doc` builds it)."""
+    return _node_file(prefix, _pair_of(doc["digest"], "node"))
+
+
+def node_doc(ledger: Ledger, prefix: str) -> dict[str, Any] | None:
+    """The node document ``publish`` writes for ``prefix`` (None when the ledger's tree has no such
+    node): what a live server answers at the node's file name (spec/serve.md §1)."""
+    pair = ledger.root() if prefix == "" else ledger.children(prefix[:-1]).get(prefix[-1])
+    if pair is None:
+        return None
+    if len(prefix) < DEPTH:
+        return {"prefix": prefix, "digest": _pair_json(pair),
+                "children": {c: _pair_json(p) for c, p in sorted(ledger.children(prefix).items())}}
+    return {"prefix": prefix, "digest": _pair_json(pair),
+            "records": {n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(), "event_ids": ledger.record_events(n)}
+                        for n, p in sorted(ledger.bucket(prefix).items())}}
+
+
+def digest_doc(ledger: Ledger) -> dict[str, Any]:
+    """The digest file readers of a published mirror start from."""
+    return {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH, "root": _pair_json(ledger.root())}
+
+
 def _pair_json(p: Pair) -> dict[str, str]:
     return {"events": p.events.hex(), "states": p.states.hex()}
 

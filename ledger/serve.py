@@ -30,12 +30,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import ids, pages
-from .audit import DIGEST_VERSION
+from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
 from .errors import AmbiguousId, MalformedId, NotFound, PithledgerError
 from .merge import MERGE_VERSION
-from .mirror import recent_rows, signing_key_doc
+from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, recent_rows, signing_key_doc
 from .store import Ledger
 
 Scope = MutableMapping[str, Any]
@@ -199,6 +199,22 @@ class Site:
             raise HTTPError(404, exc.code, exc.message) from None
         return subject
 
+    def record_subject(self, ident: str) -> str:
+        """Like :meth:`subject`, for a redirect to a record page: the record must be present."""
+        subject = self.subject(ident)
+        if not _SUFFIX26.match(ids.suffix_of_pith_number(subject)) or self.state(subject).get("record_status") != "present":
+            raise HTTPError(404, "not-found", f"{subject} has events here but no record_created stands yet (pending): it has no record page")
+        return subject
+
+    def bundle_bytes(self, subject: str) -> bytes:
+        """What publish writes at pith/<suffix>/bundle.json: the whole export while a reader can take
+        it (64 MiB), else its first part (spec/audit.md §4)."""
+        parts: list[dict[str, Any]] = self.read(lambda: self.ledger.export_parts(subject))
+        if len(parts) == 1:
+            return _json_body(parts[0])
+        whole = _json_body(self.export(subject))
+        return whole if len(whole) <= MAX_FETCH else _json_body(parts[0])
+
     def present(self, suffix: str) -> tuple[str, dict[str, Any]]:
         """The present record with this 26-character suffix and its state."""
         subject = self.subject(suffix)
@@ -313,7 +329,7 @@ async def index(request: Request) -> Response:
     error, status = "", 200
     if ident:
         try:
-            return _redirect(site.subject(ident))
+            return _redirect(site.record_subject(ident))
         except HTTPError as exc:
             error, status = exc.message, exc.status
     body = pages.index_page(site.recent(), site.digest(), site.links(""), mirror=site.name, error=error).encode()
@@ -328,13 +344,13 @@ async def resolve(request: Request) -> Response:
     ident = request.path_params.get("ident") or request.query_params.get("id") or request.query_params.get("q")
     if not ident:
         raise HTTPError(400, "usage", "give an identifier: /resolve?id=ID or /resolve/ID")
-    return _redirect(site.subject(ident))
+    return _redirect(site.record_subject(ident))
 
 
 def _record_response(request: Request, suffix: str, root: str, page: str) -> Response:
     site = _site(request)
     if not _SUFFIX26.match(suffix):
-        return _redirect(site.subject(suffix))
+        return _redirect(site.record_subject(suffix))
     subject = site.subject(suffix)
     media = wants_json(request.headers.get("accept"))
     kind = "json" if media is not None and not page else "html"
@@ -366,14 +382,14 @@ async def state_json(request: Request) -> Response:
 
 async def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
-    return respond(request, _json_body(_site(request).export(subject)), _JSON)
+    return respond(request, _site(request).bundle_bytes(subject), _JSON)
 
 
 async def events_json(request: Request) -> Response:
     site = _site(request)
     subject = _suffix_subject(request)
     inbound = site.read(lambda: site.ledger.inbound_bundles(subject))
-    doc = {"pith_number": subject, "events": site.export(subject)["events"],
+    doc = {"pith_number": subject, "events": msgspec.json.decode(site.bundle_bytes(subject))["events"],
            "inbound_citations": [e for b in inbound for e in b["events"]]}
     return respond(request, _json_body(doc), _JSON)
 
@@ -413,6 +429,44 @@ async def signing_key(request: Request) -> Response:
 
 async def digest(request: Request) -> Response:
     return respond(request, _json_body(_site(request).digest()), _JSON)
+
+
+# --- the published layout (spec/audit.md §4), live: `sync` and `audit` read this server as a mirror -----
+
+
+async def mirror_digest(request: Request) -> Response:
+    site = _site(request)
+    return respond(request, _json_body(site.read(lambda: digest_doc(site.ledger))), _JSON)
+
+
+async def mirror_node(request: Request) -> Response:
+    """A digest-tree node file, named by prefix and digest. Only the current node is answered: a
+    reader holding an older parent gets 404 and runs again (as with a re-published tree)."""
+    site = _site(request)
+    m = re.fullmatch(r"(root|[A-Z2-7]{1,%d})-([0-9a-f]{24})\.json" % DEPTH, request.path_params["name"])
+    if not m:
+        raise HTTPError(404, "not-found", "no such node file")
+    prefix = "" if m[1] == "root" else m[1]
+    doc = site.read(lambda: node_doc(site.ledger, prefix))
+    if doc is None or node_file(prefix, doc) != f"{NODE_DIR}/{request.path_params['name']}":
+        raise HTTPError(404, "not-found", f"node {m[1]} has another digest now (the ledger changed): read digest.json again")
+    return respond(request, _json_body(doc), _JSON)
+
+
+async def mirror_record(request: Request) -> Response:
+    site = _site(request)
+    year, suffix, name = request.path_params["year"], request.path_params["suffix"], request.path_params["name"]
+    number = f"pith:{year}:{suffix}"
+    m = re.fullmatch(r"state\.json|bundle(?:-([1-9][0-9]{0,5}))?\.json", name)
+    if not (ids.PITH_NUMBER_RE.match(number) and m):
+        raise HTTPError(404, "not-found", "no such record file")
+    if name == "state.json":
+        return respond(request, site.state_bytes(number) + b"\n", _JSON)
+    parts: list[dict[str, Any]] = site.read(lambda: site.ledger.export_parts(number))
+    n = int(m[1] or 0)
+    if n >= len(parts):
+        raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
+    return respond(request, _json_body(parts[n]), _JSON)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -493,6 +547,9 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}/events.json", events_json),
         Route("/pith/{suffix}/index.html", record_index_html),
         Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
+        Route("/pithledger/digest.json", mirror_digest),
+        Route("/pithledger/nodes/{name}", mirror_node),
+        Route("/pithledger/records/{year}/{suffix}/{name}", mirror_record),
         Route("/pith/{suffix}", record),
         Route("/pith/{ident:path}", resolve),
     ]

@@ -415,3 +415,24 @@ def test_a_damaged_record_is_a_json_500_and_the_rest_is_served(tmp_path: Path) -
         assert server.request(f"/pith/{Y7E}/state.json")[0] == 200
     finally:
         server.stop()
+
+
+def test_a_live_server_is_a_mirror_sync_and_audit_can_read(site: tuple[Server, Path, Path]) -> None:
+    """/pithledger/... answers the published layout (spec/audit.md §4) from the live ledger: the same
+    bytes publish writes, so `sync` and `audit` take the server's URL as a source."""
+    server, ledger, tmp = site
+    out = tmp / "pub-layout"
+    pl(tmp, "--ledger", str(ledger), "publish", str(out))
+    files = sorted(p for p in (out / "pithledger").rglob("*.json"))
+    assert len(files) > 50
+    for f in files[:: max(1, len(files) // 40)] + [out / "pithledger" / "digest.json"]:
+        status, _, body = server.request("/" + str(f.relative_to(out)))
+        assert status == 200 and body == f.read_bytes(), f
+    assert server.request("/pithledger/nodes/root-" + "0" * 24 + ".json")[0] == 404
+    assert server.request("/pithledger/nodes/..%2F..%2Fdata.mdb")[0] == 404
+    assert server.request("/pithledger/records/2026/" + FZ7 + "/bundle-9.json")[0] == 404
+    copy = tmp / "synced"
+    synced = pl(tmp, "--ledger", str(copy), "sync", server.base, check=False)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert pl(tmp, "audit", server.base, str(ledger)).returncode == 0
+    assert pl(tmp, "audit", str(copy), str(ledger)).returncode == 0
