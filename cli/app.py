@@ -966,3 +966,73 @@ def audit(
             typer.echo(f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)")
     if not result.consistent:
         raise typer.Exit(1)
+
+
+# --- serving -----------------------------------------------------------------------------------------
+
+
+@command(cls=Command)
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", metavar="ADDR", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port).")] = 8080,
+    base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The public URL of this mirror, for the manifest, the record JSON and the page's commands [default: the bound address].")] = "",
+    name: Annotated[str, typer.Option("--name", metavar="NAME", help="This mirror's name in its manifest.")] = "pithledger mirror",
+    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names.")] = None,
+    key_dir: KeyDirOption = None,
+) -> None:
+    """Serve the ledger read-only over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
+
+    Paths (spec/serve.md): /pith/<suffix> (HTML, or the record JSON for Accept: application/ld+json),
+    /pith/<suffix>/bundle.json, /pith/<suffix>/state.json, /pith/<suffix>/events.json,
+    /.well-known/pith/<suffix>/bundle.json, /resolve?id=ID, /pith-mirrors.json, /pith-signing-key.json,
+    /digest.json, /events.json. It reads while `apply` writes in another process.
+    """
+    from pithledger.keys import public_key_doc
+    from pithledger.serve import run
+
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise UsageProblem(f"--base-url {base_url!r} is not an http(s) URL", hint="e.g. --base-url https://mirror.example.org")
+    mirror_key = None
+    if key:
+        local = _store(key_dir).load(key)
+        mirror_key = public_key_doc(local.name, local.public_key)
+    run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet)
+
+
+@command(cls=Command)
+def metadata(
+    ctx: typer.Context,
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="arXiv snapshot lines (what `mint` reads) or Pith record JSON documents; '-' for stdin.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Keep display metadata (titles, authors, abstracts) beside the records, outside consensus.
+
+    Pages show each field with its check against the record's title/abstract hash (match, mismatch,
+    unchecked); nothing here changes a state, a digest or an export (spec/serve.md §6).
+    """
+    from pithledger.display import MetadataStore, parse_any
+
+    items = []
+    failed = 0
+    for path in files:
+        for where, value in iter_documents(path, tolerant=True):
+            try:
+                if isinstance(value, PithledgerError):
+                    raise value
+                items.append(parse_any(value))
+            except PithledgerError as exc:
+                report(exc, where)
+                failed += 1
+    store = MetadataStore(settings(ctx).ledger, readonly=False)
+    try:
+        kept = store.put_many(items)
+        total = store.count()
+    finally:
+        store.close()
+    if _json(ctx, as_json):
+        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total})
+    else:
+        typer.echo(f"kept display metadata of {_plural(kept, 'record')} ({failed:,} failed); {total:,} held beside {settings(ctx).ledger}")
+    if failed:
+        raise typer.Exit(1)

@@ -40,7 +40,9 @@ from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, Source, bucket_pair, c
 from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import PithledgerError, SourceError
-from .keys import LocalKey, public_key_doc
+from . import pages
+from .display import MetadataStore
+from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from .merge import MERGE_VERSION
 from .store import Ledger, open_settled
 
@@ -94,6 +96,30 @@ def _node_file(prefix: str, pair: Pair) -> str:
     reader that started from the previous digest file still finds the whole previous tree."""
     tag = hashlib.sha256(pair.events + pair.states).hexdigest()[:24]
     return f"{NODE_DIR}/{prefix or 'root'}-{tag}.json"
+
+
+def node_file(prefix: str, doc: dict[str, Any]) -> str:
+    """The file name of a node document (as :func:`node_doc` builds it)."""
+    return _node_file(prefix, _pair_of(doc["digest"], "node"))
+
+
+def node_doc(ledger: Ledger, prefix: str) -> dict[str, Any] | None:
+    """The node document ``publish`` writes for ``prefix`` (None when the ledger's tree has no such
+    node): what a live server answers at the node's file name (spec/serve.md §1)."""
+    pair = ledger.root() if prefix == "" else ledger.children(prefix[:-1]).get(prefix[-1])
+    if pair is None:
+        return None
+    if len(prefix) < DEPTH:
+        return {"prefix": prefix, "digest": _pair_json(pair),
+                "children": {c: _pair_json(p) for c, p in sorted(ledger.children(prefix).items())}}
+    return {"prefix": prefix, "digest": _pair_json(pair),
+            "records": {n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(), "event_ids": ledger.record_events(n)}
+                        for n, p in sorted(ledger.bucket(prefix).items())}}
+
+
+def digest_doc(ledger: Ledger) -> dict[str, Any]:
+    """The digest file readers of a published mirror start from."""
+    return {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH, "root": _pair_json(ledger.root())}
 
 
 def _pair_json(p: Pair) -> dict[str, str]:
@@ -386,6 +412,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
         old = None
     counts = {"records_written": 0, "nodes_written": 0, "nodes_removed": 0}
     replaced: list[str] = []
+    site = _Pages(ledger, base_url)
     stack: list[tuple[str, Pair]] = [("", ledger.root())]
     while stack:
         prefix, pair = stack.pop()
@@ -407,7 +434,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
             for number, rec in records.items():
                 if old_records.get(number) == rec:
                     continue
-                _publish_record(ledger, directory, number)
+                _publish_record(ledger, directory, number, site)
                 counts["records_written"] += 1
         counts["nodes_written"] += _write(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
     manifest: dict[str, Any] = {
@@ -422,6 +449,9 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
         "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
     }
     _write(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
+    _write(directory, "pith-signing-key.json", canonical_bytes(signing_key_doc()) + b"\n")
+    _write(directory, "index.html", site.index())
+    site.close()
     digest = {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH,
               "root": _pair_json(ledger.root())}
     _write(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
@@ -432,6 +462,66 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
         except FileNotFoundError:
             pass
     return counts
+
+
+class _Pages:
+    """Renders the static pages of a publish: the same renderer as ``serve`` (pithledger.pages), with
+    links relative to the page so the tree works on any static host, and under file://."""
+
+    def __init__(self, ledger: Ledger, base_url: str) -> None:
+        self.ledger = ledger
+        self.meta = MetadataStore(ledger.path, readonly=True)
+        self.base_url = base_url or "$MIRROR"
+
+    def record(self, state: dict[str, Any], events: list[dict[str, Any]]) -> bytes:
+        links = pages.Links(root="../../", page="/index.html", base_url=self.base_url, server=False)
+        meta = self.meta.get(state["current"]["canonical_record"])
+        return pages.record_page(state, pages.record_facts(state, events), meta, links).encode()
+
+    def index(self) -> bytes:
+        root = self.ledger.root()
+        counts = self.ledger.counts()
+        roots = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
+                 "events": counts["events"], "digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION}
+        links = pages.Links(root="", page="/index.html", base_url=self.base_url, server=False)
+        return pages.index_page(recent_rows(self.ledger, self.meta), roots, links).encode()
+
+    def close(self) -> None:
+        self.meta.close()
+
+
+def recent_rows(ledger: Ledger, meta: MetadataStore, n: int = 50) -> list[pages.IndexRow]:
+    """Index rows of the records of the last events appended (newest first), at most ``n``."""
+    total = ledger.counts()["events"]
+    order: dict[str, None] = {}
+    for entry in ledger.log(max(0, total - 20 * n)):
+        subject = entry.verdict.subject
+        order.pop(subject, None)
+        order[subject] = None
+    rows = []
+    for subject in reversed(order):
+        try:
+            state = msgspec.json.decode(ledger.state_bytes(subject))
+        except PithledgerError:
+            continue
+        row = pages.index_row(state, meta.get(state["current"]["canonical_record"]) if state.get("current") else None)
+        if row is not None:
+            rows.append(row)
+        if len(rows) >= n:
+            break
+    return rows
+
+
+def signing_key_doc() -> dict[str, Any]:
+    """The Pith registry key(s) this mirror verifies receipts with, in the shape Pith's manifest uses."""
+    out: list[dict[str, Any]] = []
+    for key in PITH_REGISTRY_KEYS.values():
+        out.append(public_key_doc(key.key_id, key.public_key) | {
+            "format": "raw", "rotates_at": None,
+            "notes": "Pith signs canonical record SHA-256 digests with this key: ed25519_verify(public_key, "
+                     "message=canonical_sha256_bytes, signature=base64decode(signature_b64)). Built into pithledger.",
+        })
+    return {"key_type": "pith_signing_keys", "keys": out}
 
 
 def record_dir(number: str) -> str:
@@ -445,9 +535,10 @@ def _part_file(n: int) -> str:
     return "bundle.json" if n == 0 else f"bundle-{n}.json"
 
 
-def _publish_record(ledger: Ledger, directory: Path, number: str) -> None:
+def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages | None = None) -> None:
     """A subject's bundle and state under its own path; a PRESENT record also under Pith's
-    ``pith/<suffix>/`` paths, which only it can claim (no two records share a 26-character suffix)."""
+    ``pith/<suffix>/`` paths, which only it can claim (no two records share a 26-character suffix),
+    with its page ``pith/<suffix>/index.html`` (spec/serve.md §5)."""
     suffix = number.rsplit(":", 1)[-1]
     parts = [canonical_bytes(part) + b"\n" for part in ledger.export_parts(number)]
     whole = canonical_bytes(ledger.export(number)) + b"\n" if len(parts) > 1 else parts[0]
@@ -457,10 +548,18 @@ def _publish_record(ledger: Ledger, directory: Path, number: str) -> None:
         _write(directory, f"{record_dir(number)}/{_part_file(n)}", data)
     _write(directory, f"{record_dir(number)}/state.json", state)
     pith = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json", f"pith/{suffix}/state.json"]
-    if msgspec.json.decode(state).get("record_status") == "present":  # the top level, never a payload's bytes
+    value = msgspec.json.decode(state)
+    if value.get("record_status") == "present":  # the top level, never a payload's bytes
         for rel, data in zip(pith, (bundle, bundle, state), strict=True):
             _write(directory, rel, data)
+        if site is not None:
+            _write(directory, f"pith/{suffix}/index.html", site.record(value, [e for part in parts for e in msgspec.json.decode(part)["events"]]))
         return
+    try:
+        if msgspec.json.decode((directory / f"pith/{suffix}/state.json").read_bytes()).get("pith_number") == number:
+            (directory / f"pith/{suffix}/index.html").unlink(missing_ok=True)
+    except (OSError, msgspec.DecodeError, AttributeError):
+        pass
     for rel in pith:  # a record revoked away gives up Pith's paths; a pending subject never takes them
         try:
             held = (directory / rel).read_bytes()

@@ -1,0 +1,207 @@
+"""Display metadata: titles, authors and abstracts kept beside records, OUTSIDE consensus.
+
+A canonical record carries only the hashes of its title and abstract (``title_canon_sha256``,
+``abstract_canon_sha256``). People want to read the words, so a mirror may be *supplied* them (from
+the arXiv snapshot ``mint`` reads, or from Pith's record JSON) and show them — but never as fact:
+each field is shown with its check against the record's hash (``match`` / ``mismatch``), or
+``unchecked`` where the record holds no hash for it (authors). Rules: spec/serve.md §6.
+
+Storage is a sidecar LMDB environment owned by this module, ``<ledger>/display-metadata/``, keyed by
+arXiv id and version: never
+read by the reducer, the digests, export, audit or fsck, so it cannot change a state byte or a digest.
+The pure part (:func:`check`, :func:`from_arxiv`, :func:`from_pith_json`) does no IO.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import lmdb
+import msgspec
+
+from .canonical import text_sha256
+from .errors import LedgerError, MetadataError, NoLedger, PithledgerError
+from .mint import mint
+from .model import parse_record
+
+SIDECAR = "display-metadata"
+#: Longest field kept (characters): arXiv's longest abstracts are ~5,000; anything longer is refused.
+MAX_TITLE = 2_000
+MAX_AUTHORS = 20_000
+MAX_ABSTRACT = 20_000
+MAP_SIZE = 1 << 30
+
+Check = Literal["match", "mismatch", "unchecked"]
+
+
+class DisplayMetadata(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    """What was supplied about one canonical record (keyed by its arXiv id and version)."""
+
+    title: str | None = None
+    authors: str | None = None
+    abstract: str | None = None
+    source: str = ""  # "arxiv-snapshot" | "pith-record-json"
+
+
+class FieldView(msgspec.Struct, frozen=True):
+    name: str  # "title" | "authors" | "abstract"
+    value: str | None  # None: not supplied
+    check: Check
+    expected_sha256: str | None  # the record's hash for the field (None for authors)
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+_decoder = msgspec.json.Decoder(DisplayMetadata)
+
+
+def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldView]:
+    """Each field with its check against the record's hashes, using mint's text canonicalisation
+    (:func:`pithledger.canonical.text_sha256`). A field that was not supplied is ``unchecked``."""
+    md = record.get("metadata", {})
+    out = []
+    for name, key in (("title", "title_canon_sha256"), ("authors", None), ("abstract", "abstract_canon_sha256")):
+        value = getattr(meta, name) if meta is not None else None
+        expected = md.get(key) if key else None
+        status: Check = "unchecked"
+        if value is not None and isinstance(expected, str):
+            status = "match" if text_sha256(value) == expected else "mismatch"
+        out.append(FieldView(name=name, value=value, check=status, expected_sha256=expected if isinstance(expected, str) else None))
+    return out
+
+
+def _text(value: Any, name: str, limit: int) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):  # authors as a list of names, or of {"name": ...}
+        parts = [v.get("name") if isinstance(v, dict) else v for v in value]
+        names = [p for p in parts if isinstance(p, str)]
+        if len(names) != len(parts):
+            raise MetadataError(f"field {name!r} must be a string or a list of names")
+        value = ", ".join(names)
+    if not isinstance(value, str):
+        raise MetadataError(f"field {name!r} must be a string, not {type(value).__name__}")
+    if len(value) > limit:
+        raise MetadataError(f"field {name!r} is longer than {limit:,} characters")
+    return value
+
+
+def record_key(record: dict[str, Any]) -> str:
+    """Where a record's display metadata is kept: its arXiv id and version (``arxiv_version`` alias),
+    not its hash, so that supplied text which does not hash to the record is still found and shown as
+    a mismatch."""
+    src = record["source"]
+    return f"{src['id']}v{src['version']}"
+
+
+def from_arxiv(meta: Any) -> tuple[str, DisplayMetadata]:
+    """(key of the record ``mint`` builds from it, its display metadata)."""
+    record = mint(meta)
+    return record_key(record), DisplayMetadata(
+        title=_text(meta.get("title"), "title", MAX_TITLE),
+        authors=_text(meta.get("authors"), "authors", MAX_AUTHORS),
+        abstract=_text(meta.get("abstract"), "abstract", MAX_ABSTRACT),
+        source="arxiv-snapshot",
+    )
+
+
+def from_pith_json(doc: Any) -> tuple[str, DisplayMetadata]:
+    """Pith's record JSON (or a bundle): ``canonical_record`` plus ``title``/``authors``/``abstract``
+    at the top level (the field names Pith's page shows; INFERRED, spec/serve.md §6)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("canonical_record"), dict):
+        raise MetadataError("a Pith record document must be an object with a canonical_record")
+    try:
+        parse_record(doc["canonical_record"])
+    except PithledgerError as exc:
+        raise MetadataError(exc.message) from None
+    meta = DisplayMetadata(
+        title=_text(doc.get("title"), "title", MAX_TITLE),
+        authors=_text(doc.get("authors"), "authors", MAX_AUTHORS),
+        abstract=_text(doc.get("abstract"), "abstract", MAX_ABSTRACT),
+        source="pith-record-json",
+    )
+    if meta.title is None and meta.authors is None and meta.abstract is None:
+        raise MetadataError("the document carries no title, authors or abstract")
+    return record_key(doc["canonical_record"]), meta
+
+
+def parse_any(doc: Any) -> tuple[str, DisplayMetadata]:
+    """An arXiv snapshot object (has ``versions``) or a Pith record document (has ``canonical_record``)."""
+    if isinstance(doc, dict) and "canonical_record" in doc:
+        return from_pith_json(doc)
+    return from_arxiv(doc)
+
+
+class MetadataStore:
+    """The sidecar: ``<arXiv id>v<version>`` (:func:`record_key`) -> canonical JSON of :class:`DisplayMetadata`.
+
+    ``readonly``: never creates anything; :meth:`get` answers None while the sidecar does not exist,
+    and opens it on the first call after another process has created it."""
+
+    def __init__(self, ledger_path: Path, *, readonly: bool = True) -> None:
+        self.path = Path(ledger_path) / SIDECAR
+        self.readonly = readonly
+        self.env: lmdb.Environment | None = None
+        if not readonly:
+            if not (Path(ledger_path) / "data.mdb").exists():
+                raise NoLedger(f"no ledger at {ledger_path}")
+            self._open()
+
+    def _open(self) -> bool:
+        if self.env is not None:
+            return True
+        if self.readonly and not (self.path / "data.mdb").exists():
+            return False
+        try:
+            if not self.readonly:
+                self.path.mkdir(exist_ok=True)
+            self.env = lmdb.open(str(self.path), map_size=MAP_SIZE, subdir=True, readonly=self.readonly, max_dbs=0)
+        except lmdb.Error as exc:
+            raise LedgerError(f"cannot open the display metadata at {self.path}: {exc}") from None
+        except OSError as exc:
+            raise LedgerError(f"cannot open the display metadata at {self.path}: {exc.strerror}") from None
+        return True
+
+    def put_many(self, items: list[tuple[str, DisplayMetadata]]) -> int:
+        """Keep each item (a later one for the same record replaces an earlier one); one transaction."""
+        if not self._open() or self.env is None:  # pragma: no cover - writer always opens
+            raise LedgerError("the display metadata is not open for writing")
+        try:
+            with self.env.begin(write=True) as txn:
+                for key, meta in items:
+                    txn.put(key.encode(), _encoder.encode(meta))
+        except lmdb.Error as exc:
+            raise LedgerError(f"the display metadata was not written: {exc}") from None
+        return len(items)
+
+    def get(self, record: dict[str, Any]) -> DisplayMetadata | None:
+        """The metadata supplied for a canonical record, if any."""
+        if not self._open() or self.env is None:
+            return None
+        try:
+            with self.env.begin() as txn:
+                raw = txn.get(record_key(record).encode())
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+            return self.get(record)
+        if raw is None:
+            return None
+        try:
+            return _decoder.decode(raw)
+        except msgspec.DecodeError:
+            return None
+
+    def count(self) -> int:
+        if not self._open() or self.env is None:
+            return 0
+        return int(self.env.stat()["entries"])
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+
+def default_exists(ledger_path: Path) -> bool:
+    return os.path.exists(Path(ledger_path) / SIDECAR / "data.mdb")

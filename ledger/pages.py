@@ -1,0 +1,625 @@
+"""Record pages, the site index and the record JSON: pure rendering from a state document, the record's
+events as exported, and supplied display metadata. No IO, no clock: ``serve`` and ``publish`` call the
+same functions, so a static host shows the same page as the server (spec/serve.md §5).
+
+Every string that comes from a bundle is attacker-controlled: everything is HTML-escaped (quotes
+included), only ``http``/``https`` URLs become links, and the page runs no script or style but the two
+inline blocks below, whose hashes the Content-Security-Policy names.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+import msgspec
+
+from . import ids, keys
+from .display import DisplayMetadata, FieldView, check
+from .errors import BadEncoding, UnknownKey, VerificationFailed
+from .events import verify_event
+
+RECORD_DOC_TYPE = "pithledger_record"
+#: Rows of one list on a page; the rest is in state.json (a record flooded with events stays readable).
+MAX_ROWS = 200
+
+_SAFE_URL = re.compile(r"^https?://[!-~]+\Z", re.ASCII)
+
+STYLE = """
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;--ok:#1a7f37;--warn:#9a6700;--bad:#cf222e;--acc:#0b5cad}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
+header.top{display:flex;gap:1rem;align-items:center;padding:.6rem 1.5rem;border-bottom:1px solid var(--line);background:var(--soft)}
+header.top a{color:var(--fg);text-decoration:none;font-weight:600}
+header.top form{margin-left:auto;display:flex;gap:.4rem}
+input[type=search]{width:22rem;max-width:50vw;padding:.3rem .5rem;border:1px solid var(--line);border-radius:6px;font:inherit}
+main{max-width:980px;margin:0 auto;padding:1.2rem 1.5rem 3rem}
+h1{font-size:1.5rem;margin:.3rem 0 .2rem}
+h2{font-size:1.05rem;margin:1.6rem 0 .5rem;padding-bottom:.25rem;border-bottom:1px solid var(--line)}
+a{color:var(--acc)}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
+pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:.7rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
+.numbers{display:flex;flex-wrap:wrap;gap:.5rem 1.5rem;align-items:center}
+.num{display:flex;align-items:center;gap:.4rem}
+.num .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
+.num .value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:1.05rem;font-weight:600}
+button.copy{font:inherit;font-size:.75rem;padding:.1rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);cursor:pointer}
+button.copy[data-copied]{color:var(--ok);border-color:var(--ok)}
+.badges{display:flex;flex-wrap:wrap;gap:.4rem;margin:.7rem 0}
+.badge{display:inline-block;border:1px solid var(--line);border-radius:999px;padding:.05rem .6rem;font-size:.82rem;background:var(--soft)}
+.badge b{font-weight:600;color:var(--muted)}
+.badge.absent{color:var(--muted)}
+.badge.claim{border-color:var(--warn);color:var(--warn);background:#fff8c5}
+.badge.checked{border-color:var(--ok);color:var(--ok);background:#dafbe1}
+.meta{color:var(--muted)}
+.check{font-size:.75rem;border-radius:4px;padding:0 .35rem;margin-left:.4rem;border:1px solid}
+.check.match{color:var(--ok);border-color:var(--ok)}
+.check.mismatch{color:var(--bad);border-color:var(--bad)}
+.check.unchecked{color:var(--muted);border-color:var(--line)}
+.mismatched{text-decoration:line-through;color:var(--muted)}
+ol.complete{list-style:none;padding:0;margin:0;counter-reset:c}
+ol.complete li{counter-increment:c;display:flex;gap:.6rem;padding:.35rem 0;border-bottom:1px dashed var(--line)}
+ol.complete li::before{content:counter(c);display:inline-block;width:1.5rem;height:1.5rem;border-radius:50%;text-align:center;font-size:.8rem;line-height:1.5rem;background:var(--soft);border:1px solid var(--line)}
+ol.complete li.done::before{background:#dafbe1;border-color:var(--ok);color:var(--ok)}
+ol.complete .what{font-weight:600;min-width:10rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}
+th,td{text-align:left;vertical-align:top;padding:.3rem .5rem;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
+td.when,td.kind{white-space:nowrap;overflow-wrap:normal}
+h3{font-size:.95rem;margin:1rem 0 .4rem}
+.checked-here{display:block;font-size:.75rem;color:var(--muted)}
+th{color:var(--muted);font-weight:600;white-space:nowrap}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}
+dl.kv dt{color:var(--muted)}
+dl.kv dd{margin:0;word-break:break-all}
+.ok{color:var(--ok);font-weight:600}.bad{color:var(--bad);font-weight:600}.warn{color:var(--warn);font-weight:600}
+.trust{font-size:.75rem;color:var(--muted)}
+footer{margin-top:2.5rem;color:var(--muted);font-size:.8rem}
+"""
+
+SCRIPT = """
+function pithCopyFallback(t){var a=document.createElement('textarea');a.value=t;a.setAttribute('readonly','');a.style.position='fixed';a.style.opacity='0';document.body.appendChild(a);a.select();try{document.execCommand('copy');}catch(x){}document.body.removeChild(a);}
+document.addEventListener('click',function(e){var b=e.target.closest('button[data-copy]');if(!b){return;}var t=b.getAttribute('data-copy');var done=function(){b.textContent='copied';b.setAttribute('data-copied','1');};if(navigator.clipboard&&window.isSecureContext){navigator.clipboard.writeText(t).then(done,function(){pithCopyFallback(t);done();});}else{pithCopyFallback(t);done();}});
+"""
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+#: The policy every page is served with (and carries in a meta element, for static hosts).
+CSP = (f"default-src 'none'; script-src {_csp_hash(SCRIPT)}; style-src {_csp_hash(STYLE)}; img-src 'self' data:; "
+       "base-uri 'none'; form-action 'self'")
+CSP_HEADER = CSP + "; frame-ancestors 'none'"
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def e(value: Any) -> str:
+    """HTML-escape anything (quotes too, so it is safe inside attribute values)."""
+    return escape(str(value), quote=True)
+
+
+def safe_url(url: Any) -> str | None:
+    """The URL if it is an absolute http(s) URL of printable ASCII without spaces; else None."""
+    if isinstance(url, str) and len(url) <= 2048 and _SAFE_URL.match(url):
+        return url
+    return None
+
+
+def link(url: Any, text: Any | None = None) -> str:
+    """A link for a safe http(s) URL; anything else is shown as escaped text, not linked."""
+    ok = safe_url(url)
+    label = e(text if text is not None else url)
+    if ok is None:
+        return f'<span class="mono">{label}</span>'
+    return f'<a href="{e(ok)}" rel="nofollow noopener noreferrer">{label}</a>'
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _copy(text: str, label: str = "copy") -> str:
+    return f'<button type="button" class="copy" data-copy="{e(text)}" aria-label="copy {e(text)}">{e(label)}</button>'
+
+
+_SUFFIX_RE = re.compile(r"^[A-Z2-7]{26}\Z")
+
+
+class Links(msgspec.Struct, frozen=True):
+    """How a page links to its site. ``root``: relative path from the page to the site root (the server's
+    page at /pith/<suffix> uses "../", a static pith/<suffix>/index.html "../../"); ``page``: what follows
+    pith/<suffix> to name a record page ("" on the server, "/index.html" on a static host);
+    ``base_url``: the absolute URL shown in copy-paste commands."""
+
+    root: str = "../"
+    page: str = ""
+    base_url: str = "http://127.0.0.1:8080"
+    server: bool = True  # content negotiation and /resolve exist
+
+    def record(self, pith_number: str) -> str:
+        suffix = ids.suffix_of_pith_number(pith_number)
+        if not _SUFFIX_RE.match(suffix):
+            return "#"
+        return f"{self.root}pith/{suffix}{self.page}"
+
+    def file(self, rel: str) -> str:
+        return f"{self.root}{rel}"
+
+
+# --- what the page needs from the record's events ----------------------------------------------------
+
+
+class ReceiptView(msgspec.Struct, frozen=True):
+    key_id: str
+    algorithm: str
+    signed_at: str
+    signature_b64: str
+    digest: str  # the canonical_sha256 the receipt signs
+    result: str  # "verified" | "fails" | "unknown-key"
+    fingerprint: str = ""
+    public_key_b64: str = ""
+    extra: dict[str, str] = {}  # other string fields of the receipt (builder, schema, ...), as given
+
+
+class RecordSigner(msgspec.Struct, frozen=True):
+    event_id: str
+    created_at: str
+    signer_id: str
+    key_id: str
+    fingerprint: str
+    trust: str
+
+
+class RecordFacts(msgspec.Struct, frozen=True):
+    receipts: list[ReceiptView]
+    signers: list[RecordSigner]
+
+
+def receipt_view(digest_hex: str, receipt: dict[str, Any]) -> ReceiptView:
+    """A receipt with this mirror's own check of its signature (Ed25519 over the raw 32-byte digest)."""
+    key_id = str(receipt.get("key_id", ""))
+    sig = str(receipt.get("signature_b64", ""))
+    reg = keys.PITH_REGISTRY_KEYS.get(key_id)
+    result = "unknown-key"
+    if reg is not None:
+        try:
+            keys.verify_receipt_signature(bytes.fromhex(digest_hex), keys.b64decode_strict(sig, length=keys.SIGNATURE_LEN), key_id)
+            result = "verified"
+        except (ValueError, VerificationFailed, BadEncoding, UnknownKey):
+            result = "fails"
+    known = {"key_id", "algorithm", "signed_at", "signature_b64", "kind"}
+    return ReceiptView(
+        key_id=key_id, algorithm=str(receipt.get("algorithm", "")), signed_at=str(receipt.get("signed_at", "")), signature_b64=sig,
+        digest=digest_hex, result=result, fingerprint=reg.fingerprint if reg else "",
+        public_key_b64=keys.b64encode(reg.public_key) if reg else "",
+        extra={k: v for k, v in sorted(receipt.items()) if k not in known and isinstance(v, str)},
+    )
+
+
+def record_facts(state: dict[str, Any], events: Iterable[dict[str, Any]]) -> RecordFacts:
+    """Receipts and signers of the record's standing ``record_created`` events, from its exported
+    events (the state lists only their keys). Each is verified again here (pure)."""
+    cur = state.get("current", {})
+    digest = cur.get("canonical_sha256", "")
+    receipts: list[ReceiptView] = []
+    signers: list[RecordSigner] = []
+    seen: set[str] = set()
+    for event in events:
+        if not isinstance(event, dict) or event.get("event_type") != "record_created":
+            continue
+        verdict = verify_event(event)
+        if verdict.status != "valid" or verdict.event_id in seen or verdict.facts.get("canonical_sha256") != digest:
+            continue
+        seen.add(verdict.event_id)
+        raw_signer = event.get("signer")
+        signer: dict[str, Any] = raw_signer if isinstance(raw_signer, dict) else {}
+        signers.append(RecordSigner(event_id=verdict.event_id, created_at=str(event.get("created_at", "")),
+                                    signer_id=str(signer.get("signer_id", "")), key_id=str(signer.get("key_id", "")),
+                                    fingerprint=str(signer.get("public_key_fingerprint", "")), trust=verdict.trust))
+        payload = event.get("payload")
+        receipt = payload.get("receipt") if isinstance(payload, dict) else None
+        if isinstance(receipt, dict) and verdict.facts.get("receipt_key"):
+            receipts.append(receipt_view(digest, receipt))
+    signers.sort(key=lambda s: (s.created_at, s.event_id))
+    return RecordFacts(receipts=receipts, signers=signers)
+
+
+# --- the record JSON (Accept: application/ld+json) -------------------------------------------------------
+
+
+def record_document(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links) -> dict[str, Any]:
+    """The record as JSON for agents: the canonical record first of all (``.canonical_record`` is what
+    Pith's "verify yourself" pipeline hashes), its numbers, aliases, receipts and links to the rest."""
+    cur = state["current"]
+    number = state["pith_number"]
+    suffix = ids.suffix_of_pith_number(number)
+    record = cur["canonical_record"]
+    base = links.base_url.rstrip("/")
+    doc: dict[str, Any] = {
+        "@context": "https://schema.org",
+        "@type": "ScholarlyArticle",
+        "@id": f"{base}/pith/{suffix}",
+        "record_type": RECORD_DOC_TYPE,
+        "pith_number": number,
+        "short_pith_number": f"pith:{suffix[:8]}",
+        "canonical_sha256": cur["canonical_sha256"],
+        "canonical_record": record,
+        "source_aliases": cur["source_aliases"],
+        "identifier": [number, f"pith:{suffix[:8]}", f"arXiv:{record['source']['id']}", ids.arxiv_doi(record["source"]["id"])],
+        "sameAs": [f"https://arxiv.org/abs/{record['source']['id']}v{record['source']['version']}",
+                   f"https://doi.org/{ids.arxiv_doi(record['source']['id'])}"],
+        "receipts": [msgspec.to_builtins(r) for r in facts.receipts],
+        "record_signers": [msgspec.to_builtins(s) for s in facts.signers],
+        "badges": cur["badges"],
+        "verification_status": cur["verification_status"],
+        "merge_version": state["merge_version"],
+        "state_sha256": state["state_sha256"],
+        "display_metadata": [msgspec.to_builtins(f) for f in check(meta, record)],
+        "links": {
+            "html": f"{base}/pith/{suffix}",
+            "bundle": f"{base}/pith/{suffix}/bundle.json",
+            "state": f"{base}/pith/{suffix}/state.json",
+            "events": f"{base}/pith/{suffix}/events.json",
+            "well_known_bundle": f"{base}/.well-known/pith/{suffix}/bundle.json",
+            "signing_key": f"{base}/pith-signing-key.json",
+            "mirrors": f"{base}/pith-mirrors.json",
+        },
+    }
+    return doc
+
+
+# --- the record page -------------------------------------------------------------------------------------
+
+#: What this mirror checked for each kind of claim, beyond the signature (the same words as `state --view`).
+CHECKED = {
+    "record_created": "record hash recomputed; signature checked",
+    "timestamp_anchor": "proof parsed and bound to the record's digest; the Bitcoin attestation is NOT checked against the chain",
+    "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
+    "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
+    "citation_signature": "signature checked",
+    "replication_record": "signature checked; the artifact is NOT fetched",
+    "integrity_finding": "signature checked",
+    "challenge": "signature checked",
+    "graph_snapshot": "signature checked; contents not interpreted",
+}
+_SLOT_KINDS = ("timestamp_anchors", "storage_attestations", "author_attestations", "replication_records",
+               "integrity_findings", "challenges", "graph_snapshots", "citations")
+
+
+def _signer_name(signer: Any) -> str:
+    if not isinstance(signer, dict):
+        return "?"
+    return str(signer.get("signer_id") or signer.get("key_id") or "?")
+
+
+def _badge_class(text: str) -> str:
+    if text.startswith("not ") or text.endswith("pending"):
+        return "absent"
+    if "claimed" in text:
+        return "claim"
+    return "checked"
+
+
+BADGE_LABELS = (("author", "author"), ("timestamp", "timestamp"), ("storage", "storage"), ("references", "references"))
+
+
+def _badges(badges: dict[str, str]) -> str:
+    out = []
+    for key, label in BADGE_LABELS:
+        text = str(badges.get(key, ""))
+        cls = _badge_class(text)
+        note = (' title="a claim: its signature was checked, what it claims was not checked by this mirror"' if cls == "claim" else "")
+        out.append(f'<span class="badge {cls}" data-badge="{e(key)}"{note}><b>{e(label)}</b> {e(text)}</span>')
+    return '<div class="badges">' + "".join(out) + "</div>"
+
+
+def _detail(view: dict[str, Any], links: Links) -> str:
+    p = view.get("payload", {})
+    kind = view.get("event_type")
+    if not isinstance(p, dict):
+        return ""
+    if kind == "timestamp_anchor":
+        heights = ", ".join(str(h) for h in view.get("bitcoin_heights", []))
+        return (f"Bitcoin block {e(heights)} claimed" if heights
+                else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])))
+    if kind == "storage_attestation":
+        return f"capture {link(p.get('capture_url'))} at {e(p.get('captured_at', ''))}"
+    if kind == "author_attestation":
+        orcid = p.get("orcid")
+        who = e(p.get("author_name", ""))
+        if isinstance(orcid, str) and re.fullmatch(r"[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X]", orcid):
+            who += " (ORCID " + link(f"https://orcid.org/{orcid}", orcid) + ")"
+        return f"{who}, {e(view.get('strength', ''))}"
+    if kind == "replication_record":
+        return f"{e(p.get('replication_type', ''))} {e(p.get('outcome', ''))}: {link(p.get('artifact_url'))}"
+    if kind == "integrity_finding":
+        return f"{e(p.get('severity', ''))} {e(p.get('finding_type', ''))}: {e(p.get('description', ''))}"
+    if kind == "challenge":
+        return f"challenges <span class=\"mono\">{e(str(p.get('challenged_event_id', ''))[:23])}…</span>: {e(p.get('reason', ''))}"
+    if kind == "citation_signature":
+        cited = str(p.get("cited_pith_number", ""))
+        return f"{e(p.get('relation', ''))} {_record_link(cited, links)}"
+    if kind == "graph_snapshot":
+        return "graph snapshot (see state.json)"
+    if kind == "record_created":
+        return "the canonical record"
+    return ""
+
+
+def _record_link(number: str, links: Links) -> str:
+    if ids.PITH_NUMBER_RE.match(number):
+        return f'<a class="mono" href="{e(links.record(number))}">{e(number)}</a>'
+    return f'<span class="mono">{e(number)}</span>'
+
+
+def _trust(view: dict[str, Any]) -> str:
+    signer = view.get("signer", {})
+    fp = signer.get("public_key_fingerprint", "") if isinstance(signer, dict) else ""
+    return f'{e(_signer_name(signer))}<br><span class="trust">{e(view.get("trust", ""))} · fp {e(str(fp)[:16])}</span>'
+
+
+def _fields(fields: Sequence[FieldView]) -> str:
+    rows = []
+    for f in fields:
+        label = {"match": "matches the record's hash", "mismatch": "does NOT match the record's hash",
+                 "unchecked": "not checked: the record holds no hash of it" if f.name == "authors" else "not supplied"}[f.check]
+        tag = f'<span class="check {f.check}" data-check="{e(f.name)}" title="{e(label)}">{e(f.check)}</span>'
+        if f.value is None:
+            value = '<span class="meta">not supplied to this mirror</span>'
+        else:
+            cls = ' class="mismatched"' if f.check == "mismatch" else ""
+            text = f.value if f.name != "abstract" else f.value.strip()
+            value = f"<span{cls}>{e(' '.join(text.split()))}</span>"
+        rows.append(f"<tr><th>{e(f.name)}</th><td>{value}{tag}</td></tr>")
+    return "<table class=\"display\">" + "".join(rows) + "</table>"
+
+
+def _page(title: str, body: str, links: Links, *, search: bool = True) -> str:
+    form = ""
+    if search and links.server:
+        form = (f'<form method="get" action="{e(links.file("resolve"))}" role="search">'
+                '<input type="search" name="id" placeholder="arXiv id, DOI, pith number or suffix" maxlength="200" aria-label="identifier">'
+                '<button type="submit" class="copy">go</button></form>')
+    index = links.file("index.html") if not links.server else (links.root or "./")
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{e(CSP)}\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<meta name=\"referrer\" content=\"no-referrer\">"
+            f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
+            f"<header class=\"top\"><a href=\"{e(index)}\">pithledger mirror</a>{form}</header>"
+            f"<main>{body}</main><script>{SCRIPT}</script></body></html>\n")
+
+
+def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links, *, mirror: str = "") -> str:
+    """The record page: numbers, badges, completeness, receipt, aliases, citations, timeline, verify-yourself."""
+    number = state["pith_number"]
+    suffix = ids.suffix_of_pith_number(number)
+    short = f"pith:{suffix[:8]}"
+    cur = state["current"]
+    record = cur["canonical_record"]
+    src, md = record["source"], record["metadata"]
+    fields = check(meta, record)
+    title_field = fields[0]
+    heading = (e(_oneline(title_field.value)) if title_field.value is not None and title_field.check == "match"
+               else f"arXiv {e(src['id'])}v{e(src['version'])}")
+    b: list[str] = []
+    b.append('<p class="meta">Pith Number</p><div class="numbers">')
+    b.append(f'<div class="num"><span class="label">short</span><span class="value" id="short-number">{e(short)}</span>{_copy(short)}</div>')
+    b.append(f'<div class="num"><span class="label">long</span><span class="value" id="long-number">{e(number)}</span>{_copy(number)}</div>')
+    b.append("</div>")
+    b.append(_badges(cur["badges"]))
+    b.append(f'<h1 id="title">{heading}</h1>')
+    arxiv = f"https://arxiv.org/abs/{src['id']}v{src['version']}"
+    cats = " ".join([md["primary_cat"], *md["cross_cats_sorted"]])
+    b.append(f'<p class="meta">{link(arxiv, "arXiv:" + str(src["id"]) + " v" + str(src["version"]))} · submitted {e(md["submitted_at"])} · {e(cats)}'
+             f'{" · license " + link(md["license"]) if md["license"] else ""}</p>')
+    b.append("<h2>Title, authors, abstract</h2><p class=\"meta\">Supplied to this mirror beside the record, not part of it: "
+             "each field is shown with its check against the hash the record holds.</p>")
+    b.append(_fields(fields))
+
+    # completeness
+    anchors, stores, authors = cur["timestamp_anchors"], cur["storage_attestations"], cur["author_attestations"]
+    cites, inbound, repl = cur["citations"], cur["inbound_citations"], cur["replication_records"]
+    items = [
+        ("Bitcoin timestamp", bool(anchors), f"{e(cur['badges'].get('timestamp', ''))} ({len(anchors)} proof{'s' if len(anchors) != 1 else ''})" if anchors else "open: anyone can stamp the canonical hash"),
+        ("Internet Archive", bool(stores), ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5]) if stores else "open"),
+        ("Author claim", bool(authors), ", ".join(f"{e(a['payload'].get('author_name', ''))} ({e(a.get('strength', ''))})" for a in authors[:10]) if authors else "open"),
+        ("Citations", bool(cites or inbound), f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "open"),
+        ("Replications", bool(repl), ", ".join(f"{e(r['payload'].get('replication_type', ''))} {e(r['payload'].get('outcome', ''))}" for r in repl[:10]) if repl else "open"),
+    ]
+    b.append("<h2>Record completeness</h2><ol class=\"complete\">")
+    for what, done, text in items:
+        b.append(f'<li class="{"done" if done else "open"}" data-item="{e(what)}"><span class="what">{e(what)}</span><span>{text}</span></li>')
+    b.append("</ol>")
+
+    # receipt
+    b.append("<h2>Receipt and verification</h2>")
+    b.append(f'<dl class="kv"><dt>Canonical hash</dt><dd><span class="mono" id="canonical-hash">{e(cur["canonical_sha256"])}</span> '
+             f'{_copy(cur["canonical_sha256"])} <span class="ok">recomputed by this mirror</span></dd></dl>')
+    if facts.receipts:
+        for r in facts.receipts:
+            verdict = {"verified": '<span class="ok" data-receipt="verified">signature verified by this mirror</span>',
+                       "fails": '<span class="bad" data-receipt="fails">signature does NOT verify</span>',
+                       "unknown-key": '<span class="warn" data-receipt="unknown-key">unknown key: not checked</span>'}[r.result]
+            b.append('<dl class="kv receipt">')
+            b.append(f"<dt>Signature</dt><dd>Pith {e(r.algorithm)} ({e(r.key_id)}) · "
+                     f'<a href="{e(links.file("pith-signing-key.json"))}">public key</a></dd>')
+            b.append(f'<dt>Key fingerprint</dt><dd class="mono">{e(r.fingerprint)}</dd>')
+            b.append(f'<dt>Public key</dt><dd class="mono">{e(r.public_key_b64)}</dd>')
+            b.append(f'<dt>Signed digest</dt><dd class="mono">{e(r.digest)} (the raw 32 bytes, not the hex text)</dd>')
+            b.append(f'<dt>Signature (base64)</dt><dd class="mono">{e(r.signature_b64)}</dd>')
+            b.append(f"<dt>Signed at</dt><dd>{e(r.signed_at)}</dd>")
+            for name, text in r.extra.items():
+                b.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
+            b.append(f"<dt>Verification</dt><dd>{verdict}</dd></dl>")
+    else:
+        b.append('<p><span class="warn" data-receipt="none">No Pith receipt.</span> The record is vouched for only by its '
+                 "signer(s); its hash and number are recomputed here, so the number names exactly this record, but who "
+                 "vouches for it is a claim.</p>")
+    if facts.signers:
+        b.append("<table><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>")
+        for s in facts.signers[:MAX_ROWS]:
+            b.append(f"<tr><td>{e(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td>{e(s.created_at)}</td></tr>")
+        b.append("</table>")
+
+    # aliases
+    b.append("<h2>Aliases</h2><table>")
+    for a in cur["source_aliases"]:
+        value, kind = str(a["alias_value"]), str(a["alias_kind"])
+        if kind == "doi":
+            shown = link(f"https://doi.org/{value}", value)
+        elif kind in ("arxiv", "arxiv_version"):
+            shown = link(f"https://arxiv.org/abs/{value}", value)
+        else:
+            shown = f'<span class="mono">{e(value)}</span>'
+        b.append(f"<tr><th>{e(kind)}</th><td>{shown} {_copy(value)}</td></tr>")
+    b.append("</table>")
+
+    # citations both ways
+    b.append("<h2>Citations</h2>")
+    if not cites and not inbound:
+        b.append('<p class="meta">No signed citations in either direction yet.</p>')
+    if cites:
+        b.append(f"<h3>Cites ({len(cites)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>")
+        for v in cites[:MAX_ROWS]:
+            p = v.get("payload", {})
+            b.append(f"<tr><td>{e(p.get('relation', ''))}</td><td>{_record_link(str(p.get('cited_pith_number', '')), links)}</td>"
+                     f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
+        b.append("</table>")
+    if inbound:
+        b.append(f"<h3>Cited by ({len(inbound)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>")
+        for v in inbound[:MAX_ROWS]:
+            p = v.get("payload", {})
+            b.append(f"<tr><td>{e(p.get('relation', ''))}</td><td>{_record_link(str(v.get('citing_pith_number', '')), links)}</td>"
+                     f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
+        b.append("</table>")
+
+    # timeline
+    views: list[dict[str, Any]] = [v for slot in _SLOT_KINDS for v in cur.get(slot, [])]
+    views += [{"created_at": s.created_at, "event_id": s.event_id, "event_type": "record_created", "trust": s.trust, "payload": {},
+               "signer": {"signer_id": s.signer_id, "key_id": s.key_id, "public_key_fingerprint": s.fingerprint}} for s in facts.signers]
+    views.sort(key=lambda v: (str(v.get("created_at", "")), str(v.get("event_id", ""))))
+    b.append(f"<h2>Timeline ({len(views)} standing event{'s' if len(views) != 1 else ''})</h2>")
+    b.append('<table class="timeline"><tr><th>at</th><th>event</th><th>what · checked here</th><th>signer · trust</th></tr>')
+    for v in views[:MAX_ROWS]:
+        kind = str(v.get("event_type", ""))
+        b.append(f"<tr><td class=\"when\">{e(str(v.get('created_at', '')).replace('T', ' '))}</td><td class=\"kind\">{e(kind)}<br><span class=\"trust mono\">{e(str(v.get('event_id', ''))[:19])}…</span></td>"
+                 f"<td>{_detail(v, links)}<span class=\"checked-here\">{e(CHECKED.get(kind, 'signature checked'))}</span></td><td>{_trust(v)}</td></tr>")
+    b.append("</table>")
+    if len(views) > MAX_ROWS:
+        b.append(f'<p class="meta">{len(views) - MAX_ROWS} more in <a href="{e(links.file(f"pith/{suffix}/state.json"))}">state.json</a>.</p>')
+    for r in cur["revocations"][:MAX_ROWS]:
+        b.append(f'<p class="meta">revoked <span class="mono">{e(r["revoked_event_id"])}</span> by <span class="mono">{e(r["event_id"])}</span></p>')
+    if state.get("equivocation_count"):
+        b.append(f'<p class="bad">{e(state["equivocation_count"])} equivocation(s): one signer, two events for one slot (see state.json).</p>')
+
+    # files and verify yourself
+    b.append("<h2>Portable graph bundle</h2><p>")
+    b.append(f'<a id="bundle-link" href="{e(links.file(f"pith/{suffix}/bundle.json"))}">download bundle</a> · '
+             f'<a id="state-link" href="{e(links.file(f"pith/{suffix}/state.json"))}">merged state</a>')
+    if links.server:
+        b.append(f' · <a href="{e(links.file(f"pith/{suffix}/events.json"))}">events</a>')
+    b.append(f' · <a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a></p>')
+    b.append('<p class="meta">The bundle holds the canonical record and its signed events; any mirror can host it and '
+             "recompute the same state with the deterministic merge.</p>")
+    b.append("<h2>Verify this Pith Number yourself</h2>")
+    b.append(verify_snippets(state, links))
+    b.append("<h2>Canonical record JSON</h2>")
+    b.append(f'<pre id="canonical-record">{e(json.dumps(record, sort_keys=True, indent=2, ensure_ascii=False))}</pre>')
+    b.append(f"<footer>state_sha256 {e(state['state_sha256'])} · {e(state['merge_version'])}"
+             f"{' · served by ' + e(mirror) if mirror else ''} · this page is rendered from the merged state; the JSON is authoritative</footer>")
+    return _page(f"{short} — {_oneline(title_field.value) if title_field.check == 'match' and title_field.value else 'arXiv ' + str(src['id'])}",
+                 "".join(b), links)
+
+
+def verify_snippets(state: dict[str, Any], links: Links) -> str:
+    cur = state["current"]
+    suffix = ids.suffix_of_pith_number(state["pith_number"])
+    base = links.base_url.rstrip("/")
+    digest = cur["canonical_sha256"]
+    py_hash = ("python3 -c \"import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, "
+               "separators=(',',':'), ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())\"")
+    out = []
+    if links.server:
+        out.append(f"curl -sH 'Accept: application/ld+json' {base}/pith/{suffix} \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}")
+    else:
+        out.append(f"curl -s {base}/pith/{suffix}/bundle.json \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}")
+    plain = (f"python3 - <<'EOF'\nimport base64, hashlib, json, urllib.request\n"
+             f"doc = json.load(urllib.request.urlopen('{base}/pith/{suffix}/bundle.json'))\n"
+             "rec = doc['canonical_record']\n"
+             "d = hashlib.sha256(json.dumps(rec, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()).digest()\n"
+             "print(d.hex())\n"
+             "print('pith:' + rec['metadata']['submitted_at'][:4] + ':' + base64.b32encode(d).decode()[:26])\n"
+             f"EOF\n# expect: {digest}\n#         {state['pith_number']}")
+    ledger = (f"curl -s {base}/pith/{suffix}/bundle.json -o bundle.json\n"
+              "pithledger verify bundle.json          # every hash and signature, offline\n"
+              "pithledger --ledger L apply bundle.json\n"
+              f"pithledger --ledger L state {suffix}   # the same state_sha256: {state['state_sha256']}")
+    blocks = [("with curl, jq and Python (as on pith.science)", out[0]), ("plain Python", plain), ("with pithledger", ledger)]
+    return "".join(f'<h3>{e(t)}</h3><pre class="snippet">{e(c)}</pre>' for t, c in blocks)
+
+
+# --- the site index ------------------------------------------------------------------------------------
+
+
+class IndexRow(msgspec.Struct, frozen=True):
+    pith_number: str
+    arxiv: str
+    submitted_at: str
+    primary_cat: str
+    badges: dict[str, str]
+    title: str | None = None  # shown only when it matches the record's hash
+
+
+def index_row(state: dict[str, Any], meta: DisplayMetadata | None) -> IndexRow | None:
+    if state.get("record_status") != "present":
+        return None
+    cur = state["current"]
+    rec = cur["canonical_record"]
+    title = check(meta, rec)[0]
+    return IndexRow(pith_number=state["pith_number"], arxiv=f"{rec['source']['id']}v{rec['source']['version']}",
+                    submitted_at=rec["metadata"]["submitted_at"], primary_cat=rec["metadata"]["primary_cat"], badges=cur["badges"],
+                    title=_oneline(title.value) if title.check == "match" and title.value else None)
+
+
+def index_page(rows: Sequence[IndexRow], roots: dict[str, Any], links: Links, *, mirror: str = "", error: str = "") -> str:
+    b: list[str] = ["<h1>Pith records on this mirror</h1>"]
+    if links.server:
+        b.append(f'<form method="get" action="{e(links.file("resolve"))}" role="search"><p>'
+                 '<input type="search" id="q" name="id" placeholder="2605.00424, 10.48550/arxiv.2605.00424, pith:FZ7AO632, FZ7AO632…" maxlength="200" aria-label="identifier"> '
+                 '<button type="submit" class="copy">find</button></p></form>'
+                 '<p class="meta">Any identifier form: long or short Pith Number, 8/12/16/26-character suffix, arXiv id (with or without vN), arXiv DOI.</p>')
+    if error:
+        b.append(f'<p class="bad" id="error">{e(error)}</p>')
+    b.append("<h2>This mirror's digest roots</h2><dl class=\"kv\" id=\"roots\">")
+    for k in ("events_root", "states_root", "records", "events", "digest_version", "merge_version"):
+        if k in roots:
+            b.append(f'<dt>{e(k)}</dt><dd class="mono">{e(roots[k])}</dd>')
+    b.append("</dl><p class=\"meta\">Two mirrors holding the same valid events show the same roots "
+             "(<code>pithledger digest</code>; <code>pithledger audit A B</code> names any record that differs). "
+             f'<a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a> · '
+             f'<a href="{e(links.file("pith-signing-key.json"))}">signing key</a>'
+             + (f' · <a href="{e(links.file("digest.json"))}">digest.json</a>' if links.server else "") + "</p>")
+    b.append(f"<h2>Recent records ({len(rows)})</h2>")
+    if rows:
+        b.append("<table class=\"records\"><tr><th>Pith Number</th><th>arXiv</th><th>title</th><th>submitted</th><th>author · timestamp · storage · references</th></tr>")
+        for r in rows:
+            title = e(r.title) if r.title else '<span class="meta">(not supplied)</span>'
+            badge_text = " · ".join(e(r.badges.get(k, "")) for k, _ in BADGE_LABELS)
+            short = "pith:" + ids.suffix_of_pith_number(r.pith_number)[:8]
+            b.append(f'<tr><td class="when"><a class="mono" href="{e(links.record(r.pith_number))}" title="{e(r.pith_number)}">{e(short)}</a></td>'
+                     f'<td class="when">{e(r.arxiv)}</td><td>{title}</td>'
+                     f"<td class=\"when\">{e(r.submitted_at[:10])}</td><td class=\"trust\">{badge_text}</td></tr>")
+        b.append("</table>")
+    else:
+        b.append('<p class="meta">No records yet.</p>')
+    if mirror:
+        b.append(f"<footer>{e(mirror)}</footer>")
+    return _page("pithledger mirror", "".join(b), links, search=False)

@@ -1,0 +1,615 @@
+"""``pithledger serve``: a read-only HTTP server over a ledger, with Pith's paths (spec/serve.md).
+
+Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a short
+synchronous read of one LMDB snapshot (a read-only handle: it never waits for an ``apply`` in another
+process) run on the event loop: no thread hop, no lock. Pages are rendered by :mod:`pithledger.pages`,
+the same renderer ``publish`` writes ``index.html`` files with.
+
+Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405.
+Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
+redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import re
+import socket
+import sys
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from . import ids, pages
+from .audit import DEPTH, DIGEST_VERSION
+from .canonical import canonical_bytes
+from .display import MetadataStore
+from .errors import AmbiguousId, MalformedId, NotFound, PithledgerError
+from .merge import MERGE_VERSION
+from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, recent_rows, signing_key_doc
+from .store import Ledger
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Longest path and query string answered (bytes); longer is 400 ``request-too-long``.
+MAX_PATH = 1024
+MAX_QUERY = 2048
+MAX_ACCEPT = 2048
+#: Cache-Control of documents that change as events arrive, and of the ones that do not.
+CACHE_MUTABLE = "public, max-age=60"
+CACHE_STABLE = "public, max-age=3600"
+LOG_PAGE = 1000
+#: Rendered pages and record JSON kept in memory (bytes of bodies, and records whose key is remembered).
+CACHE_BYTES = 64 * 1024 * 1024
+CACHE_ENTRIES = 20_000
+_SUFFIX26 = re.compile(r"^[A-Z2-7]{26}\Z")
+_JSON = "application/json"
+_HTML = "text/html; charset=utf-8"
+CORS = {
+    "access-control-allow-origin": "*",
+    "access-control-expose-headers": "ETag, Content-Length, Location",
+}
+SECURITY = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
+
+
+class PortInUse(PithledgerError):
+    code = "port-in-use"
+    hint = "another program listens there: stop it, or choose another --port (0 picks a free one)"
+
+
+class CannotListen(PithledgerError):
+    code = "cannot-listen"
+    hint = "check --host (an address of this machine, e.g. 127.0.0.1) and --port (1024-65535 unless you are root)"
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+# --- content negotiation and caching ----------------------------------------------------------------------
+
+
+def wants_json(accept: str | None) -> str | None:
+    """The JSON media type to answer with (``application/ld+json`` or ``application/json``), or None
+    for HTML. The representation with the highest q wins (most specific media range decides a type's q);
+    on a tie HTML wins, so ``*/*`` (curl's default) and browsers get the page. A header that is too
+    long or unreadable counts as ``*/*``."""
+    if not accept or len(accept) > MAX_ACCEPT:
+        return None
+    ranges: list[tuple[str, str, float]] = []
+    for part in accept.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        media = fields[0].lower()
+        if "/" not in media:
+            continue
+        q = 1.0
+        for f in fields[1:]:
+            name, _, value = f.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = -1.0
+        if not 0.0 <= q <= 1.0:
+            continue
+        kind, _, sub = media.partition("/")
+        ranges.append((kind, sub, q))
+
+    def q_of(kind: str, sub: str) -> float:
+        best, spec = 0.0, -1
+        for k, s, q in ranges:
+            score = 2 if (k, s) == (kind, sub) else 1 if (k == kind and s == "*") else 0 if (k, s) == ("*", "*") else -1
+            if score > spec:
+                best, spec = q, score
+        return best if spec >= 0 else 0.0
+
+    html = max(q_of("text", "html"), q_of("application", "xhtml+xml"))
+    ld, js = q_of("application", "ld+json"), q_of("application", "json")
+    if max(ld, js) > html:
+        return "application/ld+json" if ld >= js else _JSON
+    return None
+
+
+def etag_of(body: bytes) -> str:
+    """Content-addressed: the SHA-256 of the representation's bytes (spec/serve.md §3)."""
+    return '"' + hashlib.sha256(body).hexdigest() + '"'
+
+
+def _not_modified(request: Request, etag: str) -> bool:
+    header = request.headers.get("if-none-match")
+    if not header or len(header) > 8192:
+        return False
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or any(t.removeprefix("W/") == etag for t in tags)
+
+
+def respond(request: Request, body: bytes, media_type: str, *, cache: str = CACHE_MUTABLE, status: int = 200,
+            extra: dict[str, str] | None = None) -> Response:
+    etag = etag_of(body)
+    headers = {"etag": etag, "cache-control": cache, **CORS, **SECURITY, **(extra or {})}
+    if media_type.startswith("text/html"):
+        headers["content-security-policy"] = pages.CSP_HEADER
+    if status == 200 and _not_modified(request, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, status_code=status, media_type=media_type, headers=headers)
+
+
+def error_response(status: int, code: str, message: str, extra: dict[str, str] | None = None) -> Response:
+    body = canonical_bytes({"error": code, "message": message}) + b"\n"
+    return Response(body, status_code=status, media_type=_JSON, headers={"cache-control": "no-store", **CORS, **SECURITY, **(extra or {})})
+
+
+# --- the site ------------------------------------------------------------------------------------------------
+
+
+class Site:
+    """What the handlers read: one read-only ledger handle and the display-metadata sidecar."""
+
+    def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
+                 mirror_key: dict[str, str] | None = None) -> None:
+        self.ledger = Ledger(ledger_path, readonly=True)
+        self.meta = MetadataStore(ledger_path, readonly=True)
+        self.base_url = base_url.rstrip("/")
+        self.name = name
+        self.mirror_key = mirror_key
+        self._cache: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()  # rendered pages and record JSON
+        self._cache_bytes = 0
+        self._records: dict[str, dict[str, Any]] = {}
+
+    def close(self) -> None:
+        self.meta.close()
+        self.ledger.close()
+
+    def read(self, fn: Callable[[], Any]) -> Any:
+        """Run a read; when another process grew the map since we opened it, adopt the new size and retry."""
+        try:
+            return fn()
+        except lmdb.MapResizedError:
+            self.ledger.env.set_mapsize(0)
+            return fn()
+
+    def subject(self, ident: str) -> str:
+        """The long Pith Number an identifier names, as an HTTP error when it names none."""
+        if len(ident) > 200:
+            raise HTTPError(400, "malformed-id", "the identifier is longer than 200 characters")
+        try:
+            subject: str = self.read(lambda: self.ledger.resolve(ident))
+        except MalformedId as exc:
+            raise HTTPError(400, exc.code, exc.message) from None
+        except AmbiguousId as exc:
+            raise HTTPError(400, exc.code, exc.message) from None
+        except NotFound as exc:
+            raise HTTPError(404, exc.code, exc.message) from None
+        return subject
+
+    def record_subject(self, ident: str) -> str:
+        """Like :meth:`subject`, for a redirect to a record page: the record must be present."""
+        subject = self.subject(ident)
+        if not _SUFFIX26.match(ids.suffix_of_pith_number(subject)) or self.state(subject).get("record_status") != "present":
+            raise HTTPError(404, "not-found", f"{subject} has events here but no record_created stands yet (pending): it has no record page")
+        return subject
+
+    def bundle_bytes(self, subject: str) -> bytes:
+        """What publish writes at pith/<suffix>/bundle.json: the whole export while a reader can take
+        it (64 MiB), else its first part (spec/audit.md §4)."""
+        parts: list[dict[str, Any]] = self.read(lambda: self.ledger.export_parts(subject))
+        if len(parts) == 1:
+            return _json_body(parts[0])
+        whole = _json_body(self.export(subject))
+        return whole if len(whole) <= MAX_FETCH else _json_body(parts[0])
+
+    def present(self, suffix: str) -> tuple[str, dict[str, Any]]:
+        """The present record with this 26-character suffix and its state."""
+        subject = self.subject(suffix)
+        state = self.state(subject)
+        if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
+            raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
+        return subject, state
+
+    def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
+        """The record page (``kind`` "html") or record JSON ("json") of a present record.
+
+        A rendering depends only on the state (which covers every standing event, record_created ones
+        included), the display metadata and this site's settings, so it is cached under the hash of the
+        state bytes and of the metadata; a subject's canonical record never changes (the subject is its
+        hash), so it is remembered to find the metadata. A hit costs two LMDB reads and two hashes."""
+        data = self.state_bytes(subject)
+        state: dict[str, Any] | None = None
+        record = self._records.get(subject)
+        if record is None:
+            state = msgspec.json.decode(data)
+            if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
+                raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
+            record = state["current"]["canonical_record"]
+            if len(self._records) >= CACHE_ENTRIES:
+                self._records.clear()
+            self._records[subject] = record
+        meta = self.meta.get(record)
+        key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta))
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        if state is None:
+            state = msgspec.json.decode(data)
+        facts = pages.record_facts(state, self.export(subject)["events"])
+        links = self.links(root, page)
+        if kind == "json":
+            body = _json_body(pages.record_document(state, facts, meta, links))
+        else:
+            body = pages.record_page(state, facts, meta, links, mirror=self.name).encode()
+        self._cache[key] = body
+        self._cache_bytes += len(body)
+        while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old)
+        return body
+
+    @staticmethod
+    def _meta_hash(meta: Any) -> bytes:
+        return hashlib.sha256(msgspec.json.encode(meta)).digest() if meta is not None else b""
+
+    def state_bytes(self, subject: str) -> bytes:
+        data: bytes = self.read(lambda: self.ledger.state_bytes(subject))
+        return data
+
+    def state(self, subject: str) -> dict[str, Any]:
+        value: dict[str, Any] = msgspec.json.decode(self.state_bytes(subject))
+        return value
+
+    def export(self, subject: str) -> dict[str, Any]:
+        value: dict[str, Any] = self.read(lambda: self.ledger.export(subject))
+        return value
+
+    def digest(self) -> dict[str, Any]:
+        root = self.read(self.ledger.root)
+        counts = self.read(self.ledger.counts)
+        return {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
+                "events": counts["events"], "digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION}
+
+    def manifest(self) -> dict[str, Any]:
+        b = self.base_url
+        return {
+            "manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "merge_version": MERGE_VERSION,
+            "mirrors": [{"name": self.name, "mirror_type": "https" if b.startswith("https") else "http", "base_url": b,
+                         "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
+                         "state_pattern": f"{b}/pith/{{suffix}}/state.json",
+                         "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
+                         "public_key": self.mirror_key, "status": "mirror"}],
+            "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
+        }
+
+    def links(self, root: str, page: str = "") -> pages.Links:
+        return pages.Links(root=root, page=page, base_url=self.base_url, server=True)
+
+    def recent(self, n: int = 50) -> list[pages.IndexRow]:
+        rows: list[pages.IndexRow] = self.read(lambda: recent_rows(self.ledger, self.meta, n))
+        return rows
+
+
+# --- handlers ---------------------------------------------------------------------------------------------
+
+
+def _site(request: Request) -> Site:
+    site: Site = request.app.state.site
+    return site
+
+
+def _redirect(subject: str, tail: str = "") -> Response:
+    suffix = ids.suffix_of_pith_number(subject)
+    if not _SUFFIX26.match(suffix):  # pragma: no cover - resolve returns long Pith Numbers only
+        raise HTTPError(404, "not-found", "no such record")
+    return Response(status_code=302, headers={"location": f"/pith/{suffix}{tail}", "cache-control": "no-store", **CORS, **SECURITY})
+
+
+def _json_body(value: Any) -> bytes:
+    return canonical_bytes(value) + b"\n"
+
+
+async def index(request: Request) -> Response:
+    site = _site(request)
+    ident = request.query_params.get("id") or request.query_params.get("q")
+    error, status = "", 200
+    if ident:
+        try:
+            return _redirect(site.record_subject(ident))
+        except HTTPError as exc:
+            error, status = exc.message, exc.status
+    body = pages.index_page(site.recent(), site.digest(), site.links(""), mirror=site.name, error=error).encode()
+    if status != 200:
+        return Response(body, status_code=status, media_type=_HTML,
+                        headers={"cache-control": "no-store", "content-security-policy": pages.CSP_HEADER, **CORS, **SECURITY})
+    return respond(request, body, _HTML)
+
+
+async def resolve(request: Request) -> Response:
+    site = _site(request)
+    ident = request.path_params.get("ident") or request.query_params.get("id") or request.query_params.get("q")
+    if not ident:
+        raise HTTPError(400, "usage", "give an identifier: /resolve?id=ID or /resolve/ID")
+    return _redirect(site.record_subject(ident))
+
+
+def _record_response(request: Request, suffix: str, root: str, page: str) -> Response:
+    site = _site(request)
+    if not _SUFFIX26.match(suffix):
+        return _redirect(site.record_subject(suffix))
+    subject = site.subject(suffix)
+    media = wants_json(request.headers.get("accept"))
+    kind = "json" if media is not None and not page else "html"
+    body = site.rendered(subject, kind, root, page)
+    return respond(request, body, media if kind == "json" and media else _HTML, extra={"vary": "Accept"})
+
+
+async def record(request: Request) -> Response:
+    return _record_response(request, request.path_params["suffix"], "../", "")
+
+
+async def record_index_html(request: Request) -> Response:
+    return _record_response(request, request.path_params["suffix"], "../../", "/index.html")
+
+
+def _suffix_subject(request: Request) -> str:
+    site = _site(request)
+    suffix = request.path_params["suffix"]
+    if not _SUFFIX26.match(suffix):
+        raise HTTPError(404, "not-found", "record files are named by the 26-character suffix (/pith/<suffix>/...); "
+                                          "use /resolve?id=ID for any other identifier form")
+    return site.present(suffix)[0]
+
+
+async def state_json(request: Request) -> Response:
+    subject = _suffix_subject(request)
+    return respond(request, _site(request).state_bytes(subject) + b"\n", _JSON)
+
+
+async def bundle_json(request: Request) -> Response:
+    subject = _suffix_subject(request)
+    return respond(request, _site(request).bundle_bytes(subject), _JSON)
+
+
+async def events_json(request: Request) -> Response:
+    site = _site(request)
+    subject = _suffix_subject(request)
+    inbound = site.read(lambda: site.ledger.inbound_bundles(subject))
+    doc = {"pith_number": subject, "events": msgspec.json.decode(site.bundle_bytes(subject))["events"],
+           "inbound_citations": [e for b in inbound for e in b["events"]]}
+    return respond(request, _json_body(doc), _JSON)
+
+
+async def log_json(request: Request) -> Response:
+    """This mirror's append log, a page at a time: what a follower reads to stay up to date."""
+    site = _site(request)
+    try:
+        since = int(request.query_params.get("since", "0"))
+        limit = int(request.query_params.get("limit", str(LOG_PAGE)))
+    except ValueError:
+        raise HTTPError(400, "usage", "since and limit must be decimal integers") from None
+    if not (0 <= since < 2**63 and 1 <= limit <= LOG_PAGE):
+        raise HTTPError(400, "usage", f"since must be >= 0 and limit between 1 and {LOG_PAGE}")
+
+    def page() -> list[dict[str, Any]]:
+        out = []
+        for entry in site.ledger.log(since):
+            v = entry.verdict
+            out.append({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject, "trust": v.trust})
+            if len(out) >= limit:
+                break
+        return out
+
+    items: list[dict[str, Any]] = site.read(page)
+    doc: dict[str, Any] = {"events": items, "next": f"/events.json?since={items[-1]['seq'] + 1}&limit={limit}" if len(items) == limit else None}
+    return respond(request, _json_body(doc), _JSON)
+
+
+async def manifest(request: Request) -> Response:
+    return respond(request, _json_body(_site(request).manifest()), _JSON, cache=CACHE_STABLE)
+
+
+async def signing_key(request: Request) -> Response:
+    return respond(request, _json_body(signing_key_doc()), _JSON, cache=CACHE_STABLE)
+
+
+async def digest(request: Request) -> Response:
+    return respond(request, _json_body(_site(request).digest()), _JSON)
+
+
+# --- the published layout (spec/audit.md §4), live: `sync` and `audit` read this server as a mirror -----
+
+
+async def mirror_digest(request: Request) -> Response:
+    site = _site(request)
+    return respond(request, _json_body(site.read(lambda: digest_doc(site.ledger))), _JSON)
+
+
+async def mirror_node(request: Request) -> Response:
+    """A digest-tree node file, named by prefix and digest. Only the current node is answered: a
+    reader holding an older parent gets 404 and runs again (as with a re-published tree)."""
+    site = _site(request)
+    m = re.fullmatch(r"(root|[A-Z2-7]{1,%d})-([0-9a-f]{24})\.json" % DEPTH, request.path_params["name"])
+    if not m:
+        raise HTTPError(404, "not-found", "no such node file")
+    prefix = "" if m[1] == "root" else m[1]
+    doc = site.read(lambda: node_doc(site.ledger, prefix))
+    if doc is None or node_file(prefix, doc) != f"{NODE_DIR}/{request.path_params['name']}":
+        raise HTTPError(404, "not-found", f"node {m[1]} has another digest now (the ledger changed): read digest.json again")
+    return respond(request, _json_body(doc), _JSON)
+
+
+async def mirror_record(request: Request) -> Response:
+    site = _site(request)
+    year, suffix, name = request.path_params["year"], request.path_params["suffix"], request.path_params["name"]
+    number = f"pith:{year}:{suffix}"
+    m = re.fullmatch(r"state\.json|bundle(?:-([1-9][0-9]{0,5}))?\.json", name)
+    if not (ids.PITH_NUMBER_RE.match(number) and m):
+        raise HTTPError(404, "not-found", "no such record file")
+    if name == "state.json":
+        return respond(request, site.state_bytes(number) + b"\n", _JSON)
+    parts: list[dict[str, Any]] = site.read(lambda: site.ledger.export_parts(number))
+    n = int(m[1] or 0)
+    if n >= len(parts):
+        raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
+    return respond(request, _json_body(parts[n]), _JSON)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, HTTPError):
+        return error_response(exc.status, exc.code, exc.message)
+    status = getattr(exc, "status_code", 500)
+    if status == 404:
+        return error_response(404, "not-found", f"no such path on this mirror: {request.url.path[:200]}")
+    if status == 405:
+        return error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",
+                              {"allow": "GET, HEAD, OPTIONS"})
+    return error_response(500, "server-error", "the request could not be answered")
+
+
+async def pithledger_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, NotFound):
+        return error_response(404, exc.code, exc.message)
+    if isinstance(exc, PithledgerError):
+        return error_response(500 if exc.code.startswith("ledger") else 400, exc.code, exc.message)
+    return error_response(500, "server-error", "the request could not be answered")  # pragma: no cover
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    """A bug or a damaged ledger: a JSON 500 for the client; the traceback goes to the server's log only."""
+    return error_response(500, "server-error", "the request could not be answered")
+
+
+class Guard:
+    """Outermost ASGI layer: read-only methods, CORS preflight, bounded request lines."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        if method == "OPTIONS":
+            await Response(status_code=204, headers={**CORS, "access-control-allow-methods": "GET, HEAD, OPTIONS",
+                                                     "access-control-allow-headers": "Accept, If-None-Match, Cache-Control",
+                                                     "access-control-max-age": "86400", "allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
+            return
+        if method not in ("GET", "HEAD"):
+            await error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",
+                                 {"allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
+            return
+        if len(scope.get("raw_path") or b"") > MAX_PATH or len(scope.get("query_string", b"")) > MAX_QUERY:
+            await error_response(400, "request-too-long", f"paths are at most {MAX_PATH} bytes and queries {MAX_QUERY}")(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:  # noqa: BLE001 - the last line of defence: never a traceback to a client
+            if not started:
+                await error_response(500, "server-error", "the request could not be answered")(scope, receive, send)
+
+
+def create_app(site: Site) -> ASGIApp:
+    routes = [
+        Route("/", index),
+        Route("/index.html", index),
+        Route("/resolve", resolve),
+        Route("/resolve/{ident:path}", resolve),
+        Route("/pith-mirrors.json", manifest),
+        Route("/pith-signing-key.json", signing_key),
+        Route("/digest.json", digest),
+        Route("/events.json", log_json),
+        Route("/pith/{suffix}/state.json", state_json),
+        Route("/pith/{suffix}/bundle.json", bundle_json),
+        Route("/pith/{suffix}/events.json", events_json),
+        Route("/pith/{suffix}/index.html", record_index_html),
+        Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
+        Route("/pithledger/digest.json", mirror_digest),
+        Route("/pithledger/nodes/{name}", mirror_node),
+        Route("/pithledger/records/{year}/{suffix}/{name}", mirror_record),
+        Route("/pith/{suffix}", record),
+        Route("/pith/{ident:path}", resolve),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, 404: http_error, 405: http_error,
+                                                       PithledgerError: pithledger_error, Exception: server_error})
+    app.state.site = site
+    return Guard(app)
+
+
+# --- running ------------------------------------------------------------------------------------------------
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a named error (port in use, address not here, no permission)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CannotListen(f"cannot use host {host!r}: {exc.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it (Linux): a response's head and body are two writes, and with
+        # Nagle the second waits for the client's delayed ACK (~40 ms per keep-alive request).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"port {port} on {host} is already in use") from None
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
+        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools") -> None:
+    """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
+    ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
+    import uvicorn
+
+    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key)
+    try:
+        sock = bind(host, port)
+        site.base_url = (base_url or url_of(sock)).rstrip("/")
+        config = uvicorn.Config(create_app(site), log_level="warning", access_log=False, server_header=False, date_header=True,
+                                proxy_headers=False, lifespan="off", http=http, loop="asyncio", timeout_keep_alive=5,
+                                limit_concurrency=1000, backlog=1024)
+        server = uvicorn.Server(config)
+        if not quiet:
+            sys.stderr.write(f"serving {ledger_path} at {url_of(sock)}/ (read-only; Ctrl-C to stop)\n")
+            sys.stderr.flush()
+        server.run(sockets=[sock])
+        sock.close()
+    finally:
+        site.close()

@@ -1,0 +1,235 @@
+"""The record page and record JSON, rendered pure (pithledger.pages): badge wording, display-metadata
+checks, receipts, and hostile strings from bundles (spec/serve.md §5, §6)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from pithledger import pages
+from pithledger.canonical import text_sha256
+from pithledger.display import DisplayMetadata, check, from_arxiv, from_pith_json
+from pithledger.errors import MetadataError
+from pithledger.merge import reduce
+from pithledger.mint import mint
+
+from conftest import PITH_RECEIPTS, PITH_RECORDS
+
+TITLE = "Identitas: A Better Way To Be\n  Meaningless"
+RECORD = mint({"id": "1709.09021", "title": TITLE, "abstract": "An abstract.", "categories": "cs.DL",
+               "license": "http://creativecommons.org/licenses/by/4.0/",
+               "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}]})
+
+
+def _state(**slots: list[dict[str, Any]]) -> dict[str, Any]:
+    """A state document of the shape the reducer writes, with hand-made slot views."""
+    from pithledger.model import record_ids
+
+    rid = record_ids(RECORD)
+    state = reduce(rid.pith_number, [])
+    cur: dict[str, Any] = {
+        "canonical_record": RECORD, "canonical_sha256": rid.canonical_sha256,
+        "source_aliases": [{"alias_kind": k, "alias_value": v, "created_at": "2017-09-26T13:56:47Z"} for k, v in rid.aliases.items()],
+        "record_receipts": [], "record_signers": ["ed25519:00"], "graph_snapshots": [], "timestamp_anchors": [],
+        "storage_attestations": [], "author_attestations": [], "replication_records": [], "integrity_findings": [],
+        "challenges": [], "citations": [], "inbound_citations": [], "revocations": [],
+        "badges": {"author": "not attested", "references": "refs pending", "storage": "not stored", "timestamp": "not anchored"},
+        "verification_status": {"pith_receipt": False},
+    }
+    cur.update(slots)
+    state.update(record_status="present", current=cur, state_sha256="0" * 64)
+    return state
+
+
+def _view(kind: str, payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"created_at": "2026-05-20T00:00:00Z", "event_id": "sha256:" + "ab" * 32, "event_type": kind, "payload": payload,
+            "signer": {"key_id": "k", "public_key_fingerprint": "f" * 32, "signer_id": "someone", "signer_type": "self_signed"},
+            "target": "record", "trust": "self_signed"} | extra
+
+
+class _Links(HTMLParser):
+    """Every href and every script/style element of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.tags: list[str] = []
+        self.handlers: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name == "href" and value is not None:
+                self.hrefs.append(value)
+            if name.startswith("on") or name == "style":
+                self.handlers.append(f"{tag}.{name}")
+
+
+def _parse(html: str) -> _Links:
+    p = _Links()
+    p.feed(html)
+    return p
+
+
+def render(state: dict[str, Any], meta: DisplayMetadata | None = None, facts: pages.RecordFacts | None = None) -> str:
+    return pages.record_page(state, facts or pages.RecordFacts(receipts=[], signers=[]), meta, pages.Links(), mirror="m")
+
+
+# --- badges -------------------------------------------------------------------------------------------
+
+
+def test_badges_use_the_state_wording_and_mark_claims_as_claims() -> None:
+    badges = {"author": "claimed", "references": "refs signed", "storage": "capture claimed", "timestamp": "bitcoin anchor claimed"}
+    html = render(_state(badges=badges))
+    for key, text in badges.items():
+        m = re.search(rf'<span class="badge (\w+)" data-badge="{key}"[^>]*><b>{key}</b> ([^<]*)</span>', html)
+        assert m, key
+        assert m[2] == text
+        assert m[1] == ("claim" if "claimed" in text else "checked")
+    html = render(_state())
+    for key, text in {"author": "not attested", "timestamp": "not anchored", "storage": "not stored", "references": "refs pending"}.items():
+        assert f'<span class="badge absent" data-badge="{key}"><b>{key}</b> {text}</span>' in html
+
+
+def test_the_page_has_the_numbers_copy_buttons_and_the_verify_snippet() -> None:
+    state = _state()
+    html = render(state)
+    number = state["pith_number"]
+    suffix = number.rsplit(":", 1)[1]
+    assert f'<span class="value" id="long-number">{number}</span>' in html
+    assert f'data-copy="{number}"' in html and f'data-copy="pith:{suffix[:8]}"' in html
+    assert state["current"]["canonical_sha256"] in html
+    assert f"curl -sH &#x27;Accept: application/ld+json&#x27; http://127.0.0.1:8080/pith/{suffix}" in html
+    assert f"# expect: {state['current']['canonical_sha256']}" in html
+    for item in ("Bitcoin timestamp", "Internet Archive", "Author claim", "Citations", "Replications"):
+        assert f'data-item="{item}"' in html
+
+
+# --- display metadata ---------------------------------------------------------------------------------
+
+
+def test_display_metadata_checks_match_mismatch_unchecked() -> None:
+    fields = {f.name: f for f in check(DisplayMetadata(title=TITLE, authors="A. Author", abstract="Another abstract."), RECORD)}
+    assert (fields["title"].check, fields["authors"].check, fields["abstract"].check) == ("match", "unchecked", "mismatch")
+    assert fields["title"].expected_sha256 == RECORD["metadata"]["title_canon_sha256"] == text_sha256(TITLE)
+    assert [f.check for f in check(None, RECORD)] == ["unchecked"] * 3
+    html = render(_state(), DisplayMetadata(title="A Forged Title", abstract="An abstract."))
+    assert '<h1 id="title">arXiv 1709.09021v1</h1>' in html  # a mismatching title never becomes the heading
+    assert '<span class="mismatched">A Forged Title</span>' in html
+    assert 'data-check="abstract" title="matches the record&#x27;s hash">match</span>' in html
+    html = render(_state(), DisplayMetadata(title=TITLE))
+    assert '<h1 id="title">Identitas: A Better Way To Be Meaningless</h1>' in html
+
+
+def test_display_metadata_from_the_arxiv_snapshot_and_pith_json() -> None:
+    key, meta = from_arxiv({"id": "1709.09021", "title": TITLE, "abstract": "An abstract.", "categories": "cs.DL",
+                            "authors": "Nizal Alshammry, Phillip Lord", "license": None,
+                            "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}]})
+    assert key == "1709.09021v1" and meta.source == "arxiv-snapshot" and meta.authors == "Nizal Alshammry, Phillip Lord"
+    key, meta = from_pith_json({"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "T",
+                                "authors": [{"name": "A"}, "B"]})
+    assert key == "2605.00424v2" and meta.authors == "A, B" and meta.source == "pith-record-json"
+    for bad in ({"canonical_record": {"x": 1}, "title": "T"}, {"canonical_record": PITH_RECORDS[0]["canonical_record"]},
+                {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": 5},
+                {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "x" * 5000}, [1]):
+        with pytest.raises(MetadataError):
+            from_pith_json(bad)
+
+
+# --- receipts ----------------------------------------------------------------------------------------
+
+
+def test_receipt_panel_reports_this_mirrors_own_check() -> None:
+    v = PITH_RECEIPTS[0]
+    good = pages.receipt_view(v["canonical_sha256"], {"kind": "pith_receipt", "key_id": v["key_id"], "algorithm": "ed25519",
+                                                      "signed_at": "2026-05-18T00:34:09.384803Z", "signature_b64": v["signature_b64"],
+                                                      "builder": "pith-number-builder-2026-05-17-v1"})
+    assert good.result == "verified" and good.fingerprint == "8d4b5ee74e4693bcd1df2446408b0d54"
+    flipped = base64.b64encode(bytes([base64.b64decode(v["signature_b64"])[0] ^ 1]) + base64.b64decode(v["signature_b64"])[1:]).decode()
+    bad = pages.receipt_view(v["canonical_sha256"], {"key_id": v["key_id"], "signature_b64": flipped})
+    assert bad.result == "fails"
+    assert pages.receipt_view(v["canonical_sha256"], {"key_id": "nobody", "signature_b64": flipped}).result == "unknown-key"
+    html = render(_state(), facts=pages.RecordFacts(receipts=[good, bad], signers=[]))
+    assert 'data-receipt="verified"' in html and 'data-receipt="fails"' in html
+    assert "pith-number-builder-2026-05-17-v1" in html and v["signature_b64"] in html
+    assert 'data-receipt="none"' in render(_state())
+
+
+# --- hostile strings ----------------------------------------------------------------------------------
+
+EVIL = '"><script>alert(1)</script><img src=x onerror=alert(2)>\'&'
+BAD_URLS = ["javascript:alert(1)", "JAVASCRIPT:alert(1)", " javascript:alert(1)", "data:text/html,<script>alert(1)</script>",
+            "vbscript:x", "//evil.example/x", "/relative", "http://exa mple.org", "https://ok.example/\n<script>", "http://é.example"]
+
+
+def _hostile_state() -> dict[str, Any]:
+    views = {
+        "author_attestations": [_view("author_attestation", {"author_name": EVIL, "orcid": EVIL}, strength=EVIL)],
+        "storage_attestations": [_view("storage_attestation", {"capture_url": u, "captured_at": EVIL}) for u in BAD_URLS],
+        "replication_records": [_view("replication_record", {"replication_type": EVIL, "outcome": EVIL, "artifact_url": u}) for u in BAD_URLS],
+        "integrity_findings": [_view("integrity_finding", {"finding_type": EVIL, "severity": EVIL, "description": EVIL})],
+        "challenges": [_view("challenge", {"challenged_event_id": EVIL, "reason": EVIL})],
+        "citations": [_view("citation_signature", {"cited_pith_number": EVIL, "relation": EVIL})],
+        "inbound_citations": [_view("citation_signature", {"cited_pith_number": "x", "relation": EVIL}, citing_pith_number=EVIL)],
+        "timestamp_anchors": [_view("timestamp_anchor", {}, bitcoin_heights=[], pending_calendars=BAD_URLS)],
+        "badges": {"author": EVIL, "references": EVIL, "storage": EVIL, "timestamp": EVIL},
+    }
+    state = _state(**views)
+    for v in views["author_attestations"] + views["citations"]:
+        v["signer"] = {"signer_id": EVIL, "key_id": EVIL, "public_key_fingerprint": EVIL}
+        v["trust"] = EVIL
+    return state
+
+
+def test_hostile_strings_are_escaped_and_bad_urls_never_linked() -> None:
+    meta = DisplayMetadata(title=EVIL, authors=EVIL, abstract=EVIL)
+    facts = pages.RecordFacts(receipts=[pages.receipt_view("00" * 32, {"key_id": EVIL, "signature_b64": EVIL, "signed_at": EVIL, EVIL: EVIL})],
+                              signers=[pages.RecordSigner(event_id=EVIL, created_at=EVIL, signer_id=EVIL, key_id=EVIL, fingerprint=EVIL, trust=EVIL)])
+    html = pages.record_page(_hostile_state(), facts, meta, pages.Links(base_url="http://x.example"), mirror=EVIL)
+    assert "<script>alert" not in html and "<img" not in html and "onerror=alert" not in html.replace("onerror=alert(2)&gt;", "")
+    parsed = _parse(html)
+    assert parsed.tags.count("script") == 1 and "img" not in parsed.tags
+    assert parsed.handlers == []  # no event handler or style attribute anywhere
+    for href in parsed.hrefs:
+        assert href.startswith(("http://", "https://", "../")), href
+        assert not re.match(r"\s*(javascript|data|vbscript):", href, re.I)
+        assert href.isascii() and " " not in href and "\n" not in href
+    # the escaped text is still there, readable
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_only_the_hashed_inline_blocks_run() -> None:
+    html = render(_state())
+    style = re.search(r"<style>(.*?)</style>", html, re.S)
+    script = re.search(r"<script>(.*?)</script>", html, re.S)
+    assert style and script
+    for block in (style[1], script[1]):
+        digest = "'sha256-" + base64.b64encode(hashlib.sha256(block.encode()).digest()).decode() + "'"
+        assert digest in pages.CSP
+    assert pages.CSP.startswith("default-src 'none';") and "frame-ancestors 'none'" in pages.CSP_HEADER
+    assert "http" not in pages.STYLE + pages.SCRIPT  # no external assets: fonts, scripts, CDNs
+
+
+def test_record_document_carries_the_canonical_record_verbatim() -> None:
+    state = _state()
+    doc = pages.record_document(state, pages.RecordFacts(receipts=[], signers=[]), None, pages.Links(base_url="https://m.example/"))
+    assert doc["canonical_record"] == RECORD and doc["canonical_sha256"] == state["current"]["canonical_sha256"]
+    assert doc["links"]["state"].startswith("https://m.example/pith/") and "//pith" not in doc["links"]["state"]
+
+
+def test_static_links_are_relative_to_the_page() -> None:
+    state = _state(citations=[_view("citation_signature", {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"})])
+    html = pages.record_page(state, pages.RecordFacts(receipts=[], signers=[]), None,
+                             pages.Links(root="../../", page="/index.html", base_url="$MIRROR", server=False))
+    hrefs = _parse(html).hrefs
+    suffix = state["pith_number"].rsplit(":", 1)[1]
+    assert f"../../pith/{suffix}/bundle.json" in hrefs and f"../../pith/{suffix}/state.json" in hrefs
+    assert "../../pith/GHGOR674YFXPXVI65Z7PPAT6KY/index.html" in hrefs
+    assert "../../index.html" in hrefs
+    assert 'action="' not in html  # no search form on a static host
+    assert f"curl -s $MIRROR/pith/{suffix}/bundle.json" in html
