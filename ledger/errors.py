@@ -191,6 +191,12 @@ class LedgerFull(LedgerError):
     hint = "free disk space (the batch was not written; the ledger is as before) and run the same command again"
 
 
+class DerivationPending(PithledgerError):
+    code = "derivation-pending"
+    hint = ("an apply or sync is running on this ledger, or one was interrupted: wait for it, or finish the work with "
+            "`pithledger --ledger L digest` (any whole-view reader finishes it)")
+
+
 class NotFound(PithledgerError):
     code = "not-found"
     hint = "check the identifier, or apply the bundle that holds this record"

@@ -39,7 +39,7 @@ from ._transport import (
 from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, Source, bucket_pair, compare, inner_pair, record_event_root
 from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
-from .errors import PithledgerError, SourceError
+from .errors import DerivationPending, PithledgerError, SourceError
 from . import pages
 from .display import MetadataStore
 from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
@@ -112,9 +112,13 @@ def node_doc(ledger: Ledger, prefix: str) -> dict[str, Any] | None:
     if len(prefix) < DEPTH:
         return {"prefix": prefix, "digest": _pair_json(pair),
                 "children": {c: _pair_json(p) for c, p in sorted(ledger.children(prefix).items())}}
+    records = ledger.bucket(prefix)
+    if pending := ledger.pending_among(records):
+        # Its stored leaf is the last finished run's, its events in the log are newer: the two would not agree.
+        raise DerivationPending(f"bucket {prefix} holds {len(pending)} record(s) whose derivation is pending ({pending[0]} ...)")
     return {"prefix": prefix, "digest": _pair_json(pair),
             "records": {n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(), "event_ids": ledger.record_events(n)}
-                        for n, p in sorted(ledger.bucket(prefix).items())}}
+                        for n, p in sorted(records.items())}}
 
 
 def digest_doc(ledger: Ledger) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from . import ids, pages
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
-from .errors import AmbiguousId, MalformedId, NotFound, PithledgerError
+from .errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
 from .merge import MERGE_VERSION
 from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, recent_rows, signing_key_doc
 from .store import Ledger
@@ -447,7 +447,10 @@ async def mirror_node(request: Request) -> Response:
     if not m:
         raise HTTPError(404, "not-found", "no such node file")
     prefix = "" if m[1] == "root" else m[1]
-    doc = site.read(lambda: node_doc(site.ledger, prefix))
+    try:
+        doc = site.read(lambda: node_doc(site.ledger, prefix))
+    except DerivationPending as exc:  # an apply or sync is running (or was killed): come back when it has finished
+        raise HTTPError(503, exc.code, exc.message) from None
     if doc is None or node_file(prefix, doc) != f"{NODE_DIR}/{request.path_params['name']}":
         raise HTTPError(404, "not-found", f"node {m[1]} has another digest now (the ledger changed): read digest.json again")
     return respond(request, _json_body(doc), _JSON)
@@ -471,7 +474,7 @@ async def mirror_record(request: Request) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPError):
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, {"retry-after": "30"} if exc.status == 503 else None)
     status = getattr(exc, "status_code", 500)
     if status == 404:
         return error_response(404, "not-found", f"no such path on this mirror: {request.url.path[:200]}")

@@ -25,7 +25,7 @@ import msgspec
 from . import ids, keys
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
-from .errors import AmbiguousId, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
+from .errors import AmbiguousId, DerivationPending, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
 from .events import (SignatureCheck, Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope, prepare_event,
                      valid_verdict, verify_event)
 from .ids import parse_id
@@ -151,7 +151,7 @@ _json_decoder = msgspec.json.Decoder()
 
 _VERIFY_CHUNK = 256
 _PROCESS_AFTER_CHUNKS = 8  # a ledger's 8th chunk of signature checks starts the worker processes
-_RELEASE_EVERY = 32  # records derived between two _release_mapped_pages
+_RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 
@@ -189,7 +189,7 @@ class _Done(Generic[_T]):
         return False
 
 
-def _release_mapped_pages(data_file: Path) -> None:
+def _release_mapped_pages(ledger: Ledger) -> None:
     """Unmap the pages of the ledger's file that this process has touched (Linux; elsewhere nothing).
 
     A write transaction reads the pages it modifies through LMDB's read-only shared map, and the kernel
@@ -197,7 +197,9 @@ def _release_mapped_pages(data_file: Path) -> None:
     ledger most of the file is mapped and counted in the RSS, although those are clean page-cache pages
     that any memory pressure reclaims. MADV_DONTNEED on a shared file mapping only drops the mappings
     (the data stays in the file and the cache; the next access maps it again), so the RSS shows what
-    the process holds. Called between transactions."""
+    the process holds. The map's address range is looked up in /proc/self/maps once per handle and map
+    size (LMDB maps again only when the size changes), never reused across handles: advising an address
+    that has since been reused for private memory would zero it."""
     global _madvise
     if _madvise is None:
         try:
@@ -210,13 +212,15 @@ def _release_mapped_pages(data_file: Path) -> None:
             _madvise = False
     if not _madvise:
         return
-    try:
-        with open("/proc/self/maps") as maps:
-            ranges = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(data_file))]
-    except OSError:  # pragma: no cover - no /proc
-        return
-    for r in ranges:
-        start, end = (int(x, 16) for x in r.split("-"))
+    size = ledger.env.info()["map_size"]
+    if ledger._map_ranges is None or ledger._map_ranges[0] != size:
+        try:
+            with open("/proc/self/maps") as maps:
+                found = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(ledger._data_file))]
+        except OSError:  # pragma: no cover - no /proc
+            return
+        ledger._map_ranges = (size, [(int(a, 16), int(b, 16)) for a, b in (r.split("-") for r in found)])
+    for start, end in ledger._map_ranges[1]:
         _madvise(start, end - start, 4)  # MADV_DONTNEED
 
 
@@ -328,6 +332,7 @@ class Ledger:
         for an apply in another process (LMDB gives it the last committed snapshot)."""
         self.path = Path(path)
         self._data_file = self.path.resolve() / "data.mdb"
+        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
         self.evidence_limits = evidence_limits
         if not create and not (self.path / "data.mdb").exists():
             raise NoLedger(f"no ledger at {self.path}")
@@ -354,6 +359,7 @@ class Ledger:
             raise
 
     def close(self) -> None:
+        self._map_ranges = None
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
@@ -453,6 +459,21 @@ class Ledger:
                 self._chunks_checked = -(1 << 62)
         return self._procs or self._pool
 
+    def _check_signatures(self, items: list[tuple[bytes, bytes, bytes]]) -> _Pending[list[bool]]:
+        pool = self._signature_pool()
+        if pool is None:
+            return _Done(_signatures_ok(items))
+        from concurrent.futures import BrokenExecutor
+
+        try:
+            return pool.submit(_signatures_ok, items)
+        except (BrokenExecutor, RuntimeError):  # a worker process died (killed, out of memory): no processes from now on
+            if pool is self._procs:
+                self._procs.shutdown(wait=False, cancel_futures=True)
+                self._procs = None
+                self._chunks_checked = -(1 << 62)
+            return _Done(_signatures_ok(items))
+
     def _start_pool(self) -> None:
         if self._pool is None and _WORKERS > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -460,6 +481,7 @@ class Ledger:
             self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pithledger-work")
 
     def _grow(self) -> None:
+        self._map_ranges = None
         size = self.env.info()["map_size"] * 2
         try:
             self.env.set_mapsize(size)
@@ -476,8 +498,8 @@ class Ledger:
             with self.env.begin(write=True) as txn:
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 for n, (copy, c) in enumerate(candidates.items(), 1):
-                    if n % (8 * _RELEASE_EVERY) == 0:
-                        _release_mapped_pages(self._data_file)
+                    if n % (32 * _RELEASE_EVERY) == 0:
+                        _release_mapped_pages(self)
                     verdict = verdicts[copy]
                     if verdict.status != "valid":
                         kept = self._keep_evidence(txn, copy, c.subject, c.data, verdict)
@@ -591,13 +613,34 @@ class Ledger:
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
+    def _pending_dbs(self) -> list[Any]:
+        """The pending sets; on a handle opened on a layout-3 ledger, opened once a writer has
+        upgraded it (until then there are none, and nothing is pending)."""
+        if b"pendstate" not in self.db:
+            try:
+                for name in _PENDING:
+                    self.db[name] = self.env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                for name in _PENDING:
+                    self.db.pop(name, None)
+                return []
+        return [self.db[name] for name in _PENDING]
+
     def pending(self) -> int:
         """How many records have derivation pending (0 once every apply and sync has finished)."""
+        dbs = self._pending_dbs()
         with self.env.begin() as txn:
-            return sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)
+            return sum(txn.stat(db)["entries"] for db in dbs)
+
+    def pending_among(self, subjects: Iterable[str]) -> list[str]:
+        """Those of ``subjects`` whose derivation is pending, in order."""
+        self._pending_dbs()
+        with self.env.begin() as txn:
+            return [s for s in subjects if self.is_pending(txn, s)]
 
     def is_pending(self, txn: lmdb.Transaction, subject: str) -> bool:
         key = subject.encode()
+        # the sets of a handle opened on layout 3 are opened by the readers before their transaction
         return any(txn.get(key, db=self.db[name]) is not None for name in _PENDING if name in self.db)
 
     def finish(self, progress: Callable[[int], None] | None = None) -> int:
@@ -619,7 +662,7 @@ class Ledger:
                 raise LedgerError(f"deriving pending states failed: {exc}",
                                   hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
                                        "`pithledger apply` again (with no new input it only finishes the pending work)") from None
-            _release_mapped_pages(self._data_file)
+            _release_mapped_pages(self)
             if n is None:
                 return done
             done += n
@@ -634,7 +677,7 @@ class Ledger:
         if cites:
             for n, (subject, flag) in enumerate(cites, 1):
                 if n % _RELEASE_EVERY == 0:
-                    _release_mapped_pages(self._data_file)
+                    _release_mapped_pages(self)
                 # Only a new citation or revocation can change which of a record's citations stand.
                 for cited in self._update_citations(txn, subject, cache) if flag else ():
                     txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
@@ -646,7 +689,7 @@ class Ledger:
         packing: deque[tuple[bytes, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
         for n, subject in enumerate(states, 1):
             if n % _RELEASE_EVERY == 0:
-                _release_mapped_pages(self._data_file)
+                _release_mapped_pages(self)
             packing.append((subject.encode(), self._pack(self._materialise(txn, subject, cache))))
             while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
                 key, packed = packing.popleft()
@@ -801,6 +844,7 @@ class Ledger:
         """The record's canonical state bytes. For a record whose derivation is pending (an apply or
         sync is running or was killed), the state is computed here from its events as held: citations
         made by other records still pending are counted once the run is finished (spec/storage.md §3.1)."""
+        self._pending_dbs()
         with self.env.begin() as txn:
             if self.is_pending(txn, subject):
                 return canonical_bytes(self.compute_state(txn, subject))
@@ -820,6 +864,7 @@ class Ledger:
         A function of the stored states alone, so of the valid event set: a record with a verifying Pith
         receipt is always preferred to self-signed ones, and self-signed claims that disagree are listed
         (``ambiguous-id``) rather than picked from."""
+        self._pending_dbs()
         q = parse_id(text)
         with self.env.begin() as txn:
             if q.kind == "pith_number":
@@ -827,7 +872,7 @@ class Ledger:
                     raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
                 return q.value
             if q.kind == "suffix":
-                cands = [self._candidate(txn, p) for p in self._by_suffix(txn, q.suffix)]
+                cands = [c for p in self._by_suffix(txn, q.suffix) if (c := self._candidate(txn, p)) is not None]
                 if not cands:
                     raise NotFound(f"no record whose suffix starts with {q.suffix} in this ledger",
                                    hint="a record whose record_created event has not arrived is found by its long Pith Number only")
@@ -849,10 +894,15 @@ class Ledger:
         cursor = txn.cursor(db=self.db[b"alias"])
         if not cursor.set_key(key.encode()):
             return []
-        return [self._candidate(txn, bytes(v).decode()) for v in cursor.iternext_dup()]
+        return [c for v in cursor.iternext_dup() if (c := self._candidate(txn, bytes(v).decode())) is not None]
 
-    def _candidate(self, txn: lmdb.Transaction, subject: str) -> _Candidate:
-        current = self._stored_state(txn, subject)["current"]
+    def _candidate(self, txn: lmdb.Transaction, subject: str) -> _Candidate | None:
+        """The record as a lookup candidate; None when it is not present (possible only while its
+        derivation is pending: the indexes are those of the last finished run, its state is current)."""
+        state = self._stored_state(txn, subject)
+        if state.get("record_status") != "present":
+            return None
+        current = state["current"]
         return _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
                           tuple(current["record_signers"]))
 
@@ -902,6 +952,7 @@ class Ledger:
         a part): the first carries the record and the unknown fields, the others events only. A record
         flooded with events then still travels in documents every reader accepts (spec/storage.md §5).
         ``part_bytes``: 0 for :data:`PART_BYTES`, None for one bundle whatever its size."""
+        self._pending_dbs()
         part_bytes = PART_BYTES if part_bytes == 0 else part_bytes
         with self.env.begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
@@ -945,6 +996,7 @@ class Ledger:
         Every check of spec/events.md §2.2 runs again, except, unless ``reverify``, the Ed25519 check
         of a logged event: the log holds only events whose signature verified on arrival, and that
         check is most of the cost (spec/storage.md §6)."""
+        dbs = self._pending_dbs()
         problems: list[str] = []
         with self.env.begin() as txn:
             seen = 0
@@ -970,7 +1022,7 @@ class Ledger:
                     problems.append(f"{where}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
-            pending = sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)
+            pending = sum(txn.stat(db)["entries"] for db in dbs)
             if pending:  # the derived views are checked once derived: open_settled() / finish() first
                 problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
                 return problems + self._fsck_evidence(txn)
@@ -1105,9 +1157,10 @@ class Ledger:
 
     def counts(self) -> dict[str, int]:
         """Events in the log, records with a derived state, records whose derivation is pending."""
+        dbs = self._pending_dbs()
         with self.env.begin() as txn:
             return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"],
-                    "pending": sum(txn.stat(self.db[name])["entries"] for name in _PENDING if name in self.db)}
+                    "pending": sum(txn.stat(db)["entries"] for db in dbs)}
 
 
 class Batch:
@@ -1146,8 +1199,8 @@ class Batch:
         self.fill += max(1, len(bundle.events))
         self.bytes += bundle.size
         txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
-        if self.events - self._released >= 8 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
-            _release_mapped_pages(self._ledger._data_file)
+        if self.events - self._released >= 32 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
+            _release_mapped_pages(self._ledger)
             self._released = self.events
         for event in bundle.events:
             cid = claimed_event_id(event)
@@ -1176,9 +1229,8 @@ class Batch:
     def _submit(self) -> None:
         if not self._chunk:
             return
-        pool = self._ledger._signature_pool()
         items = [(c.public_key, c.message, c.signature) for c in self._chunk]
-        future: _Pending[list[bool]] = _Done(_signatures_ok(items)) if pool is None else pool.submit(_signatures_ok, items)
+        future = self._ledger._check_signatures(items)
         self._parts.append(future)
         self._items.append(items)
         self._chunk = []
@@ -1195,7 +1247,7 @@ class Batch:
             try:
                 result = self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
                                              self._duplicate, defer)
-                _release_mapped_pages(self._ledger._data_file)
+                _release_mapped_pages(self._ledger)
                 return result
             except lmdb.MapFullError:
                 self._ledger._grow()
