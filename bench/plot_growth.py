@@ -8,6 +8,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def _axes(ax: Any, ylabel: str, title: str) -> None:
+    ax.set_xscale("log")
+    ax.set_xlabel("ledger size (events)")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
 
 
 def plot(results: Path, out: Path | None = None) -> Path:
@@ -22,23 +32,13 @@ def plot(results: Path, out: Path | None = None) -> Path:
     a1.plot(x, [p["rate"] for p in g], "o-", label="apply (papers shape, increment into this ledger)")
     a1.axhline(0.75 * R["raw_verify"]["rate_2t"], color="tab:red", ls="--", label="target: 0.75 x raw verify, 2 threads")
     a1.axhline(R["raw_verify"]["rate_1t"], color="tab:gray", ls=":", label="raw verify, 1 thread")
-    a1.set_xscale("log")
-    a1.set_xlabel("ledger size (events)")
-    a1.set_ylabel("events / s")
-    a1.set_ylim(bottom=0)
-    a1.set_title("apply throughput")
-    a1.legend(fontsize=8)
+    _axes(a1, "events / s", "apply throughput")
     a2.plot(x, [p["rss_mb"] for p in g], "o-", label="peak RSS (/usr/bin/time -v)")
     if all("anon_mb" in p for p in g):
         a2.plot(x, [p["anon_mb"] for p in g], "s--", label="peak anonymous (sampled)")
         a2.plot(x, [p["file_mb"] for p in g], "^--", label="peak file-backed, LMDB map (sampled)")
     a2.axhline(300, color="tab:red", ls="--", label="target: 300 MB")
-    a2.set_xscale("log")
-    a2.set_xlabel("ledger size (events)")
-    a2.set_ylabel("MiB")
-    a2.set_ylim(bottom=0)
-    a2.set_title("memory of that apply")
-    a2.legend(fontsize=8)
+    _axes(a2, "MiB", "memory of that apply")
     for p, xx in zip(g, x):
         a2.annotate(f"+{p['increment_events']:,}", (xx, p["rss_mb"]), fontsize=7, textcoords="offset points", xytext=(4, 4))
     m = R["machine"]

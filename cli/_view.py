@@ -7,17 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: What this mirror checked for each kind of claim, beyond the signature every folded event carries.
-CHECKED = {
-    "timestamp_anchor": "proof parsed and bound to the record's digest; the Bitcoin attestation is NOT checked against the chain",
-    "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
-    "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
-    "citation_signature": "signature checked",
-    "replication_record": "signature checked; the artifact is NOT fetched",
-    "integrity_finding": "signature checked",
-    "challenge": "signature checked",
-    "graph_snapshot": "signature checked; contents not interpreted",
-}
+from pithledger.merge import CHECKED
 
 
 def _who(view: dict[str, Any]) -> str:

@@ -33,6 +33,20 @@ SLOTS = {
     "challenge": "challenges",
 }
 
+#: What this mirror checked for each kind of claim, beyond the signature every folded event carries: the
+#: words `state --view` and the record page put beside each claim (spec/merge.md §5 says why badges say "claimed").
+CHECKED = {
+    "record_created": "record hash recomputed; signature checked",
+    "timestamp_anchor": "proof parsed and bound to the record's digest; the Bitcoin attestation is NOT checked against the chain",
+    "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
+    "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
+    "citation_signature": "signature checked",
+    "replication_record": "signature checked; the artifact is NOT fetched",
+    "integrity_finding": "signature checked",
+    "challenge": "signature checked",
+    "graph_snapshot": "signature checked; contents not interpreted",
+}
+
 
 class Entry(msgspec.Struct, frozen=True):
     """One event as the reducer sees it: its value as received and its (pure) verdict."""

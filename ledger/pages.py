@@ -23,6 +23,7 @@ from . import ids, keys
 from .display import DisplayMetadata, FieldView, check
 from .errors import BadEncoding, UnknownKey, VerificationFailed
 from .events import verify_event
+from .merge import CHECKED
 
 RECORD_DOC_TYPE = "pithledger_record"
 #: Rows of one list on a page; the rest is in state.json (a record flooded with events stays readable).
@@ -277,20 +278,20 @@ def record_document(state: dict[str, Any], facts: RecordFacts, meta: DisplayMeta
 
 # --- the record page -------------------------------------------------------------------------------------
 
-#: What this mirror checked for each kind of claim, beyond the signature (the same words as `state --view`).
-CHECKED = {
-    "record_created": "record hash recomputed; signature checked",
-    "timestamp_anchor": "proof parsed and bound to the record's digest; the Bitcoin attestation is NOT checked against the chain",
-    "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
-    "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
-    "citation_signature": "signature checked",
-    "replication_record": "signature checked; the artifact is NOT fetched",
-    "integrity_finding": "signature checked",
-    "challenge": "signature checked",
-    "graph_snapshot": "signature checked; contents not interpreted",
-}
 _SLOT_KINDS = ("timestamp_anchors", "storage_attestations", "author_attestations", "replication_records",
                "integrity_findings", "challenges", "graph_snapshots", "citations")
+
+
+def _citation_table(title: str, views: list[dict[str, Any]], records: list[str], links: Links) -> list[str]:
+    """One direction of a record's citations: each view with the other record it names."""
+    if not views:
+        return []
+    out = [f"<h3>{title} ({len(views)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>"]
+    for v, record in zip(views[:MAX_ROWS], records):
+        out.append(f"<tr><td>{e(v.get('payload', {}).get('relation', ''))}</td><td>{_record_link(record, links)}</td>"
+                   f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
+    out.append("</table>")
+    return out
 
 
 def _signer_name(signer: Any) -> str:
@@ -486,20 +487,8 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     b.append("<h2>Citations</h2>")
     if not cites and not inbound:
         b.append('<p class="meta">No signed citations in either direction yet.</p>')
-    if cites:
-        b.append(f"<h3>Cites ({len(cites)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>")
-        for v in cites[:MAX_ROWS]:
-            p = v.get("payload", {})
-            b.append(f"<tr><td>{e(p.get('relation', ''))}</td><td>{_record_link(str(p.get('cited_pith_number', '')), links)}</td>"
-                     f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
-        b.append("</table>")
-    if inbound:
-        b.append(f"<h3>Cited by ({len(inbound)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>")
-        for v in inbound[:MAX_ROWS]:
-            p = v.get("payload", {})
-            b.append(f"<tr><td>{e(p.get('relation', ''))}</td><td>{_record_link(str(v.get('citing_pith_number', '')), links)}</td>"
-                     f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
-        b.append("</table>")
+    b += _citation_table("Cites", cites, [str(v.get("payload", {}).get("cited_pith_number", "")) for v in cites], links)
+    b += _citation_table("Cited by", inbound, [str(v.get("citing_pith_number", "")) for v in inbound], links)
 
     # timeline
     views: list[dict[str, Any]] = [v for slot in _SLOT_KINDS for v in cur.get(slot, [])]

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from pithledger import store
@@ -23,6 +22,7 @@ from pithledger.mirror import node_doc
 from pithledger.store import Ledger, open_settled
 
 from eventpool import ALICE, P, RECS, bundles_of, pool, t
+from test_pending import make_layout_3
 
 TESTS = Path(__file__).parent
 
@@ -100,12 +100,7 @@ def test_reader_opened_on_layout_3_never_sees_pending_work_after_a_writer_upgrad
     events = pool()
     with Ledger(path, create=True) as ledger:
         ledger.apply_batch(bundles_of([e for e in events if e["subject_pith_number"] != P[2]]))
-    env = lmdb.open(str(path), max_dbs=32)
-    with env.begin(write=True) as txn:  # what a layout-3 ledger is: no pending sets
-        for name in (b"pendcite", b"pendstate"):
-            txn.drop(env.open_db(name, txn=txn), delete=True)
-        txn.put(b"layout_version", b"3", db=env.open_db(b"meta", txn=txn))
-    env.close()
+    make_layout_3(path)
     with Ledger(path, readonly=True) as reader:
         code = (f"import sys; sys.path.insert(0, {str(TESTS)!r})\n"
                 "from pathlib import Path\nfrom eventpool import pool, bundles_of, P\nfrom pithledger.store import Ledger\n"

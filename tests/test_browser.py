@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from test_serve_http import BUNDLES, FZ7, Y7E, Server, pl
+from test_serve_http import BUNDLES, FZ7, Y7E, Server, example_site, pl
 
 CHROMIUM = os.environ.get("PITHLEDGER_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -43,13 +43,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, Path]]:
-    tmp = tmp_path_factory.mktemp("browser")
-    ledger = tmp / "ledger"
-    pl(tmp, "--ledger", str(ledger), "apply", str(BUNDLES))
-    pl(tmp, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))
-    server = Server(ledger, tmp)
-    yield server, ledger, tmp
-    server.stop()
+    yield from example_site(tmp_path_factory.mktemp("browser"))
 
 
 def _page(browser: Any, errors: list[str]) -> Any:

@@ -28,6 +28,16 @@ def reference(tmp_path: Path) -> Ledger:
     return ledger
 
 
+def make_layout_3(path: Path) -> None:
+    """Turn a (fully derived) ledger into what a layout-3 ledger is: layout 4 without the pending sets."""
+    env = lmdb.open(str(path), max_dbs=32)
+    with env.begin(write=True) as txn:
+        for name in (b"pendcite", b"pendstate"):
+            txn.drop(env.open_db(name, txn=txn), delete=True)
+        txn.put(b"layout_version", b"3", db=env.open_db(b"meta", txn=txn))
+    env.close()
+
+
 def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     events = pool()
@@ -70,12 +80,7 @@ def test_layout_3_is_read_as_it_is_and_upgraded_in_place_by_a_writer(tmp_path: P
     with Ledger(path, create=True) as ledger:
         ledger.apply_batch(bundles_of(pool()))
         before = states(ledger)
-    env = lmdb.open(str(path), max_dbs=32)
-    with env.begin(write=True) as txn:  # what a layout-3 ledger is: no pending sets
-        for name in (b"pendcite", b"pendstate"):
-            txn.drop(env.open_db(name, txn=txn), delete=True)
-        txn.put(b"layout_version", b"3", db=env.open_db(b"meta", txn=txn))
-    env.close()
+    make_layout_3(path)
     with Ledger(path, readonly=True) as reader:
         assert states(reader) == before and reader.pending() == 0
     with Ledger(path, readonly=True) as reader:

@@ -74,15 +74,19 @@ class Server:
             self.proc.kill()
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, Path]]:
-    tmp = tmp_path_factory.mktemp("serve")
+def example_site(tmp: Path) -> Iterator[tuple[Server, Path, Path]]:
+    """A server over a ledger of bundles/ with the sample display metadata: (server, ledger, tmp)."""
     ledger = tmp / "ledger"
     pl(tmp, "--ledger", str(ledger), "apply", str(BUNDLES))
     pl(tmp, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))
     server = Server(ledger, tmp)
     yield server, ledger, tmp
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, Path]]:
+    yield from example_site(tmp_path_factory.mktemp("serve"))
 
 
 def test_ld_json_reproduces_the_canonical_hash_as_pith_snippet_does(site: tuple[Server, Path, Path]) -> None:
