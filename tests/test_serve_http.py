@@ -20,6 +20,12 @@ from typing import Any
 
 import pytest
 
+from pithledger.audit import DEPTH
+from pithledger.events import make_event
+from pithledger.store import Ledger
+
+from eventpool import ALICE, P, bundles_of, pool, t
+
 ROOT = Path(__file__).parent.parent
 BUNDLES = ROOT / "bundles"
 FZ7 = "FZ7AO632HBV3FATAUUZ6Y44Y3P"  # arXiv 2605.00424, with events of every kind
@@ -440,3 +446,24 @@ def test_a_live_server_is_a_mirror_sync_and_audit_can_read(site: tuple[Server, P
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert pl(tmp, "audit", server.base, str(ledger)).returncode == 0
     assert pl(tmp, "audit", str(copy), str(ledger)).returncode == 0
+
+
+def test_a_node_whose_bucket_holds_pending_work_is_503_until_finished(tmp_path: Path) -> None:
+    """While an apply is running (or after one was killed) a bucket's stored leaves lag its records' events:
+    its node is not answered (503 derivation-pending, Retry-After), never answered inconsistent."""
+    ledger = tmp_path / "ledger"
+    with Ledger(ledger, create=True) as led:
+        led.apply_batch(bundles_of(pool()))
+        late = make_event("author_attestation", P[0], {"author_name": "Late Author"}, ALICE, created_at=t(20))
+        led.apply_batch(bundles_of([late]), defer=True)  # as a killed apply leaves it
+    bucket = P[0].rsplit(":", 1)[1][:DEPTH]
+    server = Server(ledger, tmp_path)
+    try:
+        status, headers, body = server.request(f"/pithledger/nodes/{bucket}-{'0' * 24}.json")
+        assert status == 503 and headers["retry-after"] == "30"
+        assert json.loads(body)["error"] == "derivation-pending"
+        pl(tmp_path, "--ledger", str(ledger), "digest")  # a whole-view reader finishes the work
+        status, _, body = server.request(f"/pithledger/nodes/{bucket}-{'0' * 24}.json")
+        assert status == 404 and json.loads(body)["error"] == "not-found"  # answered again: only the tag is stale
+    finally:
+        server.stop()
