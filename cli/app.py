@@ -7,7 +7,7 @@ never loads the mirror, audit, mint or key code): start-up time is most of a que
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import MalformedId, NoLedger, PithledgerError, SchemaError
+from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
 from ._output import Input, emit_json, expand_inputs, iter_documents, read_bytes, report, spool_streams, write_file_atomically
 
 if TYPE_CHECKING:
-    from pithledger.bundle import Bundle
     from pithledger.keys import KeyStore
     from pithledger.store import Batch, Ledger, Rejection
 
@@ -506,26 +505,6 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
 # --- the ledger ------------------------------------------------------------------------------------
 
 
-def _bundle_items(files: list[Input], file_done: Callable[[], None] = lambda: None) -> Iterator[tuple[str, Bundle | PithledgerError]]:
-    """(where, bundle) for every document of every file, or (where, error) for a file, line or bundle
-    that cannot be read, decoded or is structurally wrong."""
-    from pithledger.bundle import read_bundle
-
-    for n, item in enumerate(files):
-        if n:
-            file_done()
-        for where, value in iter_documents(item.path, label=item.label, tolerant=True):
-            if isinstance(value, PithledgerError):
-                yield where, value
-                continue
-            try:
-                yield where, read_bundle(value)
-            except PithledgerError as exc:
-                if not exc.message.startswith(where):
-                    exc.message = f"{where}: {exc.message}"
-                yield where, exc
-
-
 #: A batch also closes at this many bytes of bundles, so memory is bounded by configuration, not input.
 BATCH_BYTES = 64 * 1024 * 1024
 
@@ -542,6 +521,7 @@ def apply(
 
     Without --keep-going a structural fault anywhere stops before anything is written.
     """
+    from ._bundles import Plan, check_bundles, reread_bundles
     from ._progress import ApplyProgress, wanted
 
     json_out = _json(ctx, as_json)
@@ -558,11 +538,12 @@ def apply(
             typer.echo("interrupted while reading the inputs: nothing was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
-        # pass 1: every structural fault before anything is written; plan the batches
+        # pass 1: every structural fault before anything is written; plan the batches (cli/_bundles.py)
         total = bundles = total_batches = size = nbytes = 0
         progress.checking(len(files))
+        plan = Plan()
         try:
-            for where, item in _bundle_items(files, progress.checked_file):
+            for where, item in check_bundles(files, plan, progress.checked_file):
                 if isinstance(item, PithledgerError):
                     if not keep_going:
                         raise item
@@ -604,18 +585,28 @@ def apply(
 
         try:
             # pass 2: group commit, one transaction per batch; each bundle's signatures are checked on
-            # the ledger's threads as soon as it is added, while the next ones are read and decoded
-            for _, item in _bundle_items(files):
-                if isinstance(item, PithledgerError):
+            # the ledger's workers as soon as it is added, while the next ones are read and decoded
+            for _, sound in reread_bundles(files, plan):
+                if sound is None:
                     continue  # reported in pass 1 (--keep-going)
                 if batch is None:
                     batch = ledger.batch()
-                batch.add(item)
+                batch.add(sound)
                 if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
                     flush()
             flush()
             progress.deriving(ledger.pending())
             ledger.finish(progress.derived)  # once per record however many batches touched it
+        except InputChanged as changed:
+            progress.__exit__(None, None, None)
+            if batch is not None:
+                batch.abandon()
+            changed.message += (f"; {summary['batches']} of {_plural(total_batches, 'batch', 'batches')} committed "
+                            f"({_plural(committed_events, 'event')}), all from the bytes checked before")
+            report(changed)
+            if summary["batches"]:  # what was committed is derived as usual
+                ledger.finish()
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             done = summary["batches"]
@@ -650,8 +641,8 @@ def apply(
         _note(ctx, "invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest")
     if skipped:
         typer.echo(f"skipped {_plural(len(skipped), 'input')} (--keep-going):", err=True)
-        for where, exc in skipped:
-            typer.echo(f"  {where}: [{exc.code}]", err=True)
+        for where, problem in skipped:
+            typer.echo(f"  {where}: [{problem.code}]", err=True)
     if summary["invalid"] or skipped:
         raise typer.Exit(1)
 

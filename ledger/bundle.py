@@ -69,6 +69,15 @@ def read_bundle(value: Any) -> Bundle:
     return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra, size=size)
 
 
+def checked_bundle(value: dict[str, Any]) -> Bundle:
+    """The Bundle of a value :func:`read_bundle` has accepted before (the same bytes, decoded again),
+    without checking it again."""
+    events = value.get("events", [])
+    size = len(canonical_bytes({k: v for k, v in value.items() if k != "events"})) + sum(len(canonical_bytes(e)) for e in events)
+    extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
+    return Bundle(pith_number=value["pith_number"], events=events, canonical_record=value.get("canonical_record"), extra=extra, size=size)
+
+
 def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:
     try:
         rid = record_ids(record)

@@ -34,6 +34,12 @@ class CannotRead(PithledgerError):
     hint = "check the path and its permissions"
 
 
+class InputChanged(PithledgerError):
+    code = "input-changed"
+    hint = ("something wrote to the input while it was being applied; what was committed came from the checked bytes "
+            "and the rest was not written: let the writer finish, then run the same command again (nothing is applied twice)")
+
+
 class CannotWrite(PithledgerError):
     code = "cannot-write"
     hint = "check that the directory exists, is writable and has free space"

@@ -12,6 +12,7 @@ import os
 import shutil
 import zlib
 from collections import deque
+from itertools import islice
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
@@ -154,6 +155,12 @@ _PROCESS_AFTER_CHUNKS = 8  # a ledger's 8th chunk of signature checks starts the
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
+#: finish derives the states of a step on the worker processes when it holds at least this many
+#: records (fewer: here, where starting processes would cost more than they save), in tasks of
+#: _DERIVE_PART records, at most _DERIVE_AHEAD tasks ahead of the writer (bounds what waits in memory).
+_PARALLEL_STATES = 256
+_DERIVE_PART = 64
+_DERIVE_AHEAD = 2 * _WORKERS
 
 
 def _signatures_ok(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
@@ -234,6 +241,46 @@ def _outcome(part: _Pending[list[bool]], items: list[tuple[bytes, bytes, bytes]]
         return part.result()
     except BrokenExecutor:  # a worker process died (killed, out of memory): check here instead
         return _signatures_ok(items)
+
+
+class _Derived(NamedTuple):
+    """What deriving one record yields, for the writer to store (see Ledger._derive)."""
+
+    subject: str
+    state: bytes  # canonical state bytes
+    pair: bytes  # its digest leaf (msgpack Pair)
+    old_keys: list[tuple[bytes, bytes]]  # lookup index entries of the state it replaces
+    new_keys: list[tuple[bytes, bytes]]
+
+
+class _Inputs(NamedTuple):
+    """What deriving one record reads, as stored (gathered by the writer, see Ledger._gather)."""
+
+    subject: str
+    own: list[bytes]  # LogEntry (msgpack) of each of its events, in log order
+    inbound: list[bytes]  # LogEntry of each standing citation naming it
+    old_state: bytes | None  # its stored (compressed) state, if any
+
+
+def _derive(inputs: _Inputs) -> _Derived:
+    """One record's state, digest leaf and lookup index entries from its stored inputs. Pure: the
+    same function runs on the writer's thread and on the worker processes."""
+    subject, own, inbound, old = inputs
+    # the lookup indexes follow the state: a record revoked away leaves them all
+    old_keys = _index_keys(subject, _json_decoder.decode(_unpack_state(old))) if old is not None else []
+    entries = [_entry_decoder.decode(raw).entry() for raw in own]
+    state = reduce(subject, entries, [_entry_decoder.decode(raw).entry() for raw in inbound])
+    pair = record_pair((e.event_id for e in entries), state["state_sha256"])
+    return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+
+
+def _derive_part(part: list[_Inputs]) -> list[tuple[_Derived, bytes]]:
+    """Worker process: derive and compress a part of a finishing step's records."""
+    out = []
+    for inputs in part:
+        derived = _derive(inputs)
+        out.append((derived, _pack_state(derived.state)))
+    return out
 
 
 def _verdict_key(v: Verdict) -> tuple[Any, ...]:
@@ -346,6 +393,7 @@ class Ledger:
         self._pool: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None  # signature checks of big runs (see _signature_pool)
         self._chunks_checked = 0
+        self._no_procs = False
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
             layout = self._check_layout()  # before the other databases: an older layout may lack some
@@ -448,16 +496,25 @@ class Ledger:
         (measured: a tenth of them done while the main thread decodes). From the 8th chunk on (a big
         run), they go to worker processes, which need no GIL; if none can be started, to threads."""
         self._chunks_checked += 1
-        if self._procs is None and self._chunks_checked >= _PROCESS_AFTER_CHUNKS and _WORKERS > 1:
+        if self._chunks_checked >= _PROCESS_AFTER_CHUNKS:
+            self._process_pool()
+        return self._procs or self._pool
+
+    def _process_pool(self) -> Executor | None:
+        """The worker processes (started if need be), or None where there are none (one core, no
+        processes allowed, or one died: from then on this handle works in place)."""
+        if self._procs is None and _WORKERS > 1 and not self._no_procs:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             try:
+                # The workers never touch the ledger (an LMDB environment must not be used across fork,
+                # nor opened twice in one process): they get bytes and return bytes.
                 context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
                 self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context)
             except (OSError, ValueError):  # pragma: no cover - no processes here: threads
-                self._chunks_checked = -(1 << 62)
-        return self._procs or self._pool
+                self._no_procs = True
+        return self._procs
 
     def _check_signatures(self, items: list[tuple[bytes, bytes, bytes]]) -> _Pending[list[bool]]:
         pool = self._signature_pool()
@@ -469,10 +526,15 @@ class Ledger:
             return pool.submit(_signatures_ok, items)
         except (BrokenExecutor, RuntimeError):  # a worker process died (killed, out of memory): no processes from now on
             if pool is self._procs:
-                self._procs.shutdown(wait=False, cancel_futures=True)
-                self._procs = None
-                self._chunks_checked = -(1 << 62)
+                self._drop_procs()
             return _Done(_signatures_ok(items))
+
+    def _drop_procs(self) -> None:
+        """A worker process died: no processes for this handle from now on (the work is done in place)."""
+        if self._procs is not None:
+            self._procs.shutdown(wait=False, cancel_futures=True)
+            self._procs = None
+        self._no_procs = True
 
     def _start_pool(self) -> None:
         if self._pool is None and _WORKERS > 1:
@@ -590,7 +652,7 @@ class Ledger:
         txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
         return True
 
-    def _update_citations(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> set[str]:
+    def _update_citations(self, txn: lmdb.Transaction, subject: str) -> set[str]:
         """Bring the citation indexes up to date for one record whose events changed; return the records
         whose inbound citations changed and that hold events (their states must be derived again).
 
@@ -598,7 +660,7 @@ class Ledger:
         it receives events; the ``inbound`` index then lets a cited record's state read exactly its
         standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        new, old = self._outbound(txn, subject, cache), self._stored_outbound(txn, subject)
+        new, old = self._outbound(txn, subject), self._stored_outbound(txn, subject)
         if new == old:
             return changed
         for cited, eid in set(old) - set(new):
@@ -654,7 +716,7 @@ class Ledger:
         while True:
             try:
                 with self.env.begin(write=True) as txn:
-                    n = self._finish_some(txn, FINISH_CHUNK)
+                    n = self._finish_some(txn, FINISH_CHUNK, parallel=True)
             except lmdb.MapFullError:
                 self._grow()
                 continue
@@ -669,35 +731,79 @@ class Ledger:
             if progress is not None:
                 progress(done)
 
-    def _finish_some(self, txn: lmdb.Transaction, limit: int | None) -> int | None:
+    def _finish_some(self, txn: lmdb.Transaction, limit: int | None, *, parallel: bool = False) -> int | None:
         """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
-        non-empty pending set. Returns the states derived in this step, or None when nothing is pending."""
-        cache: dict[str, list[Entry]] = {}
+        non-empty pending set. Returns the states derived in this step, or None when nothing is pending.
+        ``parallel``: states may be derived on worker processes, which read the last committed
+        snapshot; only for a transaction that has changed nothing but the pending sets."""
         cites = self._take(txn, b"pendcite", limit)
         if cites:
             for n, (subject, flag) in enumerate(cites, 1):
                 if n % _RELEASE_EVERY == 0:
                     _release_mapped_pages(self)
                 # Only a new citation or revocation can change which of a record's citations stand.
-                for cited in self._update_citations(txn, subject, cache) if flag else ():
+                for cited in self._update_citations(txn, subject) if flag else ():
                     txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        packing: deque[tuple[bytes, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
+        pool = self._process_pool() if parallel and len(states) >= _PARALLEL_STATES else None
+        if pool is not None:
+            self._finish_states(txn, states, pool)
+        else:
+            self._derive_here(txn, states)
+        self._update_tree(txn, {bucket_of(s) for s in states})
+        return len(states)
+
+    def _derive_here(self, txn: lmdb.Transaction, states: list[str]) -> None:
+        packing: deque[tuple[_Derived, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
         for n, subject in enumerate(states, 1):
             if n % _RELEASE_EVERY == 0:
                 _release_mapped_pages(self)
-            packing.append((subject.encode(), self._pack(self._materialise(txn, subject, cache))))
+            derived = _derive(self._gather(txn, subject))
+            packing.append((derived, self._pack(derived.state)))
             while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
-                key, packed = packing.popleft()
-                txn.put(key, packed.result(), db=self.db[b"state"])
-        for key, packed in packing:
-            txn.put(key, packed.result(), db=self.db[b"state"])
-        self._update_tree(txn, {bucket_of(s) for s in states})
-        return len(states)
+                derived, packed = packing.popleft()
+                self._store_derived(txn, derived, packed.result())
+        for derived, packed in packing:
+            self._store_derived(txn, derived, packed.result())
+
+    def _finish_states(self, txn: lmdb.Transaction, states: list[str], pool: Executor) -> None:
+        """Derive ``states`` on the worker processes and store them in ``txn``, in order.
+
+        This thread reads each record's inputs as stored (its log entries, the entries of the
+        citations naming it, its old state) and hands them to a worker, which decodes, reduces,
+        encodes and compresses (:func:`_derive_part`, pure: bytes in, bytes out). A step writes no
+        input of another record's derivation and reads each record's old state before writing it, so
+        gathering ahead of storing changes nothing. A part whose worker fails (killed, out of memory)
+        is derived here instead: the outcome never depends on the workers."""
+        from concurrent.futures import BrokenExecutor
+
+        running: deque[tuple[list[_Inputs], _Pending[list[tuple[_Derived, bytes]]] | None]] = deque()
+        subjects = iter(states)
+        while True:
+            while len(running) < _DERIVE_AHEAD:
+                part = [self._gather(txn, s) for s in islice(subjects, _DERIVE_PART)]
+                if not part:
+                    break
+                try:
+                    running.append((part, pool.submit(_derive_part, part)))
+                except (BrokenExecutor, RuntimeError):
+                    self._drop_procs()
+                    running.append((part, None))
+                _release_mapped_pages(self)
+            if not running:
+                return
+            part, future = running.popleft()
+            try:
+                results = future.result() if future is not None else _derive_part(part)
+            except BrokenExecutor:
+                self._drop_procs()
+                results = _derive_part(part)
+            for derived, packed in results:
+                self._store_derived(txn, derived, packed)
 
     def _pack(self, data: bytes) -> _Pending[bytes]:
         if self._pool is None or len(data) < 16384:
@@ -717,16 +823,12 @@ class Ledger:
                     break
         return out
 
-    def _outbound(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> list[tuple[str, str]]:
+    def _outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
         """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds.
 
         Only citations and revocations can decide which citations stand (a revocation of any other
         event revokes no citation), so only they are decoded, picked by their stored facts."""
-        if cache is not None and subject in cache:
-            entries = cache[subject]
-        else:
-            entries = [entry.entry() for entry in self._log_entries(txn, subject)
-                       if "cited" in entry.facts or "revokes" in entry.facts]
+        entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
         return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
 
     def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
@@ -746,19 +848,38 @@ class Ledger:
                 out.append(entry.entry())
         return out
 
-    def _materialise(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]]) -> bytes:
-        """Derive one record's state, digest leaf and lookup index entries; return the canonical state
-        bytes, which the caller stores (compressed) under the record."""
+    def _gather(self, txn: lmdb.Transaction, subject: str) -> _Inputs:
+        """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
+        only reads; the workers decode)."""
+        own = []
+        cursor = txn.cursor(db=self.db[b"subject"])
+        if cursor.set_key(subject.encode()):
+            own = [self._raw_entry(txn, bytes(seq)) for seq in cursor.iternext_dup()]
+        inbound = []
+        cursor = txn.cursor(db=self.db[b"inbound"])
+        if cursor.set_key(subject.encode()):
+            for digest in cursor.iternext_dup():
+                seq = txn.get(bytes(digest), db=self.db[b"ids"])
+                if seq is None:
+                    raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
+                inbound.append(self._raw_entry(txn, bytes(seq)))
         old = txn.get(subject.encode(), db=self.db[b"state"])
-        if old is not None:  # the lookup indexes follow the state: a record revoked away leaves them all
-            for key, db in _index_keys(subject, _json_decoder.decode(_unpack_state(old))):
-                txn.delete(key, subject.encode(), db=self.db[db])
-        state = self.compute_state(txn, subject, cache)
-        pair = record_pair((e.event_id for e in self._entries(txn, subject, cache)), state["state_sha256"])
-        txn.put(_rec_key(subject), _pair_encoder.encode(pair), db=self.db[b"rec"])
-        for key, db in _index_keys(subject, state):
-            txn.put(key, subject.encode(), db=self.db[db])
-        return canonical_bytes(state)
+        return _Inputs(subject, own, inbound, bytes(old) if old is not None else None)
+
+    def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
+        raw = txn.get(seq, db=self.db[b"log"])
+        if raw is None:
+            raise LedgerError(f"log entry {int.from_bytes(seq, 'big')} is missing (damaged ledger)")
+        return bytes(raw)  # a copy: the worker's input outlives the transaction
+
+    def _store_derived(self, txn: lmdb.Transaction, d: _Derived, packed: bytes) -> None:
+        key = d.subject.encode()
+        for index_key, db in d.old_keys:
+            txn.delete(index_key, key, db=self.db[db])
+        txn.put(_rec_key(d.subject), d.pair, db=self.db[b"rec"])
+        for index_key, db in d.new_keys:
+            txn.put(index_key, key, db=self.db[db])
+        txn.put(key, packed, db=self.db[b"state"])
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
@@ -815,14 +936,9 @@ class Ledger:
 
     # --- reading -----------------------------------------------------------------------------------
 
-    def _entries(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> list[Entry]:
-        """The entries of one subject; ``cache`` (one transaction's) avoids decoding them twice."""
-        if cache is not None and subject in cache:
-            return cache[subject]
-        out = [entry.entry() for entry in self._log_entries(txn, subject)]
-        if cache is not None:
-            cache[subject] = out
-        return out
+    def _entries(self, txn: lmdb.Transaction, subject: str) -> list[Entry]:
+        """The entries of one subject."""
+        return [entry.entry() for entry in self._log_entries(txn, subject)]
 
     def _log_entries(self, txn: lmdb.Transaction, subject: str) -> Iterator[LogEntry]:
         cursor = txn.cursor(db=self.db[b"subject"])
@@ -836,9 +952,9 @@ class Ledger:
             raise LedgerError(f"log entry {int.from_bytes(seq, 'big')} is missing (damaged ledger)")
         return _entry_decoder.decode(raw)
 
-    def compute_state(self, txn: lmdb.Transaction, subject: str, cache: dict[str, list[Entry]] | None = None) -> dict[str, Any]:
+    def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
         """The state of ``subject`` from the log: its own entries and its indexed inbound citations."""
-        return reduce(subject, self._entries(txn, subject, cache), self._inbound(txn, subject))
+        return reduce(subject, self._entries(txn, subject), self._inbound(txn, subject))
 
     def state_bytes(self, subject: str) -> bytes:
         """The record's canonical state bytes. For a record whose derivation is pending (an apply or

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,21 @@ settings.register_profile("deep", max_examples=5000, deadline=None, suppress_hea
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: Examples for properties that build real LMDB ledgers per example (each costs milliseconds).
 LMDB_EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1000
+
+
+@contextmanager
+def derive_on_workers(on: bool = True) -> Iterator[None]:
+    """Within it, ledgers opened here derive every finishing step's states on worker processes, in
+    parts of two records (the path big runs take), instead of in place (the path of small ones)."""
+    from pithledger import store
+
+    saved = store._PARALLEL_STATES, store._DERIVE_PART
+    if on:
+        store._PARALLEL_STATES, store._DERIVE_PART = 1, 2
+    try:
+        yield
+    finally:
+        store._PARALLEL_STATES, store._DERIVE_PART = saved
 
 
 def load_jsonl(name: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pithledger.canonical import canonical_bytes
 from pithledger.merge import reduce, reduce_all
 from pithledger.store import Ledger
 
-from conftest import LMDB_EXAMPLES
+from conftest import LMDB_EXAMPLES, derive_on_workers
 from eventpool import bundles_of, entries, pool
 
 POOL = pool()
@@ -81,12 +81,13 @@ def test_revoking_wins_whichever_arrives_first() -> None:
 
 
 @settings(max_examples=LMDB_EXAMPLES)
-@given(subsets, st.randoms(use_true_random=False), st.integers(1, 6), st.booleans())
-def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches, defer) -> None:  # type: ignore[no-untyped-def]
+@given(subsets, st.randoms(use_true_random=False), st.integers(1, 6), st.booleans(), st.booleans())
+def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches, defer,  # type: ignore[no-untyped-def]
+                                                                        on_workers) -> None:
     order = list(events)
     rnd.shuffle(order)
     incremental = tmp_path_factory.mktemp("inc")
-    with Ledger(incremental, create=True) as ledger:
+    with derive_on_workers(on_workers), Ledger(incremental, create=True) as ledger:
         step = max(1, len(order) // batches)
         for i in range(0, len(order), step):
             # deferred derivation (spec/storage.md §3.1), finished at any moment or only at the end

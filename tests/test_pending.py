@@ -4,17 +4,21 @@ what is pending survives the process and is finished by the next writer or whole
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
 
 from pithledger.canonical import canonical_bytes
-from pithledger.merge import reduce
+from pithledger.merge import reduce, reduce_all
+from pithledger import store
 from pithledger.store import Ledger, open_settled
 
+from conftest import derive_on_workers
 from eventpool import P, bundles_of, entries, pool
 
 
@@ -42,13 +46,13 @@ def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(t
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     events = pool()
     derived: list[str] = []
-    original = Ledger._materialise
+    original = store._derive
 
-    def counting(self: Ledger, txn: lmdb.Transaction, subject: str, cache: dict) -> bytes:  # type: ignore[type-arg]
-        derived.append(subject)
-        return original(self, txn, subject, cache)
+    def counting(inputs: Any) -> Any:
+        derived.append(inputs.subject)
+        return original(inputs)
 
-    monkeypatch.setattr(Ledger, "_materialise", counting)
+    monkeypatch.setattr(store, "_derive", counting)
     with Ledger(tmp_path / "l", create=True) as ledger:
         for i in range(0, len(events), 4):  # many batches touching the same records
             ledger.apply_batch(bundles_of(events[i:i + 4]), defer=True)
@@ -118,3 +122,41 @@ def test_apply_finishes_what_an_earlier_run_left_pending(tmp_path: Path) -> None
                    capture_output=True, check=True)  # only a duplicate: the run still finishes the pending work
     with Ledger(path) as ledger, reference(tmp_path) as ref:
         assert ledger.pending() == 0 and states(ledger) == states(ref) and ledger.fsck() == []
+
+
+def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_path: Path) -> None:
+    events = pool()
+    got = []
+    for on_workers in (False, True):
+        with derive_on_workers(on_workers), Ledger(tmp_path / f"l{on_workers}", create=True) as ledger:
+            for i in range(0, len(events), 5):
+                ledger.apply_batch(bundles_of(events[i:i + 5]), defer=True)
+            ledger.finish()
+            assert (ledger._procs is not None) is on_workers  # the path under test was taken
+            assert ledger.fsck() == []
+            got.append((states(ledger), ledger.root()))
+    assert got[0] == got[1]
+    assert got[0][0] == {s: canonical_bytes(d) for s, d in reduce_all(entries(events)).items()}
+
+
+def _dies_in_a_worker(part: Any) -> Any:
+    if os.getpid() != _PARENT:
+        os._exit(3)  # a worker killed mid-task (out of memory, a signal)
+    return _ORIGINAL_PART(part)
+
+
+_PARENT = os.getpid()
+_ORIGINAL_PART = store._derive_part
+
+
+def test_a_worker_that_dies_while_deriving_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = pool()
+    with Ledger(tmp_path / "ref", create=True) as ledger:
+        ledger.apply_batch(bundles_of(events))
+        want = states(ledger), ledger.root()
+    monkeypatch.setattr(store, "_derive_part", _dies_in_a_worker)  # inherited by the forked workers
+    with derive_on_workers(), Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(bundles_of(events), defer=True)
+        ledger.finish()
+        assert ledger._no_procs  # the handle works in place from then on
+        assert (states(ledger), ledger.root()) == want and ledger.fsck() == []

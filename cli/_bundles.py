@@ -1,0 +1,215 @@
+"""Reading bundle inputs for ``apply``: a checking pass, then a guarded applying pass.
+
+``apply`` reads its inputs twice, so that a structural fault anywhere stops it before anything is
+written without holding the inputs in memory. The first pass decodes every document strictly and
+checks every bundle (:func:`check_bundles`); it also records the SHA-256 of each region (about
+REGION_BYTES of whole lines) it read. The second pass (:func:`reread_bundles`) reads the same
+regions, and only after a region's digest equals the one recorded does it decode the region's
+documents, with msgspec's plain decoder: the bytes are those the strict decoder accepted, and for
+every document the strict decoder accepts the plain one yields the same value
+(tests/test_cli_apply_reading.py proves it), at a third of the cost. A region that held a fault in
+the first pass is read strictly again, its faulty documents skipped. An input that changed between
+the passes is refused where it changed (``input-changed``): what was written before came from
+checked bytes. Memory: one region (or one document of at most 64 MiB) and a digest per region.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import msgspec
+
+from pithledger.bundle import Bundle, checked_bundle, read_bundle
+from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
+from pithledger.errors import CannotRead, DocumentTooLarge, InputChanged, PithledgerError, TrailingData
+
+from ._output import Input, read_bytes
+
+#: Lines are read in regions of about this many bytes (a longer line makes its region longer).
+REGION_BYTES = 4 * 1024 * 1024
+
+_plain = msgspec.json.Decoder()
+
+
+class _Region(msgspec.Struct, array_like=True):
+    sha256: bytes
+    clean: bool  # every document in it decoded and was a structurally sound bundle
+
+
+class Plan:
+    """What the checking pass read of each input: ``None`` for one it could not read (skipped with
+    --keep-going), else whether it is one document and the digest of each region."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[bool, list[_Region]] | None] = []
+
+
+def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] = lambda: None
+                  ) -> Iterator[tuple[str, Bundle | PithledgerError]]:
+    """Pass 1: (where, bundle) for every document of every file, or (where, error) for a file, line or
+    bundle that cannot be read, decoded or is structurally wrong; fills ``plan``."""
+    for n, item in enumerate(files):
+        if n:
+            file_done()
+        regions: list[_Region] = []
+        try:
+            single, source = _open(item)
+        except PithledgerError as exc:
+            plan.files.append(None)
+            yield item.label, exc
+            continue
+        plan.files.append((single is not None, regions))
+        if single is not None:
+            data, value = single
+            result = _bundle(value, item.label)
+            regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
+            yield item.label, result
+            continue
+        with source:
+            try:
+                for lineno, region in _regions(source, item.label):
+                    record = _Region(hashlib.sha256(region).digest(), True)
+                    regions.append(record)
+                    for where, line in _lines(region, lineno, item.label):
+                        result = _strict(line, where)
+                        record.clean = record.clean and not isinstance(result, PithledgerError)
+                        yield where, result
+            except PithledgerError as exc:  # a line over the size limit: the rest of the file is not read
+                regions.append(_Region(b"", False))
+                yield item.label, exc
+
+
+def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle | None]]:
+    """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, and
+    (where, None) for one it did not. Raises :class:`InputChanged` before yielding anything of a
+    region whose bytes differ from what pass 1 read."""
+    for item, seen in zip(files, plan.files, strict=True):
+        if seen is None:
+            continue
+        single, regions = seen
+        try:
+            stream = open(item.path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise InputChanged(f"{item.label} cannot be read again ({exc.strerror})") from None
+        with stream:
+            got = _regions(stream, item.label, whole=single)
+            for index, expected in enumerate(regions):
+                try:
+                    lineno, region = next(got)
+                except (StopIteration, PithledgerError):
+                    lineno, region = 0, None
+                if region is None or hashlib.sha256(region).digest() != expected.sha256:
+                    if not expected.clean and not expected.sha256:
+                        break  # pass 1 stopped reading this file here (a line over the size limit)
+                    raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
+                                       f"from line {lineno or '?'})")
+                if single:
+                    yield item.label, _fast(region, item.label) if expected.clean else None
+                    continue
+                for where, line in _lines(region, lineno, item.label):
+                    if expected.clean:
+                        yield where, _fast(line, where)
+                    else:
+                        result = _strict(line, where)
+                        yield where, None if isinstance(result, PithledgerError) else result
+            if next(got, None) is not None:
+                raise InputChanged(f"{item.label} grew while it was being applied")
+
+
+def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
+    """A file of at most MAX_DOCUMENT_BYTES is tried as one document first (pretty-printed or not);
+    one that holds more than its first document is read as JSON lines, as is any larger file."""
+    try:
+        with open(item.path, "rb") as fh:
+            fh.seek(0, io.SEEK_END)
+            big = fh.tell() > MAX_DOCUMENT_BYTES
+    except FileNotFoundError:
+        raise CannotRead(f"no such file: {item.label}") from None
+    except IsADirectoryError:
+        raise CannotRead(f"{item.label} is a directory, not a file", hint="name a file") from None
+    except OSError as exc:
+        raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
+    if big:
+        try:
+            return None, open(item.path, "rb")  # noqa: SIM115 - the caller closes it
+        except OSError as exc:
+            raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
+    data = read_bytes(item.path, label=item.label)
+    try:
+        return (data, strict_decode(data, what=item.label)), io.BytesIO()
+    except TrailingData:
+        return None, io.BytesIO(data)
+    except PithledgerError as exc:
+        if not exc.message.startswith(item.label):
+            exc.message = f"{item.label}: {exc.message}"
+        raise
+
+
+def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[tuple[int, bytes]]:
+    """(number of its first line, bytes) of each region of ``stream``: whole lines, cut after the last
+    newline within REGION_BYTES of the region's start (after the first one beyond, for a longer line).
+    A function of the bytes alone, so both passes cut the same bytes the same way. ``whole``: the
+    stream is one document, one region."""
+    if whole:
+        data = stream.read(MAX_DOCUMENT_BYTES + 1)
+        if data:
+            yield 0, data
+        return
+    lineno, buf, eof = 1, b"", False
+    while True:
+        while not eof and len(buf) < REGION_BYTES:  # a region's length, however the stream hands it out
+            more = stream.read(REGION_BYTES - len(buf))
+            eof, buf = not more, buf + more
+        if not buf:
+            return
+        cut = buf.rfind(b"\n", 0, REGION_BYTES)
+        if cut < 0:  # no newline in a region's length: one long line, read on to its end
+            cut = buf.find(b"\n")
+            while cut < 0 and not eof:
+                if len(buf) > MAX_DOCUMENT_BYTES + 1:
+                    raise DocumentTooLarge(f"{label}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
+                more = stream.read(REGION_BYTES)
+                eof, start, buf = not more, len(buf), buf + more
+                cut = buf.find(b"\n", start)
+            if cut < 0:  # the last line, without a newline
+                cut = len(buf) - 1
+        region, buf = buf[:cut + 1], buf[cut + 1:]
+        yield lineno, region
+        lineno += region.count(b"\n")
+
+
+def _lines(region: bytes, lineno: int, label: str) -> Iterator[tuple[str, bytes]]:
+    for n, line in enumerate(region.split(b"\n"), lineno):
+        if line.strip():
+            yield f"{label}:{n}", line
+
+
+def _strict(line: bytes, where: str) -> Bundle | PithledgerError:
+    try:
+        value = strict_decode(line, what=where)
+    except PithledgerError as exc:
+        if not exc.message.startswith(where):
+            exc.message = f"{where}: {exc.message}"
+        return exc
+    return _bundle(value, where)
+
+
+def _bundle(value: Any, where: str) -> Bundle | PithledgerError:
+    try:
+        return read_bundle(value)
+    except PithledgerError as exc:
+        if not exc.message.startswith(where):
+            exc.message = f"{where}: {exc.message}"
+        return exc
+
+
+def _fast(data: bytes, where: str) -> Bundle:
+    """A document of a region that pass 1 read and found sound, from the same bytes."""
+    try:
+        value = _plain.decode(data)
+    except msgspec.DecodeError:  # pragma: no cover - never, for bytes the strict decoder accepted
+        value = strict_decode(data, what=where)
+    return checked_bundle(value)

@@ -1,0 +1,181 @@
+"""apply reads its inputs twice: a strict checking pass that records a digest per region, then a
+guarded pass that decodes checked bytes with msgspec's plain decoder (cli/_bundles.py, spec/storage.md §3)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pithledger.canonical import MAX_SAFE_INTEGER, strict_decode
+from pithledger.cli import _bundles
+from pithledger.cli._output import Input
+
+BUNDLES = Path(__file__).parent.parent / "bundles"
+FIFTY = BUNDLES / "demo-50-records.jsonl"
+
+# --- the plain decoder reads what the strict one accepts as the strict one does ---------------------
+
+text = st.text(st.characters(exclude_categories=("Cs",)))  # no lone surrogates: the strict decoder refuses them
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def typed(value: Any) -> Any:
+    """The value with every scalar's type made explicit (True == 1 in Python, not in JSON)."""
+    if isinstance(value, dict):
+        return ("object", [(k, typed(v)) for k, v in value.items()])  # key order kept
+    if isinstance(value, list):
+        return ("array", [typed(v) for v in value])
+    return (type(value).__name__, value)
+
+
+@given(values, st.booleans(), st.sampled_from([None, 0, 2]), st.booleans(), st.booleans())
+def test_the_plain_decoder_reads_every_strictly_accepted_document_as_the_strict_one_does(
+        value: Any, ascii_only: bool, indent: int | None, spaced: bool, escaped_slashes: bool) -> None:
+    doc = json.dumps(value, ensure_ascii=ascii_only, indent=indent, separators=(", ", ": ") if spaced else (",", ":"))
+    if escaped_slashes:
+        doc = doc.replace("/", "\\/")  # "/" occurs only inside strings, where "\/" means the same
+    data = doc.encode()
+    assert typed(msgspec.json.decode(data)) == typed(strict_decode(data)) == typed(value)
+
+
+# --- regions ---------------------------------------------------------------------------------------
+
+lines = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")) | st.just(b"") | st.just(b"\r"), max_size=30)
+
+
+@given(lines, st.booleans(), st.integers(8, 64))
+def test_regions_are_whole_lines_that_cover_the_bytes_and_depend_on_them_alone(parts: list[bytes], final_newline: bool,
+                                                                                region: int) -> None:
+    data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    saved = _bundles.REGION_BYTES
+    _bundles.REGION_BYTES = region
+    try:
+        got = list(_bundles._regions(io.BytesIO(data), "x"))
+        again = list(_bundles._regions(_Trickle(data), "x"))  # reads of any size: the same cut
+    finally:
+        _bundles.REGION_BYTES = saved
+    assert got == again
+    assert b"".join(r for _, r in got) == data
+    seen = 0
+    for lineno, r in got:
+        assert lineno == data[:seen].count(b"\n") + 1
+        assert r.endswith(b"\n") or seen + len(r) == len(data)
+        assert len(r) <= region or r.count(b"\n") <= 1  # longer only to hold one long line
+        seen += len(r)
+
+
+class _Trickle(io.BytesIO):
+    """A stream that returns at most 7 bytes a read (before its end)."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        return super().read(7 if size is None or size < 0 else min(size, 7))
+
+
+# --- through the command line, with small regions -------------------------------------------------
+
+RUN = """
+import sys
+from pithledger.cli import _bundles
+_bundles.REGION_BYTES = int(sys.argv[1])
+change = sys.argv[2]
+if change:
+    reread = _bundles.reread_bundles
+    def changing(files, plan):  # the input is rewritten between the two readings
+        path, old, new = change.split("|")
+        data = open(path, "rb").read()
+        open(path, "wb").write(data.replace(old.encode(), new.encode()))
+        return reread(files, plan)
+    _bundles.reread_bundles = changing
+sys.argv = ["pithledger"] + sys.argv[3:]
+from pithledger.cli import main
+main()
+"""
+
+
+def run(*args: str, region: int = 4096, change: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", RUN, str(region), change, *args], capture_output=True, text=True, timeout=120)
+
+
+def digest(ledger: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "digest"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_many_small_regions_apply_what_one_reading_applies(tmp_path: Path) -> None:
+    small, whole = tmp_path / "small", tmp_path / "whole"
+    r = run("--ledger", str(small), "apply", str(FIFTY), region=3000)
+    assert r.returncode == 0, r.stderr
+    r = run("--ledger", str(whole), "apply", str(FIFTY), region=1 << 30)
+    assert r.returncode == 0, r.stderr
+    assert digest(small) == digest(whole)
+
+
+def test_a_duplicate_key_line_is_never_applied_by_the_fast_reading(tmp_path: Path) -> None:
+    lines = FIFTY.read_bytes().splitlines(keepends=True)
+    victim = json.loads(lines[3])
+    # msgspec's plain decoder keeps the last of two equal keys: read plainly, this line is a sound bundle
+    lines[3] = b'{"pith_number":"pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA",' + lines[3][1:]
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(b"".join(lines))
+    r = run("--ledger", str(tmp_path / "L"), "apply", "--keep-going", "--json", str(f), region=3000)
+    assert r.returncode == 1
+    assert f"error[duplicate-key]: {f}:4:" in r.stderr
+    assert json.loads(r.stdout)["bundles"] == 49
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L"), "state", victim["pith_number"]],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "error[not-found]" in r.stderr
+
+
+def test_an_input_changed_between_the_readings_is_refused_where_it_changed(tmp_path: Path) -> None:
+    lines = FIFTY.read_bytes().splitlines(keepends=True)
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(b"".join(lines))
+    late = json.loads(lines[40])["pith_number"]
+    ledger = tmp_path / "L"
+    # line 41 becomes another sound bundle (one character of a signature changes, so it no longer
+    # verifies): applying it would be applying bytes nobody checked
+    old = json.loads(lines[40])["events"][0]["signature_b64"]
+    new = old[:10] + ("A" if old[10] != "A" else "B") + old[11:]
+    r = run("--ledger", str(ledger), "apply", "--batch-size", "20", str(f), region=3000, change=f"{f}|{old}|{new}")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"error[input-changed]: {f} changed while it was being applied")
+    assert "committed" in r.stderr and "hint: " in r.stderr and "Traceback" not in r.stderr
+    check = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr  # what was committed is whole and derived
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", late], capture_output=True, text=True)
+    assert r.returncode == 1 and "error[not-found]" in r.stderr  # nothing of the changed region
+    f.write_bytes(b"".join(lines))  # the input as it was: the same command finishes the job
+    assert run("--ledger", str(ledger), "apply", str(f)).returncode == 0
+    assert digest(ledger) == digest_of_fifty(tmp_path)
+
+
+def digest_of_fifty(tmp_path: Path) -> str:
+    ref = tmp_path / "ref"
+    assert run("--ledger", str(ref), "apply", str(FIFTY)).returncode == 0
+    return digest(ref)
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b""])
+def test_blank_lines_crlf_and_a_last_line_without_newline_read_as_before(tmp_path: Path, ending: bytes) -> None:
+    lines = FIFTY.read_bytes().splitlines()
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(b"\n\n" + b"\r\n".join(lines[:5]) + b"\r\n  \n" + b"\n".join(lines[5:]) + ending)
+    plan = _bundles.Plan()
+    first = [(w, b.pith_number) for w, b in _bundles.check_bundles([Input(str(f), "in")], plan)]  # type: ignore[union-attr]
+    assert [w for w, _ in first][:2] == ["in:3", "in:4"] and len(first) == 50
+    second = [(w, b.pith_number if b else None) for w, b in _bundles.reread_bundles([Input(str(f), "in")], plan)]
+    assert second == first
