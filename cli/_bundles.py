@@ -2,8 +2,8 @@
 
 ``apply`` reads its inputs twice, so that a structural fault anywhere stops it before anything is
 written without holding the inputs in memory. The first pass decodes every document strictly and
-checks every bundle (:func:`check_bundles`); it also records the SHA-256 of each region (about
-REGION_BYTES of whole lines) it read. The second pass (:func:`reread_bundles`) reads the same
+checks every bundle (:func:`check_bundles`), region by region (about REGION_BYTES of whole lines),
+on worker processes for a big input; it records the SHA-256 of each region it read. The second pass (:func:`reread_bundles`) reads the same
 regions, and only after a region's digest equals the one recorded does it decode the region's
 documents, with msgspec's plain decoder: the bytes are those the strict decoder accepted, and for
 every document the strict decoder accepts the plain one yields the same value
@@ -17,19 +17,27 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+from collections import deque
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 import msgspec
 
 from pithledger.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.errors import CannotRead, DocumentTooLarge, InputChanged, PithledgerError, TrailingData
+from pithledger.store import ignore_interrupts
 
 from ._output import Input, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
+#: Inputs of two regions or more are checked on worker processes, at most _AHEAD regions ahead.
+_AHEAD = 4
 
 _plain = msgspec.json.Decoder()
 
@@ -47,39 +55,111 @@ class Plan:
         self.files: list[tuple[bool, list[_Region]] | None] = []
 
 
+class Checked(NamedTuple):
+    """What pass 1 found of a sound bundle: what batches are planned on."""
+
+    events: int
+    size: int  # canonical bytes (Bundle.size)
+
+
 def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] = lambda: None
-                  ) -> Iterator[tuple[str, Bundle | PithledgerError]]:
-    """Pass 1: (where, bundle) for every document of every file, or (where, error) for a file, line or
-    bundle that cannot be read, decoded or is structurally wrong; fills ``plan``."""
-    for n, item in enumerate(files):
-        if n:
-            file_done()
-        regions: list[_Region] = []
+                  ) -> Iterator[tuple[str, Checked | PithledgerError]]:
+    """Pass 1: (where, what was found) for every document of every file, or (where, error) for a
+    file, line or bundle that cannot be read, decoded or is structurally wrong; fills ``plan``. The
+    regions of a big input are checked on worker processes (all cores), in order."""
+    pool = _pool(files)
+    try:
+        for n, item in enumerate(files):
+            if n:
+                file_done()
+            yield from _check_file(item, plan, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _pool(files: list[Input]) -> Executor | None:
+    """Worker processes for checking, when the inputs hold several regions and there are cores."""
+    try:
+        total = sum(os.stat(item.path).st_size for item in files)
+    except OSError:
+        return None
+    if total < 2 * REGION_BYTES or (os.cpu_count() or 1) < 2:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        return ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1), mp_context=context, initializer=ignore_interrupts)
+    except (OSError, ValueError):  # pragma: no cover - no processes here
+        return None
+
+
+def _check_file(item: Input, plan: Plan, pool: Executor | None) -> Iterator[tuple[str, Checked | PithledgerError]]:
+    regions: list[_Region] = []
+    try:
+        single, source = _open(item)
+    except PithledgerError as exc:
+        plan.files.append(None)
+        yield item.label, exc
+        return
+    plan.files.append((single is not None, regions))
+    if single is not None:
+        data, value = single
+        result = _checked(_bundle(value, item.label))
+        regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
+        yield item.label, result
+        return
+    running: deque[_Pending] = deque()
+    with source:
         try:
-            single, source = _open(item)
-        except PithledgerError as exc:
-            plan.files.append(None)
+            for lineno, region in _regions(source, item.label):
+                if pool is None:
+                    running.append(_Done(_check_region(region, lineno, item.label)))
+                else:
+                    running.append(pool.submit(_check_region, region, lineno, item.label))
+                while running and (len(running) > _AHEAD or running[0].done()):
+                    yield from _take(running.popleft(), regions)
+            while running:
+                yield from _take(running.popleft(), regions)
+        except PithledgerError as exc:  # a line over the size limit: the rest of the file is not read
+            while running:
+                yield from _take(running.popleft(), regions)
+            regions.append(_Region(b"", False))
             yield item.label, exc
-            continue
-        plan.files.append((single is not None, regions))
-        if single is not None:
-            data, value = single
-            result = _bundle(value, item.label)
-            regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
-            yield item.label, result
-            continue
-        with source:
-            try:
-                for lineno, region in _regions(source, item.label):
-                    record = _Region(hashlib.sha256(region).digest(), True)
-                    regions.append(record)
-                    for where, line in _lines(region, lineno, item.label):
-                        result = _strict(line, where)
-                        record.clean = record.clean and not isinstance(result, PithledgerError)
-                        yield where, result
-            except PithledgerError as exc:  # a line over the size limit: the rest of the file is not read
-                regions.append(_Region(b"", False))
-                yield item.label, exc
+
+
+def _take(future: _Pending, regions: list[_Region]) -> Iterator[tuple[str, Checked | PithledgerError]]:
+    digest, found = future.result()
+    regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
+    yield from found
+
+
+def _check_region(region: bytes, lineno: int, label: str) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
+    """One region's digest and what each of its documents is (runs on a worker process)."""
+    return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where))) for where, line in _lines(region, lineno, label)]
+
+
+def _checked(result: Bundle | PithledgerError) -> Checked | PithledgerError:
+    return result if isinstance(result, PithledgerError) else Checked(len(result.events), result.size)
+
+
+class _Pending(Protocol):
+    def result(self) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]: ...
+
+    def done(self) -> bool: ...
+
+
+class _Done:
+    def __init__(self, value: tuple[bytes, list[tuple[str, Checked | PithledgerError]]]) -> None:
+        self._value = value
+
+    def result(self) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
+        return self._value
+
+    def done(self) -> bool:
+        return True
 
 
 def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle | None]]:

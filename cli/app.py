@@ -549,9 +549,9 @@ def apply(
                         raise item
                     skip(item, where)
                     continue
-                total += len(item.events)
+                total += item.events
                 bundles += 1
-                size += max(1, len(item.events))  # a bundle without events still fills a batch
+                size += max(1, item.events)  # a bundle without events still fills a batch
                 nbytes += item.size
                 if size >= batch_size or nbytes >= BATCH_BYTES:
                     total_batches, size, nbytes = total_batches + 1, 0, 0

@@ -243,6 +243,14 @@ def _outcome(part: _Pending[list[bool]], items: list[tuple[bytes, bytes, bytes]]
         return _signatures_ok(items)
 
 
+def ignore_interrupts() -> None:
+    """Worker processes leave Ctrl-C to the process that started them, which stops them cleanly
+    (a worker interrupted mid-task would print a traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Derived(NamedTuple):
     """What deriving one record yields, for the writer to store (see Ledger._derive)."""
 
@@ -511,7 +519,7 @@ class Ledger:
                 # The workers never touch the ledger (an LMDB environment must not be used across fork,
                 # nor opened twice in one process): they get bytes and return bytes.
                 context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-                self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context)
+                self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context, initializer=ignore_interrupts)
             except (OSError, ValueError):  # pragma: no cover - no processes here: threads
                 self._no_procs = True
         return self._procs
