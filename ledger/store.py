@@ -7,6 +7,7 @@ crash leaves the ledger exactly as before or after a batch. Layout and rules: sp
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -170,6 +171,8 @@ def _signatures_ok(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
 
 
 _T = TypeVar("_T", covariant=True)
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 
 class _Pending(Protocol[_T]):
@@ -251,6 +254,37 @@ def ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_FSCK_PART = 512  # log entries per fsck task
+
+
+def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None]]:
+    """fsck of log entries (sequence key, stored entry): each one's faults, and the event id key the
+    ids index must map to it (None for an entry that is not a valid event). Pure: runs on workers.
+
+    Every check of spec/events.md §2.2 runs again; the Ed25519 check only with ``reverify`` (the
+    log holds only events whose signature verified on arrival)."""
+    out: list[tuple[bytes, list[str], bytes | None]] = []
+    for seq, raw in items:
+        entry = _entry_decoder.decode(raw)
+        event = _json_decoder.decode(entry.event)
+        checked = prepare_event(event)
+        verdict = checked if isinstance(checked, Verdict) else checked.verdict(
+            keys.signature_ok(checked.public_key, checked.message, checked.signature) if reverify else True)
+        # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
+        # that still verifies; for any other, "valid" is what was stored.
+        logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
+        where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
+        faults = []
+        if int.from_bytes(seq, "big") != entry.seq:
+            faults.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
+        if logged is None or _verdict_key(verdict) != _verdict_key(logged):
+            faults.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
+        if verdict.status != "valid":
+            faults.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
+        out.append((seq, faults, _event_key(verdict.event_id) if verdict.status == "valid" else None))
+    return out
+
+
 class _Derived(NamedTuple):
     """What deriving one record yields, for the writer to store (see Ledger._derive)."""
 
@@ -275,11 +309,21 @@ def _derive(inputs: _Inputs) -> _Derived:
     same function runs on the writer's thread and on the worker processes."""
     subject, own, inbound, old = inputs
     # the lookup indexes follow the state: a record revoked away leaves them all
-    old_keys = _index_keys(subject, _json_decoder.decode(_unpack_state(old))) if old is not None else []
+    old_keys = _stored_index_keys(subject, old) if old is not None else []
     entries = [_entry_decoder.decode(raw).entry() for raw in own]
     state = reduce(subject, entries, [_entry_decoder.decode(raw).entry() for raw in inbound])
     pair = record_pair((e.event_id for e in entries), state["state_sha256"])
     return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+
+
+def _fsck_state_part(part: list[_Inputs]) -> list[tuple[str, bool, bytes]]:
+    """fsck of stored states: whether each equals its derivation from the record's stored inputs
+    (``old_state`` holds the stored state), and the digest leaf derived with it. Pure."""
+    out = []
+    for inputs in part:
+        derived = _derive(inputs._replace(old_state=None))
+        out.append((inputs.subject, inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state, derived.pair))
+    return out
 
 
 def _derive_part(part: list[_Inputs]) -> list[tuple[_Derived, bytes]]:
@@ -313,6 +357,36 @@ def _unpack_state(raw: bytes | memoryview) -> bytes:
 def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
     return Rejection(copy_sha256=copy, subject=verdict.subject, event_type=verdict.event_type, declared_event_id=verdict.event_id,
                      status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
+
+
+class _AliasView(msgspec.Struct):
+    alias_kind: str
+    alias_value: str
+
+
+class _CurrentView(msgspec.Struct):
+    source_aliases: list[_AliasView] = []
+
+
+class _IndexView(msgspec.Struct):
+    """The part of a stored state its lookup index entries depend on (the rest is skipped unbuilt:
+    a hot record's state is megabytes)."""
+
+    record_status: str = ""
+    current: _CurrentView | None = None
+
+
+_index_view_decoder = msgspec.json.Decoder(_IndexView)
+
+
+def _stored_index_keys(subject: str, packed: bytes) -> list[tuple[bytes, bytes]]:
+    """:func:`_index_keys` of a stored (compressed) state."""
+    try:
+        view = _index_view_decoder.decode(_unpack_state(packed))
+    except msgspec.DecodeError:
+        raise LedgerError(f"the stored state of {subject} is not readable (damaged ledger)") from None
+    aliases = [{"alias_kind": a.alias_kind, "alias_value": a.alias_value} for a in view.current.source_aliases] if view.current else []
+    return _index_keys(subject, {"record_status": view.record_status, "current": {"source_aliases": aliases}})
 
 
 def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
@@ -757,9 +831,8 @@ class Ledger:
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        pool = self._process_pool() if parallel and len(states) >= _PARALLEL_STATES else None
-        if pool is not None:
-            self._finish_states(txn, states, pool)
+        if parallel and len(states) >= _PARALLEL_STATES and self._process_pool() is not None:
+            self._finish_states(txn, states)
         else:
             self._derive_here(txn, states)
         self._update_tree(txn, {bucket_of(s) for s in states})
@@ -778,40 +851,53 @@ class Ledger:
         for derived, packed in packing:
             self._store_derived(txn, derived, packed.result())
 
-    def _finish_states(self, txn: lmdb.Transaction, states: list[str], pool: Executor) -> None:
+    def _finish_states(self, txn: lmdb.Transaction, states: list[str]) -> None:
         """Derive ``states`` on the worker processes and store them in ``txn``, in order.
 
         This thread reads each record's inputs as stored (its log entries, the entries of the
         citations naming it, its old state) and hands them to a worker, which decodes, reduces,
         encodes and compresses (:func:`_derive_part`, pure: bytes in, bytes out). A step writes no
         input of another record's derivation and reads each record's old state before writing it, so
-        gathering ahead of storing changes nothing. A part whose worker fails (killed, out of memory)
-        is derived here instead: the outcome never depends on the workers."""
-        from concurrent.futures import BrokenExecutor
-
-        running: deque[tuple[list[_Inputs], _Pending[list[tuple[_Derived, bytes]]] | None]] = deque()
+        gathering ahead of storing changes nothing."""
         subjects = iter(states)
-        while True:
-            while len(running) < _DERIVE_AHEAD:
-                part = [self._gather(txn, s) for s in islice(subjects, _DERIVE_PART)]
-                if not part:
-                    break
-                try:
-                    running.append((part, pool.submit(_derive_part, part)))
-                except (BrokenExecutor, RuntimeError):
-                    self._drop_procs()
-                    running.append((part, None))
+
+        def parts() -> Iterator[list[_Inputs]]:
+            while part := [self._gather(txn, s) for s in islice(subjects, _DERIVE_PART)]:
+                yield part
                 _release_mapped_pages(self)
-            if not running:
-                return
-            part, future = running.popleft()
-            try:
-                results = future.result() if future is not None else _derive_part(part)
-            except BrokenExecutor:
-                self._drop_procs()
-                results = _derive_part(part)
+
+        for results in self._on_workers(_derive_part, parts()):
             for derived, packed in results:
                 self._store_derived(txn, derived, packed)
+
+    def _on_workers(self, func: Callable[[list[_A]], _R], parts: Iterator[list[_A]]) -> Iterator[_R]:
+        """``func(part)`` of each part, in order, computed on the worker processes (at most
+        _DERIVE_AHEAD parts ahead; here where there are none). A part whose worker fails (killed,
+        out of memory) is computed here instead: the outcome never depends on the workers."""
+        from concurrent.futures import BrokenExecutor
+
+        running: deque[tuple[list[_A], _Pending[_R] | None]] = deque()
+        while True:
+            while len(running) < _DERIVE_AHEAD and (part := next(parts, None)) is not None:
+                pool, future = self._process_pool(), None
+                if pool is not None:
+                    try:
+                        future = pool.submit(func, part)
+                    except (BrokenExecutor, RuntimeError):
+                        self._drop_procs()
+                running.append((part, future))
+            if not running:
+                return
+            part, waiting = running.popleft()
+            if waiting is None:
+                yield func(part)
+                continue
+            try:
+                result = waiting.result()
+            except BrokenExecutor:
+                self._drop_procs()
+                result = func(part)
+            yield result
 
     def _pack(self, data: bytes) -> _Pending[bytes]:
         if self._pool is None or len(data) < 16384:
@@ -1124,26 +1210,16 @@ class Ledger:
         problems: list[str] = []
         with self.env.begin() as txn:
             seen = 0
-            for seq, raw in txn.cursor(db=self.db[b"log"]).iternext():
-                entry = _entry_decoder.decode(raw)
-                seen += 1
-                event = _json_decoder.decode(entry.event)
-                checked = prepare_event(event)
-                verdict = checked if isinstance(checked, Verdict) else checked.verdict(
-                    keys.signature_ok(checked.public_key, checked.message, checked.signature) if reverify else True)
-                # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
-                # that still verifies; for any other, "valid" is what was stored.
-                logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
-                where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
-                if int.from_bytes(seq, "big") != entry.seq:
-                    problems.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
-                if logged is None or _verdict_key(verdict) != _verdict_key(logged):
-                    problems.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
-                if verdict.status != "valid":
-                    problems.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
-                    continue
-                if txn.get(_event_key(verdict.event_id), db=self.db[b"ids"]) != seq:
-                    problems.append(f"{where}: the event_id index does not point at it")
+            log = txn.cursor(db=self.db[b"log"]).iternext()
+            parts = iter(lambda: [(bytes(seq), bytes(raw)) for seq, raw in islice(log, _FSCK_PART)], [])
+            check = functools.partial(_fsck_log_part, reverify=reverify)
+            many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
+            for checked in (self._on_workers(check, parts) if many else map(check, parts)):
+                for seq, faults, key in checked:
+                    seen += 1
+                    problems += faults
+                    if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
+                        problems.append(f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
             pending = sum(txn.stat(db)["entries"] for db in dbs)
@@ -1151,18 +1227,26 @@ class Ledger:
                 problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
                 return problems + self._fsck_evidence(txn)
             problems += self._fsck_citations(txn)
-            for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
-                subject = bytes(key).decode()
-                recomputed = canonical_bytes(self.compute_state(txn, subject))
-                if _unpack_state(stored) != recomputed:
-                    problems.append(f"state of {subject} differs from its recomputation from the log")
+            states = txn.cursor(db=self.db[b"state"]).iternext(values=False)
+
+            def inputs() -> Iterator[list[_Inputs]]:  # each record's inputs as stored, its stored state as "old"
+                while part := [self._gather(txn, bytes(k).decode()) for k in islice(states, _DERIVE_PART)]:
+                    yield part
+
+            many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
+            leaves: dict[str, Pair] = {}
+            for found in (self._on_workers(_fsck_state_part, inputs()) if many else map(_fsck_state_part, inputs())):
+                for subject, same, pair in found:
+                    if not same:
+                        problems.append(f"state of {subject} differs from its recomputation from the log")
+                    leaves[subject] = _pair_decoder.decode(pair)
             cursor = txn.cursor(db=self.db[b"subject"])
             for key in cursor.iternext_nodup(values=False):
                 if txn.get(key, db=self.db[b"state"]) is None:
                     problems.append(f"{bytes(key).decode()} has events but no stored state")
             problems += self._fsck_indexes(txn)
             problems += self._fsck_evidence(txn)
-            problems += self._fsck_tree(txn)
+            problems += self._fsck_tree(txn, leaves)
         return problems
 
     def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
@@ -1186,7 +1270,7 @@ class Ledger:
         """The suffix and alias indexes hold exactly what the stored states imply."""
         want: set[tuple[bytes, bytes, bytes]] = set()
         for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
-            for ikey, db in _index_keys(bytes(key).decode(), _json_decoder.decode(_unpack_state(stored))):
+            for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
                 want.add((db, ikey, bytes(key)))
         have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
         return ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
@@ -1210,14 +1294,11 @@ class Ledger:
             problems.append("the evidence usage counters differ from the evidence held")
         return problems
 
-    def _fsck_tree(self, txn: lmdb.Transaction) -> list[str]:
-        """Recompute every digest-tree node from the stored states and the log."""
+    def _fsck_tree(self, txn: lmdb.Transaction, leaves: dict[str, Pair]) -> list[str]:
+        """Recompute every digest-tree node from the records' leaves derived from the log."""
         problems: list[str] = []
         buckets: dict[str, dict[str, Pair]] = {}
-        for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
-            subject = bytes(key).decode()
-            state = _json_decoder.decode(_unpack_state(stored))
-            pair = record_pair((e.event_id for e in self._entries(txn, subject)), state["state_sha256"])
+        for subject, pair in leaves.items():
             buckets.setdefault(bucket_of(subject), {})[subject] = pair
             raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
             if raw is None or _pair_decoder.decode(raw) != pair:

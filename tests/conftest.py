@@ -30,17 +30,18 @@ LMDB_EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 10
 
 @contextmanager
 def derive_on_workers(on: bool = True) -> Iterator[None]:
-    """Within it, ledgers opened here derive every finishing step's states on worker processes, in
-    parts of two records (the path big runs take), instead of in place (the path of small ones)."""
+    """Within it, ledgers opened here derive every finishing step's states, and fsck checks the log
+    and the states, on worker processes in parts of two (the path big runs take), instead of in place
+    (the path of small ones)."""
     from pithledger import store
 
-    saved = store._PARALLEL_STATES, store._DERIVE_PART
+    saved = store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART
     if on:
-        store._PARALLEL_STATES, store._DERIVE_PART = 1, 2
+        store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART = 1, 2, 2
     try:
         yield
     finally:
-        store._PARALLEL_STATES, store._DERIVE_PART = saved
+        store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART = saved
 
 
 def load_jsonl(name: str) -> list[dict[str, Any]]:

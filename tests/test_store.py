@@ -16,6 +16,7 @@ from pithledger.events import verify_event
 from pithledger.merge import reduce_all
 from pithledger.store import Ledger
 
+from conftest import derive_on_workers
 from eventpool import ORPHAN, P, bundles_of, entries, pool
 
 EXAMPLES = Path(__file__).parent.parent / "bundles"
@@ -156,8 +157,9 @@ def test_unknown_bundle_fields_survive_apply_and_export(tmp_path: Path) -> None:
     assert exported["events"] == sorted(value["events"], key=lambda e: e["event_id"])
 
 
-def test_fsck_names_a_tampered_state(tmp_path: Path) -> None:
-    with Ledger(tmp_path, create=True) as ledger:
+@pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])
+def test_fsck_names_a_tampered_state(tmp_path: Path, on_workers: bool) -> None:
+    with derive_on_workers(on_workers), Ledger(tmp_path, create=True) as ledger:
         ledger.apply_batch(example_bundles())
         assert ledger.fsck() == []
         subject = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
@@ -165,14 +167,16 @@ def test_fsck_names_a_tampered_state(tmp_path: Path) -> None:
             raw = zlib.decompress(txn.get(subject.encode(), db=ledger.db[b"state"]))  # states are stored compressed
             txn.put(subject.encode(), zlib.compress(raw.replace(b'"valid_event_count":3', b'"valid_event_count":4')), db=ledger.db[b"state"])
         assert ledger.fsck() == [f"state of {subject} differs from its recomputation from the log"]
+        assert (ledger._procs is not None) is on_workers
 
 
-def test_fsck_names_a_tampered_log_entry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])
+def test_fsck_names_a_tampered_log_entry(tmp_path: Path, on_workers: bool) -> None:
     import msgspec
 
     from pithledger.store import LogEntry
 
-    with Ledger(tmp_path, create=True) as ledger:
+    with derive_on_workers(on_workers), Ledger(tmp_path, create=True) as ledger:
         ledger.apply_batch(example_bundles())
         seq = next(e.seq for e in ledger.log() if b"Carberry" in e.event)
         with ledger.env.begin(write=True) as txn:
