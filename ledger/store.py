@@ -164,10 +164,19 @@ _DERIVE_PART = 64
 _DERIVE_AHEAD = 2 * _WORKERS
 
 
-def _signatures_ok(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
-    """The Ed25519 checks (public key, message, signature) of a chunk of events, run on worker
-    threads or processes while the thread that prepared them goes on."""
-    return [keys.signature_ok(public_key, message, signature) for public_key, message, signature in items]
+def _verify_offers(items: list[tuple[bytes, str, bool]]) -> list[Verdict]:
+    """The verdicts of a chunk of offered copies: (canonical bytes, recomputed id or "", whether the
+    caller vouches that the Ed25519 signature of these exact bytes verified before: rebuild), run on the
+    ledger's worker processes (or threads) while the thread that reads the input goes on. Every copy
+    is verified from its canonical bytes (what the log and the evidence hold, what fsck re-verifies),
+    decoded plainly: they are the encoding of a strictly decoded value."""
+    out = []
+    for data, cid, signatures_verified in items:
+        checked = prepare_event(_json_decoder.decode(data), event_id=cid or None, size=len(data))
+        if isinstance(checked, SignatureCheck):
+            checked = checked.verdict(signatures_verified or keys.signature_ok(checked.public_key, checked.message, checked.signature))
+        out.append(checked)
+    return out
 
 
 _T = TypeVar("_T", covariant=True)
@@ -237,13 +246,13 @@ def _release_mapped_pages(ledger: Ledger) -> None:
 _madvise: Any = None
 
 
-def _outcome(part: _Pending[list[bool]], items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+def _outcome(part: _Pending[list[Verdict]], items: list[tuple[bytes, str, bool]]) -> list[Verdict]:
     from concurrent.futures import BrokenExecutor
 
     try:
         return part.result()
-    except BrokenExecutor:  # a worker process died (killed, out of memory): check here instead
-        return _signatures_ok(items)
+    except BrokenExecutor:  # a worker process died (killed, out of memory): verify here instead
+        return _verify_offers(items)
 
 
 def ignore_interrupts() -> None:
@@ -598,18 +607,18 @@ class Ledger:
                 self._no_procs = True
         return self._procs
 
-    def _check_signatures(self, items: list[tuple[bytes, bytes, bytes]]) -> _Pending[list[bool]]:
+    def _verify(self, items: list[tuple[bytes, str, bool]]) -> _Pending[list[Verdict]]:
         pool = self._signature_pool()
         if pool is None:
-            return _Done(_signatures_ok(items))
+            return _Done(_verify_offers(items))
         from concurrent.futures import BrokenExecutor
 
         try:
-            return pool.submit(_signatures_ok, items)
+            return pool.submit(_verify_offers, items)
         except (BrokenExecutor, RuntimeError):  # a worker process died (killed, out of memory): no processes from now on
             if pool is self._procs:
                 self._drop_procs()
-            return _Done(_signatures_ok(items))
+            return _Done(_verify_offers(items))
 
     def _drop_procs(self) -> None:
         """A worker process died: no processes for this handle from now on (the work is done in place)."""
@@ -1386,10 +1395,9 @@ class Batch:
         self._candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing (insertion = verify order)
         self._held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
         self._duplicate = 0
-        self._prepared: list[Verdict | SignatureCheck] = []  # per candidate, in order
-        self._chunk: list[SignatureCheck] = []
-        self._parts: list[_Pending[list[bool]]] = []
-        self._items: list[list[tuple[bytes, bytes, bytes]]] = []  # what each part checks (re-checked here if a worker died)
+        self._chunk: list[tuple[bytes, str, bool]] = []  # candidates not yet handed to the workers
+        self._parts: list[_Pending[list[Verdict]]] = []  # verdicts of the candidates, a chunk each, in order
+        self._items: list[list[tuple[bytes, str, bool]]] = []  # what each part verifies (verified here if a worker died)
         self.events = 0  # events added
         self._released = 0  # self.events at the last _release_mapped_pages
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
@@ -1422,22 +1430,15 @@ class Batch:
                 self._held[copy] = _evidence_decoder.decode(raw).verdict
                 continue
             self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
-            prepared = prepare_event(event, event_id=cid or None, size=len(data))
-            if signatures_verified and isinstance(prepared, SignatureCheck):
-                prepared = prepared.verdict(True)
-            self._prepared.append(prepared)
-            if isinstance(prepared, SignatureCheck):
-                self._chunk.append(prepared)
-                if len(self._chunk) >= _VERIFY_CHUNK:
-                    self._submit()
+            self._chunk.append((data, cid, signatures_verified))
+            if len(self._chunk) >= _VERIFY_CHUNK:
+                self._submit()
 
     def _submit(self) -> None:
         if not self._chunk:
             return
-        items = [(c.public_key, c.message, c.signature) for c in self._chunk]
-        future = self._ledger._check_signatures(items)
-        self._parts.append(future)
-        self._items.append(items)
+        self._parts.append(self._ledger._verify(self._chunk))
+        self._items.append(self._chunk)
         self._chunk = []
 
     def commit(self, *, defer: bool = False) -> BatchResult:
@@ -1445,8 +1446,8 @@ class Batch:
         durable transaction (see :meth:`Ledger.apply_batch`)."""
         self._submit()
         self._txn.abort()
-        outcomes = iter([ok for part, items in zip(self._parts, self._items, strict=True) for ok in _outcome(part, items)])
-        checked = [p.verdict(next(outcomes)) if isinstance(p, SignatureCheck) else p for p in self._prepared]
+        checked = [v for part, items in zip(self._parts, self._items, strict=True)
+                   for v in _outcome(part, items)]
         verdicts = dict(zip(self._candidates, checked, strict=True))
         while True:
             try:
