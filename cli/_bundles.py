@@ -59,7 +59,7 @@ class Checked(NamedTuple):
     """What pass 1 found of a sound bundle: what batches are planned on."""
 
     events: int
-    size: int  # canonical bytes (Bundle.size)
+    size: int  # bytes of the document in the input (what the second reading's Bundle.size will be)
 
 
 def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] = lambda: None
@@ -107,7 +107,7 @@ def _check_file(item: Input, plan: Plan, pool: Executor | None) -> Iterator[tupl
     plan.files.append((single is not None, regions))
     if single is not None:
         data, value = single
-        result = _checked(_bundle(value, item.label))
+        result = _checked(_bundle(value, item.label), len(data))
         regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
         yield item.label, result
         return
@@ -138,11 +138,11 @@ def _take(future: _Pending, regions: list[_Region]) -> Iterator[tuple[str, Check
 
 def _check_region(region: bytes, lineno: int, label: str) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
     """One region's digest and what each of its documents is (runs on a worker process)."""
-    return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where))) for where, line in _lines(region, lineno, label)]
+    return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)]
 
 
-def _checked(result: Bundle | PithledgerError) -> Checked | PithledgerError:
-    return result if isinstance(result, PithledgerError) else Checked(len(result.events), result.size)
+def _checked(result: Bundle | PithledgerError, size: int) -> Checked | PithledgerError:
+    return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
 
 class _Pending(Protocol):
@@ -194,7 +194,11 @@ def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle
                         yield where, _fast(line, where)
                     else:
                         result = _strict(line, where)
-                        yield where, None if isinstance(result, PithledgerError) else result
+                        if isinstance(result, PithledgerError):
+                            yield where, None
+                        else:
+                            result.size = len(line)  # as the clean regions' (and pass 1's plan)
+                            yield where, result
             if next(got, None) is not None:
                 raise InputChanged(f"{item.label} grew while it was being applied")
 
@@ -292,4 +296,4 @@ def _fast(data: bytes, where: str) -> Bundle:
         value = _plain.decode(data)
     except msgspec.DecodeError:  # pragma: no cover - never, for bytes the strict decoder accepted
         value = strict_decode(data, what=where)
-    return checked_bundle(value)
+    return checked_bundle(value, len(data))

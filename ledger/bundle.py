@@ -30,7 +30,9 @@ class Bundle(msgspec.Struct):
     events: list[dict[str, Any]]
     canonical_record: dict[str, Any] | None = None
     extra: dict[str, Any] = {}  # unknown top-level keys, kept verbatim
-    size: int = 0  # canonical bytes of the bundle as read (batches close on bytes as well as events)
+    # what batches close on (as well as events): its canonical bytes, or, read by apply, the bytes of the
+    # document in the input (never fewer: canonical JSON has no whitespace and the fewest escapes)
+    size: int = 0
 
 
 def read_bundle(value: Any) -> Bundle:
@@ -69,11 +71,10 @@ def read_bundle(value: Any) -> Bundle:
     return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra, size=size)
 
 
-def checked_bundle(value: dict[str, Any]) -> Bundle:
+def checked_bundle(value: dict[str, Any], size: int) -> Bundle:
     """The Bundle of a value :func:`read_bundle` has accepted before (the same bytes, decoded again),
-    without checking it again."""
+    without checking it again; ``size``: the document's bytes in the input."""
     events = value.get("events", [])
-    size = len(canonical_bytes({k: v for k, v in value.items() if k != "events"})) + sum(len(canonical_bytes(e)) for e in events)
     extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
     return Bundle(pith_number=value["pith_number"], events=events, canonical_record=value.get("canonical_record"), extra=extra, size=size)
 

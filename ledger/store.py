@@ -151,16 +151,21 @@ _usage_decoder = msgspec.msgpack.Decoder(Usage)
 _json_decoder = msgspec.json.Decoder()
 
 
-_VERIFY_CHUNK = 256
-_PROCESS_AFTER_CHUNKS = 8  # a ledger's 8th chunk of signature checks starts the worker processes
+# Copies are verified in chunks of _VERIFY_CHUNK (each hand-over to a worker costs the reading thread
+# a GIL round trip with the executor's threads: fewer, larger ones), on threads for a handle's first
+# chunks (a small apply does not pay for processes), then on worker processes.
+_VERIFY_CHUNK = 512
+_PROCESS_AFTER_CHUNKS = 4  # a handle's 4th chunk starts the worker processes
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 #: finish derives the states of a step on the worker processes when it holds at least this many
 #: records (fewer: here, where starting processes would cost more than they save), in tasks of
-#: _DERIVE_PART records, at most _DERIVE_AHEAD tasks ahead of the writer (bounds what waits in memory).
+#: _DERIVE_PART records (or _DERIVE_PART_ENTRIES log entries), at most _DERIVE_AHEAD tasks ahead of the
+#: writer (bounds what waits in memory).
 _PARALLEL_STATES = 256
-_DERIVE_PART = 64
+_DERIVE_PART = 256
+_DERIVE_PART_ENTRIES = 2048  # a part also closes at this many log entries gathered
 _DERIVE_AHEAD = 2 * _WORKERS
 
 
@@ -868,12 +873,19 @@ class Ledger:
         encodes and compresses (:func:`_derive_part`, pure: bytes in, bytes out). A step writes no
         input of another record's derivation and reads each record's old state before writing it, so
         gathering ahead of storing changes nothing."""
-        subjects = iter(states)
-
         def parts() -> Iterator[list[_Inputs]]:
-            while part := [self._gather(txn, s) for s in islice(subjects, _DERIVE_PART)]:
+            part: list[_Inputs] = []
+            entries = 0
+            for subject in states:
+                inputs = self._gather(txn, subject)
+                part.append(inputs)
+                entries += len(inputs.own) + len(inputs.inbound)
+                if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
+                    yield part
+                    _release_mapped_pages(self)
+                    part, entries = [], 0
+            if part:
                 yield part
-                _release_mapped_pages(self)
 
         for results in self._on_workers(_derive_part, parts()):
             for derived, packed in results:

@@ -124,15 +124,26 @@ def test_apply_finishes_what_an_earlier_run_left_pending(tmp_path: Path) -> None
         assert ledger.pending() == 0 and states(ledger) == states(ref) and ledger.fsck() == []
 
 
-def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_path: Path) -> None:
+def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     events = pool()
     got = []
+    handed_over: list[int] = []
+    original = Ledger._finish_states
+
+    def counting(self: Ledger, txn: lmdb.Transaction, subjects: list[str]) -> None:
+        assert self._procs is not None  # the parts go to processes
+        handed_over.append(len(subjects))
+        original(self, txn, subjects)
+
+    monkeypatch.setattr(Ledger, "_finish_states", counting)
     for on_workers in (False, True):
+        handed_over.clear()
         with derive_on_workers(on_workers), Ledger(tmp_path / f"l{on_workers}", create=True) as ledger:
             for i in range(0, len(events), 5):
                 ledger.apply_batch(bundles_of(events[i:i + 5]), defer=True)
             ledger.finish()
-            assert (ledger._procs is not None) is on_workers  # the path under test was taken
+            assert (sum(handed_over) == len(list(ledger.subjects()))) if on_workers else not handed_over  # the path under test
             assert ledger.fsck() == []
             got.append((states(ledger), ledger.root()))
     assert got[0] == got[1]
