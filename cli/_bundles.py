@@ -20,10 +20,8 @@ import io
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
+from concurrent.futures import BrokenExecutor, Executor, Future
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -67,36 +65,66 @@ def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] 
     """Pass 1: (where, what was found) for every document of every file, or (where, error) for a
     file, line or bundle that cannot be read, decoded or is structurally wrong; fills ``plan``. The
     regions of a big input are checked on worker processes (all cores), in order."""
-    pool = _pool(files)
+    checker = _Checker(files)
     try:
         for n, item in enumerate(files):
             if n:
                 file_done()
-            yield from _check_file(item, plan, pool)
+            yield from _check_file(item, plan, checker)
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        checker.close()
 
 
-def _pool(files: list[Input]) -> Executor | None:
-    """Worker processes for checking, when the inputs hold several regions and there are cores."""
-    try:
-        total = sum(os.stat(item.path).st_size for item in files)
-    except OSError:
-        return None
-    if total < 2 * REGION_BYTES or (os.cpu_count() or 1) < 2:
-        return None
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+class _Checker:
+    """Checks regions on worker processes, when the inputs hold several regions and there are
+    cores, else here; a region whose worker died (killed, out of memory) is checked here, and so is
+    every later one."""
 
-    try:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        return ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1), mp_context=context, initializer=ignore_interrupts)
-    except (OSError, ValueError):  # pragma: no cover - no processes here
-        return None
+    def __init__(self, files: list[Input]) -> None:
+        self.pool: Executor | None = None
+        try:
+            total = sum(os.stat(item.path).st_size for item in files)
+        except OSError:
+            return
+        if total < 2 * REGION_BYTES or (os.cpu_count() or 1) < 2:
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+            self.pool = ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1), mp_context=context, initializer=ignore_interrupts)
+        except (OSError, ValueError):  # pragma: no cover - no processes here
+            self.pool = None
+
+    def submit(self, region: bytes, lineno: int, label: str) -> tuple[Future[_Found] | None, bytes, int, str]:
+        future = None
+        if self.pool is not None:
+            try:
+                future = self.pool.submit(_check_region, region, lineno, label)
+            except (BrokenExecutor, RuntimeError):
+                self.close()
+        return future, region, lineno, label
+
+    def result(self, task: tuple[Future[_Found] | None, bytes, int, str]) -> _Found:
+        future, region, lineno, label = task
+        if future is not None:
+            try:
+                return future.result()
+            except BrokenExecutor:
+                self.close()
+        return _check_region(region, lineno, label)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
 
 
-def _check_file(item: Input, plan: Plan, pool: Executor | None) -> Iterator[tuple[str, Checked | PithledgerError]]:
+_Found = tuple[bytes, list[tuple[str, "Checked | PithledgerError"]]]
+
+
+def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[str, Checked | PithledgerError]]:
     regions: list[_Region] = []
     try:
         single, source = _open(item)
@@ -111,29 +139,26 @@ def _check_file(item: Input, plan: Plan, pool: Executor | None) -> Iterator[tupl
         regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
         yield item.label, result
         return
-    running: deque[_Pending] = deque()
+    running: deque[tuple[Future[_Found] | None, bytes, int, str]] = deque()
+
+    def take() -> Iterator[tuple[str, Checked | PithledgerError]]:
+        digest, found = checker.result(running.popleft())
+        regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
+        yield from found
+
     with source:
         try:
             for lineno, region in _regions(source, item.label):
-                if pool is None:
-                    running.append(_Done(_check_region(region, lineno, item.label)))
-                else:
-                    running.append(pool.submit(_check_region, region, lineno, item.label))
-                while running and (len(running) > _AHEAD or running[0].done()):
-                    yield from _take(running.popleft(), regions)
+                running.append(checker.submit(region, lineno, item.label))
+                while running and (len(running) > _AHEAD or running[0][0] is None or running[0][0].done()):
+                    yield from take()
             while running:
-                yield from _take(running.popleft(), regions)
+                yield from take()
         except PithledgerError as exc:  # a line over the size limit: the rest of the file is not read
             while running:
-                yield from _take(running.popleft(), regions)
+                yield from take()
             regions.append(_Region(b"", False))
             yield item.label, exc
-
-
-def _take(future: _Pending, regions: list[_Region]) -> Iterator[tuple[str, Checked | PithledgerError]]:
-    digest, found = future.result()
-    regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
-    yield from found
 
 
 def _check_region(region: bytes, lineno: int, label: str) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
@@ -143,23 +168,6 @@ def _check_region(region: bytes, lineno: int, label: str) -> tuple[bytes, list[t
 
 def _checked(result: Bundle | PithledgerError, size: int) -> Checked | PithledgerError:
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
-
-
-class _Pending(Protocol):
-    def result(self) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]: ...
-
-    def done(self) -> bool: ...
-
-
-class _Done:
-    def __init__(self, value: tuple[bytes, list[tuple[str, Checked | PithledgerError]]]) -> None:
-        self._value = value
-
-    def result(self) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
-        return self._value
-
-    def done(self) -> bool:
-        return True
 
 
 def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle | None]]:
@@ -262,11 +270,13 @@ def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[
                 cut = len(buf) - 1
         region, buf = buf[:cut + 1], buf[cut + 1:]
         yield lineno, region
-        lineno += region.count(b"\n")
+        lineno += len(region.splitlines())
 
 
 def _lines(region: bytes, lineno: int, label: str) -> Iterator[tuple[str, bytes]]:
-    for n, line in enumerate(region.split(b"\n"), lineno):
+    """(where, line) of each non-blank line; lines end at \n, \r\n or a lone \r (bytes.splitlines, as
+    every other reader of JSON lines here). Regions are cut after a \n, which never splits a \r\n."""
+    for n, line in enumerate(region.splitlines(), lineno):
         if line.strip():
             yield f"{label}:{n}", line
 

@@ -243,11 +243,21 @@ def claimed_event_id(event: dict[str, Any]) -> str:
     return compute_event_id(event) if is_pithledger_envelope(event) else ""
 
 
+_canonical_decoder = msgspec.json.Decoder()
+
+
 def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdict:
     """Classify one strictly decoded event value; never raises for a bad event, it says why instead.
 
+    The event is verified as its canonical bytes read back (keys sorted at every level), as the
+    ledger verifies what it logs or keeps: where an event has several faults of one kind, the one a
+    message names never depends on the key order it came in.
     ``event_id``: ``compute_event_id(event)`` when the caller already computed it (the ledger does).
     """
+    try:
+        event = _canonical_decoder.decode(canonical_bytes(event))
+    except (TypeError, ValueError, msgspec.EncodeError, msgspec.DecodeError):  # no JSON form: classified as it is
+        pass
     checked = prepare_event(event, event_id=event_id)
     if isinstance(checked, Verdict):
         return checked

@@ -323,7 +323,12 @@ def _derive(inputs: _Inputs) -> _Derived:
     same function runs on the writer's thread and on the worker processes."""
     subject, own, inbound, old = inputs
     # the lookup indexes follow the state: a record revoked away leaves them all
-    old_keys = _stored_index_keys(subject, old) if old is not None else []
+    old_keys = []
+    if old is not None:
+        try:
+            old_keys = _stored_index_keys(subject, old)
+        except LedgerError:  # a damaged stored state: its index entries cannot be known (fsck names them)
+            pass
     entries = [_entry_decoder.decode(raw).entry() for raw in own]
     state = reduce(subject, entries, [_entry_decoder.decode(raw).entry() for raw in inbound])
     pair = record_pair((e.event_id for e in entries), state["state_sha256"])
@@ -336,7 +341,11 @@ def _fsck_state_part(part: list[_Inputs]) -> list[tuple[str, bool, bytes]]:
     out = []
     for inputs in part:
         derived = _derive(inputs._replace(old_state=None))
-        out.append((inputs.subject, inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state, derived.pair))
+        try:
+            same = inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state
+        except LedgerError:  # not even zlib: differs
+            same = False
+        out.append((inputs.subject, same, derived.pair))
     return out
 
 
@@ -373,45 +382,39 @@ def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
                      status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
 
 
-class _AliasView(msgspec.Struct):
-    alias_kind: str
-    alias_value: str
-
-
-class _CurrentView(msgspec.Struct):
-    source_aliases: list[_AliasView] = []
-
-
 class _IndexView(msgspec.Struct):
     """The part of a stored state its lookup index entries depend on (the rest is skipped unbuilt:
-    a hot record's state is megabytes)."""
+    a hot record's state is megabytes). Untyped: a damaged state must not stop fsck or finishing."""
 
-    record_status: str = ""
-    current: _CurrentView | None = None
+    record_status: Any = None
+    current: Any = None
 
 
 _index_view_decoder = msgspec.json.Decoder(_IndexView)
 
 
 def _stored_index_keys(subject: str, packed: bytes) -> list[tuple[bytes, bytes]]:
-    """:func:`_index_keys` of a stored (compressed) state."""
+    """:func:`_index_keys` of a stored (compressed) state; raises LedgerError if it is not JSON."""
     try:
         view = _index_view_decoder.decode(_unpack_state(packed))
     except msgspec.DecodeError:
         raise LedgerError(f"the stored state of {subject} is not readable (damaged ledger)") from None
-    aliases = [{"alias_kind": a.alias_kind, "alias_value": a.alias_value} for a in view.current.source_aliases] if view.current else []
-    return _index_keys(subject, {"record_status": view.record_status, "current": {"source_aliases": aliases}})
+    return _index_keys(subject, {"record_status": view.record_status, "current": view.current})
 
 
 def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
     """(key, database) of every lookup index entry a state puts its record under: only a present
-    record is found by suffix, arXiv id or DOI (spec/identifiers.md §7)."""
+    record is found by suffix, arXiv id or DOI (spec/identifiers.md §7). A state of another shape
+    (only a damaged stored one can be) puts it under none."""
     if state.get("record_status") != "present":
         return []
     out = [(ids.suffix_of_pith_number(subject).encode(), b"suffix")]
-    for alias in state["current"]["source_aliases"]:
-        if alias["alias_kind"] in ("arxiv", "arxiv_version", "doi"):
-            out.append((f"{alias['alias_kind']}:{alias['alias_value'].lower()}".encode(), b"alias"))
+    current = state.get("current")
+    aliases = current.get("source_aliases") if isinstance(current, dict) else None
+    for alias in aliases if isinstance(aliases, list) else ():
+        kind, value = (alias.get("alias_kind"), alias.get("alias_value")) if isinstance(alias, dict) else (None, None)
+        if kind in ("arxiv", "arxiv_version", "doi") and isinstance(value, str):
+            out.append((f"{kind}:{value.lower()}".encode(), b"alias"))
     return out
 
 
@@ -1290,11 +1293,15 @@ class Ledger:
     def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
         """The suffix and alias indexes hold exactly what the stored states imply."""
         want: set[tuple[bytes, bytes, bytes]] = set()
+        unreadable = []
         for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
-            for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
-                want.add((db, ikey, bytes(key)))
+            try:
+                for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
+                    want.add((db, ikey, bytes(key)))
+            except LedgerError as exc:
+                unreadable.append(exc.message)
         have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
-        return ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
+        return unreadable + ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
                 + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in sorted(have - want)])
 
     def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
