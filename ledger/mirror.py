@@ -44,7 +44,7 @@ from . import pages
 from .display import MetadataStore
 from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from .merge import MERGE_VERSION
-from .store import Ledger, open_settled
+from .store import Batch, Ledger, open_settled
 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "MAX_FETCH", "Deadline", "MalformedSource", "Published",
@@ -643,14 +643,16 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
     result = compare(ledger, source)
     counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
                               "batches": 0, "digests_read": result.digests_read, "rejected": [], "skipped": [], "lying": []}
-    batch: list[Bundle] = []
+    batch: Batch | None = None  # filled as bundles arrive: their copies are verified while the next ones are fetched
     expected: dict[str, list[str]] = {}
     size = [0, 0]  # events, bytes
 
     def flush() -> None:
-        if not batch:
+        nonlocal batch
+        if batch is None:
             return
-        applied = ledger.apply_batch(batch, defer=True)  # derived once per record, by finish() below
+        applied = batch.commit(defer=True)  # derived once per record, by finish() below
+        batch = None
         counts["batches"] += 1
         for key in ("new", "duplicate", "invalid", "unverified"):
             counts[key] += getattr(applied, key)
@@ -658,7 +660,6 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
         for number, advertised in expected.items():
             if missing := ledger.lacking(advertised):
                 counts["lying"].append({"pith_number": number, "missing_event_ids": missing})
-        batch.clear()
         expected.clear()
         size[:] = [0, 0]
 
@@ -680,7 +681,9 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
             counts["records_fetched"] += 1
             expected[div.pith_number] = div.a_lacks
             for bundle, nbytes in bundles:
-                batch.append(bundle)
+                if batch is None:
+                    batch = ledger.batch()
+                batch.add(bundle)
                 size[0] += len(bundle.events) + 1  # a bundle without events still counts: batches always close
                 size[1] += nbytes
             if size[0] >= batch_events or size[1] >= batch_bytes:

@@ -157,6 +157,7 @@ _json_decoder = msgspec.json.Decoder()
 _VERIFY_CHUNK = 512
 _PROCESS_AFTER_CHUNKS = 4  # a handle's 4th chunk starts the worker processes
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
+_RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
 _PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 #: finish derives the states of a step on the worker processes when it holds at least this many
@@ -382,12 +383,17 @@ def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
                      status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
 
 
+class _CurrentView(msgspec.Struct):
+    source_aliases: Any = None
+
+
 class _IndexView(msgspec.Struct):
-    """The part of a stored state its lookup index entries depend on (the rest is skipped unbuilt:
-    a hot record's state is megabytes). Untyped: a damaged state must not stop fsck or finishing."""
+    """The part of a stored state its lookup index entries depend on (the rest, most of all the views
+    of every event in ``current``, is skipped unbuilt: a hot record's state is megabytes). Loosely
+    typed: a damaged state must not stop fsck or finishing (_index_keys takes any shape)."""
 
     record_status: Any = None
-    current: Any = None
+    current: _CurrentView | None = None
 
 
 _index_view_decoder = msgspec.json.Decoder(_IndexView)
@@ -399,7 +405,8 @@ def _stored_index_keys(subject: str, packed: bytes) -> list[tuple[bytes, bytes]]
         view = _index_view_decoder.decode(_unpack_state(packed))
     except msgspec.DecodeError:
         raise LedgerError(f"the stored state of {subject} is not readable (damaged ledger)") from None
-    return _index_keys(subject, {"record_status": view.record_status, "current": view.current})
+    current = {"source_aliases": view.current.source_aliases} if view.current is not None else None
+    return _index_keys(subject, {"record_status": view.record_status, "current": current})
 
 
 def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
@@ -878,15 +885,17 @@ class Ledger:
         gathering ahead of storing changes nothing."""
         def parts() -> Iterator[list[_Inputs]]:
             part: list[_Inputs] = []
-            entries = 0
+            entries = read = 0
             for subject in states:
                 inputs = self._gather(txn, subject)
                 part.append(inputs)
                 entries += len(inputs.own) + len(inputs.inbound)
+                if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
+                    _release_mapped_pages(self)
+                    read = entries
                 if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
                     yield part
-                    _release_mapped_pages(self)
-                    part, entries = [], 0
+                    part, entries, read = [], 0, 0
             if part:
                 yield part
 
@@ -1235,7 +1244,12 @@ class Ledger:
         with self.env.begin() as txn:
             seen = 0
             log = txn.cursor(db=self.db[b"log"]).iternext()
-            parts = iter(lambda: [(bytes(seq), bytes(raw)) for seq, raw in islice(log, _FSCK_PART)], [])
+
+            def log_part() -> list[tuple[bytes, bytes]]:
+                _release_mapped_pages(self)  # a reader of the whole file would otherwise map all of it
+                return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, _FSCK_PART)]
+
+            parts = iter(log_part, [])
             check = functools.partial(_fsck_log_part, reverify=reverify)
             many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
             for checked in (self._on_workers(check, parts) if many else map(check, parts)):
@@ -1254,7 +1268,15 @@ class Ledger:
             states = txn.cursor(db=self.db[b"state"]).iternext(values=False)
 
             def inputs() -> Iterator[list[_Inputs]]:  # each record's inputs as stored, its stored state as "old"
-                while part := [self._gather(txn, bytes(k).decode()) for k in islice(states, _DERIVE_PART)]:
+                part: list[_Inputs] = []
+                for n, key in enumerate(states, 1):
+                    part.append(self._gather(txn, bytes(key).decode()))
+                    if n % _RELEASE_EVERY == 0:
+                        _release_mapped_pages(self)
+                    if len(part) >= _DERIVE_PART:
+                        yield part
+                        part = []
+                if part:
                     yield part
 
             many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
