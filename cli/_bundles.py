@@ -27,10 +27,10 @@ import msgspec
 
 from pithledger.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
-from pithledger.errors import CannotRead, DocumentTooLarge, InputChanged, PithledgerError, TrailingData
+from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.store import ignore_interrupts
 
-from ._output import Input, read_bytes
+from ._output import Input, cannot_read, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
@@ -218,17 +218,13 @@ def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
         with open(item.path, "rb") as fh:
             fh.seek(0, io.SEEK_END)
             big = fh.tell() > MAX_DOCUMENT_BYTES
-    except FileNotFoundError:
-        raise CannotRead(f"no such file: {item.label}") from None
-    except IsADirectoryError:
-        raise CannotRead(f"{item.label} is a directory, not a file", hint="name a file") from None
     except OSError as exc:
-        raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
+        raise cannot_read(exc, item.label) from None
     if big:
         try:
             return None, open(item.path, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
-            raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
+            raise cannot_read(exc, item.label) from None
     data = read_bytes(item.path, label=item.label)
     try:
         return (data, strict_decode(data, what=item.label)), io.BytesIO()

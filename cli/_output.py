@@ -40,15 +40,20 @@ def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, label: str | N
         else:
             with open(path, "rb") as fh:
                 data = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise CannotRead(f"no such file: {name}") from None
-    except IsADirectoryError:
-        raise CannotRead(f"{name} is a directory, not a file", hint="name a file") from None
     except OSError as exc:
-        raise CannotRead(f"cannot read {name}: {exc.strerror}") from None
+        raise cannot_read(exc, name) from None
     if len(data) > max_bytes:
         raise DocumentTooLarge(f"{name} is larger than {max_bytes:,} bytes")
     return data
+
+
+def cannot_read(exc: OSError, name: str) -> CannotRead:
+    """The named error for a file that cannot be opened or read."""
+    if isinstance(exc, FileNotFoundError):
+        return CannotRead(f"no such file: {name}")
+    if isinstance(exc, IsADirectoryError):
+        return CannotRead(f"{name} is a directory, not a file", hint="name a file")
+    return CannotRead(f"cannot read {name}: {exc.strerror}")
 
 
 class Input(NamedTuple):

@@ -964,16 +964,17 @@ class Ledger:
 
     def _inbound(self, txn: lmdb.Transaction, subject: str) -> list[Entry]:
         """The standing citations of other records that name ``subject``, from the inbound index."""
-        out = []
+        return [self._log_entry(txn, seq).entry() for seq in self._inbound_seqs(txn, subject)]
+
+    def _inbound_seqs(self, txn: lmdb.Transaction, subject: str) -> Iterator[bytes]:
+        """The log sequence keys of the standing citations naming ``subject`` (the inbound index)."""
         cursor = txn.cursor(db=self.db[b"inbound"])
         if cursor.set_key(subject.encode()):
             for digest in cursor.iternext_dup():
                 seq = txn.get(bytes(digest), db=self.db[b"ids"])
                 if seq is None:
                     raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
-                entry = self._log_entry(txn, bytes(seq))
-                out.append(entry.entry())
-        return out
+                yield bytes(seq)
 
     def _gather(self, txn: lmdb.Transaction, subject: str) -> _Inputs:
         """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
@@ -982,14 +983,7 @@ class Ledger:
         cursor = txn.cursor(db=self.db[b"subject"])
         if cursor.set_key(subject.encode()):
             own = [self._raw_entry(txn, bytes(seq)) for seq in cursor.iternext_dup()]
-        inbound = []
-        cursor = txn.cursor(db=self.db[b"inbound"])
-        if cursor.set_key(subject.encode()):
-            for digest in cursor.iternext_dup():
-                seq = txn.get(bytes(digest), db=self.db[b"ids"])
-                if seq is None:
-                    raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
-                inbound.append(self._raw_entry(txn, bytes(seq)))
+        inbound = [self._raw_entry(txn, seq) for seq in self._inbound_seqs(txn, subject)]
         old = txn.get(subject.encode(), db=self.db[b"state"])
         return _Inputs(subject, own, inbound, bytes(old) if old is not None else None)
 
@@ -1074,10 +1068,7 @@ class Ledger:
                 yield self._log_entry(txn, bytes(seq))
 
     def _log_entry(self, txn: lmdb.Transaction, seq: bytes) -> LogEntry:
-        raw = txn.get(seq, db=self.db[b"log"])
-        if raw is None:
-            raise LedgerError(f"log entry {int.from_bytes(seq, 'big')} is missing (damaged ledger)")
-        return _entry_decoder.decode(raw)
+        return _entry_decoder.decode(self._raw_entry(txn, seq))
 
     def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
         """The state of ``subject`` from the log: its own entries and its indexed inbound citations."""
