@@ -2,6 +2,7 @@
 ~600 MB of JSON lines) applied in one run into a 300 000-event ledger, through the CLI.
 
     /tmp/benchv/bin/python bench/bench_growth_step.py [--batch-size 10000 ...] [--keep DIR]
+    /tmp/benchv/bin/python bench/bench_growth_step.py --base-papers 0 --papers 60000     # 1.2 M events, ~1 GB
 
 Samples /proc/<pid>/status (VmRSS, RssAnon, RssFile, VmHWM) of the CLI process and of every worker process
 it starts, every 10 ms; prints each process's high-water mark and `/usr/bin/time`'s maximum (the largest
@@ -65,27 +66,33 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch-size", type=int, nargs="+", default=[10_000])
     ap.add_argument("--keep", type=Path, help="keep the generated files and ledgers here")
+    ap.add_argument("--base-papers", type=int, default=15_000, help="papers (x 20 events) in the ledger before the step")
+    ap.add_argument("--papers", type=int, default=35_000, help="papers (x 20 events) applied in the measured run")
     args = ap.parse_args()
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="pithledger-growth-"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         base, inc = tmp / "base.jsonl", tmp / "inc.jsonl"
-        B.numbers_for("growth", 50_000)
+        nb, ni = args.base_papers, args.papers
+        B.numbers_for("growth", nb + ni)
         gen = B.Gen()
-        for f, (a, b) in ((base, (0, 15_000)), (inc, (15_000, 50_000))):
+        for f, (a, b) in ((base, (0, nb)), (inc, (nb, nb + ni))):
             with f.open("wb") as fh:
                 for part in gen.run([("papers", "growth", x, y, False) for x, y in B.chunks(a, b, 250)]):
                     fh.writelines(part["papers"])
         gen.close()
         ledger0 = tmp / "L0"
-        subprocess.run([B.PITHLEDGER, "--ledger", str(ledger0), "apply", str(base), "-q", "--json"], check=True, stdout=subprocess.DEVNULL)
-        print(f"base ledger: 300,000 events; increment: 700,000 events, {inc.stat().st_size / 1e6:.0f} MB of JSON lines", flush=True)
+        if nb:
+            subprocess.run([B.PITHLEDGER, "--ledger", str(ledger0), "apply", str(base), "-q", "--json"], check=True, stdout=subprocess.DEVNULL)
+        base.unlink()
+        print(f"base ledger: {20 * nb:,} events; increment: {20 * ni:,} events, {inc.stat().st_size / 1e6:.0f} MB of JSON lines", flush=True)
         for bs in args.batch_size:
             ledger = tmp / f"L-{bs}"
             shutil.rmtree(ledger, ignore_errors=True)
-            shutil.copytree(ledger0, ledger)
+            if nb:
+                shutil.copytree(ledger0, ledger)
             wall, gnu_max_kb, peaks = measure([B.PITHLEDGER, "--ledger", str(ledger), "apply", str(inc), "--batch-size", str(bs), "-q", "--json"])
-            print(f"--batch-size {bs}: {wall:.1f} s = {700_000 / wall:,.0f} ev/s; /usr/bin/time max {int(gnu_max_kb) / 1024:.0f} MiB")
+            print(f"--batch-size {bs}: {wall:.1f} s = {20 * ni / wall:,.0f} ev/s; /usr/bin/time max {int(gnu_max_kb) / 1024:.0f} MiB")
             for pid, p in sorted(peaks.items(), key=lambda kv: -kv[1]["hwm"])[:4]:
                 print(f"  pid {pid}: high-water {p['hwm'] / 1024:.0f} MiB; largest sample {p['rss'] / 1024:.0f} MiB "
                       f"({p['anon'] / 1024:.0f} anon / {p['file'] / 1024:.0f} file)", flush=True)
