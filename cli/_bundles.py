@@ -30,7 +30,7 @@ from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.store import ignore_interrupts
 
-from ._output import Input, cannot_read, read_bytes
+from ._output import Input, cannot_read, located, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
@@ -231,9 +231,7 @@ def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
     except TrailingData:
         return None, io.BytesIO(data)
     except PithledgerError as exc:
-        if not exc.message.startswith(item.label):
-            exc.message = f"{item.label}: {exc.message}"
-        raise
+        raise located(exc, item.label) from None
 
 
 def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[tuple[int, bytes]]:
@@ -281,9 +279,7 @@ def _strict(line: bytes, where: str) -> Bundle | PithledgerError:
     try:
         value = strict_decode(line, what=where)
     except PithledgerError as exc:
-        if not exc.message.startswith(where):
-            exc.message = f"{where}: {exc.message}"
-        return exc
+        return located(exc, where)
     return _bundle(value, where)
 
 
@@ -291,9 +287,7 @@ def _bundle(value: Any, where: str) -> Bundle | PithledgerError:
     try:
         return read_bundle(value)
     except PithledgerError as exc:
-        if not exc.message.startswith(where):
-            exc.message = f"{where}: {exc.message}"
-        return exc
+        return located(exc, where)
 
 
 def _fast(data: bytes, where: str) -> Bundle:

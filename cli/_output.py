@@ -47,6 +47,13 @@ def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, label: str | N
     return data
 
 
+def located(exc: PithledgerError, where: str) -> PithledgerError:
+    """``exc`` with its message starting with ``where`` (the file, or file:line, it is about)."""
+    if not exc.message.startswith(where):
+        exc.message = f"{where}: {exc.message}"
+    return exc
+
+
 def cannot_read(exc: OSError, name: str) -> CannotRead:
     """The named error for a file that cannot be opened or read."""
     if isinstance(exc, FileNotFoundError):
@@ -178,9 +185,7 @@ def _decode(data: bytes, where: str) -> Any:
     except TrailingData:
         raise
     except PithledgerError as exc:
-        if not exc.message.startswith(where):
-            exc.message = f"{where}: {exc.message}"
-        raise
+        raise located(exc, where) from None
 
 
 def report(exc: PithledgerError, where: str = "") -> None:

@@ -28,8 +28,8 @@ from . import ids, keys
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
 from .errors import AmbiguousId, DerivationPending, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
-from .events import (SignatureCheck, Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope, prepare_event,
-                     valid_verdict, verify_event)
+from .events import (Verdict, check_event, claimed_event_id, copy_sha256, is_pithledger_envelope, valid_verdict,
+                     verify_event)
 from .ids import parse_id
 from .audit import ALPHABET, DEPTH, Pair, bucket_of, bucket_pair, inner_pair, record_pair
 from .merge import MERGE_VERSION, Entry, outbound_citations, reduce
@@ -158,7 +158,6 @@ _VERIFY_CHUNK = 512
 _PROCESS_AFTER_CHUNKS = 4  # a handle's 4th chunk starts the worker processes
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
-_PACKING_AHEAD = 32  # states being compressed at once (bounds the memory they hold)
 _WORKERS = min(4, os.cpu_count() or 1)
 #: finish derives the states of a step on the worker processes when it holds at least this many
 #: records (fewer: here, where starting processes would cost more than they save), in tasks of
@@ -176,13 +175,8 @@ def _verify_offers(items: list[tuple[bytes, str, bool]]) -> list[Verdict]:
     ledger's worker processes (or threads) while the thread that reads the input goes on. Every copy
     is verified from its canonical bytes (what the log and the evidence hold, what fsck re-verifies),
     decoded plainly: they are the encoding of a strictly decoded value."""
-    out = []
-    for data, cid, signatures_verified in items:
-        checked = prepare_event(_json_decoder.decode(data), event_id=cid or None, size=len(data))
-        if isinstance(checked, SignatureCheck):
-            checked = checked.verdict(signatures_verified or keys.signature_ok(checked.public_key, checked.message, checked.signature))
-        out.append(checked)
-    return out
+    return [check_event(_json_decoder.decode(data), event_id=cid or None, size=len(data), signature_known_good=known)
+            for data, cid, known in items]
 
 
 _T = TypeVar("_T", covariant=True)
@@ -282,9 +276,7 @@ def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[
     for seq, raw in items:
         entry = _entry_decoder.decode(raw)
         event = _json_decoder.decode(entry.event)
-        checked = prepare_event(event)
-        verdict = checked if isinstance(checked, Verdict) else checked.verdict(
-            keys.signature_ok(checked.public_key, checked.message, checked.signature) if reverify else True)
+        verdict = check_event(event, signature_known_good=not reverify)
         # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
         # that still verifies; for any other, "valid" is what was stored.
         logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
@@ -599,8 +591,8 @@ class Ledger:
         """Where a chunk of Ed25519 checks runs. Threads would do (libsodium releases the GIL), but a
         thread must take the GIL back after every check, and while the caller's thread runs Python it
         gets it only once per switch interval, so checks crawl exactly when they should overlap
-        (measured: a tenth of them done while the main thread decodes). From the 8th chunk on (a big
-        run), they go to worker processes, which need no GIL; if none can be started, to threads."""
+        (measured: a tenth of them done while the main thread decodes). From the _PROCESS_AFTER_CHUNKS-th
+        chunk on (a big run), they go to worker processes, which need no GIL; if none can be started, to threads."""
         self._chunks_checked += 1
         if self._chunks_checked >= _PROCESS_AFTER_CHUNKS:
             self._process_pool()
@@ -818,11 +810,10 @@ class Ledger:
         the digest tree above them. Killed half-way, it resumes where it stopped. Returns the records
         whose state was derived. ``progress`` is called with that running count."""
         done = 0
-        self._start_pool()
         while True:
             try:
                 with self.env.begin(write=True) as txn:
-                    n = self._finish_some(txn, FINISH_CHUNK, parallel=True)
+                    n = self._finish_some(txn, FINISH_CHUNK)
             except lmdb.MapFullError:
                 self._grow()
                 continue
@@ -837,11 +828,10 @@ class Ledger:
             if progress is not None:
                 progress(done)
 
-    def _finish_some(self, txn: lmdb.Transaction, limit: int | None, *, parallel: bool = False) -> int | None:
+    def _finish_some(self, txn: lmdb.Transaction, limit: int | None) -> int | None:
         """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
         non-empty pending set. Returns the states derived in this step, or None when nothing is pending.
-        ``parallel``: states may be derived on worker processes, which read the last committed
-        snapshot; only for a transaction that has changed nothing but the pending sets."""
+        A step of _PARALLEL_STATES records or more derives its states on the worker processes."""
         cites = self._take(txn, b"pendcite", limit)
         if cites:
             for n, (subject, flag) in enumerate(cites, 1):
@@ -855,64 +845,44 @@ class Ledger:
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        if parallel and len(states) >= _PARALLEL_STATES and self._process_pool() is not None:
-            self._finish_states(txn, states)
-        else:
-            self._derive_here(txn, states)
+        parts = self._input_parts(txn, states)
+        for results in self._on_workers(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
+            for derived, packed in results:
+                self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
 
-    def _derive_here(self, txn: lmdb.Transaction, states: list[str]) -> None:
-        packing: deque[tuple[_Derived, _Pending[bytes]]] = deque()  # compression runs on the threads (zlib releases the GIL)
-        for n, subject in enumerate(states, 1):
-            if n % _RELEASE_EVERY == 0:
+    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str]) -> Iterator[list[_Inputs]]:
+        """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of _DERIVE_PART records or
+        _DERIVE_PART_ENTRIES log entries, for :func:`_derive` here or on the worker processes. A step
+        writes no input of another record's derivation and reads each record's old state before
+        writing it, so gathering ahead of storing changes nothing."""
+        part: list[_Inputs] = []
+        entries = read = 0
+        for subject in subjects:
+            inputs = self._gather(txn, subject)
+            part.append(inputs)
+            entries += len(inputs.own) + len(inputs.inbound)
+            if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
                 _release_mapped_pages(self)
-            derived = _derive(self._gather(txn, subject))
-            packing.append((derived, self._pack(derived.state)))
-            while len(packing) > _PACKING_AHEAD or (packing and packing[0][1].done()):
-                derived, packed = packing.popleft()
-                self._store_derived(txn, derived, packed.result())
-        for derived, packed in packing:
-            self._store_derived(txn, derived, packed.result())
-
-    def _finish_states(self, txn: lmdb.Transaction, states: list[str]) -> None:
-        """Derive ``states`` on the worker processes and store them in ``txn``, in order.
-
-        This thread reads each record's inputs as stored (its log entries, the entries of the
-        citations naming it, its old state) and hands them to a worker, which decodes, reduces,
-        encodes and compresses (:func:`_derive_part`, pure: bytes in, bytes out). A step writes no
-        input of another record's derivation and reads each record's old state before writing it, so
-        gathering ahead of storing changes nothing."""
-        def parts() -> Iterator[list[_Inputs]]:
-            part: list[_Inputs] = []
-            entries = read = 0
-            for subject in states:
-                inputs = self._gather(txn, subject)
-                part.append(inputs)
-                entries += len(inputs.own) + len(inputs.inbound)
-                if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
-                    _release_mapped_pages(self)
-                    read = entries
-                if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
-                    yield part
-                    part, entries, read = [], 0, 0
-            if part:
+                read = entries
+            if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
                 yield part
+                part, entries, read = [], 0, 0
+        if part:
+            yield part
 
-        for results in self._on_workers(_derive_part, parts()):
-            for derived, packed in results:
-                self._store_derived(txn, derived, packed)
-
-    def _on_workers(self, func: Callable[[list[_A]], _R], parts: Iterator[list[_A]]) -> Iterator[_R]:
-        """``func(part)`` of each part, in order, computed on the worker processes (at most
-        _DERIVE_AHEAD parts ahead; here where there are none). A part whose worker fails (killed,
-        out of memory) is computed here instead: the outcome never depends on the workers."""
+    def _on_workers(self, func: Callable[[list[_A]], _R], parts: Iterator[list[_A]], *, parallel: bool) -> Iterator[_R]:
+        """``func(part)`` of each part, in order: computed on the worker processes (at most
+        _DERIVE_AHEAD parts ahead) when ``parallel`` (work big enough to pay for them) and there are
+        any, else here. A part whose worker fails (killed, out of memory) is computed here instead:
+        the outcome never depends on the workers."""
         from concurrent.futures import BrokenExecutor
 
         running: deque[tuple[list[_A], _Pending[_R] | None]] = deque()
         while True:
             while len(running) < _DERIVE_AHEAD and (part := next(parts, None)) is not None:
-                pool, future = self._process_pool(), None
+                pool, future = self._process_pool() if parallel else None, None
                 if pool is not None:
                     try:
                         future = pool.submit(func, part)
@@ -931,11 +901,6 @@ class Ledger:
                 self._drop_procs()
                 result = func(part)
             yield result
-
-    def _pack(self, data: bytes) -> _Pending[bytes]:
-        if self._pool is None or len(data) < 16384:
-            return _Done(_pack_state(data))
-        return self._pool.submit(_pack_state, data)
 
     def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
         """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""
@@ -1243,7 +1208,7 @@ class Ledger:
             parts = iter(log_part, [])
             check = functools.partial(_fsck_log_part, reverify=reverify)
             many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
-            for checked in (self._on_workers(check, parts) if many else map(check, parts)):
+            for checked in self._on_workers(check, parts, parallel=many):
                 for seq, faults, key in checked:
                     seen += 1
                     problems += faults
@@ -1256,23 +1221,11 @@ class Ledger:
                 problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
                 return problems + self._fsck_evidence(txn)
             problems += self._fsck_citations(txn)
-            states = txn.cursor(db=self.db[b"state"]).iternext(values=False)
-
-            def inputs() -> Iterator[list[_Inputs]]:  # each record's inputs as stored, its stored state as "old"
-                part: list[_Inputs] = []
-                for n, key in enumerate(states, 1):
-                    part.append(self._gather(txn, bytes(key).decode()))
-                    if n % _RELEASE_EVERY == 0:
-                        _release_mapped_pages(self)
-                    if len(part) >= _DERIVE_PART:
-                        yield part
-                        part = []
-                if part:
-                    yield part
-
+            # each record's inputs as stored, its stored state as "old": compared with, not replaced
+            subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
             many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
             leaves: dict[str, Pair] = {}
-            for found in (self._on_workers(_fsck_state_part, inputs()) if many else map(_fsck_state_part, inputs())):
+            for found in self._on_workers(_fsck_state_part, self._input_parts(txn, subjects), parallel=many):
                 for subject, same, pair in found:
                     if not same:
                         problems.append(f"state of {subject} differs from its recomputation from the log")

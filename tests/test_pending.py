@@ -129,14 +129,16 @@ def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_pa
     events = pool()
     got = []
     handed_over: list[int] = []
-    original = Ledger._finish_states
+    original = Ledger._on_workers
 
-    def counting(self: Ledger, txn: lmdb.Transaction, subjects: list[str]) -> None:
-        assert self._procs is not None  # the parts go to processes
-        handed_over.append(len(subjects))
-        original(self, txn, subjects)
+    def counting(self: Ledger, func: Any, parts: Any, *, parallel: bool) -> Any:
+        for results in original(self, func, parts, parallel=parallel):
+            if func is store._derive_part and parallel:
+                assert self._procs is not None  # the parts went to processes
+                handed_over.append(len(results))
+            yield results
 
-    monkeypatch.setattr(Ledger, "_finish_states", counting)
+    monkeypatch.setattr(Ledger, "_on_workers", counting)
     for on_workers in (False, True):
         handed_over.clear()
         with derive_on_workers(on_workers), Ledger(tmp_path / f"l{on_workers}", create=True) as ledger:
