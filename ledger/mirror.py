@@ -40,7 +40,7 @@ from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, Source, bucket_pair, c
 from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import DerivationPending, PithledgerError, SourceError
-from . import pages
+from . import pages, record_doc
 from .display import MetadataStore
 from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from .merge import MERGE_VERSION
@@ -455,6 +455,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     _write(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
     _write(directory, "pith-signing-key.json", canonical_bytes(signing_key_doc()) + b"\n")
     _write(directory, "index.html", site.index())
+    _write(directory, record_doc.SCHEMA_PATH, record_doc.schema_bytes())
     site.close()
     digest = {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH,
               "root": _pair_json(ledger.root())}
@@ -476,11 +477,53 @@ class _Pages:
         self.ledger = ledger
         self.meta = MetadataStore(ledger.path, readonly=True)
         self.base_url = base_url or "$MIRROR"
+        self.given_base = base_url.rstrip("/")
 
     def record(self, state: dict[str, Any], events: list[dict[str, Any]]) -> bytes:
         links = pages.Links(root="../../", page="/index.html", base_url=self.base_url, server=False)
         meta = self.meta.get(state["current"]["canonical_record"])
         return pages.record_page(state, pages.record_facts(state, events), meta, links).encode()
+
+    def agent_files(self, state: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, bytes]:
+        """Pith's Agent API documents of a present record, as static files (spec/serve.md §7): the
+        record document, its graph and events, the resolver's answer for it, and ``paper/<short8>``.
+        Links use ``--base-url`` when given, else are relative to the record document."""
+        number = state["pith_number"]
+        suffix = number.rsplit(":", 1)[-1]
+        urls = record_doc.Urls(base=self.given_base, server=False)
+
+        def state_of(n: str) -> dict[str, Any] | None:
+            try:
+                value: dict[str, Any] = msgspec.json.decode(self.ledger.state_bytes(n))
+                return value
+            except PithledgerError:
+                return None
+
+        meta = self.meta.get(state["current"]["canonical_record"])
+        doc = record_doc.record_document(state, events, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls)
+        api = f"api/pith-number/{suffix}"
+        evs = record_doc.events_document(number, events, self.ledger.record_events(number), self.ledger.inbound_bundles(number))
+        # paper/<short8>/index.html: a refresh to the record the short number names on this ledger (the
+        # resolver's choice when 8 characters name several records), or a note that it names several.
+        try:
+            named = self.ledger.resolve(f"pith:{suffix[:8]}")
+            target = f"../../pith/{named.rsplit(':', 1)[-1]}/index.html"
+            refresh = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={target}">'
+                       f'<title>{named}</title></head><body><p><a href="{target}">{named}</a></p></body></html>\n')
+        except PithledgerError:
+            refresh = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pith:{suffix[:8]}</title></head><body>'
+                       f'<p>pith:{suffix[:8]} names more than one record on this mirror: use the 26-character suffix, e.g. '
+                       f'<a href="../../pith/{suffix}/index.html">{number}</a>.</p></body></html>\n')
+        body = {
+            f"pith/{suffix}.json": doc,
+            f"{api}/graph.json": record_doc.graph_document(doc),
+            f"{api}/events.json": evs,
+            f"pith/{suffix}/events.json": evs,
+            f"{api}/resolve.json": record_doc.resolution(state, record_doc.Urls(base=self.given_base, server=False, up="../../../")),
+        }
+        out = {rel: canonical_bytes(value) + b"\n" for rel, value in body.items()}
+        out[f"paper/{suffix[:8]}/index.html"] = refresh.encode()
+        return out
 
     def index(self) -> bytes:
         root = self.ledger.root()
@@ -557,7 +600,10 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
         for rel, data in zip(pith, (bundle, bundle, state), strict=True):
             _write(directory, rel, data)
         if site is not None:
-            _write(directory, f"pith/{suffix}/index.html", site.record(value, [e for part in parts for e in msgspec.json.decode(part)["events"]]))
+            events = [e for part in parts for e in msgspec.json.decode(part)["events"]]
+            _write(directory, f"pith/{suffix}/index.html", site.record(value, events))
+            for rel, data in site.agent_files(value, events).items():
+                _write(directory, rel, data)
         return
     try:
         if msgspec.json.decode((directory / f"pith/{suffix}/state.json").read_bytes()).get("pith_number") == number:

@@ -25,7 +25,6 @@ from .errors import BadEncoding, UnknownKey, VerificationFailed
 from .events import verify_event
 from .merge import CHECKED
 
-RECORD_DOC_TYPE = "pithledger_record"
 #: Rows of one list on a page; the rest is in state.json (a record flooded with events stays readable).
 MAX_ROWS = 200
 
@@ -230,50 +229,6 @@ def record_facts(state: dict[str, Any], events: Iterable[dict[str, Any]]) -> Rec
             receipts.append(receipt_view(digest, receipt))
     signers.sort(key=lambda s: (s.created_at, s.event_id))
     return RecordFacts(receipts=receipts, signers=signers)
-
-
-# --- the record JSON (Accept: application/ld+json) -------------------------------------------------------
-
-
-def record_document(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links) -> dict[str, Any]:
-    """The record as JSON for agents: the canonical record first of all (``.canonical_record`` is what
-    Pith's "verify yourself" pipeline hashes), its numbers, aliases, receipts and links to the rest."""
-    cur = state["current"]
-    number = state["pith_number"]
-    suffix = ids.suffix_of_pith_number(number)
-    record = cur["canonical_record"]
-    base = links.base_url.rstrip("/")
-    doc: dict[str, Any] = {
-        "@context": "https://schema.org",
-        "@type": "ScholarlyArticle",
-        "@id": f"{base}/pith/{suffix}",
-        "record_type": RECORD_DOC_TYPE,
-        "pith_number": number,
-        "short_pith_number": f"pith:{suffix[:8]}",
-        "canonical_sha256": cur["canonical_sha256"],
-        "canonical_record": record,
-        "source_aliases": cur["source_aliases"],
-        "identifier": [number, f"pith:{suffix[:8]}", f"arXiv:{record['source']['id']}", ids.arxiv_doi(record["source"]["id"])],
-        "sameAs": [f"https://arxiv.org/abs/{record['source']['id']}v{record['source']['version']}",
-                   f"https://doi.org/{ids.arxiv_doi(record['source']['id'])}"],
-        "receipts": [msgspec.to_builtins(r) for r in facts.receipts],
-        "record_signers": [msgspec.to_builtins(s) for s in facts.signers],
-        "badges": cur["badges"],
-        "verification_status": cur["verification_status"],
-        "merge_version": state["merge_version"],
-        "state_sha256": state["state_sha256"],
-        "display_metadata": [msgspec.to_builtins(f) for f in check(meta, record)],
-        "links": {
-            "html": f"{base}/pith/{suffix}",
-            "bundle": f"{base}/pith/{suffix}/bundle.json",
-            "state": f"{base}/pith/{suffix}/state.json",
-            "events": f"{base}/pith/{suffix}/events.json",
-            "well_known_bundle": f"{base}/.well-known/pith/{suffix}/bundle.json",
-            "signing_key": f"{base}/pith-signing-key.json",
-            "mirrors": f"{base}/pith-mirrors.json",
-        },
-    }
-    return doc
 
 
 # --- the record page -------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import ids, pages
+from . import ids, pages, record_doc
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
@@ -242,19 +242,25 @@ class Site:
                 self._records.clear()
             self._records[subject] = record
         meta = self.meta.get(record)
-        key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta))
+        inbound: list[record_doc.CitingRow] | None = None
+        rows = b""
+        if kind == "json":  # the document also names what this mirror knows of the records citing it
+            if state is None:
+                state = msgspec.json.decode(data)
+            inbound = self.inbound_rows(state)
+            rows = hashlib.sha256(msgspec.json.encode(inbound)).digest()
+        key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta), rows)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
         if state is None:
             state = msgspec.json.decode(data)
-        facts = pages.record_facts(state, self.export(subject)["events"])
-        links = self.links(root, page)
+        events = self.export(subject)["events"]
         if kind == "json":
-            body = _json_body(pages.record_document(state, facts, meta, links))
+            body = _json_body(record_doc.record_document(state, events, meta, inbound or [], self.urls()))
         else:
-            body = pages.record_page(state, facts, meta, links, mirror=self.name).encode()
+            body = pages.record_page(state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name).encode()
         self._cache[key] = body
         self._cache_bytes += len(body)
         while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
@@ -298,6 +304,30 @@ class Site:
 
     def links(self, root: str, page: str = "") -> pages.Links:
         return pages.Links(root=root, page=page, base_url=self.base_url, server=True)
+
+    def urls(self) -> record_doc.Urls:
+        return record_doc.Urls(base=self.base_url, server=True)
+
+    def inbound_rows(self, state: dict[str, Any]) -> list[record_doc.CitingRow]:
+        def state_of(number: str) -> dict[str, Any] | None:
+            try:
+                return self.state(number)
+            except PithledgerError:
+                return None
+
+        rows: list[record_doc.CitingRow] = self.read(lambda: record_doc.inbound_rows(state, state_of, self.meta.get))
+        return rows
+
+    def record_doc(self, subject: str) -> dict[str, Any]:
+        """The record document as served (decoded from the cached bytes)."""
+        value: dict[str, Any] = msgspec.json.decode(self.rendered(subject, "json", "../", ""))
+        return value
+
+    def events_doc(self, subject: str) -> dict[str, Any]:
+        held = msgspec.json.decode(self.bundle_bytes(subject))["events"]
+        valid: list[str] = self.read(lambda: self.ledger.record_events(subject))
+        inbound: list[dict[str, Any]] = self.read(lambda: self.ledger.inbound_bundles(subject))
+        return record_doc.events_document(subject, held, valid, inbound)
 
     def recent(self, n: int = 50) -> list[pages.IndexRow]:
         rows: list[pages.IndexRow] = self.read(lambda: recent_rows(self.ledger, self.meta, n))
@@ -386,12 +416,66 @@ async def bundle_json(request: Request) -> Response:
 
 
 async def events_json(request: Request) -> Response:
+    subject = _suffix_subject(request)
+    return respond(request, _json_body(_site(request).events_doc(subject)), _JSON)
+
+
+# --- Pith's Agent API (spec/serve.md §1, §2) ----------------------------------------------------------
+
+
+async def record_json(request: Request) -> Response:
+    """``/pith/<suffix>.json``: the record document, whatever ``Accept`` says."""
     site = _site(request)
     subject = _suffix_subject(request)
-    inbound = site.read(lambda: site.ledger.inbound_bundles(subject))
-    doc = {"pith_number": subject, "events": msgspec.json.decode(site.bundle_bytes(subject))["events"],
-           "inbound_citations": [e for b in inbound for e in b["events"]]}
-    return respond(request, _json_body(doc), _JSON)
+    return respond(request, site.rendered(subject, "json", "../", ""), _JSON)
+
+
+async def graph_json(request: Request) -> Response:
+    site = _site(request)
+    subject = _suffix_subject(request)
+    return respond(request, _json_body(record_doc.graph_document(site.record_doc(subject))), _JSON)
+
+
+async def resolution_json(request: Request) -> Response:
+    """``/api/pith-number/<suffix>/resolve.json``: the resolver's answer for this record (what a
+    published tree carries in place of the resolver)."""
+    site = _site(request)
+    subject = _suffix_subject(request)
+    return respond(request, _json_body(record_doc.resolution(site.state(subject), site.urls())), _JSON)
+
+
+#: Query parameters of Pith's resolver that name the identifier (any ID form is accepted in each).
+RESOLVE_PARAMS = ("arxiv", "doi", "pith", "id")
+
+
+async def api_resolve(request: Request) -> Response:
+    """``/api/pith-number/resolve?arxiv=ID&json=true`` (or doi=, pith=, id=): the resolution as JSON
+    with ``json=true``, else a 302 to the record page."""
+    site = _site(request)
+    given = [(k, v) for k in RESOLVE_PARAMS for v in request.query_params.getlist(k)]
+    if len(given) != 1 or not given[0][1]:
+        raise HTTPError(400, "usage", "give one identifier: /api/pith-number/resolve?arxiv=ID (or doi=, pith=, id=)&json=true")
+    subject = site.record_subject(given[0][1])
+    if request.query_params.get("json", "").lower() not in ("true", "1"):
+        return _redirect(subject)
+    return respond(request, _json_body(record_doc.resolution(site.state(subject), site.urls())), _JSON)
+
+
+async def paper(request: Request) -> Response:
+    """``/paper/<8-char short, or arXiv id>`` (any ID form): a 302 to the record page."""
+    return _redirect(_site(request).record_subject(request.path_params["ident"]))
+
+
+async def schema(request: Request) -> Response:
+    return respond(request, record_doc.schema_bytes(), _JSON, cache=CACHE_STABLE)
+
+
+async def pith_other(request: Request) -> Response:
+    """``/pith/<anything else>``: a record's unknown file is 404; any other ID form redirects to the record."""
+    ident = request.path_params["ident"]
+    if re.match(r"[A-Z2-7]{26}(/|\.)", ident) or ident.endswith(".json"):
+        raise HTTPError(404, "not-found", f"no such record path on this mirror: /pith/{ident[:200]}")
+    return await resolve(request)
 
 
 async def log_json(request: Request) -> Response:
@@ -553,8 +637,15 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pithledger/digest.json", mirror_digest),
         Route("/pithledger/nodes/{name}", mirror_node),
         Route("/pithledger/records/{year}/{suffix}/{name}", mirror_record),
+        Route("/pith/{suffix}.json", record_json),
+        Route("/api/pith-number/resolve", api_resolve),
+        Route("/api/pith-number/{suffix}/graph.json", graph_json),
+        Route("/api/pith-number/{suffix}/events.json", events_json),
+        Route("/api/pith-number/{suffix}/resolve.json", resolution_json),
+        Route("/paper/{ident:path}", paper),
+        Route(f"/{record_doc.SCHEMA_PATH}", schema),
         Route("/pith/{suffix}", record),
-        Route("/pith/{ident:path}", resolve),
+        Route("/pith/{ident:path}", pith_other),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, 404: http_error, 405: http_error,
                                                        PithledgerError: pithledger_error, Exception: server_error})
