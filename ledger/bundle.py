@@ -88,8 +88,9 @@ def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:
         raise BundleInconsistent(f"canonical_record hashes to {rid.pith_number}, not the bundle's {number}")
     expect = {"canonical_sha256": rid.canonical_sha256, "short_pith_number": rid.short_pith_number, "source": record["source"]}
     for key, want in expect.items():
-        if key in value and value[key] != want:
-            raise BundleInconsistent(f"{key} is {value[key]!r}, but the record gives {want!r}")
+        # JSON equality, not Python's: True == 1 would let "version": true pass for version 1 (spec/bundle.md §1)
+        if key in value and canonical_bytes(value[key]) != canonical_bytes(want):
+            raise BundleInconsistent(f"{key} is {value[key]!r:.120}, but the record gives {want!r}")
     if "source_aliases" in value:
         aliases = value["source_aliases"]
         if not isinstance(aliases, list) or not all(

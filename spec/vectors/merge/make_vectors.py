@@ -84,6 +84,14 @@ def garbled(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 _DROP = object()
+
+
+def ots_proof(body: bytes) -> str:
+    """A sha256 proof of REC_A's digest whose timestamp is ``body`` (spec/events.md §3.1), in base64."""
+    return base64.b64encode(_ots.MAGIC + b"\x01" + b"\x08" + bytes.fromhex(A.canonical_sha256) + body).decode()
+
+
+BITCOIN_ATTESTATION = b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x04" + b"\xa0\xf7\x36" + b"\x00"  # height 900000, a spare byte
 FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
 
 
@@ -115,7 +123,20 @@ def cases() -> dict[str, dict[str, Any]]:
     good_proof = _ots.build(bytes.fromhex(A.canonical_sha256), ["https://a.example"], [900000])
     revoke_unknown = ev("revocation", A.pith_number, {"revoked_event_id": unknown["event_id"]}, BOB, t(13))
     anchor_payload = lambda raw: {"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": raw}}  # noqa: E731
+    digest_a = bytes.fromhex(A.canonical_sha256)
+    empty_uri = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, ["", "https://b.example"])).decode()}, ALICE, t(6))
+    only_empty_uri = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, [""])).decode()}, BOB, t(6))
+    bob_revokes_author = ev("revocation", A.pith_number, {"revoked_event_id": author["event_id"]}, BOB, t(8))
     return {
+        "ots-empty-calendar-uri": {"events": [rec_a, empty_uri, only_empty_uri]},
+        # 255 unary operations on one path: 256 nested timestamps, the limit; one more is bad-proof
+        "ots-255-operations-deep": {"events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 255 + BITCOIN_ATTESTATION)))]},
+        "ots-256-operations-deep": {"events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 256 + BITCOIN_ATTESTATION)))]},
+        # forks do not count, every node does (attestations too): 10,000 nodes is the limit
+        "ots-10000-nodes": {"events": [rec_a, signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 9999 + BITCOIN_ATTESTATION)))]},
+        "ots-10001-nodes": {"events": [rec_a, signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 10000 + BITCOIN_ATTESTATION)))]},
+        "revocation-of-another-signers-revocation-is-final": {"events": [rec_a, author, bob_revokes_author, ev(
+            "revocation", A.pith_number, {"revoked_event_id": bob_revokes_author["event_id"]}, MALLORY, t(9))]},
         "citation-and-snapshot-equivocations-in-spec-order": {"events": [rec_a, rec_b, cite_b1, cite_b2, snap1, snap2]},
         "registry-signed-author-with-orcid-is-strong": {"events": [rec_a, signed_raw({
             "event_type": "author_attestation", "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
