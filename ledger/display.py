@@ -126,6 +126,9 @@ def from_paper(paper: Any) -> DisplayMetadata | None:
         return None
     if not isinstance(paper, dict):
         raise MetadataError(f"paper must be an object, not {type(paper).__name__}")
+    for name in ("title", "authors_text", "abstract_excerpt"):  # Pith's are strings: no list of names here
+        if not isinstance(paper.get(name), (str, type(None))):
+            raise MetadataError(f"field {name!r} must be a string, not {type(paper[name]).__name__}")
     meta = DisplayMetadata(
         title=_text(paper.get("title"), "title", MAX_TITLE),
         authors=_text(paper.get("authors_text"), "authors_text", MAX_AUTHORS),
