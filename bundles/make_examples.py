@@ -4,6 +4,9 @@
 
 The events are signed by DEMO keys whose seeds are derived from public strings below: anyone can
 sign as them, so they prove nothing. Their signer_id says so. The records are real Pith records.
+Also written: display/titles.jsonl, the real titles (source-data/pith-titles.jsonl, as Pith shows them)
+of the records whose title hash they match, for `pithledger metadata` (display only, outside consensus).
+Not written here: pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json is Pith's own record document, verbatim.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from pithledger import _ots
 from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
+from pithledger.canonical import canonical_bytes, text_sha256
 from pithledger.events import make_event
 from pithledger.keys import LocalKey
 from pithledger.model import record_ids
@@ -82,6 +85,16 @@ def main() -> None:
     lines = [canonical_bytes(write_bundle(record_ids(r).pith_number, [record_created(r, "2026-05-20T00:00:00Z")],
                                           canonical_record=r)) for r in records]
     (HERE / "demo-50-records.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    # Titles to show: display metadata, kept beside a ledger by `pithledger metadata`, never in a bundle
+    # (a record document without a receipt would add an unverified record event instead).
+    by_hash = {r["metadata"]["title_canon_sha256"]: r for r in records}
+    titles = [json.loads(line) for line in (HERE / "source-data" / "pith-titles.jsonl").read_text().splitlines()]
+    shown = []
+    for t in titles:
+        assert t["canon_sha256"] == text_sha256(t["text"]) and t["canon_sha256"] in by_hash, t
+        shown.append(canonical_bytes({"canonical_record": by_hash[t["canon_sha256"]], "title": t["text"], "title_seen_at": t["source"]}))
+    (HERE / "display").mkdir(exist_ok=True)
+    (HERE / "display" / "titles.jsonl").write_bytes(b"\n".join(shown) + b"\n")
 
 
 if __name__ == "__main__":

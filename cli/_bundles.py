@@ -26,9 +26,11 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from pithledger.bundle import Bundle, checked_bundle, read_bundle
-from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
+from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
+from pithledger.display import DisplayMetadata
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
-from pithledger.store import ignore_interrupts
+from pithledger.events import copy_sha256
+from pithledger.store import Rejection, ignore_interrupts
 
 from ._output import Input, cannot_read, located, read_bytes
 
@@ -297,3 +299,13 @@ def _fast(data: bytes, where: str) -> Bundle:
     except msgspec.DecodeError:  # pragma: no cover - never, for bytes the strict decoder accepted
         value = strict_decode(data, what=where)
     return checked_bundle(value, len(data))
+
+
+def committed_display(bundles: list[Bundle], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
+    """(canonical record, paper block) of each record document of a committed batch whose record
+    event was not rejected (new or already held): what ``apply`` keeps as display metadata. A document
+    whose record event is invalid or unverified supplies nothing (spec/serve.md §6)."""
+    refused = {r.copy_sha256 for r in rejected}
+    return [(b.canonical_record, b.display) for b in bundles
+            if b.display is not None and b.canonical_record is not None and b.events
+            and copy_sha256(canonical_bytes(b.events[0])) not in refused]

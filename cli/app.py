@@ -21,6 +21,8 @@ from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, set
 from ._output import Input, emit_json, expand_inputs, iter_documents, read_bytes, report, spool_streams, write_file_atomically
 
 if TYPE_CHECKING:
+    from pithledger.bundle import Bundle
+    from pithledger.display import DisplayMetadata
     from pithledger.keys import KeyStore
     from pithledger.store import Batch, Ledger, Rejection
 
@@ -521,7 +523,7 @@ def apply(
 
     Without --keep-going a structural fault anywhere stops before anything is written.
     """
-    from ._bundles import Plan, check_bundles, reread_bundles
+    from ._bundles import Plan, check_bundles, committed_display, reread_bundles
     from ._progress import ApplyProgress, wanted
 
     json_out = _json(ctx, as_json)
@@ -568,12 +570,16 @@ def apply(
         logged_before = ledger.counts()["events"]
         progress.applying(total)
         batch: Batch | None = None
+        documents: list[Bundle] = []  # record documents of the batch: their paper blocks are kept once it commits
 
         def flush() -> None:
-            nonlocal batch, committed_events
+            nonlocal batch, committed_events, documents
             if batch is None:
                 return
             result = batch.commit(defer=True)  # one durable transaction; states derived once, below
+            if documents:
+                _keep_display(ctx, committed_display(documents, result.rejected))
+                documents = []
             for key in ("new", "duplicate", "invalid", "unverified"):
                 summary[key] += getattr(result, key)
             summary["batches"] += 1
@@ -592,6 +598,8 @@ def apply(
                 if batch is None:
                     batch = ledger.batch()
                 batch.add(sound)
+                if sound.display is not None:
+                    documents.append(sound)
                 if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
                     flush()
             flush()
@@ -645,6 +653,19 @@ def apply(
             typer.echo(f"  {where}: [{problem.code}]", err=True)
     if summary["invalid"] or skipped:
         raise typer.Exit(1)
+
+
+def _keep_display(ctx: typer.Context, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> None:
+    """Keep the paper blocks of committed record documents beside the ledger (outside consensus)."""
+    if not items:
+        return
+    from pithledger.display import MetadataStore
+
+    store = MetadataStore(settings(ctx).ledger, readonly=False)
+    try:
+        store.keep_documents(items)
+    finally:
+        store.close()
 
 
 def rejection_line(r: Rejection) -> str:
@@ -994,30 +1015,37 @@ def serve(
 @command(cls=Command)
 def metadata(
     ctx: typer.Context,
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="arXiv snapshot lines (what `mint` reads) or Pith record JSON documents; '-' for stdin.")],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="arXiv snapshot lines (what `mint` reads) or Pith record documents (what a Pith record URL returns for JSON: its paper block); '-' for stdin.")],
     as_json: JsonOption = False,
 ) -> None:
     """Keep display metadata (titles, authors, abstracts) beside the records, outside consensus.
 
     Pages show each field with its check against the record's title/abstract hash (match, mismatch,
-    unchecked); nothing here changes a state, a digest or an export (spec/serve.md §6).
+    unchecked; Pith's abstract excerpt: "unchecked: excerpt"); nothing here changes a state, a digest
+    or an export (spec/serve.md §6).
     """
-    from pithledger.display import MetadataStore, parse_any
+    from pithledger.display import FROM_RECORD_DOCUMENT, MetadataStore, parse_any
 
     items = []
+    documents = []  # a record document's paper block never replaces a field that matches with one that does not
     failed = 0
     for path in files:
         for where, value in iter_documents(path, tolerant=True):
             try:
                 if isinstance(value, PithledgerError):
                     raise value
-                items.append(parse_any(value))
+                key, meta = parse_any(value)
             except PithledgerError as exc:
                 report(exc, where)
                 failed += 1
+                continue
+            if meta.source == FROM_RECORD_DOCUMENT:
+                documents.append((value["canonical_record"], meta))
+            else:
+                items.append((key, meta))
     store = MetadataStore(settings(ctx).ledger, readonly=False)
     try:
-        kept = store.put_many(items)
+        kept = store.put_many(items) + store.keep_documents(documents)
         total = store.count()
     finally:
         store.close()

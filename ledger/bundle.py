@@ -1,7 +1,11 @@
-"""Read real Pith bundles and our own; write bundles. Pure: values in, values out.
+"""Read real Pith bundles, Pith's record documents and our own bundles; write bundles. Pure: values
+in, values out.
 
 A bundle carries one record and its events (spec/bundle.md). Structural faults refuse the whole
 bundle; a structurally sound event that fails verification is the verifier's business, not ours.
+Pith's record document (``pith_number_record``, what a record URL returns for JSON) is read as the
+bundle of its record's Pith-envelope ``record_created`` event (:func:`pith_record_event`) plus its
+``events``, and its ``paper`` block as display metadata (spec/bundle.md §5).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from typing import Any
 
 import msgspec
 
-from . import ids
+from . import ids, keys
+from .canonical import canonical_bytes
+from .display import DisplayMetadata, from_paper
 from .errors import BundleError, BundleInconsistent, EventTooLarge, PithledgerError, SubjectMismatch
 from .events import MAX_EVENT_BYTES, EventInvalid, subject_of
-from .canonical import canonical_bytes
-from .model import record_ids
+from .model import TIME_FRACTION_RE, check_time, record_ids
 
 BUNDLE_TYPE = "pith_open_graph_bundle"
 BUNDLE_VERSION = "1.0"
@@ -25,6 +30,14 @@ KNOWN_KEYS = frozenset(
 )
 
 
+#: Pith's record document (spec/bundle.md §5).
+RECORD_TYPE = "pith_number_record"
+RECORD_SCHEMA_VERSION = "1.0"
+#: The signer block of the event a record document becomes names the receipt's key; a document
+#: whose receipt names no key (absent, null, unreadable) names this one. Unauthenticated either way.
+RECORD_DOCUMENT_KEY_ID = "pith-v1-2026-05"
+
+
 class Bundle(msgspec.Struct):
     pith_number: str
     events: list[dict[str, Any]]
@@ -33,29 +46,55 @@ class Bundle(msgspec.Struct):
     # what batches close on (as well as events): its canonical bytes, or, read by apply, the bytes of the
     # document in the input (never fewer: canonical JSON has no whitespace and the fewest escapes)
     size: int = 0
+    # a record document's paper block: display metadata, outside consensus (never logged or folded)
+    display: DisplayMetadata | None = None
 
 
 def read_bundle(value: Any) -> Bundle:
     """Check a strictly decoded bundle's structure and return it; raise a :class:`BundleError`."""
     if not isinstance(value, dict):
         raise BundleError("a bundle must be a JSON object")
+    if _is_document(value):
+        return _read_document(value)
     if value.get("bundle_type") != BUNDLE_TYPE:
-        raise BundleError(f"bundle_type is {value.get('bundle_type')!r}, not {BUNDLE_TYPE!r}")
+        raise BundleError(f"bundle_type is {_shown(value.get('bundle_type'))}, not {BUNDLE_TYPE!r}", hint=_WHICH)
     if value.get("bundle_version") != BUNDLE_VERSION:
         raise BundleError(
-            f"bundle_version {value.get('bundle_version')!r} is not supported (this version reads {BUNDLE_VERSION!r})",
+            f"bundle_version {_shown(value.get('bundle_version'))} is not supported (this version reads {BUNDLE_VERSION!r})",
             hint="upgrade pithledger to read newer bundles",
         )
     number = value.get("pith_number")
     if not isinstance(number, str) or not ids.PITH_NUMBER_RE.match(number):
         raise BundleError(f"pith_number {str(number)[:60]!r} is not a long Pith Number (pith:YYYY:<26 chars>)")
-    events = value.get("events", [])
-    if not isinstance(events, list):
-        raise BundleError("events must be a list")
+    events = _events_of(value)
     record = value.get("canonical_record")
     if record is not None:
         _check_top_level(value, number, record)
-    size = len(canonical_bytes({k: v for k, v in value.items() if k != "events"}))
+    size = len(canonical_bytes({k: v for k, v in value.items() if k != "events"})) + _check_events(events, number)
+    extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
+    return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra, size=size)
+
+
+def checked_bundle(value: dict[str, Any], size: int) -> Bundle:
+    """The Bundle of a value :func:`read_bundle` has accepted before (the same bytes, decoded again),
+    without checking it again; ``size``: the document's bytes in the input."""
+    if _is_document(value):
+        return _document_bundle(value, size)
+    events = value.get("events", [])
+    extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
+    return Bundle(pith_number=value["pith_number"], events=events, canonical_record=value.get("canonical_record"), extra=extra, size=size)
+
+
+def _events_of(value: dict[str, Any]) -> list[Any]:
+    events = value.get("events", [])
+    if not isinstance(events, list):
+        raise BundleError("events must be a list")
+    return events
+
+
+def _check_events(events: list[Any], number: str) -> int:
+    """Every event attributable to ``number`` and within the size limit; their canonical bytes."""
+    size = 0
     for i, event in enumerate(events):
         try:
             subject = subject_of(event)
@@ -67,19 +106,117 @@ def read_bundle(value: Any) -> Bundle:
         if event_size > MAX_EVENT_BYTES:
             raise EventTooLarge(f"events[{i}] is larger than {MAX_EVENT_BYTES:,} bytes")
         size += event_size
-    extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
-    return Bundle(pith_number=number, events=events, canonical_record=record, extra=extra, size=size)
+    return size
 
 
-def checked_bundle(value: dict[str, Any], size: int) -> Bundle:
-    """The Bundle of a value :func:`read_bundle` has accepted before (the same bytes, decoded again),
-    without checking it again; ``size``: the document's bytes in the input."""
-    events = value.get("events", [])
-    extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
-    return Bundle(pith_number=value["pith_number"], events=events, canonical_record=value.get("canonical_record"), extra=extra, size=size)
+# --- Pith's record document (spec/bundle.md §5) -----------------------------------------------------
+
+_WHICH = ("give a bundle ({bundle_type: pith_open_graph_bundle, bundle_version, pith_number, events}) or Pith's "
+          "record document ({record_type: pith_number_record, schema_version, pith_number, canonical_record, ...}); see spec/bundle.md")
 
 
-def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:
+def _shown(value: Any) -> str:
+    """A value as a message names it: its repr, cut (a hostile document's strings are long)."""
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _is_document(value: dict[str, Any]) -> bool:
+    """A record document names its record_type and no bundle_type (a value naming both is read, and
+    refused, as a bundle)."""
+    return "record_type" in value and "bundle_type" not in value
+
+
+def _read_document(value: dict[str, Any]) -> Bundle:
+    if value.get("record_type") != RECORD_TYPE:
+        raise BundleError(f"record_type is {_shown(value.get('record_type'))}, not {RECORD_TYPE!r}", hint=_WHICH)
+    if value.get("schema_version") != RECORD_SCHEMA_VERSION:
+        raise BundleError(
+            f"record document schema_version {_shown(value.get('schema_version'))} is not supported "
+            f"(this version reads {RECORD_SCHEMA_VERSION!r})",
+            hint="upgrade pithledger to read newer record documents",
+        )
+    number = value.get("pith_number")
+    if not isinstance(number, str) or not ids.PITH_NUMBER_RE.match(number):
+        raise BundleError(f"pith_number {str(number)[:60]!r} is not a long Pith Number (pith:YYYY:<26 chars>)")
+    record = value.get("canonical_record")
+    if not isinstance(record, dict):
+        raise BundleError("a record document must carry its canonical_record (an object)")
+    _check_top_level(value, number, record, aliases_key="aliases")
+    events = _events_of(value)
+    created = pith_record_event(value)
+    created_size = len(canonical_bytes(created))
+    if created_size > MAX_EVENT_BYTES:  # a huge receipt: refused as the same event in a bundle is
+        raise EventTooLarge(f"the record_created event of the document (its record and receipt) is larger than {MAX_EVENT_BYTES:,} bytes")
+    size = _check_events(events, number)
+    try:
+        display = from_paper(value.get("paper"))
+    except PithledgerError as exc:
+        raise BundleError(f"paper: {exc.message}", hint="a record document's paper block holds strings: "
+                          "title, authors_text, abstract_excerpt (spec/bundle.md §5)") from None
+    size += len(canonical_bytes({k: v for k, v in value.items() if k != "events"}))
+    return Bundle(pith_number=number, events=[created, *events], canonical_record=record, size=size, display=display)
+
+
+def _document_bundle(value: dict[str, Any], size: int) -> Bundle:
+    """:func:`_read_document` of a document it accepted before, without checking it again."""
+    display = from_paper(value.get("paper"))
+    return Bundle(pith_number=value["pith_number"], events=[pith_record_event(value), *value.get("events", [])],
+                  canonical_record=value["canonical_record"], size=size, display=display)
+
+
+def pith_record_event(doc: dict[str, Any]) -> dict[str, Any]:
+    """The Pith-envelope ``record_created`` event a record document stands for, built from it
+    deterministically (spec/bundle.md §5): its canonical record and receipt (verbatim; left out when
+    absent or null), about its ``pith_number``, signed — in the unauthenticated signer block — by
+    ``pith.science`` under the receipt's key. Its ``created_at`` is the receipt's ``signed_at`` cut to
+    the second, or, without a readable one, the record's ``submitted_at``. Nothing else of the document
+    goes in: the event is verified, identified and folded as the same record in a Pith bundle."""
+    record = doc.get("canonical_record")
+    receipt = doc.get("receipt")
+    payload: dict[str, Any] = {"canonical_record": record, "canonical_sha256": doc.get("canonical_sha256")}
+    if payload["canonical_sha256"] is None:
+        try:
+            payload["canonical_sha256"] = record_ids(record).canonical_sha256
+        except PithledgerError:
+            pass  # left null: the event is invalid (bad-payload), as the same event in a bundle
+    if receipt is not None:
+        payload["receipt"] = receipt
+    fields = receipt if isinstance(receipt, dict) else {}
+    key_id = fields.get("key_id")
+    if not isinstance(key_id, str):
+        key_id = RECORD_DOCUMENT_KEY_ID
+    registry = keys.PITH_REGISTRY_KEYS.get(key_id)
+    # the registry key's own fingerprint; for a key no registry holds (the event is then invalid,
+    # unknown-registry-key) the receipt's, if any
+    fingerprint = registry.fingerprint if registry is not None else fields.get("public_key_fingerprint")
+    return {
+        "created_at": _document_time(receipt, record),
+        "event_type": "record_created",
+        "payload": payload,
+        "signer": {"key_id": key_id, "public_key_fingerprint": fingerprint if isinstance(fingerprint, str) else "",
+                   "signer_id": "pith.science", "signer_type": "pith_registry"},
+        "subject_pith_number": doc.get("pith_number"),
+        "target": "record",
+    }
+
+
+def _document_time(receipt: Any, record: Any) -> Any:
+    """The receipt's ``signed_at`` (``YYYY-MM-DDThh:mm:ss[.f]Z``) cut to the second; else the record's
+    ``submitted_at`` (whole-second UTC, authenticated by the record's hash)."""
+    signed_at = receipt.get("signed_at") if isinstance(receipt, dict) else None
+    if isinstance(signed_at, str) and TIME_FRACTION_RE.match(signed_at):
+        whole = signed_at[:19] + "Z"
+        try:
+            check_time(whole, "signed_at")
+            return whole
+        except PithledgerError:
+            pass
+    metadata = record.get("metadata") if isinstance(record, dict) else None
+    return metadata.get("submitted_at") if isinstance(metadata, dict) else None
+
+
+def _check_top_level(value: dict[str, Any], number: str, record: Any, *, aliases_key: str = "source_aliases") -> None:
     try:
         rid = record_ids(record)
     except PithledgerError as exc:
@@ -90,16 +227,16 @@ def _check_top_level(value: dict[str, Any], number: str, record: Any) -> None:
     for key, want in expect.items():
         # JSON equality, not Python's: True == 1 would let "version": true pass for version 1 (spec/bundle.md §1)
         if key in value and canonical_bytes(value[key]) != canonical_bytes(want):
-            raise BundleInconsistent(f"{key} is {value[key]!r:.120}, but the record gives {want!r}")
-    if "source_aliases" in value:
-        aliases = value["source_aliases"]
+            raise BundleInconsistent(f"{key} is {_shown(value[key])}, but the record gives {want!r}")
+    if aliases_key in value:
+        aliases = value[aliases_key]
         if not isinstance(aliases, list) or not all(
             isinstance(a, dict) and isinstance(a.get("alias_kind"), str) and isinstance(a.get("alias_value"), str) for a in aliases
         ):
-            raise BundleInconsistent("source_aliases must be a list of {alias_kind, alias_value, created_at} objects with string values")
+            raise BundleInconsistent(f"{aliases_key} must be a list of {{alias_kind, alias_value, created_at}} objects with string values")
         got = {a.get("alias_kind"): a.get("alias_value") for a in aliases}
         if got != rid.aliases or len(aliases) != len(rid.aliases):
-            raise BundleInconsistent("source_aliases do not match the aliases derived from canonical_record")
+            raise BundleInconsistent(f"{aliases_key} do not match the aliases derived from canonical_record")
 
 
 def write_bundle(

@@ -3,13 +3,15 @@
 A canonical record carries only the hashes of its title and abstract (``title_canon_sha256``,
 ``abstract_canon_sha256``). People want to read the words, so a mirror may be *supplied* them (from
 the arXiv snapshot ``mint`` reads, or from Pith's record JSON) and show them — but never as fact:
-each field is shown with its check against the record's hash (``match`` / ``mismatch``), or
+each field is shown with its check against the record's hash (``match`` / ``mismatch``), ``excerpt``
+for an abstract supplied as an excerpt (Pith's record document cuts it, so its hash cannot match), or
 ``unchecked`` where the record holds no hash for it (authors). Rules: spec/serve.md §6.
 
 Storage is a sidecar LMDB environment owned by this module, ``<ledger>/display-metadata/``, keyed by
 arXiv id and version: never
 read by the reducer, the digests, export, audit or fsck, so it cannot change a state byte or a digest.
-The pure part (:func:`check`, :func:`from_arxiv`, :func:`from_pith_json`) does no IO.
+The pure part (:func:`check`, :func:`from_arxiv`, :func:`from_pith_json`, :func:`from_paper`,
+:func:`combine`) does no IO.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ MAX_AUTHORS = 20_000
 MAX_ABSTRACT = 20_000
 MAP_SIZE = 1 << 30
 
-Check = Literal["match", "mismatch", "unchecked"]
+Check = Literal["match", "mismatch", "excerpt", "unchecked"]
+#: ``DisplayMetadata.source`` of a paper block read from Pith's record document (``pith_number_record``).
+FROM_RECORD_DOCUMENT = "pith-record-document"
 
 
 class DisplayMetadata(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
@@ -42,7 +46,9 @@ class DisplayMetadata(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     title: str | None = None
     authors: str | None = None
     abstract: str | None = None
-    source: str = ""  # "arxiv-snapshot" | "pith-record-json"
+    source: str = ""  # "arxiv-snapshot" | "pith-record-json" | "pith-record-document"
+    # the abstract is an excerpt (Pith's ``paper.abstract_excerpt``): a hash that differs says nothing
+    abstract_excerpt: bool = False
 
 
 class FieldView(msgspec.Struct, frozen=True):
@@ -58,7 +64,9 @@ _decoder = msgspec.json.Decoder(DisplayMetadata)
 
 def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldView]:
     """Each field with its check against the record's hashes, using mint's text canonicalisation
-    (:func:`pithledger.canonical.text_sha256`). A field that was not supplied is ``unchecked``."""
+    (:func:`pithledger.canonical.text_sha256`). A field that was not supplied is ``unchecked``; an
+    abstract supplied as an excerpt whose hash differs is ``excerpt`` (unchecked), not ``mismatch``,
+    which would read as tampering."""
     md = record.get("metadata", {})
     out = []
     for name, key in (("title", "title_canon_sha256"), ("authors", None), ("abstract", "abstract_canon_sha256")):
@@ -66,7 +74,10 @@ def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldVie
         expected = md.get(key) if key else None
         status: Check = "unchecked"
         if value is not None and isinstance(expected, str):
-            status = "match" if text_sha256(value) == expected else "mismatch"
+            if text_sha256(value) == expected:
+                status = "match"
+            else:
+                status = "excerpt" if name == "abstract" and meta is not None and meta.abstract_excerpt else "mismatch"
         out.append(FieldView(name=name, value=value, check=status, expected_sha256=expected if isinstance(expected, str) else None))
     return out
 
@@ -106,24 +117,73 @@ def from_arxiv(meta: Any) -> tuple[str, DisplayMetadata]:
     )
 
 
+def from_paper(paper: Any) -> DisplayMetadata | None:
+    """The display metadata of a Pith record document's ``paper`` block: ``title``, ``authors_text``
+    and ``abstract_excerpt`` (an excerpt: :func:`check` says ``excerpt``, never ``mismatch``); its
+    other keys are ignored. None when it carries none of the three; :class:`MetadataError` for a
+    block that is not an object or a field that is not a string within the limits."""
+    if paper is None:
+        return None
+    if not isinstance(paper, dict):
+        raise MetadataError(f"paper must be an object, not {type(paper).__name__}")
+    for name in ("title", "authors_text", "abstract_excerpt"):  # Pith's are strings: no list of names here
+        if not isinstance(paper.get(name), (str, type(None))):
+            raise MetadataError(f"field {name!r} must be a string, not {type(paper[name]).__name__}")
+    meta = DisplayMetadata(
+        title=_text(paper.get("title"), "title", MAX_TITLE),
+        authors=_text(paper.get("authors_text"), "authors_text", MAX_AUTHORS),
+        abstract=_text(paper.get("abstract_excerpt"), "abstract_excerpt", MAX_ABSTRACT),
+        source=FROM_RECORD_DOCUMENT,
+        abstract_excerpt=paper.get("abstract_excerpt") is not None,
+    )
+    if meta.title is None and meta.authors is None and meta.abstract is None:
+        return None
+    return meta
+
+
 def from_pith_json(doc: Any) -> tuple[str, DisplayMetadata]:
-    """Pith's record JSON (or a bundle): ``canonical_record`` plus ``title``/``authors``/``abstract``
-    at the top level (the field names Pith's page shows; INFERRED, spec/serve.md §6)."""
+    """Pith's record document (``record_type`` ``pith_number_record``: its ``paper`` block, read by
+    :func:`from_paper`), or any object with a ``canonical_record`` and ``title``/``authors``/``abstract``
+    at the top level (spec/serve.md §6)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("canonical_record"), dict):
         raise MetadataError("a Pith record document must be an object with a canonical_record")
     try:
         parse_record(doc["canonical_record"])
     except PithledgerError as exc:
         raise MetadataError(exc.message) from None
-    meta = DisplayMetadata(
-        title=_text(doc.get("title"), "title", MAX_TITLE),
-        authors=_text(doc.get("authors"), "authors", MAX_AUTHORS),
-        abstract=_text(doc.get("abstract"), "abstract", MAX_ABSTRACT),
-        source="pith-record-json",
-    )
-    if meta.title is None and meta.authors is None and meta.abstract is None:
+    meta: DisplayMetadata | None
+    if "paper" in doc:
+        meta = from_paper(doc["paper"])
+    else:
+        meta = DisplayMetadata(
+            title=_text(doc.get("title"), "title", MAX_TITLE),
+            authors=_text(doc.get("authors"), "authors", MAX_AUTHORS),
+            abstract=_text(doc.get("abstract"), "abstract", MAX_ABSTRACT),
+            source="pith-record-json",
+        )
+    if meta is None or (meta.title is None and meta.authors is None and meta.abstract is None):
         raise MetadataError("the document carries no title, authors or abstract")
     return record_key(doc["canonical_record"]), meta
+
+
+def combine(old: DisplayMetadata | None, new: DisplayMetadata, record: dict[str, Any]) -> DisplayMetadata:
+    """What ``apply`` keeps when a record document supplies ``new`` for a record that has ``old``: each
+    field from ``new``, except where ``old``'s matches the record's hash and ``new``'s does not (a full
+    abstract from the arXiv snapshot is not replaced by Pith's excerpt of it)."""
+    if old is None:
+        return new
+    before = {f.name: f.check for f in check(old, record)}
+    after = {f.name: f.check for f in check(new, record)}
+    keep = {name for name in ("title", "abstract") if before[name] == "match" and after[name] != "match"}
+    if not keep:
+        return new
+    return DisplayMetadata(
+        title=old.title if "title" in keep else new.title,
+        authors=new.authors if new.authors is not None else old.authors,
+        abstract=old.abstract if "abstract" in keep else new.abstract,
+        source=new.source,
+        abstract_excerpt=old.abstract_excerpt if "abstract" in keep else new.abstract_excerpt,
+    )
 
 
 def parse_any(doc: Any) -> tuple[str, DisplayMetadata]:
@@ -171,6 +231,27 @@ class MetadataStore:
             with self.env.begin(write=True) as txn:
                 for key, meta in items:
                     txn.put(key.encode(), _encoder.encode(meta))
+        except lmdb.Error as exc:
+            raise LedgerError(f"the display metadata was not written: {exc}") from None
+        return len(items)
+
+    def keep_documents(self, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> int:
+        """Keep what record documents supplied ((canonical record, metadata) each), combined with what
+        is held (:func:`combine`); one transaction."""
+        if not self._open() or self.env is None:  # pragma: no cover - writer always opens
+            raise LedgerError("the display metadata is not open for writing")
+        try:
+            with self.env.begin(write=True) as txn:
+                for record, meta in items:
+                    key = record_key(record).encode()
+                    raw = txn.get(key)
+                    old = None
+                    if raw is not None:
+                        try:
+                            old = _decoder.decode(raw)
+                        except msgspec.DecodeError:
+                            old = None
+                    txn.put(key, _encoder.encode(combine(old, meta, record)))
         except lmdb.Error as exc:
             raise LedgerError(f"the display metadata was not written: {exc}") from None
         return len(items)

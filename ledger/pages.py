@@ -60,7 +60,7 @@ button.copy[data-copied]{color:var(--ok);border-color:var(--ok)}
 .check{font-size:.75rem;border-radius:4px;padding:0 .35rem;margin-left:.4rem;border:1px solid}
 .check.match{color:var(--ok);border-color:var(--ok)}
 .check.mismatch{color:var(--bad);border-color:var(--bad)}
-.check.unchecked{color:var(--muted);border-color:var(--line)}
+.check.unchecked,.check.excerpt{color:var(--muted);border-color:var(--line)}
 .mismatched{text-decoration:line-through;color:var(--muted)}
 ol.complete{list-style:none;padding:0;margin:0;counter-reset:c}
 ol.complete li{counter-increment:c;display:flex;gap:.6rem;padding:.35rem 0;border-bottom:1px dashed var(--line)}
@@ -325,8 +325,10 @@ def _fields(fields: Sequence[FieldView]) -> str:
     rows = []
     for f in fields:
         label = {"match": "matches the record's hash", "mismatch": "does NOT match the record's hash",
+                 "excerpt": "not checked: an excerpt (Pith cuts the abstract), so its hash cannot match the record's",
                  "unchecked": "not checked: the record holds no hash of it" if f.name == "authors" else "not supplied"}[f.check]
-        tag = f'<span class="check {f.check}" data-check="{e(f.name)}" title="{e(label)}">{e(f.check)}</span>'
+        shown = "unchecked: excerpt" if f.check == "excerpt" else f.check
+        tag = f'<span class="check {f.check}" data-check="{e(f.name)}" title="{e(label)}">{e(shown)}</span>'
         if f.value is None:
             value = '<span class="meta">not supplied to this mirror</span>'
         else:

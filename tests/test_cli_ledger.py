@@ -16,7 +16,11 @@ NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
 def test_apply_examples_then_state_for_every_id_form(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("--ledger", "L", "apply", str(BUNDLES))
     assert r.code == 0, r.err
-    assert "64 new, 0 duplicate, 0 invalid" in r.out
+    # 64 demo events (bundles/demo-*) and the record event of Pith's record document (bundles/pith-record-*.json)
+    assert "65 new, 0 duplicate, 0 invalid" in r.out and "51 records touched" in r.out
+    receipted = json.loads(cli("--ledger", "L", "state", "FHIBFT2F").out)
+    assert receipted["pith_number"] == "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L"
+    assert receipted["current"]["verification_status"]["pith_receipt"] is True
     states = set()
     for form in [NUMBER, "pith:FZ7AO632", "FZ7AO632HBV3", "FZ7AO632HBV3FATA", "2605.00424", "2605.00424v2", "10.48550/arxiv.2605.00424"]:
         s = cli("--ledger", "L", "state", form)
@@ -120,7 +124,7 @@ def test_fsck_detects_a_tampered_state_naming_the_record(cli, tmp_path: Path) ->
 def test_log_since(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cli("--ledger", "L", "apply", str(BUNDLES))
     lines = cli("--ledger", "L", "log", "--since", "60").out.splitlines()
-    assert [int(line.split()[0]) for line in lines] == [60, 61, 62, 63]
+    assert [int(line.split()[0]) for line in lines] == [60, 61, 62, 63, 64]
 
 
 def test_readme_first_command_works(tmp_path: Path) -> None:

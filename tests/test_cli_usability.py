@@ -49,7 +49,7 @@ def test_global_options_before_or_after_the_command(cli, tmp_path: Path) -> None
     assert before.out == after.out == between.out
     assert cli("--json", "--ledger", "L", "digest").out == cli("digest", "--ledger", "L", "--json").out
     assert cli("--ledger", "L", "--json", "fsck").json()["ok"] is True
-    assert cli("fsck", "-q", "--json", "--ledger", "L").json()["events"] == 64
+    assert cli("fsck", "-q", "--json", "--ledger", "L").json()["events"] == 65  # 64 demo events + Pith's record document
     assert cli("keys", "list", "--json").json()["keys"] == []
     assert cli("--json", "keys", "list").json()["keys"] == []
     # a value of the command's own option is never taken for a global option
@@ -241,21 +241,21 @@ def test_json_on_every_reporting_command(cli, tmp_path: Path) -> None:  # type: 
     listed = cli("--json", "keys", "list").json()
     assert listed["keys"] == [{"name": "alice", "fingerprint_sha256_hex": new.json()["fingerprint_sha256_hex"]}]
     applied = cli("--json", "--ledger", "L", "apply", str(BUNDLES)).json()
-    assert applied["new"] == 64 and applied["batches"] == 1 and "skipped" not in applied
+    assert applied["new"] == 65 and applied["batches"] == 1 and "skipped" not in applied
     lines = [json.loads(x) for x in cli("verify", "--json", str(BUNDLES / "demo-1905.08204.json")).out.splitlines()]
     assert [x["status"] for x in lines] == ["valid", "valid"] and lines[0]["where"].endswith("demo-1905.08204.json")
     bad = cli("verify", "--json", str(FIXTURES / "bundles" / "malleated-signature-s-plus-l.json"))
     assert bad.code == 1 and bad.json()["reason"] == "bad-signature"
-    assert cli("--ledger", "L", "fsck", "--json").json() == {"ok": True, "problems": [], "events": 64, "records": 50,
+    assert cli("--ledger", "L", "fsck", "--json").json() == {"ok": True, "problems": [], "events": 65, "records": 51,
                                                              "ledger": "L"}
     published = cli("--ledger", "L", "publish", "pub", "--json").json()
-    assert published["records_written"] == 50 and published["directory"] == "pub"
+    assert published["records_written"] == 51 and published["directory"] == "pub"
     synced = cli("--ledger", "M", "sync", "pub", "--json").json()
-    assert synced["new"] == 64
+    assert synced["new"] == 65
     assert cli("audit", "L", "M", "--json").json()["consistent"] is True
     assert cli("--json", "audit", "L", "M").json()["consistent"] is True
     assert json.loads(cli("--ledger", "L", "--json", "log").out.splitlines()[0])["seq"] == 0
-    assert cli("--ledger", "L", "digest", "--json").json()["events"] == 64
+    assert cli("--ledger", "L", "digest", "--json").json()["events"] == 65
     assert cli("verify", "--json", "--digest", PITH_RECORDS[2]["canonical_sha256"], "--signature", "AA==").code == 1
 
 
@@ -413,7 +413,7 @@ def test_mint_far_date_is_bad_metadata(cli, tmp_path: Path) -> None:  # type: ig
 def test_verify_accepts_directories_like_apply(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("verify", str(BUNDLES))
     assert r.code == 0, r.err
-    assert r.out.count("\nvalid") + r.out.startswith("valid") == 64
+    assert r.out.count("\nvalid") + r.out.startswith("valid") == 65  # Pith's record document reads as its record event
     (tmp_path / "empty").mkdir()
     r = cli("verify", "empty")
     assert r.code == 1 and "holds no .json or .jsonl files" in r.err
@@ -456,7 +456,7 @@ def test_counts_have_correct_plurals(cli, tmp_path: Path) -> None:  # type: igno
     r = cli("--ledger", "L", "apply", str(one))
     assert "1 record touched (1 batch)" in r.out and "from 1 bundle:" in r.out
     r = cli("--ledger", "L", "apply", str(BUNDLES))
-    assert "records touched (1 batch)" in r.out and "from 53 bundles" in r.out
+    assert "records touched (1 batch)" in r.out and "from 54 bundles" in r.out
 
 
 def test_suffix_of_a_wrong_length_says_so(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
