@@ -500,9 +500,10 @@ class _Pages:
                 return None
 
         meta = self.meta.get(state["current"]["canonical_record"])
-        doc = record_doc.record_document(state, events, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls)
+        valid = self.ledger.record_events(number)
+        doc = record_doc.record_document(state, events, valid, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls)
         api = f"api/pith-number/{suffix}"
-        evs = record_doc.events_document(number, events, self.ledger.record_events(number), self.ledger.inbound_bundles(number))
+        evs = record_doc.events_document(number, events, valid, self.ledger.inbound_bundles(number))
         # paper/<short8>/index.html: a refresh to the record the short number names on this ledger (the
         # resolver's choice when 8 characters name several records), or a note that it names several.
         try:

@@ -279,9 +279,10 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
     return status, claims
 
 
-def record_document(state: Mapping[str, Any], events: Iterable[Any], meta: DisplayMetadata | None,
+def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: Iterable[str], meta: DisplayMetadata | None,
                     inbound: list[CitingRow], urls: Urls) -> dict[str, Any]:
-    """Pith's ``pith_number_record`` for a present record (spec/serve.md §2), plus this mirror's own keys."""
+    """Pith's ``pith_number_record`` for a present record (spec/serve.md §2), plus this mirror's own keys.
+    ``events``: the record's copies as held; ``valid_ids``: the ledger ids of its valid events."""
     cur = state["current"]
     number = str(state["pith_number"])
     suffix = ids.suffix_of_pith_number(number)
@@ -291,6 +292,7 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], meta: Displ
     src = record["source"]
     arxiv = str(src["id"])
     source = {"kind": src["kind"], "id": src["id"], "version": src["version"]}
+    events = list(events)
     records = _standing_records(state, events)
     receipts = []
     for event, _, key_id in records:
@@ -304,6 +306,9 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], meta: Displ
         given = {k: v for k, v in registry_snapshot.items() if k not in ("paper", "source")}
         graph = _overlay(graph, given)
     standing = sorted((v for slot in _SLOTS for v in cur.get(slot, [])), key=lambda v: (str(v["created_at"]), str(v["event_id"])))
+    # The valid events themselves, as signed, so a reader can check each and apply the document: ours only
+    # (Pith's envelope signs nothing but the receipt, which the document carries as `receipt`).
+    signed = [e for e in _valid_held(events, valid_ids) if is_pithledger_envelope(e)]
     summary: dict[str, int] = {}
     for v in standing:
         summary[str(v["event_type"])] = summary.get(str(v["event_type"]), 0) + 1
@@ -329,7 +334,7 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], meta: Displ
         "receipt": receipts[0] if receipts else None,
         "graph_snapshot": graph,
         "aliases": cur["source_aliases"],
-        "events": standing[:MAX_EVENTS],
+        "events": signed[:MAX_EVENTS],
         "event_summary": summary,
         "paper_claims": [],
         "inbound_citations": {
@@ -394,14 +399,18 @@ def resolution(state: Mapping[str, Any], urls: Urls) -> dict[str, Any]:
 def events_document(number: str, held: Iterable[Any], valid_ids: Iterable[str], inbound_bundles: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``/api/pith-number/<suffix>/events.json``: the record's valid events as held (event_id order; the
     unverified copies a bundle also carries are left out) and the standing citations of it by others."""
-    wanted = set(valid_ids)
-    events = []
-    for event in held:
-        if isinstance(event, dict) and _held_id(event) in wanted:
-            wanted.discard(_held_id(event))
-            events.append(event)
-    return {"pith_number": number, "events": events,
+    return {"pith_number": number, "events": _valid_held(held, valid_ids),
             "inbound_citations": [e for b in inbound_bundles for e in b.get("events", [])]}
+
+
+def _valid_held(held: Iterable[Any], valid_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """One held copy of each valid event, in event_id order (never arrival order)."""
+    wanted = set(valid_ids)
+    found: dict[str, dict[str, Any]] = {}
+    for event in held:
+        if isinstance(event, dict) and (eid := _held_id(event)) in wanted:
+            found.setdefault(eid, event)
+    return [found[k] for k in sorted(found)]
 
 
 def _held_id(event: dict[str, Any]) -> str:

@@ -258,7 +258,8 @@ class Site:
             state = msgspec.json.decode(data)
         events = self.export(subject)["events"]
         if kind == "json":
-            body = _json_body(record_doc.record_document(state, events, meta, inbound or [], self.urls()))
+            valid: list[str] = self.read(lambda: self.ledger.record_events(subject))
+            body = _json_body(record_doc.record_document(state, events, valid, meta, inbound or [], self.urls()))
         else:
             body = pages.record_page(state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name).encode()
         self._cache[key] = body

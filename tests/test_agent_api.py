@@ -423,14 +423,35 @@ def test_a_hostile_registry_snapshot_and_a_flood_keep_pith_shape() -> None:
     inbound = [_view("citation_signature", {"cited_pith_number": "x", "relation": "cites", "ref_index": r}, citing_pith_number=f"pith:2020:{'A' * 26}",
                      event_id=f"sha256:{i:064x}") for i, r in enumerate([-1, 2**40, True, "3", 5] * 20)]
     state = _state(graph_snapshots=[snap], citations=cites, inbound_citations=inbound)
-    doc = record_doc.record_document(state, [], None, record_doc.inbound_rows(state, lambda n: None, lambda r: None), record_doc.Urls(base="https://m.example"))
+    doc = record_doc.record_document(state, [], [], None, record_doc.inbound_rows(state, lambda n: None, lambda r: None), record_doc.Urls(base="https://m.example"))
     assert shape_problems(PITH_DOC, doc) == []
     jsonschema.Draft202012Validator(json.loads(record_doc.schema_bytes())).validate(doc)
     graph = doc["graph_snapshot"]
     assert graph["claims"] == {"count": 0, "items": [], "snapshot_sha256": ""} and graph["verdict"]["strongest_claim"] == ""
     assert graph["builder_version"] == "pith-number-builder-x" and graph["integrity"]["summary"]["critical"] == 3 and graph["extra"] == [1, 2]
     assert graph["paper"]["title"] == "" and doc["verification_status"]["graph_snapshot"] is True  # the paper is never the snapshot's say-so
-    assert len(doc["events"]) == record_doc.MAX_EVENTS and doc["pithledger_event_count"] == 301 and doc["event_summary"]["citation_signature"] == 300
+    # no held copies were given: nothing is listed as signed, everything is still counted
+    assert doc["events"] == [] and doc["pithledger_event_count"] == 301 and doc["event_summary"]["citation_signature"] == 300
     sample = doc["inbound_citations"]["sample"]
     assert doc["inbound_citations"]["count"] == 100 and len(sample) == record_doc.SAMPLE
     assert {s["ref_index"] for s in sample} == {None, 5} and all(s["citing_arxiv_id"] == "" for s in sample)  # citing record not held
+
+
+@pytest.mark.parametrize("suffix", [FHI, FZ7])
+def test_a_served_document_applied_to_an_empty_ledger_gives_the_same_state(site: tuple[Server, Path, Path], tmp_path: Path, suffix: str) -> None:
+    """The record document is a bundle too (spec/bundle.md §5): its `events` are the standing events as
+    signed, so a mirror filled from documents alone holds the record's own state (no inbound citations:
+    those are other records' events)."""
+    server, ledger, _ = site
+    status, _, body, _ = get(f"{server.base}/pith/{suffix}.json")
+    assert status == 200
+    doc = json.loads(body)
+    assert all("signature_b64" in e for e in doc["events"])  # every listed event carries its own proof
+    (tmp_path / "doc.json").write_bytes(body)
+    fresh = tmp_path / "fresh"
+    out = pl(tmp_path, "--ledger", str(fresh), "--json", "apply", str(tmp_path / "doc.json"))
+    assert json.loads(out.stdout)["invalid"] == 0
+    mine = json.loads(pl(tmp_path, "--ledger", str(fresh), "state", suffix).stdout)
+    theirs = json.loads(pl(tmp_path, "--ledger", str(ledger), "state", suffix).stdout)
+    strip = lambda st: {k: v for k, v in st["current"].items() if k not in ("inbound_citations",)}  # noqa: E731
+    assert strip(mine) == strip(theirs) and mine["valid_event_count"] == theirs["valid_event_count"]

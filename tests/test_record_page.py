@@ -217,7 +217,7 @@ def test_only_the_hashed_inline_blocks_run() -> None:
 
 def test_record_document_carries_the_canonical_record_verbatim() -> None:
     state = _state()
-    doc = record_doc.record_document(state, [], None, [], record_doc.Urls(base="https://m.example/"))
+    doc = record_doc.record_document(state, [], [], None, [], record_doc.Urls(base="https://m.example/"))
     assert doc["canonical_record"] == RECORD and doc["canonical_sha256"] == state["current"]["canonical_sha256"]
     assert doc["links"]["state"].startswith("https://m.example/pith/") and "//pith" not in doc["links"]["state"]
 
