@@ -962,15 +962,16 @@ def pull(
 
     from ._progress import PullProgress, wanted
 
+    given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
     targets = _pull_targets(list(ids_given or []), ids_file)
     with _open(ctx, write=True) as ledger:
-        if not targets and ledger.counts()["records"] == 0:
+        if not given and ledger.counts()["records"] == 0:
             raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
                                hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
         before = ledger.counts()
         try:
             with PullProgress(wanted(settings(ctx).quiet)) as progress:
-                counts = pull_records(ledger, source, targets or None, connections=connections, rate=rate,
+                counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
                                       timeout=timeout, deadline=deadline or None, progress=progress.update)
         except KeyboardInterrupt:
             after = ledger.counts()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Callable
 from typing import NamedTuple
 from urllib.parse import SplitResult, urljoin
 
@@ -77,12 +76,12 @@ class _Reset(Exception):
 
 
 class Client:
-    """Keep-alive GETs, one open connection per origin. ``before_request`` is called before every
-    request sent (a rate limiter); ``tls`` replaces the system's verifying context (tests)."""
+    """Keep-alive GETs, one open connection per origin; ``tls`` replaces the system's verifying
+    context. ``requests`` counts calls of :meth:`get` (its redirect hops, and a resend on a connection
+    the server had closed while idle, are part of it); ``connections_opened`` counts connections."""
 
-    def __init__(self, *, tls: ssl.SSLContext | None = None, before_request: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
-        self.before_request = before_request
         self._conns: dict[Origin, _Conn] = {}
         self.connections_opened = 0
         self.requests = 0
@@ -98,6 +97,7 @@ class Client:
         ``etag`` was sent), 404 and 410; a :class:`~pithledger.errors.SourceError` for anything else."""
         clock = _Clock(url, timeout, deadline)
         parts = check_url(url)
+        self.requests += 1
         origin = _origin(parts)
         seen = {url}
         current = url
@@ -140,9 +140,6 @@ class Client:
             fresh = conn is None
             if conn is None:
                 conn = self._connect(url, origin, clock)
-            if self.before_request is not None:
-                self.before_request()
-            self.requests += 1
             try:
                 status, headers, body, reusable = self._exchange(url, parts, conn, clock, max_bytes, etag)
             except _Reset:

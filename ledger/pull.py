@@ -325,10 +325,13 @@ class RateLimit:
             now = self.clock()
             slot = max(now, self._next)
             wait = slot - now
-            if deadline is not None and wait > deadline.remaining():
-                raise SourceTimeout(f"the run's deadline of {deadline.seconds:g} s passes before the next request may start")
-            self._next = slot + self.interval
-            self.granted += 1
+            late = deadline is not None and wait > deadline.remaining()
+            if not late:
+                self._next = slot + self.interval
+                self.granted += 1
+        if late and deadline is not None:
+            self.sleep(max(0.0, deadline.remaining()))  # then the deadline has passed: the run stops there
+            raise SourceTimeout(f"the run's deadline of {deadline.seconds:g} s passed before the next request could start")
         if wait > 0:
             self.sleep(wait)
 
@@ -456,7 +459,7 @@ class _Worker:
         # The same ID twice is fetched once. Two different IDs of one record are each fetched and each
         # checked against the bundle: one ID's check never vouches for another's (a resolver may lie for one).
         q = target.query
-        key = suffix if q is None or q.kind == "suffix" else f"{suffix} {q.kind} {q.value} {q.version}"
+        key = (number or suffix) + ("" if q is None or q.kind == "suffix" else f" {q.kind} {q.value} {q.version}")
         with self.lock:
             if key in self.claimed:
                 return Outcome(target, "repeated", number)
