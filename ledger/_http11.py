@@ -162,6 +162,7 @@ class Client:
         scheme, host, port = origin
         try:
             sock = socket.create_connection((host, port), timeout=clock.remaining())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small request per exchange: never wait to coalesce
             if scheme == "https":
                 try:
                     sock.settimeout(clock.remaining())
