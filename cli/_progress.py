@@ -91,3 +91,45 @@ class ApplyProgress:
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=records)
             self._progress.refresh()
+
+
+class PullProgress:
+    """``pull``: records done of the IDs given, with what arrived, the rate and an ETA."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+        self._started = 0.0
+        self._drawn = 0.0
+
+    def __enter__(self) -> PullProgress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self._progress = Progress(TextColumn("pulling"), BarColumn(), MofNCompleteColumn(), TextColumn("records"),
+                                      TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("eta"),
+                                      TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._started = time.monotonic()
+        return self
+
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def update(self, counts: dict[str, Any]) -> None:
+        if self._progress is None:
+            return
+        if self._task is None:
+            self._task = self._progress.add_task("pulling", total=counts["total"] or None, detail="")
+        elapsed = max(time.monotonic() - self._started, 1e-6)
+        detail = (f"{counts['records_fetched']:,} fetched  {counts['unchanged']:,} unchanged  {counts['new']:,} new events  "
+                  f"{counts['done'] / elapsed:,.0f} records/s")
+        self._progress.update(self._task, completed=counts["done"], detail=detail)
+        now = time.monotonic()
+        if now - self._drawn >= 0.1 or counts["done"] == counts["total"]:
+            self._progress.refresh()
+            self._drawn = now

@@ -931,6 +931,104 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
         raise typer.Exit(1)
 
 
+def _pull_targets(values: list[str], ids_file: Optional[str]) -> Any:
+    """The IDs named on the command line, then those of ``--ids`` (a line at a time, bounded): a
+    malformed one stops the run before anything is fetched."""
+    from pithledger.pull import MAX_ID_LINE, target_of_line, targets_of_args
+
+    from ._output import cannot_read
+
+    targets = targets_of_args(values)
+    if ids_file is None:
+        return targets
+    name = "stdin" if ids_file == "-" else ids_file
+    try:
+        fh = sys.stdin.buffer if ids_file == "-" else open(ids_file, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise cannot_read(exc, name) from None
+    try:
+        n = 0
+        while line := fh.readline(MAX_ID_LINE + 1):
+            n += 1
+            if (target := target_of_line(line, f"{name}:{n}")) is not None:
+                targets.append(target)
+    except OSError as exc:
+        raise cannot_read(exc, name) from None
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+    return targets
+
+
+@command(cls=Command)
+def pull(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A pith-mirrors.json (URL or file), or a mirror's base URL (SOURCE/pith-mirrors.json is read).")],
+    ids_given: Annotated[Optional[list[str]], typer.Argument(metavar="[ID]...", help="Records to pull, in any ID form (Pith Number, suffix, arXiv id, DOI).", show_default=False)] = None,
+    ids_file: Annotated[Optional[str], typer.Option("--ids", metavar="FILE", help="More IDs, one a line ('-' for stdin; blank lines and # comments skipped); a line holding a JSON object is an arXiv metadata snapshot entry, minted offline into its Pith Number.")] = None,
+    connections: Annotated[int, typer.Option("--connections", metavar="N", min=1, max=64, help="Keep-alive HTTP connections (one per worker) fetching at once.")] = 4,
+    rate: Annotated[float, typer.Option("--rate", metavar="R", min=0, help="At most R requests per second over all connections; 0 for no limit.")] = 50.0,
+    as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 3600.0,
+) -> None:
+    """Fill the ledger from any Pith-shaped mirror, by the patterns of its pith-mirrors.json.
+
+    Each record's bundle is fetched by bundle_pattern, then well_known_pattern, then from the manifest's
+    other mirrors; IDs that are not Pith Numbers and that this ledger does not resolve are resolved by the
+    mirror's resolver, and the bundle must then be the record the ID names. With no IDs, every record the
+    ledger holds is refreshed. Re-runs fetch only what changed (ETag / body hash). Every record not pulled
+    is named: not published, unresolved, skipped or lying. Exit 1 if any was skipped or lying, or if any event was invalid.
+    """
+    from pithledger.pull import pull as pull_records
+
+    from ._progress import PullProgress, wanted
+
+    given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
+    targets = _pull_targets(list(ids_given or []), ids_file)
+    with _open(ctx, write=True) as ledger:
+        if not given and ledger.counts()["records"] == 0:
+            raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
+                               hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
+        before = ledger.counts()
+        try:
+            with PullProgress(wanted(settings(ctx).quiet)) as progress:
+                counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
+                                      timeout=timeout, deadline=deadline or None, progress=progress.update)
+        except KeyboardInterrupt:
+            after = ledger.counts()
+            typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
+                       f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
+                       "the ledger is consistent — run the same command again to finish", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    if _json(ctx, as_json):
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
+    else:
+        for r in counts["rejected"]:
+            typer.echo(rejection_line(r))
+        for item in counts["not_published"]:
+            typer.echo(f"not published  {item['id']}" + (f" ({item['pith_number']})" if item["pith_number"] and item["pith_number"] != item["id"] else ""))
+        for item in counts["unresolved"]:
+            typer.echo(f"unresolved     {item['id']}: {item['message']}")
+        for item in counts["skipped"]:
+            typer.echo(f"skipped        {item['id']} [{item['reason']}] {item['message']}")
+        for item in counts["lying"]:
+            typer.echo(f"lying          {item['id']}: {item['message']} ({item['url']})")
+        for note in counts["mirrors_ignored"]:
+            _note(ctx, f"note: mirror not used: {note}")
+        head = "nothing new" if counts["new"] == 0 else f"{counts['new']:,} new events"
+        typer.echo(f"pulled from {counts['source']}: {head} ({_plural(counts['records_fetched'], 'record')} fetched, "
+                   f"{counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid, {counts['unverified']:,} unverified events; "
+                   f"{counts['unchanged']:,} unchanged, {len(counts['not_published']):,} not published, "
+                   f"{len(counts['unresolved']):,} unresolved, {len(counts['skipped']):,} skipped, {len(counts['lying']):,} lying; "
+                   f"{_plural(counts['batches'], 'batch', 'batches')}, {_plural(counts['requests'], 'request')} over "
+                   f"{_plural(counts['connections_opened'], 'connection')})")
+    if counts["stopped"]:
+        _note(ctx, f"stopped: {counts['stopped']}; {_plural(counts['not_tried'], 'record')} not tried — "
+                   "what was pulled is committed: run the same command again to continue")
+    if counts["invalid"] or counts["skipped"] or counts["lying"] or counts["stopped"]:
+        raise typer.Exit(1)
+
+
 @command(cls=Command)
 def audit(
     ctx: typer.Context,

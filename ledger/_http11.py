@@ -1,0 +1,308 @@
+"""A keep-alive HTTP/1.1 GET client for reading Pith-shaped mirrors, on the sans-IO parser ``h11``.
+
+The other end is hostile, under the rules of :mod:`pithledger._transport` (spec/audit.md §5, and
+spec/pull.md §6 for what differs): one wall-clock timeout per request (connect, TLS, head, body and
+the redirects it follows), a run-wide :class:`~pithledger._transport.Deadline`, caps on header fields
+and header bytes and body bytes, same-origin redirects only, TLS verified for https, no proxies, no
+cookies, no compression. What differs from ``_transport.http_get``: the connection is kept open for
+the next request to the same origin (``h11`` does the framing; a connection the server closed while
+idle is opened again once, since a GET may be repeated), a request may carry ``If-None-Match``, and
+statuses other than 200 are returned (304, 404) or raised (others) after the body is drained, so the
+connection stays usable.
+
+One :class:`Client` per thread: a Client and its connections are not shared.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from typing import NamedTuple
+from urllib.parse import SplitResult, urljoin
+
+import h11
+
+from ._transport import (
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_REDIRECTS,
+    USER_AGENT,
+    Deadline,
+    RedirectRefused,
+    SourceConnectionError,
+    SourceHTTPStatus,
+    SourceProtocolError,
+    SourceTLSError,
+    SourceTooLarge,
+    _Clock,
+    _default_tls,
+    _origin,
+    check_url,
+)
+from .errors import SourceError
+
+_RECV = 256 * 1024
+#: Bytes of an error or 304 body read (and dropped) to keep the connection; beyond it the connection is closed.
+MAX_DRAIN = 64 * 1024
+
+Origin = tuple[str, str, int]
+
+
+class Response(NamedTuple):
+    status: int  # 200, 304, 404 or 410 (every other status raises)
+    body: bytes  # the body of a 200; b"" otherwise
+    etag: bytes | None  # the ETag field of a 200 or 304, when there is exactly one
+    url: str  # the URL that answered (after redirects)
+
+
+class _Conn:
+    """One connection to one origin, kept open between requests while both sides allow it."""
+
+    def __init__(self, origin: Origin, sock: socket.socket) -> None:
+        self.origin = origin
+        self.sock = sock
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.used = False  # a request completed on it: a close before the next answer may be an idle timeout
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:  # pragma: no cover - closing never matters
+            pass
+
+
+class _Reset(Exception):
+    """A reused connection was closed by the server before any byte of the answer: send again."""
+
+
+class Client:
+    """Keep-alive GETs, one open connection per origin; ``tls`` replaces the system's verifying
+    context. ``requests`` counts calls of :meth:`get` (its redirect hops, and a resend on a connection
+    the server had closed while idle, are part of it); ``connections_opened`` counts connections."""
+
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
+        self._conns: dict[Origin, _Conn] = {}
+        self.connections_opened = 0
+        self.requests = 0
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def get(self, url: str, *, timeout: float | None, deadline: Deadline, max_bytes: int,
+            etag: bytes | None = None) -> Response:
+        """GET ``url`` following same-origin redirects: a :class:`Response` for 200, 304 (only when
+        ``etag`` was sent), 404 and 410; a :class:`~pithledger.errors.SourceError` for anything else."""
+        clock = _Clock(url, timeout, deadline)
+        parts = check_url(url)
+        self.requests += 1
+        origin = _origin(parts)
+        seen = {url}
+        current = url
+        for _ in range(MAX_REDIRECTS + 1):
+            status, headers, body = self._request(current, parts, clock, max_bytes, etag)
+            if status in (200, 304, 404, 410):
+                if status == 304 and etag is None:
+                    raise SourceProtocolError(f"{current}: HTTP 304 (not modified) to a request that named no ETag")
+                tags = headers.get(b"etag", [])
+                return Response(status, body if status == 200 else b"", tags[0] if len(tags) == 1 else None, current)
+            if status in (301, 302, 303, 307, 308):
+                locations = headers.get(b"location", [])
+                if len(locations) != 1:
+                    raise SourceProtocolError(f"{current}: HTTP {status} without exactly one Location")
+                try:
+                    target = urljoin(current, locations[0].decode("ascii")).partition("#")[0]
+                except (UnicodeDecodeError, ValueError):
+                    raise SourceProtocolError(f"{current}: HTTP {status} with an unusable Location") from None
+                try:
+                    target_parts = check_url(target)
+                except SourceError:
+                    raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]!r})") from None
+                if _origin(target_parts) != origin:
+                    raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]})")
+                if target in seen:
+                    raise RedirectRefused(f"{url}: redirect loop (back to {target[:200]})")
+                seen.add(target)
+                current, parts = target, target_parts
+                continue
+            raise SourceHTTPStatus(f"cannot fetch {current}: HTTP {status}", status)
+        raise RedirectRefused(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    # --- one exchange --------------------------------------------------------------------------
+
+    def _request(self, url: str, parts: SplitResult, clock: _Clock, max_bytes: int,
+                 etag: bytes | None) -> tuple[int, dict[bytes, list[bytes]], bytes]:
+        origin = _origin(parts)
+        for attempt in range(2):
+            conn = self._conns.pop(origin, None)
+            fresh = conn is None
+            if conn is None:
+                conn = self._connect(url, origin, clock)
+            try:
+                status, headers, body, reusable = self._exchange(url, parts, conn, clock, max_bytes, etag)
+            except _Reset:
+                conn.close()
+                if fresh or attempt:  # pragma: no cover - _exchange raises _Reset only for a used connection
+                    raise SourceConnectionError(f"{url}: the server closed the connection before answering") from None
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            if reusable:
+                conn.used = True
+                self._conns[origin] = conn
+            else:
+                conn.close()
+            return status, headers, body
+        raise SourceConnectionError(f"{url}: the server closed the connection before answering")  # pragma: no cover
+
+    def _connect(self, url: str, origin: Origin, clock: _Clock) -> _Conn:
+        scheme, host, port = origin
+        try:
+            sock = socket.create_connection((host, port), timeout=clock.remaining())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small request per exchange: never wait to coalesce
+            if scheme == "https":
+                try:
+                    sock.settimeout(clock.remaining())
+                    sock = (self.tls or _default_tls()).wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
+        except SourceError:
+            raise
+        except TimeoutError:
+            raise clock.expired() from None
+        except ssl.SSLCertVerificationError as exc:
+            raise SourceTLSError(f"{url}: the server's certificate does not verify: {exc.verify_message or exc.reason}") from None
+        except ssl.SSLError as exc:
+            raise SourceTLSError(f"{url}: the TLS handshake failed ({exc.reason or exc})") from None
+        except OSError as exc:
+            raise SourceConnectionError(f"cannot connect to {url}: {exc.strerror or exc}") from None
+        self.connections_opened += 1
+        return _Conn(origin, sock)
+
+    def _exchange(self, url: str, parts: SplitResult, conn: _Conn, clock: _Clock, max_bytes: int,
+                  etag: bytes | None) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
+        """Send one GET and read its whole answer: (status, header fields, body, connection reusable)."""
+        _, host, port = conn.origin
+        default = 443 if parts.scheme == "https" else 80
+        host_field = f"[{host}]" if ":" in host else host
+        if port != default:
+            host_field += f":{port}"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        fields = [("Host", host_field), ("User-Agent", USER_AGENT), ("Accept", "application/json, */*"),
+                  ("Accept-Encoding", "identity")]
+        if etag is not None:
+            fields.append(("If-None-Match", etag.decode("latin-1")))
+        h = conn.h11
+        received_any = False
+        try:
+            try:
+                data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
+                data += h.send(h11.EndOfMessage()) or b""
+                conn.sock.settimeout(clock.remaining())
+                conn.sock.sendall(data)
+            except (BrokenPipeError, ConnectionResetError):
+                if conn.used:
+                    raise _Reset() from None
+                raise
+            budget = _Budget(url)
+            status = 0
+            headers: dict[bytes, list[bytes]] = {}
+            body = bytearray()
+            dropped = 0
+            while True:
+                event = h.next_event()
+                if event is h11.NEED_DATA:
+                    conn.sock.settimeout(clock.remaining())
+                    try:
+                        chunk = conn.sock.recv(_RECV)
+                    except ConnectionResetError:
+                        if conn.used and not received_any:
+                            raise _Reset() from None
+                        raise
+                    if not chunk and conn.used and not received_any:
+                        raise _Reset()
+                    received_any = received_any or bool(chunk)
+                    h.receive_data(chunk)
+                    continue
+                if isinstance(event, h11.InformationalResponse):
+                    if event.status_code == 101:
+                        raise SourceProtocolError(f"{url}: the server switched protocols (HTTP 101), unasked")
+                    budget.take(list(event.headers), 15 + len(event.reason))
+                    continue
+                if isinstance(event, h11.Response):
+                    status = event.status_code
+                    budget.take(list(event.headers), 15 + len(event.reason))
+                    for name, value in event.headers:
+                        headers.setdefault(bytes(name), []).append(bytes(value))
+                    _check_framing(url, headers, status, max_bytes)
+                    continue
+                if isinstance(event, h11.Data):
+                    if status == 200:
+                        if len(body) + len(event.data) > max_bytes:
+                            raise SourceTooLarge(f"{url}: the body is larger than {max_bytes:,} bytes")
+                        body += event.data
+                    else:
+                        dropped += len(event.data)
+                        if dropped > MAX_DRAIN:  # not worth reading: the connection goes instead
+                            return status, headers, b"", False
+                    continue
+                if isinstance(event, h11.EndOfMessage):
+                    budget.take(list(event.headers))
+                    break
+                if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
+                    raise SourceProtocolError(f"{url}: the connection closed before the response was complete")
+                raise SourceProtocolError(f"{url}: unexpected HTTP event {type(event).__name__}")  # pragma: no cover
+            reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
+            if reusable:
+                h.start_next_cycle()
+            return status, headers, bytes(body), reusable
+        except h11.RemoteProtocolError as exc:
+            if conn.used and not received_any:
+                raise _Reset() from None
+            raise SourceProtocolError(f"{url}: not a valid HTTP/1.1 response ({exc})") from None
+        except h11.LocalProtocolError as exc:  # pragma: no cover - our requests are well-formed
+            raise SourceProtocolError(f"{url}: cannot send the request ({exc})") from None
+        except TimeoutError:
+            raise clock.expired() from None
+        except ssl.SSLError as exc:
+            raise SourceTLSError(f"{url}: TLS failed while reading: {exc.reason or exc}") from None
+        except OSError as exc:
+            reason = "reset" if isinstance(exc, ConnectionResetError) else exc.strerror or str(exc)
+            raise SourceConnectionError(f"{url}: the connection failed while reading the response ({reason})") from None
+
+
+class _Budget:
+    """Header fields and bytes of one response: interim 1xx heads, the head and chunked trailers
+    together, as in ``_transport`` (h11 bounds only what is still incomplete when more data is needed,
+    so a whole oversized head in one read would pass it)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.fields = 0
+        self.bytes = 0
+
+    def take(self, headers: list[tuple[bytes, bytes]], line: int = 0) -> None:
+        self.fields += len(headers)
+        self.bytes += line + 2 + sum(len(n) + len(v) + 4 for n, v in headers)
+        if self.fields > MAX_HEADERS:
+            raise SourceProtocolError(f"{self.url}: more than {MAX_HEADERS} header fields")
+        if self.bytes > MAX_HEADER_BYTES:
+            raise SourceProtocolError(f"{self.url}: more than {MAX_HEADER_BYTES:,} bytes of header fields")
+
+
+def _check_framing(url: str, headers: dict[bytes, list[bytes]], status: int, max_bytes: int) -> None:
+    """What h11 lets through and ``_transport`` refuses: both framings at once, a compressed body,
+    and (for a 200) a declared length over the cap, refused before the body is read."""
+    if b"transfer-encoding" in headers and b"content-length" in headers:
+        raise SourceProtocolError(f"{url}: both Transfer-Encoding and Content-Length (ambiguous framing)")
+    encodings = [v.strip().lower() for value in headers.get(b"content-encoding", []) for v in value.split(b",") if v.strip()]
+    if any(v != b"identity" for v in encodings):
+        raise SourceProtocolError(f"{url}: a Content-Encoding ({b', '.join(encodings).decode('latin-1')}) that was not asked for")
+    if status == 200 and (lengths := headers.get(b"content-length")):
+        n = int(lengths[0])  # h11 checked it: digits, one value
+        if n > max_bytes:
+            raise SourceTooLarge(f"{url}: the body is {n:,} bytes; the limit is {max_bytes:,}")
