@@ -961,10 +961,10 @@ def audit(
             typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
         for d in result.divergent:
             line = f"DIVERGENT {d.pith_number} {d.kind}"
-            for side, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
+            for label, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
                 if count:
                     more = f" and {count - len(listed):,} more" if count > len(listed) else ""
-                    line += f"; {side} lacks {', '.join(listed)}{more}"
+                    line += f"; {label} lacks {', '.join(listed)}{more}"
             typer.echo(line)
         if result.merge_bug_suspected:
             typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "

@@ -824,6 +824,8 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
             number = div.pith_number
             try:
                 for bundle, nbytes in _record_parts(source, number, div.a_lacks):
+                    if size[1] and size[1] + nbytes > batch_bytes:
+                        flush()  # the batch would pass its bytes with this part: it holds one large part, not two
                     if batch is None:
                         batch = ledger.batch()
                     batch.add(bundle)
