@@ -1033,18 +1033,34 @@ def pull(
 def audit(
     ctx: typer.Context,
     a: Annotated[str, typer.Argument(metavar="A", help="A ledger directory, a published directory, or an http(s) URL.")],
-    b: Annotated[str, typer.Argument(metavar="B", help="The other side.")],
+    b: Annotated[Optional[str], typer.Argument(metavar="[B]", help="The other side (not with --bundles).")] = None,
     as_json: JsonOption = False,
     sign: Annotated[Optional[str], typer.Option("--sign", metavar="KEY", help="Sign the report with this local key (JSON output).")] = None,
     key_dir: KeyDirOption = None,
     timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 600.0,
+    bundles: Annotated[bool, typer.Option("--bundles", help="Read the published mirror A's bundles against its own digests: "
+                                                             "name every record whose bundle does not carry, as valid events, "
+                                                             "what its digests advertise.")] = False,
+    sample: Annotated[Optional[int], typer.Option("--sample", metavar="N", min=1, help="With --bundles: check a random sample of N records.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", metavar="S", help="With --sample: the seed of the sample (printed when not given).")] = None,
 ) -> None:
-    """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks."""
+    """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks.
+
+    With --bundles, check one published mirror's bundles against its own digests instead (every record,
+    or --sample N with --seed S): exit 1 when any record's bundle does not deliver what is advertised.
+    """
     from pithledger.audit import compare, report_value, sign_report
     from pithledger.mirror import open_source
     from pithledger.store import Ledger
 
+    if bundles:
+        _audit_bundles(ctx, a, b, as_json, sign, timeout, deadline, sample, seed)
+        return
+    if sample is not None or seed is not None:
+        raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
+    if b is None:
+        raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
     side_a = open_source(a, timeout=timeout, deadline=deadline or None)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
     side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b, timeout=timeout, deadline=deadline or None)
@@ -1064,10 +1080,10 @@ def audit(
             typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
         for d in result.divergent:
             line = f"DIVERGENT {d.pith_number} {d.kind}"
-            if d.a_lacks:
-                line += f"; A lacks {', '.join(d.a_lacks)}"
-            if d.b_lacks:
-                line += f"; B lacks {', '.join(d.b_lacks)}"
+            for label, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
+                if count:
+                    more = f" and {count - len(listed):,} more" if count > len(listed) else ""
+                    line += f"; {label} lacks {', '.join(listed)}{more}"
             typer.echo(line)
         if result.merge_bug_suspected:
             typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
@@ -1075,6 +1091,43 @@ def audit(
         if not result.consistent:
             typer.echo(f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)")
     if not result.consistent:
+        raise typer.Exit(1)
+
+
+def _audit_bundles(ctx: typer.Context, a: str, b: Optional[str], as_json: bool, sign: Optional[str], timeout: float,
+                   deadline: float, sample: Optional[int], seed: Optional[int]) -> None:
+    """``audit A --bundles``: spec/audit.md §5.1."""
+    import secrets
+
+    from pithledger.mirror import DIGEST_FILE, Published, check_bundles
+
+    if b is not None:
+        raise UsageProblem("--bundles checks one published mirror against its own digests: give only A",
+                           hint="compare two mirrors without --bundles")
+    if sign:
+        raise UsageProblem("--sign signs a comparison report, not a bundle check")
+    if seed is not None and sample is None:
+        raise UsageProblem("--seed chooses the records of a --sample", hint="add --sample N")
+    if not a.startswith(("http://", "https://")) and not Path(a, DIGEST_FILE).is_file():
+        raise UsageProblem(f"{a} is not a published mirror (no {DIGEST_FILE}); --bundles reads a published tree or URL",
+                           hint="a ledger's bundles are its own exports: check a ledger with `pithledger fsck`")
+    if sample is not None and seed is None:
+        seed = secrets.randbelow(2**32)
+    result = check_bundles(Published(a, timeout=timeout, deadline=deadline or None), sample=sample, seed=seed)
+    if _json(ctx, as_json):
+        emit_json({"source": a, "records": result.records, "checked": result.checked, "sample": sample, "seed": seed,
+                   "consistent": not result.faults, "faults": result.faults})
+    else:
+        for f in result.faults:
+            line = f"BAD-BUNDLE {f['pith_number']} [{f['reason']}] {f['message']}"
+            if f.get("missing_event_ids"):
+                more = f" and {f['missing_count'] - len(f['missing_event_ids']):,} more" if f["missing_count"] > len(f["missing_event_ids"]) else ""
+                line += f": {', '.join(f['missing_event_ids'])}{more}"
+            typer.echo(line)
+        drawn = f" (a sample drawn with --seed {seed})" if sample is not None else ""
+        verdict = "every bundle carries what its digests advertise" if not result.faults else _plural(len(result.faults), "bad bundle")
+        typer.echo(f"bundles of {a}: {result.checked:,} of {_plural(result.records, 'record')} checked{drawn}: {verdict}")
+    if result.faults:
         raise typer.Exit(1)
 
 

@@ -8,7 +8,7 @@ differences, not with the size of the ledgers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -74,10 +74,15 @@ class Source(Protocol):
 
 
 class Divergence(msgspec.Struct):
+    """``a_lacks`` / ``b_lacks``: the ids one side lacks, sorted, at most the walk's ``max_ids`` of them
+    (the first ones); ``a_lacks_count`` / ``b_lacks_count``: how many there are in all."""
+
     pith_number: str
     kind: str  # "missing-on-a" | "missing-on-b" | "events-differ" | "state-differs-with-equal-events"
     a_lacks: list[str] = []
     b_lacks: list[str] = []
+    a_lacks_count: int = 0
+    b_lacks_count: int = 0
 
 
 class AuditResult(msgspec.Struct):
@@ -98,39 +103,67 @@ def _hex(p: Pair) -> dict[str, str]:
     return {"events": p.events.hex(), "states": p.states.hex()}
 
 
-def compare(a: Source, b: Source) -> AuditResult:
-    """Name every record where two mirrors differ, reading only the differing branches."""
-    reads = 2
-    ra, rb = a.root(), b.root()
-    divergent: list[Divergence] = []
-    if ra != rb:
+#: Event ids an audit report lists per divergent record and side (the counts are always whole): a
+#: hostile source advertising millions of ids must not turn into millions of strings held for a report.
+LISTED_IDS = 100
+
+
+class Walk:
+    """The comparison of two mirrors as a stream: :meth:`divergences` yields each divergent record as
+    its bucket is read (digest-tree order: suffix prefix, then Pith Number), holding one bucket's
+    records and one record's event ids at a time, so a caller acting per record (sync) needs memory for
+    one record, not for every difference. ``reads`` counts the digests read so far."""
+
+    def __init__(self, a: Source, b: Source, *, max_ids: int | None = LISTED_IDS) -> None:
+        self.a, self.b = a, b
+        self.max_ids = max_ids
+        self.a_root, self.b_root = a.root(), b.root()
+        self.reads = 2
+
+    def _lacks(self, ids: list[str]) -> list[str]:
+        return ids if self.max_ids is None else ids[:self.max_ids]
+
+    def divergences(self) -> Iterator[Divergence]:
+        a, b = self.a, self.b
+        if self.a_root == self.b_root:
+            return
         stack = [""]
         while stack:
             prefix = stack.pop()
             if len(prefix) < DEPTH:
                 ca, cb = a.children(prefix), b.children(prefix)
-                reads += len(ca) + len(cb)
+                self.reads += len(ca) + len(cb)
                 differing = sorted(c for c in set(ca) | set(cb) if ca.get(c) != cb.get(c))
                 stack += [prefix + c for c in reversed(differing)]
                 continue
             ba, bb = a.bucket(prefix), b.bucket(prefix)
-            reads += len(ba) + len(bb)
+            self.reads += len(ba) + len(bb)
             for number in sorted(set(ba) | set(bb)):
                 pa, pb = ba.get(number), bb.get(number)
                 if pa == pb:
                     continue
                 if pa is not None and pb is not None and pa.events == pb.events:
-                    divergent.append(Divergence(number, "state-differs-with-equal-events"))
+                    yield Divergence(number, "state-differs-with-equal-events")
                     continue
                 ids_a = set(a.record_events(number)) if pa is not None else set()
                 ids_b = set(b.record_events(number)) if pb is not None else set()
-                reads += len(ids_a) + len(ids_b)
+                self.reads += len(ids_a) + len(ids_b)
                 kind = "missing-on-a" if pa is None else "missing-on-b" if pb is None else "events-differ"
-                divergent.append(Divergence(number, kind, a_lacks=sorted(ids_b - ids_a), b_lacks=sorted(ids_a - ids_b)))
-    divergent.sort(key=lambda d: d.pith_number)
+                a_lacks, b_lacks = sorted(ids_b - ids_a), sorted(ids_a - ids_b)
+                del ids_a, ids_b
+                yield Divergence(number, kind, a_lacks=self._lacks(a_lacks), b_lacks=self._lacks(b_lacks),
+                                 a_lacks_count=len(a_lacks), b_lacks_count=len(b_lacks))
+
+
+def compare(a: Source, b: Source, *, max_ids: int | None = LISTED_IDS) -> AuditResult:
+    """Name every record where two mirrors differ, reading only the differing branches; at most
+    ``max_ids`` event ids listed per record and side (None: all), with whole counts."""
+    walk = Walk(a, b, max_ids=max_ids)
+    divergent = sorted(walk.divergences(), key=lambda d: d.pith_number)
+    ra, rb = walk.a_root, walk.b_root
     suspect = bool(divergent) and all(d.kind == "state-differs-with-equal-events" for d in divergent)
     return AuditResult(consistent=not divergent and ra == rb, a_root=_hex(ra), b_root=_hex(rb), divergent=divergent,
-                       digests_read=reads, merge_bug_suspected=suspect)
+                       digests_read=walk.reads, merge_bug_suspected=suspect)
 
 
 def report_value(result: AuditResult, a_name: str, b_name: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from .canonical import canonical_bytes
 from .display import MetadataStore
 from .errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
 from .merge import MERGE_VERSION
-from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, recent_rows, signing_key_doc
+from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
 from .store import Ledger
 
 Scope = MutableMapping[str, Any]
@@ -545,12 +545,14 @@ async def mirror_record(request: Request) -> Response:
     site = _site(request)
     year, suffix, name = request.path_params["year"], request.path_params["suffix"], request.path_params["name"]
     number = f"pith:{year}:{suffix}"
-    m = re.fullmatch(r"state\.json|bundle(?:-([1-9][0-9]{0,5}))?\.json", name)
+    m = re.fullmatch(r"state\.json|parts\.json|bundle(?:-([1-9][0-9]{0,5}))?\.json", name)
     if not (ids.PITH_NUMBER_RE.match(number) and m):
         raise HTTPError(404, "not-found", "no such record file")
     if name == "state.json":
         return respond(request, site.state_bytes(number) + b"\n", _JSON)
     parts: list[dict[str, Any]] = site.read(lambda: site.ledger.export_parts(number))
+    if name == "parts.json":  # the part index, as publish writes it (spec/audit.md §4)
+        return respond(request, _json_body(part_index_doc(number, parts, site.read(lambda: site.ledger.record_events(number)))), _JSON)
     n = int(m[1] or 0)
     if n >= len(parts):
         raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")

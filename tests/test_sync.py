@@ -42,7 +42,7 @@ def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_s
     with Ledger(tmp_path / "c", create=True) as c:
         runs = [sync(c, str(tmp_path / "pub")) for _ in range(2)]
         for counts in runs:  # the same input gets the same answer, every time
-            assert counts["lying"] == [{"pith_number": P[2], "missing_event_ids": [citation["event_id"]]}]
+            assert counts["lying"] == [{"pith_number": P[2], "missing_event_ids": [citation["event_id"]], "missing_count": 1}]
             assert sorted(r.reason for r in counts["rejected"]) == ["id-mismatch", "unverifiable-signature"]
         result = compare(c, Published(str(tmp_path / "pub")))
     assert not result.consistent
