@@ -10,12 +10,20 @@ from typing import Any
 def main() -> None:
     """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
     with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
-    from ._fast import try_state
+    from ._stdout import guard_stdout, output_failed, report_output_failure
 
-    env = os.environ.get("PITHLEDGER_LEDGER")
-    code = None if (env is not None and not env.strip()) else try_state(sys.argv[1:])
-    if code is None:
-        full()
+    guard_stdout()
+    try:
+        from ._fast import try_state
+
+        env = os.environ.get("PITHLEDGER_LEDGER")
+        code = None if (env is not None and not env.strip()) else try_state(sys.argv[1:])
+        if code is None:
+            full()
+    except OSError as exc:  # stdout is full or failing (full() names it for the other commands)
+        if not output_failed(exc):
+            raise
+        code = report_output_failure(exc)
     sys.exit(code)
 
 
@@ -34,6 +42,7 @@ def full() -> None:
     from ._base import is_click_error, report_usage_error
     from ._fast import EXIT_PIPE, quiet_closed_pipe
     from ._output import report
+    from ._stdout import output_failed, report_output_failure
     from .app import app
 
     try:
@@ -49,6 +58,10 @@ def full() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 130
+    except OSError as exc:  # raised outside a command (the final flush, help text)
+        if not output_failed(exc):
+            raise
+        code = report_output_failure(exc)
     except Exception as exc:
         if not is_click_error(exc):
             raise

@@ -6,6 +6,7 @@ Nothing here imports the library beyond its error classes: a command pays only f
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -14,10 +15,17 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 # Shared with the typer-free `state` path, which must not import typer.
-from ._fast import EXIT_PIPE, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS, quiet_closed_pipe
+from ._fast import EXIT_PIPE, GLOBAL_FLAGS, quiet_closed_pipe
+from ._fast import GLOBAL_VALUE_OPTIONS as _FAST_VALUE_OPTIONS
+from ._stdout import error_line, output_failed, report_output_failure
+
+#: --key-dir is global too; the typer-free `state` path never needs it (an argument list holding it
+#: goes to the full command line).
+GLOBAL_VALUE_OPTIONS = _FAST_VALUE_OPTIONS | {"--key-dir"}
 GLOBAL_HELP = (
     "Global options (before or after the command): --ledger PATH (default: $PITHLEDGER_LEDGER, else "
-    "$XDG_DATA_HOME/pithledger), --json (machine-readable output), -q/--quiet (no progress or notes on stderr)."
+    "$XDG_DATA_HOME/pithledger), --key-dir DIR (default: $PITHLEDGER_KEYS, else $XDG_CONFIG_HOME/pithledger/keys), "
+    "--json (machine-readable output, errors too), -q/--quiet (no progress or notes on stderr)."
 )
 
 EXIT_INTERRUPTED = 130
@@ -30,6 +38,7 @@ class Settings:
     ledger_option: Optional[Path] = None
     json: bool = False
     quiet: bool = False
+    key_dir: Optional[Path] = None
 
     @property
     def ledger(self) -> Path:
@@ -43,6 +52,18 @@ class Settings:
 def settings(ctx: typer.Context) -> Settings:
     obj = ctx.find_root().obj
     return obj if isinstance(obj, Settings) else Settings()
+
+
+def current_settings() -> Settings:
+    """The global options of the command running now (for helpers not handed its context)."""
+    import importlib
+
+    try:  # typer vendors click in new versions and uses click in old ones
+        globals_ = importlib.import_module("typer._click.globals")
+    except ImportError:  # pragma: no cover - an older typer
+        globals_ = importlib.import_module("click.globals")
+    ctx = globals_.get_current_context(silent=True)
+    return settings(ctx) if ctx is not None else Settings()
 
 
 # --- global options anywhere -----------------------------------------------------------------------
@@ -123,7 +144,20 @@ def hoist_global_options(group: TyperGroup, ctx: Any, args: list[str]) -> list[s
 # --- the classes every command and group is built with ---------------------------------------------
 
 
+def wants_json(ctx: Any) -> bool:
+    """--json was given, globally or to the command itself (its ``as_json`` option)."""
+    return bool(settings(ctx).json or (getattr(ctx, "params", None) or {}).get("as_json"))
+
+
+def emit_error(doc: dict[str, str]) -> None:
+    """An error as --json prints it on stdout (besides the message on stderr), one line."""
+    sys.stdout.write(error_line(doc))
+    sys.stdout.flush()
+
+
 def _run(invoke: Any, ctx: Any) -> Any:
+    from pithledger.errors import PithledgerError
+
     try:
         return invoke(ctx)
     except KeyboardInterrupt:
@@ -133,13 +167,46 @@ def _run(invoke: Any, ctx: Any) -> Any:
         quiet_closed_pipe()
         raise typer.Exit(EXIT_PIPE) from None
     except UsageProblem as exc:
+        hint = exc.hint or usage_hint(ctx)
         typer.echo(f"error[usage]: {exc.message}", err=True)
-        typer.echo(f"hint: {exc.hint or usage_hint(ctx)}", err=True)
+        typer.echo(f"hint: {hint}", err=True)
+        if wants_json(ctx):
+            emit_error({"error": "usage", "message": exc.message, "hint": hint})
         raise typer.Exit(2) from None
+    except PithledgerError as exc:
+        typer.echo(exc.describe(), err=True)
+        if wants_json(ctx):
+            emit_error(exc.document())
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        if not output_failed(exc):
+            raise
+        raise typer.Exit(report_output_failure(exc)) from None
+
+
+#: What help shows for an option's value when its declaration names no metavar (typer would show
+#: the Python type, ``<int range>``, ``<str>``, ``<list[str]>``).
+_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH", "bool": "BOOLEAN"}
+
+
+def _plain_help(param: Any) -> None:
+    """Help that speaks of values, not Python types: an argument is shown by its metavar alone (its
+    help says what it takes), an option without a metavar by a word for its kind of value."""
+    if getattr(param, "param_type_name", "") == "argument":
+        param.display_type_rich = lambda ctx: None
+    elif getattr(param, "metavar", None) is None and hasattr(param, "display_type"):
+        bare = getattr(param, "bare_type", lambda: "")()
+        word = _METAVARS.get(bare.removeprefix("list[").removesuffix("]"), "VALUE")
+        param.display_type_rich = lambda ctx: word
 
 
 class Command(TyperCommand):
     """A command: global options are described in its help; Ctrl-C and closed pipes end it quietly."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _plain_help(param)
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         super().format_epilog(ctx, formatter)
@@ -152,6 +219,11 @@ class Command(TyperCommand):
 
 class Group(TyperGroup):
     """The root group moves global options written after the command to the front."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _plain_help(param)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if ctx.parent is None:
@@ -183,8 +255,14 @@ def report_usage_error(exc: Exception) -> int:
         message = message[0].lower() + message[1:]
     typer.echo(f"error[usage]: {message}", err=True)
     typer.echo(f"hint: {usage_hint(ctx)}", err=True)
+    if _json_requested(sys.argv[1:]):  # the line did not parse: the words say whether --json was meant
+        emit_error({"error": "usage", "message": message, "hint": usage_hint(ctx)})
     code = getattr(exc, "exit_code", 2)
     return code if isinstance(code, int) else 2
+
+
+def _json_requested(argv: list[str]) -> bool:
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
 
 
 def is_usage_error(exc: BaseException) -> bool:

@@ -62,6 +62,11 @@ def try_state(argv: list[str]) -> int | None:
         return 130
     except PithledgerError as exc:
         sys.stderr.write(exc.describe() + "\n")
+        if "--json" in argv:  # as every command with --json: the error on stdout too (cli/_base.py)
+            from ._stdout import error_line
+
+            sys.stdout.write(error_line(exc.document()))
+            sys.stdout.flush()
         return 1
     try:
         sys.stdout.buffer.write(data + b"\n")

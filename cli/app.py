@@ -54,7 +54,12 @@ def root(
         typer.Option("--ledger", envvar="PITHLEDGER_LEDGER", metavar="PATH", show_envvar=True,
                      help="Ledger directory [default: $XDG_DATA_HOME/pithledger, i.e. ~/.local/share/pithledger]."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) from commands that report.")] = False,
+    key_dir: Annotated[
+        Optional[Path],
+        typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", metavar="DIR", show_envvar=True,
+                     help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) from commands that report, errors included.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display and no notes on stderr.")] = False,
     version: Annotated[
         bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -66,7 +71,7 @@ def root(
     """
     if ledger is not None and not ledger.strip():
         raise UsageProblem("--ledger is empty", hint="give the ledger's directory, e.g. --ledger ./ledger, or leave --ledger out")
-    ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet)
+    ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet, key_dir=key_dir)
 
 
 def _open(ctx: typer.Context, *, write: bool = False, settled: bool = False) -> Ledger:
@@ -156,9 +161,9 @@ def mint(
 def verify(
     ctx: typer.Context,
     files: Annotated[Optional[list[str]], typer.Argument(metavar="FILE", help="Bundles (or signed audit reports) to check offline, directories of them, or '-' for stdin; nothing is written.")] = None,
-    digest: Annotated[Optional[str], typer.Option(help="A SHA-256 digest, 64 lowercase hex characters.")] = None,
-    signature: Annotated[Optional[str], typer.Option(help="An Ed25519 signature over the raw digest, standard base64.")] = None,
-    key_id: Annotated[Optional[str], typer.Option(help="Check against this registry key only.")] = None,
+    digest: Annotated[Optional[str], typer.Option(metavar="HEX", help="A SHA-256 digest, 64 lowercase hex characters.")] = None,
+    signature: Annotated[Optional[str], typer.Option(metavar="BASE64", help="An Ed25519 signature over the raw digest, standard base64.")] = None,
+    key_id: Annotated[Optional[str], typer.Option(metavar="KEY_ID", help="Check against this registry key only.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check bundles offline, or one receipt signature (--digest --signature) against the registry keys."""
@@ -189,7 +194,8 @@ def verify(
             emit_json({"where": "", "status": "error", "code": exc.code, "message": exc.message})
         bad += 1
 
-    for item in expand_inputs(files, on_error=skipped):
+    inputs = expand_inputs(files, on_error=skipped)
+    for item in inputs:
         for where, value in iter_documents(item.path, label=item.label, tolerant=True):
             try:
                 if isinstance(value, PithledgerError):
@@ -204,8 +210,9 @@ def verify(
             for result in results:
                 if json_out:
                     emit_json({"where": where} | result)
-                else:
-                    typer.echo(_verify_line(result))
+                else:  # each line names its file (file:line in JSON lines) unless one file holds one document
+                    named = len(inputs) > 1 or where != item.label
+                    typer.echo((f"{where}: " if named else "") + _verify_line(result))
             bad += invalid
     if bad:
         raise typer.Exit(1)
@@ -249,17 +256,22 @@ keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only k
                        rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 
+# A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
+# use keys so that their help lists it; given to the command it wins over the global one.
 KeyDirOption = Annotated[
     Optional[Path],
-    typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", metavar="DIR", show_envvar=True,
-                 help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]."),
+    typer.Option("--key-dir", metavar="DIR",
+                 help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]; "
+                      "here or before the command, it wins over $PITHLEDGER_KEYS."),
 ]
 
 
 def _store(key_dir: Optional[Path]) -> KeyStore:
     from pithledger import keys as keys_
 
-    return keys_.KeyStore(key_dir or keys_.default_key_dir())
+    from ._base import current_settings
+
+    return keys_.KeyStore(key_dir or current_settings().key_dir or keys_.default_key_dir())
 
 
 @keys_app.command("new", cls=Command)
@@ -383,7 +395,7 @@ def event(
     subject: Annotated[Optional[str], typer.Option("--subject", metavar="ID", help="The record, in any ID form (a short form or arXiv id is looked up in the ledger); derived from the payload for record_created.")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write the bundle here instead of stdout.")] = None,
     created_at: Annotated[Optional[str], typer.Option("--created-at", metavar="TIME", help="Whole-second UTC time, e.g. 2026-05-20T01:30:00Z [default: now].")] = None,
-    signer_id: Annotated[Optional[str], typer.Option("--signer-id", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
+    signer_id: Annotated[Optional[str], typer.Option("--signer-id", metavar="SIGNER", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
     example: Annotated[bool, typer.Option("--example", help="Print a filled-in example payload for KIND and exit (no key needed).")] = False,
     ots: Annotated[Optional[Path], typer.Option("--ots", metavar="FILE", help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.")] = None,
     key_dir: KeyDirOption = None,
@@ -515,7 +527,7 @@ BATCH_BYTES = 64 * 1024 * 1024
 def apply(
     ctx: typer.Context,
     inputs: Annotated[list[str], typer.Argument(metavar="INPUT", help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
-    batch_size: Annotated[int, typer.Option(help="Events per durable transaction.", min=1)] = 10_000,
+    batch_size: Annotated[int, typer.Option(metavar="EVENTS", help="Events per durable transaction.", min=1)] = 10_000,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Skip (and name) a file that cannot be read or decoded and a bundle with a structural fault, apply the rest, exit 1 at the end.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -542,7 +554,7 @@ def apply(
         progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
         # pass 1: every structural fault before anything is written; plan the batches (cli/_bundles.py)
         total = bundles = total_batches = size = nbytes = 0
-        progress.checking(len(files))
+        progress.checking(files)
         plan = Plan()
         try:
             for where, item in check_bundles(files, plan, progress.checked_file):
@@ -551,6 +563,7 @@ def apply(
                         raise item
                     skip(item, where)
                     continue
+                progress.checked(item.size)
                 total += item.events
                 bundles += 1
                 size += max(1, item.events)  # a bundle without events still fills a batch
@@ -732,21 +745,26 @@ def _evidence_subject(ledger: Ledger, ident: str) -> str:
 
 @command(cls=Command)
 def rebuild(ctx: typer.Context, as_json: JsonOption = False,
-            reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).")] = False) -> None:
+            reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).")] = False,
+            force: Annotated[bool, typer.Option("--force", help="Rebuild a ledger already at this merge version too (e.g. after `fsck` found damage); each run keeps one more backup.")] = False) -> None:
     """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
 
     Every received event is checked again under this version's rules and re-applied into a new ledger
     beside the old one, which is then swapped in; the old ledger is kept as <name>.<version>-backup.
     Nothing is lost. The signatures of events the old ledger held as valid are not checked again
-    unless --reverify.
+    unless --reverify. A ledger already at this version is left as it is, unless --force.
     """
     from pithledger.merge import MERGE_VERSION
     from pithledger.store import rebuild as rebuild_ledger
 
     where = settings(ctx).ledger
-    counts = rebuild_ledger(where, reverify=reverify)
+    counts = rebuild_ledger(where, reverify=reverify, force=force)
     if _json(ctx, as_json):
         emit_json(counts)
+        return
+    if counts.get("already_current"):
+        typer.echo(f"nothing to rebuild: {where} is already at {MERGE_VERSION}; no backup made "
+                   "(`pithledger fsck` checks it; --force rebuilds it anyway)")
         return
     if counts.get("finished_interrupted_rebuild"):
         typer.echo(f"finished an interrupted rebuild of {where}")
@@ -801,7 +819,7 @@ MAX_SEQ = 2**64 - 1
 @command(cls=Command)
 def log(
     ctx: typer.Context,
-    since: Annotated[int, typer.Option(help="Start at this sequence number.", min=0, max=MAX_SEQ)] = 0,
+    since: Annotated[int, typer.Option(metavar="SEQ", help="Start at this sequence number.", min=0, max=MAX_SEQ)] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List events in this mirror's append order."""
@@ -823,20 +841,31 @@ def log(
 
 @command(cls=Command)
 def fsck(ctx: typer.Context, as_json: JsonOption = False,
-         reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).")] = False) -> None:
+         reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).")] = False,
+         repair: Annotated[bool, typer.Option("--repair", help="First recount the evidence usage counters from the evidence held (the one thing fsck repairs: local bookkeeping of the caps, outside consensus), naming what was wrong.")] = False) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
+    from pithledger.store import Ledger
+
     path = settings(ctx).ledger
+    repaired: list[str] = []
+    if repair:
+        with Ledger(path) as writer:
+            repaired = writer.repair_evidence_usage()
     with _open(ctx, settled=True) as ledger:
         problems = ledger.fsck(reverify=reverify)
         counts = ledger.counts()
     if _json(ctx, as_json):
         emit_json({"ok": not problems, "problems": problems, "events": counts["events"], "records": counts["records"],
-                   "ledger": str(path)})
+                   "ledger": str(path)} | ({"repaired": repaired} if repair else {}))
     else:
+        for fixed in repaired:
+            typer.echo(f"REPAIRED {fixed}")
         for problem in problems:
             typer.echo(f"MISMATCH {problem}")
         if problems:
             typer.echo(f"fsck: {_plural(len(problems), 'problem')} in {path}", err=True)
+            if any("evidence usage" in p for p in problems):
+                typer.echo("hint: `pithledger fsck --repair` recounts the evidence usage from the evidence held", err=True)
         else:
             typer.echo(f"fsck: ok ({_plural(counts['events'], 'event')}, {_plural(counts['records'], 'record')}) {path}")
     if problems:

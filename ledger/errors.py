@@ -28,6 +28,10 @@ class PithledgerError(Exception):
         prefix = f"{where}: " if where and where not in self.message else ""
         return f"error[{self.code}]: {prefix}{self.message}" + (f"\nhint: {self.hint}" if self.hint else "")
 
+    def document(self) -> dict[str, str]:
+        """The error as ``--json`` prints it on stdout: ``{"error": code, "message", "hint"}``."""
+        return {"error": self.code, "message": self.message, "hint": self.hint}
+
 
 class CannotRead(PithledgerError):
     code = "cannot-read"
@@ -43,6 +47,13 @@ class InputChanged(PithledgerError):
 class CannotWrite(PithledgerError):
     code = "cannot-write"
     hint = "check that the directory exists, is writable and has free space"
+
+
+class CannotWriteOutput(CannotWrite):
+    """stdout refused what a command printed (a full disk or /dev/full, a device error)."""
+
+    code = "cannot-write-output"
+    hint = "the output went to a file or device that is full or failing: free space, or send it elsewhere"
 
 
 # --- strict decoding -------------------------------------------------------------------------------
@@ -185,6 +196,12 @@ class LedgerError(PithledgerError):
 class NoLedger(LedgerError):
     code = "no-ledger"
     hint = "apply bundles first (`pithledger --ledger PATH apply FILE`), or point --ledger / PITHLEDGER_LEDGER at an existing ledger"
+
+
+class NotALedger(LedgerError):
+    code = "not-a-ledger"
+    hint = ("--ledger names a directory that holds other files: give a new or empty directory for a new ledger, "
+            "or the directory of an existing one (it holds data.mdb)")
 
 
 class LayoutMismatch(LedgerError):

@@ -399,7 +399,11 @@ def _verify(event: dict[str, Any], event_id: str | None, deferred: list[tuple[by
         raise _Unverified("unsupported-event-version", f"event_version {event['event_version'][:40]!r} is not {EVENT_VERSION!r}")
     eid = event_id or compute_event_id(event)
     if event["event_id"] != eid:  # 5
-        raise EventInvalid("id-mismatch", f"declared event_id {event['event_id'][:80]!r} does not recompute (it is {eid})")
+        # The id covers every field but itself, the signature too (spec/adr/0002): a copy altered after
+        # signing (one flipped signature byte is enough) fails here, before its signature is checked.
+        raise EventInvalid("id-mismatch", f"declared event_id {event['event_id'][:80]!r} does not recompute (it is {eid}): "
+                                          "the event was altered after it was signed (the id covers every field, the "
+                                          "signature too), or was built wrongly")
     public_key, trust, signer_key = _signer_key(event["signer"])  # 6
     try:  # 7
         signature = keys.b64decode_strict(event["signature_b64"], length=keys.SIGNATURE_LEN, what="signature_b64")

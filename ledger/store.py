@@ -27,7 +27,8 @@ import msgspec
 from . import ids, keys
 from .bundle import Bundle, write_bundle
 from .canonical import canonical_bytes
-from .errors import AmbiguousId, DerivationPending, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotFound, PithledgerError
+from .errors import (AmbiguousId, DerivationPending, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger, NotFound,
+                     PithledgerError)
 from .events import (Verdict, check_event, claimed_event_id, copy_sha256, is_pithledger_envelope, valid_verdict,
                      verify_event)
 from .ids import parse_id
@@ -47,6 +48,7 @@ PART_BYTES = 4 * 1024 * 1024
 MAX_EXTRA_BYTES = 64 * 1024
 MAX_EXTRA_PER_RECORD = 8
 DEFAULT_MAP_SIZE = 1 << 30  # address space, not disk: LMDB files grow as pages are used
+_RESIZE_TRIES = 8  # times a transaction is begun again after another process grew the map
 _U64 = 8
 
 _DBS = {
@@ -255,12 +257,57 @@ def _outcome(part: _Pending[list[Verdict]], items: list[tuple[bytes, str, bool]]
         return _verify_offers(items)
 
 
-def ignore_interrupts() -> None:
-    """Worker processes leave Ctrl-C to the process that started them, which stops them cleanly
-    (a worker interrupted mid-task would print a traceback)."""
+def ignore_interrupts(deathsig: bool = True) -> None:
+    """The initializer of every worker process (the ledger's, and apply's checker in cli/_bundles.py).
+
+    Workers leave Ctrl-C to the process that started them, which stops them cleanly (a worker
+    interrupted mid-task would print a traceback), and they end when that process dies: a killed
+    apply or sync (kill -9, the OOM killer) would otherwise leave them blocked on their task queue
+    forever, each holding its memory and the ledger's deleted files open (spec/storage.md §3.2).
+    ``deathsig``: the pool was started on the main thread (see :func:`_exit_with_parent`)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(deathsig)
+
+
+#: How often a worker's watchdog looks whether its parent is still there (seconds).
+_WATCHDOG_SECONDS = 0.5
+
+
+def _exit_with_parent(deathsig: bool) -> None:
+    """End this worker as soon as its parent process is gone. A worker holds nothing but its
+    current task, which its parent either redoes in place or no longer needs: no cleanup is owed.
+
+    Linux, ``deathsig``: PR_SET_PDEATHSIG, the kernel sends SIGKILL when the parent dies. It fires
+    when the *thread* that forked the worker ends, so it is asked for only for a pool started on
+    the main thread. Everywhere: a daemon thread polls os.getppid(), and a reparented worker (its
+    parent died before prctl, or there is no prctl) exits within _WATCHDOG_SECONDS."""
+    import multiprocessing
+    import sys
+    import threading
+
+    parent = multiprocessing.parent_process()
+    expected = parent.pid if parent is not None and parent.pid is not None else os.getppid()
+    if deathsig and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watchdog alone
+            pass
+    if os.getppid() != expected:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        import time
+
+        while os.getppid() == expected:
+            time.sleep(_WATCHDOG_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pithledger-parent-watchdog", daemon=True).start()
 
 
 _FSCK_PART = 512  # log entries per fsck task
@@ -370,6 +417,14 @@ def _unpack_state(raw: bytes | memoryview) -> bytes:
         raise LedgerError("a stored state is not readable (damaged ledger)") from None
 
 
+#: fsck names at most this many records whose evidence usage is miscounted (then how many more).
+_NAMED_MISCOUNTS = 20
+
+
+def _usage_text(u: Usage) -> str:
+    return f"{u.entries:,} cop{'y' if u.entries == 1 else 'ies'} ({u.bytes:,} bytes)"
+
+
 def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
     return Rejection(copy_sha256=copy, subject=verdict.subject, event_type=verdict.event_type, declared_event_id=verdict.event_id,
                      status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
@@ -461,6 +516,28 @@ def _event_key(event_id: str) -> bytes:
     return bytes.fromhex(event_id[len("sha256:"):])
 
 
+#: What a directory may hold for a new ledger to be created in it: LMDB's lock file, left by an
+#: opener that stopped before creating the data file.
+_NEW_LEDGER_MAY_HOLD = frozenset({"lock.mdb"})
+
+
+def _check_new_ledger_dir(path: Path) -> None:
+    """A new ledger is created only where nothing else lives: a directory that does not exist yet, or
+    an empty one. Anything else (a published tree, a home directory, a typo) would silently become a
+    ledger, and in a served tree its files would be served (spec/storage.md §1)."""
+    try:
+        if not path.exists():
+            return
+        if not path.is_dir():
+            raise NotALedger(f"{path} is a file, not a ledger directory")
+        others = sorted(p.name for p in islice(path.iterdir(), 64) if p.name not in _NEW_LEDGER_MAY_HOLD)
+    except OSError as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise NotALedger(f"{path} is not a ledger (it holds no data.mdb) and is not empty: it holds {shown}")
+
+
 def default_ledger_path() -> Path:
     if env := os.environ.get("PITHLEDGER_LEDGER"):
         return Path(env)
@@ -479,8 +556,10 @@ class Ledger:
         self._data_file = self.path.resolve() / "data.mdb"
         self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
         self.evidence_limits = evidence_limits
-        if not create and not (self.path / "data.mdb").exists():
-            raise NoLedger(f"no ledger at {self.path}")
+        if not (self.path / "data.mdb").exists():
+            if not create:
+                raise NoLedger(f"no ledger at {self.path}")
+            _check_new_ledger_dir(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self.env = lmdb.open(str(self.path), max_dbs=len(_DBS), map_size=map_size, subdir=True, readonly=readonly)
@@ -524,7 +603,7 @@ class Ledger:
         """The ledger's layout version, once it is known to be one this version reads (else raise).
         A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
         # A read transaction first: readers must not queue behind a writer just to open the ledger.
-        with self.env.begin(db=self.db[b"meta"]) as txn:
+        with self._begin(db=self.db[b"meta"]) as txn:
             layout = txn.get(b"layout_version")
             merge = bytes(txn.get(b"merge_version", b"")).decode()
         readonly = self.env.flags()["readonly"]
@@ -532,7 +611,7 @@ class Ledger:
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)")
         if layout is None:
-            with self.env.begin(write=True, db=self.db[b"meta"]) as txn:
+            with self._begin(write=True, db=self.db[b"meta"]) as txn:
                 layout = txn.get(b"layout_version")
                 if layout is None:
                     txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
@@ -544,7 +623,7 @@ class Ledger:
         if number in _UPGRADABLE_IN_PLACE and merge == MERGE_VERSION:
             if readonly:
                 return number
-            with self.env.begin(write=True, db=self.db[b"meta"]) as txn:
+            with self._begin(write=True, db=self.db[b"meta"]) as txn:
                 txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
             return LAYOUT_VERSION
         if 0 <= number < LAYOUT_VERSION or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
@@ -609,7 +688,11 @@ class Ledger:
                 # The workers never touch the ledger (an LMDB environment must not be used across fork,
                 # nor opened twice in one process): they get bytes and return bytes.
                 context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-                self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context, initializer=ignore_interrupts)
+                import threading
+
+                on_main = threading.current_thread() is threading.main_thread()
+                self._procs = ProcessPoolExecutor(max_workers=_WORKERS, mp_context=context, initializer=ignore_interrupts,
+                                                  initargs=(on_main,))
             except (OSError, ValueError):  # pragma: no cover - no processes here: threads
                 self._no_procs = True
         return self._procs
@@ -634,6 +717,23 @@ class Ledger:
             self._procs = None
         self._no_procs = True
 
+    def _begin(self, *, write: bool = False, db: Any = None) -> lmdb.Transaction:
+        """A transaction. When another process has grown the ledger past this handle's map since it was
+        opened (MDB_MAP_RESIZED: a writer opened before another one grew the file), the grown size is
+        adopted and the transaction begun again (spec/storage.md §3.2)."""
+        for _ in range(_RESIZE_TRIES):
+            try:
+                return self.env.begin(write=write, db=db)
+            except lmdb.MapResizedError:
+                self._map_ranges = None
+                try:
+                    self.env.set_mapsize(0)  # LMDB: 0 adopts the size the other process set
+                except lmdb.Error as exc:  # a transaction of this handle is still open
+                    raise LedgerError(f"another process grew the ledger at {self.path} while this one was reading it ({exc})",
+                                      hint="nothing was written by this run's last step; run the same command again") from None
+        raise LedgerError(f"the ledger at {self.path} kept growing in another process while this one tried to write",
+                          hint="nothing was written by this run's last step; run the same command again")
+
     def _start_pool(self) -> None:
         if self._pool is None and _WORKERS > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -655,7 +755,7 @@ class Ledger:
         citing: set[str] = set()
         outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
         try:
-            with self.env.begin(write=True) as txn:
+            with self._begin(write=True) as txn:
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 for n, (copy, c) in enumerate(candidates.items(), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
@@ -735,7 +835,12 @@ class Ledger:
             txn.put(key, blob, db=self.db[b"extra"])
 
     def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, data: bytes, verdict: Verdict) -> bool:
-        """Hold one rejected copy (its canonical bytes) as evidence, within the caps; False when a cap is reached."""
+        """Hold one rejected copy (its canonical bytes) as evidence, within the caps; False when a cap is reached.
+
+        Everything is read in the write transaction: another writer may have kept the same copy since
+        this batch looked it up, and a copy already held is not counted again (spec/storage.md §2.1)."""
+        if txn.get(bytes.fromhex(copy), db=self.db[b"evidence"]) is not None:
+            return True
         lim = self.evidence_limits
         raw = txn.get(subject.encode(), db=self.db[b"evsize"])
         mine = _usage_decoder.decode(raw) if raw is not None else Usage()
@@ -789,13 +894,13 @@ class Ledger:
     def pending(self) -> int:
         """How many records have derivation pending (0 once every apply and sync has finished)."""
         dbs = self._pending_dbs()
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return sum(txn.stat(db)["entries"] for db in dbs)
 
     def pending_among(self, subjects: Iterable[str]) -> list[str]:
         """Those of ``subjects`` whose derivation is pending, in order."""
         self._pending_dbs()
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return [s for s in subjects if self.is_pending(txn, s)]
 
     def is_pending(self, txn: lmdb.Transaction, subject: str) -> bool:
@@ -812,7 +917,7 @@ class Ledger:
         done = 0
         while True:
             try:
-                with self.env.begin(write=True) as txn:
+                with self._begin(write=True) as txn:
                     n = self._finish_some(txn, FINISH_CHUNK)
             except lmdb.MapFullError:
                 self._grow()
@@ -1004,20 +1109,20 @@ class Ledger:
         return str(self.path)
 
     def root(self) -> Pair:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             raw = txn.get(b"/", db=self.db[b"node"])
         return _pair_decoder.decode(raw) if raw is not None else inner_pair("", {})
 
     def children(self, prefix: str) -> dict[str, Pair]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return self._children(txn, prefix)
 
     def bucket(self, prefix: str) -> dict[str, Pair]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return self._bucket(txn, prefix)
 
     def record_events(self, pith_number: str) -> list[str]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return sorted(e.event_id for e in self._entries(txn, pith_number))
 
     # --- reading -----------------------------------------------------------------------------------
@@ -1044,7 +1149,7 @@ class Ledger:
         sync is running or was killed), the state is computed here from its events as held: citations
         made by other records still pending are counted once the run is finished (spec/storage.md §3.1)."""
         self._pending_dbs()
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             if self.is_pending(txn, subject):
                 return canonical_bytes(self.compute_state(txn, subject))
             data = txn.get(subject.encode(), db=self.db[b"state"])
@@ -1053,7 +1158,7 @@ class Ledger:
             return _unpack_state(data)
 
     def subjects(self) -> Iterator[str]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             for key in txn.cursor(db=self.db[b"state"]).iternext(values=False):
                 yield bytes(key).decode()
 
@@ -1065,7 +1170,7 @@ class Ledger:
         (``ambiguous-id``) rather than picked from."""
         self._pending_dbs()
         q = parse_id(text)
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             if q.kind == "pith_number":
                 if txn.get(q.value.encode(), db=self.db[b"state"]) is None and not self.is_pending(txn, q.value):
                     raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
@@ -1134,7 +1239,7 @@ class Ledger:
         return state
 
     def log(self, since: int = 0) -> Iterator[LogEntry]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             cursor = txn.cursor(db=self.db[b"log"])
             if cursor.set_range(_u64(since)):
                 for _, raw in cursor.iternext():
@@ -1153,7 +1258,7 @@ class Ledger:
         ``part_bytes``: 0 for :data:`PART_BYTES`, None for one bundle whatever its size."""
         self._pending_dbs()
         part_bytes = PART_BYTES if part_bytes == 0 else part_bytes
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:
                 raise NotFound(f"no events for {subject} in this ledger" + self._evidence_note(txn, subject))
@@ -1197,7 +1302,7 @@ class Ledger:
         check is most of the cost (spec/storage.md §6)."""
         dbs = self._pending_dbs()
         problems: list[str] = []
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             seen = 0
             log = txn.cursor(db=self.db[b"log"]).iternext()
 
@@ -1231,9 +1336,9 @@ class Ledger:
                         problems.append(f"state of {subject} differs from its recomputation from the log")
                     leaves[subject] = _pair_decoder.decode(pair)
             cursor = txn.cursor(db=self.db[b"subject"])
-            for key in cursor.iternext_nodup(values=False):
-                if txn.get(key, db=self.db[b"state"]) is None:
-                    problems.append(f"{bytes(key).decode()} has events but no stored state")
+            for subject_key in cursor.iternext_nodup(values=False):
+                if txn.get(subject_key, db=self.db[b"state"]) is None:
+                    problems.append(f"{bytes(subject_key).decode()} has events but no stored state")
             problems += self._fsck_indexes(txn)
             problems += self._fsck_evidence(txn)
             problems += self._fsck_tree(txn, leaves)
@@ -1272,7 +1377,6 @@ class Ledger:
 
     def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
         problems: list[str] = []
-        usage: dict[str, Usage] = {}
         for key, raw in txn.cursor(db=self.db[b"evidence"]).iternext():
             held = _evidence_decoder.decode(raw)
             where = f"evidence {bytes(key).hex()}"
@@ -1281,12 +1385,57 @@ class Ledger:
             verdict = verify_event(_json_decoder.decode(held.event))
             if _verdict_key(verdict) != _verdict_key(held.verdict):
                 problems.append(f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+        return problems + self._fsck_evidence_usage(txn)
+
+    def _evidence_held(self, txn: lmdb.Transaction) -> tuple[dict[str, Usage], Usage]:
+        """What the evidence area holds, counted from the entries: per record and in all."""
+        usage: dict[str, Usage] = {}
+        entries = size = 0
+        for raw in txn.cursor(db=self.db[b"evidence"]).iternext(keys=False):
+            held = _evidence_decoder.decode(raw)
             u = usage.get(held.verdict.subject, Usage())
             usage[held.verdict.subject] = Usage(u.entries + 1, u.bytes + len(held.event))
+            entries, size = entries + 1, size + len(held.event)
+        return usage, Usage(entries, size)
+
+    def _fsck_evidence_usage(self, txn: lmdb.Transaction) -> list[str]:
+        """The evidence usage counters (what the caps are checked against) against what is held, each
+        miscount named: a counter above the truth fills a cap early, one below lets it overflow."""
+        usage, total = self._evidence_held(txn)
         stored = {bytes(k).decode(): _usage_decoder.decode(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
-        if stored != usage:
-            problems.append("the evidence usage counters differ from the evidence held")
+        wrong = sorted(s for s in usage.keys() | stored.keys() if usage.get(s, Usage()) != stored.get(s, Usage()))
+        problems = [f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
+                    f"are held" for s in wrong[:_NAMED_MISCOUNTS]]
+        if len(wrong) > _NAMED_MISCOUNTS:
+            problems.append(f"... and the evidence usage of {len(wrong) - _NAMED_MISCOUNTS:,} more records is miscounted")
+        raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
+        counted = _usage_decoder.decode(raw) if raw is not None else Usage()
+        if counted != total:
+            problems.append(f"the total evidence usage counts {_usage_text(counted)} but {_usage_text(total)} are held")
         return problems
+
+    def repair_evidence_usage(self) -> list[str]:
+        """Recount the evidence usage counters from the evidence held (one write transaction); return
+        what was wrong, as fsck names it. Only these counters are repaired: they are local bookkeeping
+        of the caps, outside consensus, and the entries they count are the truth. Everything else fsck
+        checks is derived from the log, which ``rebuild`` re-derives."""
+        while True:
+            try:
+                with self._begin(write=True) as txn:
+                    found = self._fsck_evidence_usage(txn)
+                    if not found:
+                        return []
+                    usage, total = self._evidence_held(txn)
+                    txn.drop(self.db[b"evsize"], delete=False)
+                    for subject, u in sorted(usage.items()):
+                        txn.put(subject.encode(), _entry_encoder.encode(u), db=self.db[b"evsize"])
+                    txn.put(b"evidence_usage", _entry_encoder.encode(total), db=self.db[b"meta"])
+                    return found
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise LedgerError(f"the evidence usage was not repaired: {exc}",
+                                  hint="the ledger is as it was; if the disk is full, free space and run it again") from None
 
     def _fsck_tree(self, txn: lmdb.Transaction, leaves: dict[str, Pair]) -> list[str]:
         """Recompute every digest-tree node from the records' leaves derived from the log."""
@@ -1313,14 +1462,14 @@ class Ledger:
 
     def lacking(self, event_ids: Iterable[str]) -> list[str]:
         """The ids among ``event_ids`` that this ledger holds no valid event under."""
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return sorted(i for i in event_ids if txn.get(_event_key(i), db=self.db[b"ids"]) is None)
 
     def inbound_bundles(self, subject: str) -> list[dict[str, Any]]:
         """One event bundle per record citing ``subject``, holding exactly its standing citations of it
         (citing Pith Number order): with :meth:`export`, what reproduces ``subject``'s state anywhere."""
         by_citing: dict[str, list[Entry]] = {}
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             for e in self._inbound(txn, subject):
                 by_citing.setdefault(e.verdict.subject, []).append(e)
         return [write_bundle(citing, [e.event for e in sorted(group, key=lambda e: e.event_id)])
@@ -1341,23 +1490,23 @@ class Ledger:
 
     def evidence(self, subject: str) -> list[tuple[str, EvidenceEntry]]:
         """(copy sha256, entry) of every rejected input held about ``subject``, in copy digest order."""
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return self._evidence(txn, subject)
 
     def evidence_subjects(self) -> Iterator[tuple[str, Usage]]:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             for key, raw in txn.cursor(db=self.db[b"evsize"]).iternext():
                 yield bytes(key).decode(), _usage_decoder.decode(raw)
 
     def evidence_usage(self) -> Usage:
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
         return _usage_decoder.decode(raw) if raw is not None else Usage()
 
     def counts(self) -> dict[str, int]:
         """Events in the log, records with a derived state, records whose derivation is pending."""
         dbs = self._pending_dbs()
-        with self.env.begin() as txn:
+        with self._begin() as txn:
             return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"],
                     "pending": sum(txn.stat(db)["entries"] for db in dbs)}
 
@@ -1374,7 +1523,7 @@ class Batch:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._txn = ledger.env.begin()  # lookups; ended before the write transaction begins
+        self._txn = ledger._begin()  # lookups; ended before the write transaction begins
         self._bundles: list[Bundle] = []
         self._offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
         self._candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing (insertion = verify order)
@@ -1468,7 +1617,7 @@ def open_settled(path: Path) -> Ledger:
 _REBUILT_MARK = "REBUILT"
 
 
-def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False) -> dict[str, Any]:
+def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
     The log of every layout keeps each received event's bytes (layout 1 kept every class of event
@@ -1478,7 +1627,8 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False) -
     verified under the same signature rule when they arrived. The new ledger is built beside the old
     one and swapped in by two renames; the old one stays as ``<name>.<old merge>-backup``. While it
     reads, it holds the old ledger's writer lock, so nothing is applied to the old ledger meanwhile.
-    Re-running after an interruption finishes the job.
+    Re-running after an interruption finishes the job. A ledger already at this merge version is left
+    as it is (``already_current``), unless ``force``: rebuilding it would only pile up backups.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".rebuild-tmp")
@@ -1498,6 +1648,8 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False) -
         try:
             meta = env.open_db(b"meta", txn=txn, create=False)
             old_merge = bytes(txn.get(b"merge_version", b"", db=meta)).decode() or "unknown"
+            if old_merge == MERGE_VERSION and not force:
+                return counts | {"already_current": True, "backup": "", "old_merge_version": old_merge}
             shutil.rmtree(tmp, ignore_errors=True)
             with Ledger(tmp, create=True) as new:
                 batch = new.batch()

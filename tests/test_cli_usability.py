@@ -413,7 +413,7 @@ def test_mint_far_date_is_bad_metadata(cli, tmp_path: Path) -> None:  # type: ig
 def test_verify_accepts_directories_like_apply(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("verify", str(BUNDLES))
     assert r.code == 0, r.err
-    assert r.out.count("\nvalid") + r.out.startswith("valid") == 65  # Pith's record document reads as its record event
+    assert sum(": valid " in line for line in r.out.splitlines()) == 65  # each line names its file; Pith's record document reads as its record event
     (tmp_path / "empty").mkdir()
     r = cli("verify", "empty")
     assert r.code == 1 and "holds no .json or .jsonl files" in r.err
@@ -433,7 +433,7 @@ def test_closed_pipe_is_not_invalid_input(tmp_path: Path) -> None:
     env = _env(tmp_path)
     cmd = f"{sys.executable} -m pithledger.cli verify {BUNDLES} | head -1; echo \"status=${{PIPESTATUS[0]}}\""
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
-    assert done.stdout.splitlines()[0].startswith("valid")
+    assert ": valid " in done.stdout.splitlines()[0]
     assert done.stdout.splitlines()[-1] == "status=141", done.stdout + done.stderr
     assert done.stderr == ""
 

@@ -71,7 +71,7 @@ def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: 
         assert ({s: rebuilt.state_bytes(s) for s in rebuilt.subjects()}, rebuilt.root(), rebuilt.evidence_usage()) == want
         assert rebuilt.fsck() == []
         assert rebuilt.export(pool()[0]["subject_pith_number"])["note"] == "kept"  # unknown bundle fields survive
-    again = cli("--ledger", str(old), "rebuild")  # a v2 ledger rebuilt from its log and evidence: same again
+    again = cli("--ledger", str(old), "rebuild", "--force")  # a v2 ledger rebuilt from its log and evidence: same again
     assert again.code == 0 and "-> pithledger-merge-v2" in again.out
     assert json.loads(cli("--ledger", str(old), "digest", "--json").out)["events_root"] == want[1].events.hex()
 
