@@ -120,7 +120,7 @@ class ServingLedger(Ledger):
         self.gate = threading.RLock()
         super().__init__(*args, **kwargs)
 
-    def _process_pool(self) -> None:  # type: ignore[override]
+    def _process_pool(self) -> None:
         return None
 
     def _grow(self) -> None:
