@@ -5,7 +5,9 @@ synchronous read of one LMDB snapshot (a read-only handle: it never waits for an
 process) run on the event loop: no thread hop, no lock. Pages are rendered by :mod:`pithledger.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
-Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405.
+Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
+except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.actions` (its
+writer thread owns every write; spec/serve.md §8).
 Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
 redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
 """
