@@ -204,6 +204,8 @@ class Writer:
             with self._cond:
                 while not self._queue and not self._stop and not self._pending_work:
                     self._cond.wait()
+                if not self._queue and not self._stop:  # idle with work pending: a short pause, so that a running
+                    self._cond.wait(0.2)                # apply's own finishing is not raced step for step
                 if self._stop and not self._queue:
                     return
                 group: list[_Item] = []
@@ -227,7 +229,8 @@ class Writer:
     def _derive_step(self) -> None:
         """One transaction of pending derivation (spec/storage.md §3.1), between groups."""
         try:
-            self.ledger.finish(steps=1)
+            if self.ledger.pending():
+                self.ledger.finish(steps=1)
             self._pending_work = self.ledger.pending() > 0
         except PithledgerError:
             traceback.print_exc(file=sys.stderr)
@@ -247,8 +250,12 @@ class Writer:
         while live:
             defer = self.ledger.pending() > 0  # someone else's pending work: derive it between groups, not in ours
             batch = self.ledger.batch()
-            for item in live:
-                batch.add(item.bundle, signatures_verified=True)  # checked just above, these exact bytes
+            try:
+                for item in live:
+                    batch.add(item.bundle, signatures_verified=True)  # checked just above, these exact bytes
+            except BaseException:
+                batch.abandon()
+                raise
 
             def admit(txn: lmdb.Transaction) -> bool:
                 with self._cond:  # the writer lock is ours now: claim the group, unless a request gave up
