@@ -2,7 +2,7 @@
 events accepted per second and POST latency (p50, p99), while GET clients read state.json and the
 record page back to back.
 
-    .venv/bin/python bench/bench_actions.py [--events 3000] [--posters 16] [--getters 2] [--seconds 20]
+    .venv/bin/python bench/bench_actions.py [--events 3000] [--posters 16] [--getters 2] [--seconds 60] [--spread]
 
 The ledger holds Pith's receipted record FHIBFT2FCAH6TNYKWKJEBOYM4L (tests/vectors); ``--events``
 distinct author attestations about it are signed beforehand (real Ed25519, 64 keys) and POSTed by
@@ -42,7 +42,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=env, check=True)
 
 
-def _events(n: int) -> list[bytes]:
+def _events(n: int, numbers: list[str]) -> list[tuple[str, bytes]]:
     from pithledger.bundle import write_bundle
     from pithledger.canonical import canonical_bytes
     from pithledger.events import make_event
@@ -51,9 +51,10 @@ def _events(n: int) -> list[bytes]:
     keys = [LocalKey(name=f"k{i}", seed=hashlib.sha256(f"bench actions {i}".encode()).digest()) for i in range(64)]
     out = []
     for i in range(n):
-        ev = make_event("author_attestation", NUMBER, {"author_name": f"Author {i}"}, keys[i % 64],
+        number = numbers[i % len(numbers)]
+        ev = make_event("author_attestation", number, {"author_name": f"Author {i}"}, keys[i % 64],
                         created_at=f"2026-06-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
-        out.append(canonical_bytes(write_bundle(NUMBER, [ev])))
+        out.append((number.rsplit(":", 1)[1], canonical_bytes(write_bundle(number, [ev]))))
     return out
 
 
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--posters", type=int, default=16)
     ap.add_argument("--getters", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=60.0, help="upper bound of the POST phase")
+    ap.add_argument("--spread", action="store_true", help="also apply bundles/demo-50-records.jsonl and spread the events over all 51 records")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-actions-"))
     env = dict(os.environ, XDG_DATA_HOME=str(tmp / "d"), XDG_CONFIG_HOME=str(tmp / "c"))
@@ -84,8 +86,13 @@ def main() -> None:
     try:
         ledger = tmp / "L"
         _cli("--ledger", str(ledger), "apply", str(RECORD_DOC), env=env)
+        numbers = [NUMBER]
+        if args.spread:
+            demo = ROOT / "bundles" / "demo-50-records.jsonl"
+            _cli("--ledger", str(ledger), "apply", str(demo), env=env)
+            numbers += [json.loads(line)["pith_number"] for line in demo.read_text().splitlines() if line.strip()]
         t0 = time.monotonic()
-        bodies = _events(args.events)
+        bodies = _events(args.events, numbers)
         print(f"signed {len(bodies):,} events in {time.monotonic() - t0:.1f} s", file=sys.stderr)
         server = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0",
                                    "--accept-events", "--post-rate", "100000", "--post-burst", "100000",
@@ -111,11 +118,12 @@ def main() -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             while time.monotonic() < deadline:
                 with lock:
-                    body = next(todo, None)
-                if body is None:
+                    nxt = next(todo, None)
+                if nxt is None:
                     return
+                suffix, body = nxt
                 s = time.perf_counter()
-                conn.request("POST", f"/pith/{SUFFIX}/action/author_attestation", body=body, headers={"content-type": "application/json"})
+                conn.request("POST", f"/pith/{suffix}/action/author_attestation", body=body, headers={"content-type": "application/json"})
                 resp = conn.getresponse()
                 resp.read()
                 took = time.perf_counter() - s
@@ -138,7 +146,8 @@ def main() -> None:
         lat = sorted(latencies)
         p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
         state = json.loads(_cli("--ledger", str(ledger), "state", SUFFIX, env=env).stdout)
-        held = len(state["current"]["author_attestations"])
+        held = json.loads(_cli("--ledger", str(ledger), "digest", "--json", env=env).stdout)["events"] - len(numbers)
+        del state
         server.terminate()
         server.wait(timeout=30)
         server = None
@@ -147,7 +156,7 @@ def main() -> None:
                   "p50_ms": round(p(0.50), 1), "p99_ms": round(p(0.99), 1), "max_ms": round(lat[-1] * 1000, 1),
                   "seconds": round(elapsed, 2), "posters": args.posters, "getters": args.getters,
                   "gets_per_s_meanwhile": round(gets / (elapsed + 0.5), 1),
-                  "attestations_held": held, "fsck": fsck, "cpus": os.cpu_count(), "python": sys.version.split()[0]}
+                  "records": len(numbers), "events_held": held, "fsck": fsck, "cpus": os.cpu_count(), "python": sys.version.split()[0]}
         print(json.dumps(result, indent=1))
     finally:
         if server is not None:
