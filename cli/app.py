@@ -398,6 +398,7 @@ def event(
     signer_id: Annotated[Optional[str], typer.Option("--signer-id", metavar="SIGNER", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
     example: Annotated[bool, typer.Option("--example", help="Print a filled-in example payload for KIND and exit (no key needed).")] = False,
     ots: Annotated[Optional[Path], typer.Option("--ots", metavar="FILE", help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.")] = None,
+    post: Annotated[Optional[str], typer.Option("--post", metavar="URL", help="Also submit the signed event to a mirror (as `pithledger submit`): its base URL or a URL pattern with {suffix}/{kind}.")] = None,
     key_dir: KeyDirOption = None,
 ) -> None:
     """Sign a new event and write a bundle holding it."""
@@ -431,7 +432,9 @@ def event(
     number = _long_number(ctx, subject, "--subject")
     if kind == "citation_signature" and isinstance(value.get("cited_pith_number"), str):
         value["cited_pith_number"] = _long_number(ctx, value["cited_pith_number"], "cited_pith_number")
-    _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output)
+    ev = _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None)
+    if post is not None:
+        _post_events(ctx, [ev], post, 30.0, settings(ctx).json)
 
 
 def _print_example(ctx: typer.Context, kind: str) -> None:
@@ -495,7 +498,7 @@ def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
 
 def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str, Any], record: Optional[dict[str, Any]],
                     key: str, key_dir: Optional[Path], created_at: Optional[str], signer_id: Optional[str],
-                    output: Optional[Path]) -> None:
+                    output: Optional[Path], *, quiet_stdout: bool = False) -> dict[str, Any]:
     from pithledger.bundle import write_bundle
     from pithledger.canonical import canonical_bytes
     from pithledger.events import EventInvalid, make_event
@@ -509,11 +512,12 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
         raise
     bundle = write_bundle(number, [ev], canonical_record=record)
     data = canonical_bytes(bundle) + b"\n"
-    if output is None:
-        sys.stdout.buffer.write(data)
-    else:
+    if output is not None:
         write_file_atomically(output, data)
         _note(ctx, f"wrote {output}: {kind} {ev['event_id']}")
+    elif not quiet_stdout:  # with --post and no -o, stdout carries the verdict line instead
+        sys.stdout.buffer.write(data)
+    return ev
 
 
 # --- the ledger ------------------------------------------------------------------------------------
@@ -1172,8 +1176,13 @@ def serve(
     name: Annotated[str, typer.Option("--name", metavar="NAME", help="This mirror's name in its manifest.")] = "pithledger mirror",
     key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names.")] = None,
     key_dir: KeyDirOption = None,
+    accept_events: Annotated[bool, typer.Option("--accept-events", help="Also accept signed events at POST /pith/<suffix>/action/<kind> (spec/serve.md §8); off: every POST is 405.")] = False,
+    post_rate: Annotated[float, typer.Option("--post-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second per client address.")] = 5.0,
+    post_burst: Annotated[int, typer.Option("--post-burst", metavar="N", min=1, help="--accept-events: POSTs a client may send at once.")] = 20,
+    post_total_rate: Annotated[float, typer.Option("--post-total-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second from all clients (burst: twice that).")] = 200.0,
+    post_wait: Annotated[float, typer.Option("--post-wait", metavar="SECONDS", min=0.05, max=600, help="--accept-events: how long a POST waits for the ledger's write lock (another process's apply) before 503.")] = 5.0,
 ) -> None:
-    """Serve the ledger read-only over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
+    """Serve the ledger over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
 
     Paths (spec/serve.md): /pith/<suffix> (HTML, or the record JSON for Accept: application/ld+json),
     /pith/<suffix>/bundle.json, /pith/<suffix>/state.json, /pith/<suffix>/events.json,
@@ -1189,7 +1198,78 @@ def serve(
     if key:
         local = _store(key_dir).load(key)
         mirror_key = public_key_doc(local.name, local.public_key)
-    run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet)
+    limits = None
+    if accept_events:
+        from pithledger.actions import Limits
+
+        limits = Limits(client_rate=post_rate, client_burst=post_burst, total_rate=post_total_rate,
+                        total_burst=max(1, int(post_total_rate * 2)), lock_wait=post_wait)
+    run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
+        accept_events=limits)
+
+
+@command(cls=Command)
+def submit(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="FILE", help="A bundle (or JSON lines of bundles) of signed events, e.g. what `pithledger event` wrote; '-' for stdin.")],
+    url: Annotated[str, typer.Argument(metavar="URL", help="A mirror's base URL (events go to URL/pith/<suffix>/action/<kind>), or a URL pattern holding {suffix} and/or {kind}.")],
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.1, help="Wall clock for one request.")] = 30.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Post each event of a bundle to the action URL of its record on a mirror (`serve --accept-events`).
+
+    One line per event: new, duplicate, invalid, unverified or refused, with the mirror's reason.
+    Exit 1 if any event was refused (or could not be posted).
+    """
+    from pithledger.bundle import read_bundle
+
+    events: list[dict[str, Any]] = []
+    for where, value in iter_documents(source):
+        try:
+            events.extend(read_bundle(value).events)
+        except PithledgerError as exc:
+            exc.message = f"{where}: {exc.message}"
+            raise
+    _post_events(ctx, events, url, timeout, _json(ctx, as_json))
+
+
+def _post_events(ctx: typer.Context, events: list[dict[str, Any]], url: str, timeout: float, json_out: bool) -> None:
+    from pithledger._http11 import Client
+    from pithledger._transport import Deadline, check_url
+    from pithledger.actions import ACTION_KINDS, action_url, post_event
+    from pithledger.errors import SourceError
+
+    if "{suffix}" not in url and "{kind}" not in url:
+        check_url(url)  # a bad base URL is one error, before anything is posted
+    results: list[dict[str, Any]] = []
+    client = Client()
+    deadline = Deadline(None)
+    try:
+        for event in events:
+            kind, number = event.get("event_type"), str(event.get("subject_pith_number"))
+            if kind not in ACTION_KINDS:
+                results.append({"event_id": event.get("event_id", ""), "event_type": kind, "subject": number, "url": "",
+                                "http_status": 0, "status": "skipped", "reason": "no-action",
+                                "message": f"a mirror takes no {kind} events by POST (actions: {', '.join(sorted(ACTION_KINDS))}); apply it instead"})
+                continue
+            target = action_url(url, number, str(kind))
+            try:
+                results.append(post_event(client, target, event, timeout=timeout, deadline=deadline))
+            except SourceError as exc:
+                results.append({"event_id": event.get("event_id", ""), "event_type": kind, "subject": number, "url": target,
+                                "http_status": 0, "status": "refused", "reason": exc.code, "message": exc.message})
+    finally:
+        client.close()
+    refused = [r for r in results if r["status"] not in ("new", "duplicate", "skipped")]
+    if json_out:
+        emit_json({"posted": sum(r["status"] != "skipped" for r in results), "refused": len(refused), "events": results})
+    else:
+        for r in results:
+            why = f" [{r['reason']}] {r['message']}" if r["reason"] else ""
+            http = f" (HTTP {r['http_status']})" if r["http_status"] else ""
+            typer.echo(f"{r['status']:<10} {r['subject']} {r['event_type']} {r['event_id']}{why}{http}")
+    if refused:
+        raise typer.Exit(1)
 
 
 @command(cls=Command)

@@ -1,4 +1,4 @@
-"""A keep-alive HTTP/1.1 GET client for reading Pith-shaped mirrors, on the sans-IO parser ``h11``.
+"""A keep-alive HTTP/1.1 GET (and POST) client for reading Pith-shaped mirrors, on the sans-IO parser ``h11``.
 
 The other end is hostile, under the rules of :mod:`pithledger._transport` (spec/audit.md §5, and
 spec/pull.md §6 for what differs): one wall-clock timeout per request (connect, TLS, head, body and
@@ -46,6 +46,7 @@ _RECV = 256 * 1024
 MAX_DRAIN = 64 * 1024
 
 Origin = tuple[str, str, int]
+_Post = tuple[str, bytes, str]  # method, body, content type
 
 
 class Response(NamedTuple):
@@ -130,10 +131,23 @@ class Client:
             raise SourceHTTPStatus(f"cannot fetch {current}: HTTP {status}", status)
         raise RedirectRefused(f"{url}: more than {MAX_REDIRECTS} redirects")
 
+    def post(self, url: str, body: bytes, *, timeout: float | None, deadline: Deadline, max_bytes: int,
+             content_type: str = "application/json") -> Response:
+        """POST ``body`` to ``url``: a :class:`Response` with the status and body of whatever the server
+        answered (an error's body bounded like a 200's). Redirects are not followed (a 3xx is returned
+        as it is): a POST is never sent to a URL its sender did not name. A connection the server had
+        closed while idle is opened again once, as for a GET; an event is idempotent (spec/serve.md §8)."""
+        clock = _Clock(url, timeout, deadline)
+        parts = check_url(url)
+        self.requests += 1
+        status, headers, answer = self._request(url, parts, clock, max_bytes, None, ("POST", body, content_type))
+        tags = headers.get(b"etag", [])
+        return Response(status, answer, tags[0] if len(tags) == 1 else None, url)
+
     # --- one exchange --------------------------------------------------------------------------
 
     def _request(self, url: str, parts: SplitResult, clock: _Clock, max_bytes: int,
-                 etag: bytes | None) -> tuple[int, dict[bytes, list[bytes]], bytes]:
+                 etag: bytes | None, post: _Post | None = None) -> tuple[int, dict[bytes, list[bytes]], bytes]:
         origin = _origin(parts)
         for attempt in range(2):
             conn = self._conns.pop(origin, None)
@@ -141,7 +155,7 @@ class Client:
             if conn is None:
                 conn = self._connect(url, origin, clock)
             try:
-                status, headers, body, reusable = self._exchange(url, parts, conn, clock, max_bytes, etag)
+                status, headers, body, reusable = self._exchange(url, parts, conn, clock, max_bytes, etag, post)
             except _Reset:
                 conn.close()
                 if fresh or attempt:  # pragma: no cover - _exchange raises _Reset only for a used connection
@@ -184,8 +198,9 @@ class Client:
         return _Conn(origin, sock)
 
     def _exchange(self, url: str, parts: SplitResult, conn: _Conn, clock: _Clock, max_bytes: int,
-                  etag: bytes | None) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
-        """Send one GET and read its whole answer: (status, header fields, body, connection reusable)."""
+                  etag: bytes | None, post: _Post | None = None) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
+        """Send one GET (or ``post``: method, body, content type) and read its whole answer: (status,
+        header fields, body, connection reusable). A POST's answer body is kept whatever its status."""
         _, host, port = conn.origin
         default = 443 if parts.scheme == "https" else 80
         host_field = f"[{host}]" if ":" in host else host
@@ -200,7 +215,12 @@ class Client:
         received_any = False
         try:
             try:
-                data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
+                if post is None:
+                    data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
+                else:
+                    fields += [("Content-Type", post[2]), ("Content-Length", str(len(post[1])))]
+                    data = h.send(h11.Request(method=post[0], target=target, headers=fields)) or b""
+                    data += h.send(h11.Data(data=post[1])) or b""
                 data += h.send(h11.EndOfMessage()) or b""
                 conn.sock.settimeout(clock.remaining())
                 conn.sock.sendall(data)
@@ -209,6 +229,7 @@ class Client:
                     raise _Reset() from None
                 raise
             budget = _Budget(url)
+            keep_all = post is not None
             status = 0
             headers: dict[bytes, list[bytes]] = {}
             body = bytearray()
@@ -238,10 +259,10 @@ class Client:
                     budget.take(list(event.headers), 15 + len(event.reason))
                     for name, value in event.headers:
                         headers.setdefault(bytes(name), []).append(bytes(value))
-                    _check_framing(url, headers, status, max_bytes)
+                    _check_framing(url, headers, 200 if keep_all else status, max_bytes)
                     continue
                 if isinstance(event, h11.Data):
-                    if status == 200:
+                    if status == 200 or keep_all:
                         if len(body) + len(event.data) > max_bytes:
                             raise SourceTooLarge(f"{url}: the body is larger than {max_bytes:,} bytes")
                         body += event.data

@@ -5,13 +5,16 @@ synchronous read of one LMDB snapshot (a read-only handle: it never waits for an
 process) run on the event loop: no thread hop, no lock. Pages are rendered by :mod:`pithledger.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
-Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405.
+Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
+except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.actions` (its
+writer thread owns every write; spec/serve.md §8).
 Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
 redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import re
@@ -30,6 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import ids, pages, record_doc
+from .actions import ACTION_KINDS, ActionError, Actions, Limits, ServingLedger, read_body, request_bundle
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
@@ -163,8 +167,15 @@ class Site:
     """What the handlers read: one read-only ledger handle and the display-metadata sidecar."""
 
     def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
-                 mirror_key: dict[str, str] | None = None) -> None:
-        self.ledger = Ledger(ledger_path, readonly=True)
+                 mirror_key: dict[str, str] | None = None, accept_events: Limits | None = None) -> None:
+        self.actions: Actions | None = None
+        self.gate: Any = contextlib.nullcontext()
+        if accept_events is None:
+            self.ledger = Ledger(ledger_path, readonly=True)
+        else:  # one environment for reads and the writer thread (py-lmdb refuses opening it twice)
+            writer = ServingLedger(ledger_path)
+            self.ledger, self.gate = writer, writer.gate
+            self.actions = Actions(writer, accept_events)
         self.meta = MetadataStore(ledger_path, readonly=True)
         self.base_url = base_url.rstrip("/")
         self.name = name
@@ -175,15 +186,19 @@ class Site:
 
     def close(self) -> None:
         self.meta.close()
+        if self.actions is not None and not self.actions.close():
+            return  # the writer is blocked on another process's write lock: the process exit closes the ledger
         self.ledger.close()
 
     def read(self, fn: Callable[[], Any]) -> Any:
-        """Run a read; when another process grew the map since we opened it, adopt the new size and retry."""
-        try:
-            return fn()
-        except lmdb.MapResizedError:
-            self.ledger.env.set_mapsize(0)
-            return fn()
+        """Run a read; when another process grew the map since we opened it, adopt the new size and retry.
+        ``gate``: with --accept-events, the writer thread grows the map only while no read runs."""
+        with self.gate:
+            try:
+                return fn()
+            except lmdb.MapResizedError:
+                self.ledger.env.set_mapsize(0)
+                return fn()
 
     def subject(self, ident: str) -> str:
         """The long Pith Number an identifier names, as an HTTP error when it names none."""
@@ -559,6 +574,38 @@ async def mirror_record(request: Request) -> Response:
     return respond(request, _json_body(parts[n]), _JSON)
 
 
+# --- the action endpoints (spec/serve.md §8): serve --accept-events -----------------------------------
+
+_ACTION_PATH = re.compile(r"^/pith/[^/]+/action/[^/]+\Z")
+
+
+def _accepts_post(app: Any, scope: Scope) -> bool:
+    """A POST is answered only on an action path of a server started with --accept-events."""
+    return getattr(app.state.site, "actions", None) is not None and bool(_ACTION_PATH.match(scope.get("path", "")))
+
+
+async def action(request: Request) -> Response:
+    """``POST /pith/<suffix>/action/<kind>``: a signed event (or event bundle) about the record."""
+    site = _site(request)
+    actions = site.actions
+    if actions is None:  # pragma: no cover - Guard answers 405 first
+        raise HTTPError(405, "method-not-allowed", "this mirror does not accept events")
+    kind = request.path_params["kind"]
+    try:
+        if kind not in ACTION_KINDS:
+            raise ActionError(404, "not-found", f"no action {kind[:60]!r}; the actions are {', '.join(sorted(ACTION_KINDS))}")
+        subject = _suffix_subject(request)
+        client = request.client.host if request.client else "?"
+        actions.check_head(client, request.headers.get("content-length"))
+        bundle = request_bundle(await read_body(request.stream()), subject, kind)
+        answer = await actions.submit(bundle, kind)
+    except ActionError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    body = canonical_bytes(answer.body) + b"\n"
+    return Response(body, status_code=answer.status, media_type=_JSON,
+                    headers={"cache-control": "no-store", **CORS, **SECURITY, **answer.headers})
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPError):
         return error_response(exc.status, exc.code, exc.message, {"retry-after": "30"} if exc.status == 503 else None)
@@ -600,7 +647,7 @@ class Guard:
                                                      "access-control-allow-headers": "Accept, If-None-Match, Cache-Control",
                                                      "access-control-max-age": "86400", "allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
             return
-        if method not in ("GET", "HEAD"):
+        if method not in ("GET", "HEAD") and not (method == "POST" and _accepts_post(self.app, scope)):
             await error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",
                                  {"allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
             return
@@ -647,6 +694,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/api/pith-number/{suffix}/resolve.json", resolution_json),
         Route("/paper/{ident:path}", paper),
         Route(f"/{record_doc.SCHEMA_PATH}", schema),
+        Route("/pith/{suffix}/action/{kind}", action, methods=["POST"]),
         Route("/pith/{suffix}", record),
         Route("/pith/{ident:path}", pith_other),
     ]
@@ -690,12 +738,13 @@ def url_of(sock: socket.socket) -> str:
 
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
-        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools") -> None:
+        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools",
+        accept_events: Limits | None = None) -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
     ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
     import uvicorn
 
-    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key)
+    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events)
     try:
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")
@@ -704,7 +753,8 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
                                 limit_concurrency=1000, backlog=1024)
         server = uvicorn.Server(config)
         if not quiet:
-            sys.stderr.write(f"serving {ledger_path} at {url_of(sock)}/ (read-only; Ctrl-C to stop)\n")
+            mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"
+            sys.stderr.write(f"serving {ledger_path} at {url_of(sock)}/ ({mode}; Ctrl-C to stop)\n")
             sys.stderr.flush()
         server.run(sockets=[sock])
         sock.close()

@@ -13,7 +13,7 @@ import os
 import shutil
 import zlib
 from collections import deque
-from itertools import islice
+from itertools import count, islice
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
@@ -135,6 +135,10 @@ class EvidenceLimits(msgspec.Struct, frozen=True):
     per_record_bytes: int = 16 * 1024 * 1024
     total_entries: int = 1_000_000
     total_bytes: int = 2 * 1024 * 1024 * 1024
+
+
+class BatchWithdrawn(Exception):
+    """A batch's ``admit`` callback declined it once the write lock was held: nothing was written."""
 
 
 class BatchResult(msgspec.Struct):
@@ -749,13 +753,16 @@ class Ledger:
             raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None
 
     def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer], verdicts: dict[str, Verdict], offers: list[str],
-               held: dict[str, Verdict], duplicate: int, defer: bool) -> BatchResult:
+               held: dict[str, Verdict], duplicate: int, defer: bool,
+               admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
         citing: set[str] = set()
         outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
         try:
             with self._begin(write=True) as txn:
+                if admit is not None and not admit(txn):  # the writer lock is held: last chance to withdraw
+                    raise BatchWithdrawn()
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 for n, (copy, c) in enumerate(candidates.items(), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
@@ -908,14 +915,15 @@ class Ledger:
         # the sets of a handle opened on layout 3 are opened by the readers before their transaction
         return any(txn.get(key, db=self.db[name]) is not None for name in _PENDING if name in self.db)
 
-    def finish(self, progress: Callable[[int], None] | None = None) -> int:
+    def finish(self, progress: Callable[[int], None] | None = None, *, steps: int | None = None) -> int:
         """Derive everything pending (spec/storage.md §3.1), in transactions of FINISH_CHUNK records:
         first every pending record's standing outbound citations (which marks the records whose inbound
         citations changed), then each pending record's state, lookup indexes and digest leaf, once, and
         the digest tree above them. Killed half-way, it resumes where it stopped. Returns the records
-        whose state was derived. ``progress`` is called with that running count."""
+        whose state was derived. ``progress`` is called with that running count. ``steps``: stop after
+        that many transactions (the rest stays pending: :meth:`pending` tells)."""
         done = 0
-        while True:
+        for _ in count() if steps is None else range(steps):
             try:
                 with self._begin(write=True) as txn:
                     n = self._finish_some(txn, FINISH_CHUNK)
@@ -932,6 +940,7 @@ class Ledger:
             done += n
             if progress is not None:
                 progress(done)
+        return done
 
     def _finish_some(self, txn: lmdb.Transaction, limit: int | None) -> int | None:
         """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
@@ -1120,6 +1129,10 @@ class Ledger:
     def bucket(self, prefix: str) -> dict[str, Pair]:
         with self._begin() as txn:
             return self._bucket(txn, prefix)
+
+    def holds(self, txn: lmdb.Transaction, event_id: str) -> bool:
+        """Whether a valid event with this ledger id is held, read in ``txn``."""
+        return txn.get(_event_key(event_id), db=self.db[b"ids"]) is not None
 
     def record_events(self, pith_number: str) -> list[str]:
         with self._begin() as txn:
@@ -1575,9 +1588,13 @@ class Batch:
         self._items.append(self._chunk)
         self._chunk = []
 
-    def commit(self, *, defer: bool = False) -> BatchResult:
+    def commit(self, *, defer: bool = False, admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
         """Wait for the verdicts, then append, keep evidence and (unless ``defer``) derive, in one
-        durable transaction (see :meth:`Ledger.apply_batch`)."""
+        durable transaction (see :meth:`Ledger.apply_batch`).
+
+        ``admit``: called in the write transaction as soon as it holds the writer lock, before anything
+        is written; when it returns False the transaction is aborted and :class:`BatchWithdrawn` raised
+        (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written)."""
         self._submit()
         self._txn.abort()
         checked = [v for part, items in zip(self._parts, self._items, strict=True)
@@ -1586,7 +1603,7 @@ class Batch:
         while True:
             try:
                 result = self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
-                                             self._duplicate, defer)
+                                             self._duplicate, defer, admit)
                 _release_mapped_pages(self._ledger)
                 return result
             except lmdb.MapFullError:
