@@ -413,7 +413,8 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
             b.append(f'<dt>Public key</dt><dd class="mono">{e(r.public_key_b64)}</dd>')
             b.append(f'<dt>Signed digest</dt><dd class="mono">{e(r.digest)} (the raw 32 bytes, not the hex text)</dd>')
             b.append(f'<dt>Signature (base64)</dt><dd class="mono">{e(r.signature_b64)}</dd>')
-            b.append(f"<dt>Signed at</dt><dd>{e(r.signed_at)}</dd>")
+            b.append("<dt>Signed at</dt><dd>" + (e(r.signed_at) if r.signed_at else
+                     '<span class="meta">not covered by Pith\'s signature: not shown (copies of the receipt differ in it)</span>') + "</dd>")
             for name, text in r.extra.items():
                 b.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
             b.append(f"<dt>Verification</dt><dd>{verdict}</dd></dl>")
