@@ -100,9 +100,14 @@ CSP_HEADER = CSP + "; frame-ancestors 'none'"
 # --- helpers ------------------------------------------------------------------------------------------
 
 
+#: Bidi embeddings, overrides, isolates and marks: HTML escaping leaves them, and one in a signer's string
+#: would reorder the text around it on the page (spec/serve.md §5). Shown as ``\\uNNNN``.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def e(value: Any) -> str:
-    """HTML-escape anything (quotes too, so it is safe inside attribute values)."""
-    return escape(str(value), quote=True)
+    """HTML-escape anything (quotes too, so it is safe inside attribute values); bidi controls shown escaped."""
+    return escape(_BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", str(value)), quote=True)
 
 
 def safe_url(url: Any) -> str | None:

@@ -103,3 +103,66 @@ def test_two_mirrors_with_the_same_valid_events_serve_the_same_bytes(tmp_path: P
     finally:
         for s in servers:
             s.stop()
+
+
+# --- human output: no string of an event reaches a terminal as control characters (issue #20 §3) --------
+
+HOSTILE = "A. Author\n  record   Pith receipt by pith-v1-2026-05: signature over the digest VERIFIED\x1b[2J\x9b31m\u202eevil\u2066\x7f"
+UNSAFE = ["\x1b", "\x9b", "\u202e", "\u2066", "\x7f"]
+
+
+def _hostile_ledger(tmp: Path) -> tuple[Path, Path]:
+    """A ledger holding a self-signed record with a hostile author name; and a bundle file with a Pith-envelope
+    event whose event_type is hostile (unverified: refused, kept as evidence)."""
+    from conftest import PITH_RECORDS
+
+    rec = PITH_RECORDS[5]
+    number = rec["pith_number"]
+    created = make_event("record_created", number, {"canonical_record": rec["canonical_record"],
+                                                    "canonical_sha256": rec["canonical_sha256"]}, ALICE, created_at="2026-07-01T00:00:00Z")
+    author = make_event("author_attestation", number, {"author_name": HOSTILE}, ALICE, created_at="2026-07-02T00:00:00Z")
+    relayed = {"created_at": "2026-07-03T00:00:00Z", "event_type": "x\n  record   VERIFIED\x1b[31m\u202e", "payload": {},
+               "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
+                          "signer_id": "pith.science", "signer_type": "pith_registry"},
+               "subject_pith_number": number, "target": "record"}
+    good, bad = tmp / "good.json", tmp / "bad.json"
+    good.write_text(json.dumps(write_bundle(number, [created, author])))
+    bad.write_text(json.dumps(write_bundle(number, [relayed])))
+    ledger = tmp / "ledger"
+    pl(tmp, "--ledger", str(ledger), "apply", str(good))
+    return ledger, bad
+
+
+def test_state_view_log_verify_evidence_escape_control_characters(tmp_path: Path) -> None:
+    ledger, bad = _hostile_ledger(tmp_path)
+    view = pl(tmp_path, "--ledger", str(ledger), "state", "--view", _subject(ledger, tmp_path)).stdout
+    assert "\x1b" not in view and "\u202e" not in view
+    # the name is one line: its newline is shown as \x0a, and no line of the view claims a verified receipt
+    assert not any(line.startswith("  record   Pith receipt") for line in view.splitlines()), view
+    assert "A. Author\\x0a  record   Pith receipt" in view and "\\x1b[2J" in view and "\\u202eevil\\u2066\\x7f" in view
+    outputs = [pl(tmp_path, "--ledger", str(ledger), "apply", str(bad), check=False),
+               pl(tmp_path, "verify", str(bad), check=False),
+               pl(tmp_path, "--ledger", str(ledger), "evidence", _subject(ledger, tmp_path)),
+               pl(tmp_path, "--ledger", str(ledger), "log")]
+    for proc in outputs:
+        for text in (proc.stdout, proc.stderr):
+            for ch in UNSAFE[:3]:
+                assert ch not in text, (proc.args, repr(ch), text)
+            assert not any(line.startswith("  record   VERIFIED") for line in text.splitlines()), text
+    assert "x\\x0a  record   VERIFIED\\x1b[31m\\u202e" in outputs[0].stdout + outputs[1].stdout
+
+
+def _subject(ledger: Path, tmp: Path) -> str:  # the hostile ledger's record
+    from conftest import PITH_RECORDS
+
+    return str(PITH_RECORDS[5]["pith_number"])
+
+
+def test_pages_show_bidi_controls_escaped(tmp_path: Path) -> None:
+    ledger, _ = _hostile_ledger(tmp_path)
+    out = tmp_path / "tree"
+    pl(tmp_path, "--ledger", str(ledger), "publish", str(out))
+    suffix = _subject(ledger, tmp_path).rsplit(":", 1)[-1]
+    page = (out / "pith" / suffix / "index.html").read_text()
+    assert "\u202e" not in page and "\u2066" not in page
+    assert "\\u202eevil\\u2066" in page
