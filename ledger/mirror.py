@@ -438,7 +438,7 @@ def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadl
 # --- publishing ------------------------------------------------------------------------------------
 
 
-#: Modes of what publish creates, less the umask, which the kernel applies (spec/audit.md §4.1): readable
+#: Modes of what publish creates, less the umask, which the kernel applies (spec/serve.md §7): readable
 #: by a web server running as another user (mkstemp's 0600 made every file 404 under nginx, Apache or
 #: http.server, and sync from it fail).
 FILE_MODE = 0o666
@@ -533,7 +533,7 @@ def _write(root: Path, rel: str, data: bytes) -> bool:
 
 def _write_linked(root: Path, rels: list[str], data: bytes) -> None:
     """The same bytes at every path of ``rels``: written once at the first, hard links at the others (one
-    copy on disk, spec/audit.md §4.1); a copy where the file system refuses links."""
+    copy on disk, spec/serve.md §7); a copy where the file system refuses links."""
     from .errors import CannotWrite
 
     first = root / rels[0]
@@ -764,7 +764,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     present = value.get("record_status") == "present"  # the top level, never a payload's bytes
     pith_bundle = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json"]
     pith_state = [f"pith/{suffix}/state.json"]
-    # One copy of each file on disk, hard links at its other paths (spec/audit.md §4.1)
+    # One copy of each file on disk, hard links at its other paths (spec/serve.md §7)
     for n, data in enumerate(parts):
         _write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else []), data)
     if present and bundle is not parts[0]:
