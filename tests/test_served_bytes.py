@@ -166,3 +166,25 @@ def test_pages_show_bidi_controls_escaped(tmp_path: Path) -> None:
     page = (out / "pith" / suffix / "index.html").read_text()
     assert "\u202e" not in page and "\u2066" not in page
     assert "\\u202eevil\\u2066" in page
+
+
+# --- the search box as a browser meets it (issue #20 §6) -----------------------------------------------------
+
+
+def test_the_search_box_answers_a_browser_with_a_page(tmp_path: Path) -> None:
+    ledger, _ = _hostile_ledger(tmp_path)
+    server = Server(ledger, tmp_path)
+    browser = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    try:
+        for ident, status in (("0000.00000", 404), ("not an id", 400), ("pith:ZZZZ", 400)):
+            got, headers, body = server.request(f"/resolve?id={ident.replace(' ', '+')}", headers=browser)
+            assert got == status, (ident, got)
+            assert headers["content-type"].startswith("text/html"), headers
+            assert b'id="error"' in body and b'<form method="get"' in body
+            # an API client still gets the JSON error
+            got, headers, body = server.request(f"/resolve?id={ident.replace(' ', '+')}", headers={"Accept": "application/json"})
+            assert got == status and json.loads(body)["error"] in ("not-found", "malformed-id")
+        got, headers, _ = server.request(f"/resolve?id={_subject(ledger, tmp_path).rsplit(':', 1)[-1][:8]}", headers=browser)
+        assert got == 302 and headers["location"].startswith("/pith/")
+    finally:
+        server.stop()
