@@ -378,8 +378,10 @@ async def index(request: Request) -> Response:
 async def resolve(request: Request) -> Response:
     site = _site(request)
     ident = request.path_params.get("ident") or request.query_params.get("id") or request.query_params.get("q")
-    if wants_json(request.headers.get("accept")) is None and "ident" not in request.path_params:
-        # a browser (HTML preferred) at the search boxes' target: errors as the index page, not JSON
+    accept = request.headers.get("accept") or ""
+    if "text/html" in accept and wants_json(accept) is None and "ident" not in request.path_params:
+        # a browser (it names text/html and prefers it) at the search boxes' target: errors as the index
+        # page, not JSON; API clients and curl (no Accept, */*) keep the JSON errors
         return _index_response(request, ident or "", "")
     if not ident:
         raise HTTPError(400, "usage", "give an identifier: /resolve?id=ID or /resolve/ID")
