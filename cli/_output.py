@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import sys
@@ -18,6 +19,29 @@ from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_dec
 from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
 
 
+#: What never reaches a terminal as itself (spec/serve.md §5, hostile strings): C0 controls (newline and tab included),
+#: DEL, C1 controls, the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), the
+#: marks U+200E, U+200F, U+061C and the separators U+2028, U+2029. A newline in an event's string would
+#: otherwise forge an output line ("... VERIFIED"), an escape sequence drive the terminal, an override
+#: reorder what is read.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` as one line a terminal shows literally: each unsafe character as ``\\xNN`` / ``\\uNNNN``."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def say(text: str) -> None:
+    """One line of human output on stdout, with every unsafe character escaped (:func:`printable`)."""
+    typer.echo(printable(text))
+
+
 def emit_json(value: Any) -> None:
     """Canonical JSON on stdout, one document per line."""
     sys.stdout.buffer.write(canonical_bytes(value) + b"\n")
@@ -25,9 +49,9 @@ def emit_json(value: Any) -> None:
 
 
 def fail(message: str, *, code: str = "error", hint: str = "", exit_code: int = 1) -> NoReturn:
-    typer.echo(f"error[{code}]: {message}", err=True)
+    typer.echo(f"error[{code}]: {printable(message)}", err=True)
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        typer.echo(f"hint: {printable(hint)}", err=True)
     raise typer.Exit(exit_code)
 
 
@@ -191,7 +215,10 @@ def _decode(data: bytes, where: str) -> Any:
 def report(exc: PithledgerError, where: str = "") -> None:
     """``error[code]: where: message`` and ``hint: ...`` on stderr (``where`` once, even when the
     message already names it)."""
-    typer.echo(exc.describe(where), err=True)
+    prefix = f"{where}: " if where and where not in exc.message else ""
+    typer.echo(f"error[{exc.code}]: {printable(prefix + exc.message)}", err=True)
+    if exc.hint:
+        typer.echo(f"hint: {printable(exc.hint)}", err=True)
 
 
 def write_file_atomically(path: Path, data: bytes) -> None:

@@ -1,6 +1,8 @@
 """A person's view of a state document: what is known, who says so, and what was checked.
 
-Pure: a state value in, lines of text out. The JSON (``state ID``) stays the consensus bytes.
+Pure: a state value in, lines of text out. The JSON (``state ID``) stays the consensus bytes. Every
+string of an event is the signer's, so every line is made printable (control and bidi characters
+escaped, :func:`cli._output.printable`): a newline in a name cannot forge a line of the view.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pithledger.merge import CHECKED
+
+from ._output import printable
 
 
 def _who(view: dict[str, Any]) -> str:
@@ -35,6 +39,10 @@ def _detail(view: dict[str, Any]) -> str:
 
 
 def render(state: dict[str, Any]) -> list[str]:
+    return [printable(line) for line in _lines(state)]
+
+
+def _lines(state: dict[str, Any]) -> list[str]:
     number = state["pith_number"]
     cur = state["current"]
     out = [f"{number}   {state['record_status']}   {state['event_count']} valid events   merge {state['merge_version']}"]

@@ -18,7 +18,8 @@ import typer
 from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
-from ._output import Input, emit_json, expand_inputs, iter_documents, read_bytes, report, spool_streams, write_file_atomically
+from ._output import (Input, emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
+                      write_file_atomically)
 
 if TYPE_CHECKING:
     from pithledger.bundle import Bundle
@@ -212,7 +213,7 @@ def verify(
                     emit_json({"where": where} | result)
                 else:  # each line names its file (file:line in JSON lines) unless one file holds one document
                     named = len(inputs) > 1 or where != item.label
-                    typer.echo((f"{where}: " if named else "") + _verify_line(result))
+                    say((f"{where}: " if named else "") + _verify_line(result))
             bad += invalid
     if bad:
         raise typer.Exit(1)
@@ -656,7 +657,7 @@ def apply(
         emit_json(doc)
     else:
         for r in rejected:
-            typer.echo(rejection_line(r))
+            say(rejection_line(r))
         typer.echo(
             f"applied {_plural(summary['events'], 'event')} from {_plural(bundles, 'bundle')}: {summary['new']:,} new, "
             f"{summary['duplicate']:,} duplicate, {summary['invalid']:,} invalid, {summary['unverified']:,} unverified; "
@@ -719,7 +720,7 @@ def evidence(
                            "limits": msgspec.to_builtins(ledger.evidence_limits)})
                 return
             for subject, u in per_record:
-                typer.echo(f"{u.entries:>6} {subject}")
+                say(f"{u.entries:>6} {subject}")
             typer.echo(f"evidence held: {_plural(usage.entries, 'copy', 'copies')}, {usage.bytes:,} bytes, "
                        f"about {_plural(len(per_record), 'record')}")
             return
@@ -733,7 +734,7 @@ def evidence(
         return
     for copy, entry in held:
         v = entry.verdict
-        typer.echo(f"{v.status:<10} {v.event_type} [{v.reason}] {v.message} (copy sha256:{copy})")
+        say(f"{v.status:<10} {v.event_type} [{v.reason}] {v.message} (copy sha256:{copy})")
     _note(ctx, f"{_plural(len(held), 'rejected input')} held about {subject}")
 
 
@@ -839,7 +840,7 @@ def log(
                                            "status": v.status, "reason": v.reason}) + b"\n")
             else:
                 line = f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (f" [{v.reason}]" if v.reason else "")
-                out.write(line.encode() + b"\n")
+                out.write(printable(line).encode() + b"\n")
     out.flush()
 
 
@@ -865,7 +866,7 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
         for fixed in repaired:
             typer.echo(f"REPAIRED {fixed}")
         for problem in problems:
-            typer.echo(f"MISMATCH {problem}")
+            say(f"MISMATCH {problem}")
         if problems:
             typer.echo(f"fsck: {_plural(len(problems), 'problem')} in {path}", err=True)
             if any("evidence usage" in p for p in problems):
@@ -950,11 +951,11 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
     else:
         for r in counts["rejected"]:
-            typer.echo(rejection_line(r))
+            say(rejection_line(r))
         for skip in counts["skipped"]:
-            typer.echo(f"skipped    {skip['pith_number']} [{skip['reason']}] {skip['message']}")
+            say(f"skipped    {skip['pith_number']} [{skip['reason']}] {skip['message']}")
         for lie in counts["lying"]:
-            typer.echo(f"lying      {lie['pith_number']}: the source advertises {_plural(len(lie['missing_event_ids']), 'event')} "
+            say(f"lying      {lie['pith_number']}: the source advertises {_plural(len(lie['missing_event_ids']), 'event')} "
                        f"its bundle does not carry as valid events: {', '.join(lie['missing_event_ids'])}")
         typer.echo(f"synced from {source}: {_plural(counts['records_fetched'], 'record')} fetched, {counts['new']:,} new events, "
                    f"{counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid, {counts['unverified']:,} unverified, "
@@ -1037,15 +1038,15 @@ def pull(
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
     else:
         for r in counts["rejected"]:
-            typer.echo(rejection_line(r))
+            say(rejection_line(r))
         for item in counts["not_published"]:
-            typer.echo(f"not published  {item['id']}" + (f" ({item['pith_number']})" if item["pith_number"] and item["pith_number"] != item["id"] else ""))
+            say(f"not published  {item['id']}" + (f" ({item['pith_number']})" if item["pith_number"] and item["pith_number"] != item["id"] else ""))
         for item in counts["unresolved"]:
-            typer.echo(f"unresolved     {item['id']}: {item['message']}")
+            say(f"unresolved     {item['id']}: {item['message']}")
         for item in counts["skipped"]:
-            typer.echo(f"skipped        {item['id']} [{item['reason']}] {item['message']}")
+            say(f"skipped        {item['id']} [{item['reason']}] {item['message']}")
         for item in counts["lying"]:
-            typer.echo(f"lying          {item['id']}: {item['message']} ({item['url']})")
+            say(f"lying          {item['id']}: {item['message']} ({item['url']})")
         for note in counts["mirrors_ignored"]:
             _note(ctx, f"note: mirror not used: {note}")
         head = "nothing new" if counts["new"] == 0 else f"{counts['new']:,} new events"
@@ -1117,7 +1118,7 @@ def audit(
                 if count:
                     more = f" and {count - len(listed):,} more" if count > len(listed) else ""
                     line += f"; {label} lacks {', '.join(listed)}{more}"
-            typer.echo(line)
+            say(line)
         if result.merge_bug_suspected:
             typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
                        "(run `pithledger fsck` on each ledger)")
@@ -1156,7 +1157,7 @@ def _audit_bundles(ctx: typer.Context, a: str, b: Optional[str], as_json: bool, 
             if f.get("missing_event_ids"):
                 more = f" and {f['missing_count'] - len(f['missing_event_ids']):,} more" if f["missing_count"] > len(f["missing_event_ids"]) else ""
                 line += f": {', '.join(f['missing_event_ids'])}{more}"
-            typer.echo(line)
+            say(line)
         drawn = f" (a sample drawn with --seed {seed})" if sample is not None else ""
         verdict = "every bundle carries what its digests advertise" if not result.faults else _plural(len(result.faults), "bad bundle")
         typer.echo(f"bundles of {a}: {result.checked:,} of {_plural(result.records, 'record')} checked{drawn}: {verdict}")

@@ -201,6 +201,25 @@ def pith_record_event(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def served_pith_record_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The form in which a mirror serves and exports a VALID Pith-envelope ``record_created`` event
+    (spec/bundle.md §6): built only from what its receipt authenticates — the canonical record, its
+    digest, the receipt's key and signature — by :func:`pith_record_event`, with the receipt's
+    unauthenticated ``signed_at`` empty (so ``created_at`` is the record's own ``submitted_at``) and no
+    other receipt field. Every copy of the event (spec/events.md §2.3) gives these same bytes, so what a
+    mirror serves does not depend on which copy reached it first, and no relay's text is shown as Pith's.
+    It verifies as, and has the ledger id of, the copy it stands for."""
+    payload = event["payload"]
+    receipt = payload["receipt"]
+    return pith_record_event({
+        "pith_number": event["subject_pith_number"],
+        "canonical_record": payload["canonical_record"],
+        "canonical_sha256": payload["canonical_sha256"],
+        "receipt": {"algorithm": "ed25519", "key_id": receipt["key_id"], "kind": "pith_receipt",
+                    "signature_b64": receipt["signature_b64"], "signed_at": ""},
+    })
+
+
 def _document_time(receipt: Any, record: Any) -> Any:
     """The receipt's ``signed_at`` (``YYYY-MM-DDThh:mm:ss[.f]Z``) cut to the second; else the record's
     ``submitted_at`` (whole-second UTC, authenticated by the record's hash)."""

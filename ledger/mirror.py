@@ -8,11 +8,14 @@ claims, and bundles go through the same strict decoding and verification as any 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import hashlib
 import os
 import random
 import re
-import tempfile
+import secrets
+import stat
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -34,6 +37,8 @@ from ._transport import (
     SourceTLSError,
     SourceTooLarge,
     UnsafePath,
+    _O_FLAGS,
+    _kind,
     as_deadline,
     check_url,
     http_get,
@@ -433,22 +438,124 @@ def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadl
 # --- publishing ------------------------------------------------------------------------------------
 
 
-def _write(root: Path, rel: str, data: bytes) -> bool:
-    """Write-then-rename; skip when the file already holds these bytes. True when written."""
-    path = root / rel
+#: Modes of what publish creates, less the umask, which the kernel applies (spec/serve.md §7): readable
+#: by a web server running as another user (mkstemp's 0600 made every file 404 under nginx, Apache or
+#: http.server, and sync from it fail).
+FILE_MODE = 0o666
+DIR_MODE = 0o777
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _existing(path: Path) -> os.stat_result | None:
+    """What is at ``path`` (not following a symlink), refusing anything publish may not replace: only a
+    regular file (or nothing) is ever replaced, and nothing is opened before it is known to be one."""
+    from .errors import CannotWrite
+
     try:
-        if path.read_bytes() == data:
-            return False
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise CannotWrite(f"{path}: a part of this path is a file, where publish needs a directory",
+                          hint="remove it, or publish into a new directory") from None
+    except OSError as exc:
+        raise CannotWrite(f"cannot use {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CannotWrite(f"{path} is {_kind(st.st_mode)}, where publish writes a regular file",
+                          hint="publish never opens or replaces anything but its own regular files: remove it, "
+                               "or publish into a new directory")
+    return st
+
+
+def _read_regular(path: Path, size: int) -> bytes | None:
+    """The bytes of the regular file at ``path`` when it holds exactly ``size`` bytes, else None; opened
+    with O_NOFOLLOW | O_NONBLOCK and checked with fstat, so a FIFO swapped in never blocks the run."""
+    try:
+        fd = os.open(path, _O_FLAGS)
     except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _parent(path: Path) -> None:
+    from .errors import CannotWrite
+
+    try:
+        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise CannotWrite(f"{path.parent}: a part of this path is a file, where publish needs a directory",
+                          hint="remove it, or publish into a new directory") from None
+    except OSError as exc:
+        raise CannotWrite(f"cannot create {path.parent}: {exc.strerror}") from None
+
+
+def _write(root: Path, rel: str, data: bytes) -> bool:
+    """Write-then-rename, mode 0666 less the umask; skip when the file already holds these bytes. True
+    when written. What is there must be a regular file or nothing (:func:`_existing`): a directory, FIFO,
+    device, socket or symlink is a named error, never opened, never replaced."""
+    from .errors import CannotWrite
+
+    path = root / rel
+    st = _existing(path)
+    if st is not None and _read_regular(path, len(data)) == data:
+        return False
+    _parent(path)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, _CREATE, FILE_MODE)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
     return True
+
+
+def _write_linked(root: Path, rels: list[str], data: bytes) -> None:
+    """The same bytes at every path of ``rels``: written once at the first, hard links at the others (one
+    copy on disk, spec/serve.md §7); a copy where the file system refuses links."""
+    from .errors import CannotWrite
+
+    first = root / rels[0]
+    _write(root, rels[0], data)
+    for rel in rels[1:]:
+        path = root / rel
+        st = _existing(path)
+        if st is not None and os.path.samestat(st, os.stat(first)):
+            continue
+        _parent(path)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.link"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            os.link(first, tmp)
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+            _write(root, rel, data)
 
 
 def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "") -> dict[str, int]:
@@ -520,11 +627,9 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
               "root": _pair_json(ledger.root())}
     _write(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
     for rel in replaced:
-        try:
-            (directory / rel).unlink()
+        if (directory / rel).is_symlink() or (directory / rel).exists():
+            _unlink(directory / rel)
             counts["nodes_removed"] += 1
-        except FileNotFoundError:
-            pass
     return counts
 
 
@@ -654,37 +759,56 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     whole = canonical_bytes(ledger.export(number)) + b"\n" if len(parts) > 1 else parts[0]
     bundle = whole if len(whole) <= MAX_FETCH else parts[0]  # Pith's single-file path, while a reader can take it
     state = ledger.state_bytes(number) + b"\n"
-    for n, data in enumerate(parts):
-        _write(directory, f"{record_dir(number)}/{_part_file(n)}", data)
-    _write(directory, f"{record_dir(number)}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
-    _write(directory, f"{record_dir(number)}/state.json", state)
-    pith = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json", f"pith/{suffix}/state.json"]
+    own = record_dir(number)
     value = msgspec.json.decode(state)
-    if value.get("record_status") == "present":  # the top level, never a payload's bytes
-        for rel, data in zip(pith, (bundle, bundle, state), strict=True):
-            _write(directory, rel, data)
+    present = value.get("record_status") == "present"  # the top level, never a payload's bytes
+    pith_bundle = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json"]
+    pith_state = [f"pith/{suffix}/state.json"]
+    # One copy of each file on disk, hard links at its other paths (spec/serve.md §7)
+    for n, data in enumerate(parts):
+        _write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else []), data)
+    if present and bundle is not parts[0]:
+        _write_linked(directory, pith_bundle, bundle)
+    _write(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
+    _write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
+    if present:
         if site is not None:
             events = [e for part in parts for e in msgspec.json.decode(part)["events"]]
             _write(directory, f"pith/{suffix}/index.html", site.record(value, events))
-            for rel, data in site.agent_files(value, events).items():
-                _write(directory, rel, data)
+            files = site.agent_files(value, events)
+            by_bytes: dict[bytes, list[str]] = {}
+            for rel, data in files.items():
+                by_bytes.setdefault(data, []).append(rel)
+            for data, rels in by_bytes.items():
+                _write_linked(directory, rels, data)
         return
+    if _owner(directory / pith_state[0]) == number:
+        _unlink(directory / f"pith/{suffix}/index.html")
+    for rel in pith_bundle + pith_state:  # a record revoked away gives up Pith's paths; a pending subject never takes them
+        if _owner(directory / rel) == number:
+            _unlink(directory / rel)
+
+
+def _owner(path: Path) -> Any:
+    """The ``pith_number`` a published JSON file names, None when there is none (or no regular file)."""
     try:
-        if msgspec.json.decode((directory / f"pith/{suffix}/state.json").read_bytes()).get("pith_number") == number:
-            (directory / f"pith/{suffix}/index.html").unlink(missing_ok=True)
-    except (OSError, msgspec.DecodeError, AttributeError):
-        pass
-    for rel in pith:  # a record revoked away gives up Pith's paths; a pending subject never takes them
-        try:
-            held = (directory / rel).read_bytes()
-        except OSError:
-            continue
-        try:
-            owner = msgspec.json.decode(held).get("pith_number")
-        except (msgspec.DecodeError, AttributeError):
-            owner = None
-        if owner == number:
-            (directory / rel).unlink()
+        size = os.lstat(path).st_size
+    except OSError:
+        return None
+    held = _read_regular(path, size) if size <= MAX_FETCH else None
+    try:
+        return msgspec.json.decode(held).get("pith_number") if held is not None else None
+    except (msgspec.DecodeError, AttributeError):
+        return None
+
+
+def _unlink(path: Path) -> None:
+    from .errors import CannotWrite
+
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise CannotWrite(f"cannot remove {path}: {exc.strerror}") from None
 
 
 def ledger_id(event: Any) -> str | None:

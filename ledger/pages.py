@@ -100,9 +100,14 @@ CSP_HEADER = CSP + "; frame-ancestors 'none'"
 # --- helpers ------------------------------------------------------------------------------------------
 
 
+#: Bidi embeddings, overrides, isolates and marks: HTML escaping leaves them, and one in a signer's string
+#: would reorder the text around it on the page (spec/serve.md §5). Shown as ``\\uNNNN``.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def e(value: Any) -> str:
-    """HTML-escape anything (quotes too, so it is safe inside attribute values)."""
-    return escape(str(value), quote=True)
+    """HTML-escape anything (quotes too, so it is safe inside attribute values); bidi controls shown escaped."""
+    return escape(_BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", str(value)), quote=True)
 
 
 def safe_url(url: Any) -> str | None:
@@ -413,7 +418,8 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
             b.append(f'<dt>Public key</dt><dd class="mono">{e(r.public_key_b64)}</dd>')
             b.append(f'<dt>Signed digest</dt><dd class="mono">{e(r.digest)} (the raw 32 bytes, not the hex text)</dd>')
             b.append(f'<dt>Signature (base64)</dt><dd class="mono">{e(r.signature_b64)}</dd>')
-            b.append(f"<dt>Signed at</dt><dd>{e(r.signed_at)}</dd>")
+            b.append("<dt>Signed at</dt><dd>" + (e(r.signed_at) if r.signed_at else
+                     '<span class="meta">not covered by Pith\'s signature: not shown (copies of the receipt differ in it)</span>') + "</dd>")
             for name, text in r.extra.items():
                 b.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
             b.append(f"<dt>Verification</dt><dd>{verdict}</dd></dl>")

@@ -369,25 +369,35 @@ def _json_body(value: Any) -> bytes:
     return canonical_bytes(value) + b"\n"
 
 
-async def index(request: Request) -> Response:
+def _index_response(request: Request, ident: str | None, root: str) -> Response:
+    """The site index; with ``ident``, a redirect to its record, or the index naming why there is none
+    (under the error's status): what the search boxes, whose target is /resolve, show a browser."""
     site = _site(request)
-    ident = request.query_params.get("id") or request.query_params.get("q")
     error, status = "", 200
     if ident:
         try:
             return _redirect(site.record_subject(ident))
         except HTTPError as exc:
             error, status = exc.message, exc.status
-    body = pages.index_page(site.recent(), site.digest(), site.links(""), mirror=site.name, error=error).encode()
+    body = pages.index_page(site.recent(), site.digest(), site.links(root), mirror=site.name, error=error).encode()
     if status != 200:
         return Response(body, status_code=status, media_type=_HTML,
                         headers={"cache-control": "no-store", "content-security-policy": pages.CSP_HEADER, **CORS, **SECURITY})
     return respond(request, body, _HTML)
 
 
+async def index(request: Request) -> Response:
+    return _index_response(request, request.query_params.get("id") or request.query_params.get("q"), "")
+
+
 async def resolve(request: Request) -> Response:
     site = _site(request)
     ident = request.path_params.get("ident") or request.query_params.get("id") or request.query_params.get("q")
+    accept = request.headers.get("accept") or ""
+    if "text/html" in accept and wants_json(accept) is None and "ident" not in request.path_params:
+        # a browser (it names text/html and prefers it) at the search boxes' target: errors as the index
+        # page, not JSON; API clients and curl (no Accept, */*) keep the JSON errors
+        return _index_response(request, ident or "", "")
     if not ident:
         raise HTTPError(400, "usage", "give an identifier: /resolve?id=ID or /resolve/ID")
     return _redirect(site.record_subject(ident))

@@ -25,7 +25,7 @@ import lmdb
 import msgspec
 
 from . import ids, keys
-from .bundle import Bundle, write_bundle
+from .bundle import Bundle, served_pith_record_event, write_bundle
 from .canonical import canonical_bytes
 from .errors import (AmbiguousId, DerivationPending, LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger, NotFound,
                      PithledgerError)
@@ -1259,7 +1259,8 @@ class Ledger:
                     yield _entry_decoder.decode(raw)
 
     def export(self, subject: str) -> dict[str, Any]:
-        """A bundle of the record, its valid events as received (event_id order), then the unverified
+        """A bundle of the record, its valid events (event_id order; Pith-envelope ones in their served
+        form, :func:`~pithledger.bundle.served_pith_record_event`), then the unverified
         copies held as evidence about it (copy digest order: a Pith bundle keeps its Pith-signed events).
         Invalid copies are not exported: they are this mirror's evidence, not anybody's data."""
         return self.export_parts(subject, part_bytes=None)[0]
@@ -1288,7 +1289,12 @@ class Ledger:
                     for k, v in _json_decoder.decode(blob).items():
                         extra.setdefault(k, v)  # lowest-hash bundle first: deterministic
         current = state["current"]
-        events = [e.event for e in entries] + unverified
+        # A valid Pith-envelope event is served in the form its receipt authenticates, not as the first
+        # copy received (the log keeps that): every mirror holding the event serves these bytes.
+        served: dict[str, dict[str, Any]] = {}
+        for e in entries:
+            served.setdefault(e.event_id, e.event if is_pithledger_envelope(e.event) else served_pith_record_event(e.event))
+        events = list(served.values()) + unverified
         chunks: list[list[dict[str, Any]]] = [[]]
         size = 0
         for event in events:
