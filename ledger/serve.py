@@ -864,7 +864,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
                 self.transport.close()
                 return
-            _refuse(self.transport, code, message, status)
+            _refuse(self.transport, code, message, status, pause=status == 431)
 
     Guarded.__name__ = f"Guarded{base.__name__}"
     return Guarded
@@ -874,7 +874,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
 LINGER = 1.0
 
 
-def _refuse(transport: asyncio.Transport, code: str, message: str, status: int = 503) -> None:
+def _refuse(transport: asyncio.Transport, code: str, message: str, status: int = 503, *, pause: bool = False) -> None:
     """Answer a connection outside the application (JSON like every error) and close it. The answer
     is followed by a half-close and, a moment later, the close: closing at once with the client's bytes
     unread would reset the connection, and the client might lose the answer."""
@@ -883,6 +883,8 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
     head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
             f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n")
     transport.write(head.encode() + body)
+    if pause:  # a client still sending a huge head is not read on: it waits, then the close resets it
+        transport.pause_reading()
     if transport.can_write_eof():
         transport.write_eof()
     asyncio.get_running_loop().call_later(LINGER, transport.close)
