@@ -1168,6 +1168,16 @@ def _audit_bundles(ctx: typer.Context, a: str, b: Optional[str], as_json: bool, 
 # --- serving -----------------------------------------------------------------------------------------
 
 
+def _wildcard(host: str) -> bool:
+    """An address that binds every interface (0.0.0.0, ::, or an empty host)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return host.strip() == ""
+
+
 @command(cls=Command)
 def serve(
     ctx: typer.Context,
@@ -1195,6 +1205,10 @@ def serve(
 
     if base_url and not base_url.startswith(("http://", "https://")):
         raise UsageProblem(f"--base-url {base_url!r} is not an http(s) URL", hint="e.g. --base-url https://mirror.example.org")
+    if not base_url and _wildcard(host):
+        # every link, the manifest and the record documents name the base URL: http://0.0.0.0:PORT reaches nobody
+        raise UsageProblem(f"--host {host} listens on every interface, so the bound address is no URL a client can use",
+                           hint=f"say where clients reach this mirror: --base-url http://HOSTNAME:{port} (or https://... behind a proxy)")
     mirror_key = None
     if key:
         local = _store(key_dir).load(key)

@@ -110,6 +110,17 @@ def e(value: Any) -> str:
     return escape(_BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", str(value)), quote=True)
 
 
+#: Characters of an event's free text (a description, a reason, a name) shown in a row: a record's rows
+#: are capped at MAX_ROWS, and each event may be up to 1 MiB, so uncut rows made pages of tens of MiB.
+MAX_TEXT = 300
+
+
+def clip(value: Any) -> str:
+    """:func:`e` of an event's free text, cut to :data:`MAX_TEXT` characters (the whole is in state.json)."""
+    text = str(value)
+    return e(text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…")
+
+
 def safe_url(url: Any) -> str | None:
     """The URL if it is an absolute http(s) URL of printable ASCII without spaces; else None."""
     if isinstance(url, str) and len(url) <= 2048 and _SAFE_URL.match(url):
@@ -289,24 +300,24 @@ def _detail(view: dict[str, Any], links: Links) -> str:
     if kind == "timestamp_anchor":
         heights = ", ".join(str(h) for h in view.get("bitcoin_heights", []))
         return (f"Bitcoin block {e(heights)} claimed" if heights
-                else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])))
+                else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])[:10]))
     if kind == "storage_attestation":
-        return f"capture {link(p.get('capture_url'))} at {e(p.get('captured_at', ''))}"
+        return f"capture {link(p.get('capture_url'))} at {clip(p.get('captured_at', ''))}"
     if kind == "author_attestation":
         orcid = p.get("orcid")
-        who = e(p.get("author_name", ""))
+        who = clip(p.get("author_name", ""))
         if isinstance(orcid, str) and re.fullmatch(r"[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X]", orcid):
             who += " (ORCID " + link(f"https://orcid.org/{orcid}", orcid) + ")"
-        return f"{who}, {e(view.get('strength', ''))}"
+        return f"{who}, {clip(view.get('strength', ''))}"
     if kind == "replication_record":
-        return f"{e(p.get('replication_type', ''))} {e(p.get('outcome', ''))}: {link(p.get('artifact_url'))}"
+        return f"{clip(p.get('replication_type', ''))} {clip(p.get('outcome', ''))}: {link(p.get('artifact_url'))}"
     if kind == "integrity_finding":
-        return f"{e(p.get('severity', ''))} {e(p.get('finding_type', ''))}: {e(p.get('description', ''))}"
+        return f"{clip(p.get('severity', ''))} {clip(p.get('finding_type', ''))}: {clip(p.get('description', ''))}"
     if kind == "challenge":
-        return f"challenges <span class=\"mono\">{e(str(p.get('challenged_event_id', ''))[:23])}…</span>: {e(p.get('reason', ''))}"
+        return f"challenges <span class=\"mono\">{e(str(p.get('challenged_event_id', ''))[:23])}…</span>: {clip(p.get('reason', ''))}"
     if kind == "citation_signature":
         cited = str(p.get("cited_pith_number", ""))
-        return f"{e(p.get('relation', ''))} {_record_link(cited, links)}"
+        return f"{clip(p.get('relation', ''))} {_record_link(cited, links)}"
     if kind == "graph_snapshot":
         return "graph snapshot (see state.json)"
     if kind == "record_created":
@@ -323,7 +334,7 @@ def _record_link(number: str, links: Links) -> str:
 def _trust(view: dict[str, Any]) -> str:
     signer = view.get("signer", {})
     fp = signer.get("public_key_fingerprint", "") if isinstance(signer, dict) else ""
-    return f'{e(_signer_name(signer))}<br><span class="trust">{e(view.get("trust", ""))} · fp {e(str(fp)[:16])}</span>'
+    return f'{clip(_signer_name(signer))}<br><span class="trust">{e(view.get("trust", ""))} · fp {e(str(fp)[:16])}</span>'
 
 
 def _fields(fields: Sequence[FieldView]) -> str:
@@ -393,9 +404,9 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     items = [
         ("Bitcoin timestamp", bool(anchors), f"{e(cur['badges'].get('timestamp', ''))} ({len(anchors)} proof{'s' if len(anchors) != 1 else ''})" if anchors else "open: anyone can stamp the canonical hash"),
         ("Internet Archive", bool(stores), ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5]) if stores else "open"),
-        ("Author claim", bool(authors), ", ".join(f"{e(a['payload'].get('author_name', ''))} ({e(a.get('strength', ''))})" for a in authors[:10]) if authors else "open"),
+        ("Author claim", bool(authors), ", ".join(f"{clip(a['payload'].get('author_name', ''))} ({clip(a.get('strength', ''))})" for a in authors[:10]) if authors else "open"),
         ("Citations", bool(cites or inbound), f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "open"),
-        ("Replications", bool(repl), ", ".join(f"{e(r['payload'].get('replication_type', ''))} {e(r['payload'].get('outcome', ''))}" for r in repl[:10]) if repl else "open"),
+        ("Replications", bool(repl), ", ".join(f"{clip(r['payload'].get('replication_type', ''))} {clip(r['payload'].get('outcome', ''))}" for r in repl[:10]) if repl else "open"),
     ]
     b.append("<h2>Record completeness</h2><ol class=\"complete\">")
     for what, done, text in items:
@@ -430,7 +441,7 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     if facts.signers:
         b.append("<table><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>")
         for s in facts.signers[:MAX_ROWS]:
-            b.append(f"<tr><td>{e(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td>{e(s.created_at)}</td></tr>")
+            b.append(f"<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td>{e(s.created_at)}</td></tr>")
         b.append("</table>")
 
     # aliases

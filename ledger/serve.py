@@ -1,8 +1,9 @@
 """``pithledger serve``: a read-only HTTP server over a ledger, with Pith's paths (spec/serve.md).
 
-Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a short
-synchronous read of one LMDB snapshot (a read-only handle: it never waits for an ``apply`` in another
-process) run on the event loop: no thread hop, no lock. Pages are rendered by :mod:`pithledger.pages`,
+Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a synchronous
+read of one LMDB snapshot per document (a read-only handle: it never waits for an ``apply`` in another
+process) run in a worker thread, record-sized ones a bounded number at once; uvicorn's protocol is
+wrapped with head deadlines, head size caps and connection caps (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
@@ -14,26 +15,32 @@ redirect; absolute URLs come from ``--base-url`` (default: the bound address), n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
+import functools
 import hashlib
 import re
 import socket
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lmdb
 import msgspec
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from . import ids, pages, record_doc
-from .actions import ACTION_KINDS, ActionError, Actions, Limits, ServingLedger, read_body, request_bundle
+from .actions import ACTION_KINDS, ActionError, Actions, ServingLedger, read_body, request_bundle
+from .actions import Limits as PostLimits
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
@@ -52,6 +59,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_PATH = 1024
 MAX_QUERY = 2048
 MAX_ACCEPT = 2048
+#: Longest request head (request line and header fields, bytes); longer is 431 and the connection closed.
+MAX_HEAD = 16 * 1024
 #: Cache-Control of documents that change as events arrive, and of the ones that do not.
 CACHE_MUTABLE = "public, max-age=60"
 CACHE_STABLE = "public, max-age=3600"
@@ -167,7 +176,7 @@ class Site:
     """What the handlers read: one read-only ledger handle and the display-metadata sidecar."""
 
     def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
-                 mirror_key: dict[str, str] | None = None, accept_events: Limits | None = None) -> None:
+                 mirror_key: dict[str, str] | None = None, accept_events: PostLimits | None = None, builds: int = 2) -> None:
         self.actions: Actions | None = None
         self.gate: Any = contextlib.nullcontext()
         if accept_events is None:
@@ -183,6 +192,9 @@ class Site:
         self._cache: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()  # rendered pages and record JSON
         self._cache_bytes = 0
         self._records: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()  # the caches above: handlers run in worker threads
+        #: Record-sized builds at once; the others wait on the event loop, not in a thread.
+        self.builds = asyncio.Semaphore(builds)
 
     def close(self) -> None:
         self.meta.close()
@@ -191,14 +203,17 @@ class Site:
         self.ledger.close()
 
     def read(self, fn: Callable[[], Any]) -> Any:
-        """Run a read; when another process grew the map since we opened it, adopt the new size and retry.
+        """Run ``fn`` on one snapshot of the ledger (every read inside sees the same commit, spec/serve.md
+        §4); when another process grew the map since we opened it, adopt the new size and retry.
         ``gate``: with --accept-events, the writer thread grows the map only while no read runs."""
         with self.gate:
             try:
-                return fn()
+                with self.ledger.snapshot():
+                    return fn()
             except lmdb.MapResizedError:
                 self.ledger.env.set_mapsize(0)
-                return fn()
+                with self.ledger.snapshot():
+                    return fn()
 
     def subject(self, ident: str) -> str:
         """The long Pith Number an identifier names, as an HTTP error when it names none."""
@@ -224,11 +239,15 @@ class Site:
     def bundle_bytes(self, subject: str) -> bytes:
         """What publish writes at pith/<suffix>/bundle.json: the whole export while a reader can take
         it (64 MiB), else its first part (spec/audit.md §4)."""
-        parts: list[dict[str, Any]] = self.read(lambda: self.ledger.export_parts(subject))
-        if len(parts) == 1:
-            return _json_body(parts[0])
-        whole = _json_body(self.export(subject))
-        return whole if len(whole) <= MAX_FETCH else _json_body(parts[0])
+        def build() -> bytes:
+            parts = self.ledger.export_parts(subject)
+            if len(parts) == 1:
+                return _json_body(parts[0])
+            whole = _json_body(self.ledger.export(subject))
+            return whole if len(whole) <= MAX_FETCH else _json_body(parts[0])
+
+        body: bytes = self.read(build)
+        return body
 
     def present(self, suffix: str) -> tuple[str, dict[str, Any]]:
         """The present record with this 26-character suffix and its state."""
@@ -239,6 +258,10 @@ class Site:
         return subject, state
 
     def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
+        body: bytes = self.read(lambda: self._rendered(subject, kind, root, page))
+        return body
+
+    def _rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
         """The record page (``kind`` "html") or record JSON ("json") of a present record.
 
         A rendering depends only on the state (which covers every standing event, record_created ones
@@ -247,15 +270,17 @@ class Site:
         hash), so it is remembered to find the metadata. A hit costs two LMDB reads and two hashes."""
         data = self.state_bytes(subject)
         state: dict[str, Any] | None = None
-        record = self._records.get(subject)
+        with self._lock:
+            record = self._records.get(subject)
         if record is None:
             state = msgspec.json.decode(data)
             if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
                 raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
             record = state["current"]["canonical_record"]
-            if len(self._records) >= CACHE_ENTRIES:
-                self._records.clear()
-            self._records[subject] = record
+            with self._lock:
+                if len(self._records) >= CACHE_ENTRIES:
+                    self._records.clear()
+                self._records[subject] = record
         meta = self.meta.get(record)
         inbound: list[record_doc.CitingRow] | None = None
         rows = b""
@@ -265,10 +290,11 @@ class Site:
             inbound = self.inbound_rows(state)
             rows = hashlib.sha256(msgspec.json.encode(inbound)).digest()
         key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta), rows)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         if state is None:
             state = msgspec.json.decode(data)
         events = self.export(subject)["events"]
@@ -277,11 +303,13 @@ class Site:
             body = _json_body(record_doc.record_document(state, events, valid, meta, inbound or [], self.urls()))
         else:
             body = pages.record_page(state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name).encode()
-        self._cache[key] = body
-        self._cache_bytes += len(body)
-        while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
-            _, old = self._cache.popitem(last=False)
-            self._cache_bytes -= len(old)
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = body
+                self._cache_bytes += len(body)
+            while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= len(old)
         return body
 
     @staticmethod
@@ -301,8 +329,7 @@ class Site:
         return value
 
     def digest(self) -> dict[str, Any]:
-        root = self.read(self.ledger.root)
-        counts = self.read(self.ledger.counts)
+        root, counts = self.read(lambda: (self.ledger.root(), self.ledger.counts()))
         return {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
                 "events": counts["events"], "digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION}
 
@@ -340,10 +367,12 @@ class Site:
         return value
 
     def events_doc(self, subject: str) -> dict[str, Any]:
-        held = msgspec.json.decode(self.bundle_bytes(subject))["events"]
-        valid: list[str] = self.read(lambda: self.ledger.record_events(subject))
-        inbound: list[dict[str, Any]] = self.read(lambda: self.ledger.inbound_bundles(subject))
-        return record_doc.events_document(subject, held, valid, inbound)
+        def build() -> dict[str, Any]:
+            held = msgspec.json.decode(self.bundle_bytes(subject))["events"]
+            return record_doc.events_document(subject, held, self.ledger.record_events(subject), self.ledger.inbound_bundles(subject))
+
+        doc: dict[str, Any] = self.read(build)
+        return doc
 
     def recent(self, n: int = 50) -> list[pages.IndexRow]:
         rows: list[pages.IndexRow] = self.read(lambda: recent_rows(self.ledger, self.meta, n))
@@ -363,6 +392,25 @@ def _redirect(subject: str, tail: str = "") -> Response:
     if not _SUFFIX26.match(suffix):  # pragma: no cover - resolve returns long Pith Numbers only
         raise HTTPError(404, "not-found", "no such record")
     return Response(status_code=302, headers={"location": f"/pith/{suffix}{tail}", "cache-control": "no-store", **CORS, **SECURITY})
+
+
+Handler = Callable[[Request], Response]
+
+
+def _in_thread(heavy: bool = False) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
+    """Run a handler in a worker thread, off the event loop: a record's page, bundle or node document
+    can take a second to build (a record flooded with valid events), and on the loop it would stall
+    every other connection. ``heavy``: record-sized work, at most ``Limits.builds`` at once; a request
+    over it waits on the loop, holding no thread."""
+    def wrap(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+        @functools.wraps(fn)
+        async def endpoint(request: Request) -> Response:
+            if not heavy:
+                return await run_in_threadpool(fn, request)
+            async with _site(request).builds:
+                return await run_in_threadpool(fn, request)
+        return endpoint
+    return wrap
 
 
 def _json_body(value: Any) -> bytes:
@@ -386,11 +434,13 @@ def _index_response(request: Request, ident: str | None, root: str) -> Response:
     return respond(request, body, _HTML)
 
 
-async def index(request: Request) -> Response:
+@_in_thread(heavy=True)
+def index(request: Request) -> Response:
     return _index_response(request, request.query_params.get("id") or request.query_params.get("q"), "")
 
 
-async def resolve(request: Request) -> Response:
+@_in_thread()
+def resolve(request: Request) -> Response:
     site = _site(request)
     ident = request.path_params.get("ident") or request.query_params.get("id") or request.query_params.get("q")
     accept = request.headers.get("accept") or ""
@@ -414,11 +464,13 @@ def _record_response(request: Request, suffix: str, root: str, page: str) -> Res
     return respond(request, body, media if kind == "json" and media else _HTML, extra={"vary": "Accept"})
 
 
-async def record(request: Request) -> Response:
+@_in_thread(heavy=True)
+def record(request: Request) -> Response:
     return _record_response(request, request.path_params["suffix"], "../", "")
 
 
-async def record_index_html(request: Request) -> Response:
+@_in_thread(heavy=True)
+def record_index_html(request: Request) -> Response:
     return _record_response(request, request.path_params["suffix"], "../../", "/index.html")
 
 
@@ -431,17 +483,20 @@ def _suffix_subject(request: Request) -> str:
     return site.present(suffix)[0]
 
 
-async def state_json(request: Request) -> Response:
+@_in_thread(heavy=True)
+def state_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).state_bytes(subject) + b"\n", _JSON)
 
 
-async def bundle_json(request: Request) -> Response:
+@_in_thread(heavy=True)
+def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).bundle_bytes(subject), _JSON)
 
 
-async def events_json(request: Request) -> Response:
+@_in_thread(heavy=True)
+def events_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _json_body(_site(request).events_doc(subject)), _JSON)
 
@@ -449,20 +504,23 @@ async def events_json(request: Request) -> Response:
 # --- Pith's Agent API (spec/serve.md §1, §2) ----------------------------------------------------------
 
 
-async def record_json(request: Request) -> Response:
+@_in_thread(heavy=True)
+def record_json(request: Request) -> Response:
     """``/pith/<suffix>.json``: the record document, whatever ``Accept`` says."""
     site = _site(request)
     subject = _suffix_subject(request)
     return respond(request, site.rendered(subject, "json", "../", ""), _JSON)
 
 
-async def graph_json(request: Request) -> Response:
+@_in_thread(heavy=True)
+def graph_json(request: Request) -> Response:
     site = _site(request)
     subject = _suffix_subject(request)
     return respond(request, _json_body(record_doc.graph_document(site.record_doc(subject))), _JSON)
 
 
-async def resolution_json(request: Request) -> Response:
+@_in_thread()
+def resolution_json(request: Request) -> Response:
     """``/api/pith-number/<suffix>/resolve.json``: the resolver's answer for this record (what a
     published tree carries in place of the resolver)."""
     site = _site(request)
@@ -474,7 +532,8 @@ async def resolution_json(request: Request) -> Response:
 RESOLVE_PARAMS = ("arxiv", "doi", "pith", "id")
 
 
-async def api_resolve(request: Request) -> Response:
+@_in_thread()
+def api_resolve(request: Request) -> Response:
     """``/api/pith-number/resolve?arxiv=ID&json=true`` (or doi=, pith=, id=): the resolution as JSON
     with ``json=true``, else a 302 to the record page."""
     site = _site(request)
@@ -487,7 +546,8 @@ async def api_resolve(request: Request) -> Response:
     return respond(request, _json_body(record_doc.resolution(site.state(subject), site.urls())), _JSON)
 
 
-async def paper(request: Request) -> Response:
+@_in_thread()
+def paper(request: Request) -> Response:
     """``/paper/<8-char short, or arXiv id>`` (any ID form): a 302 to the record page."""
     return _redirect(_site(request).record_subject(request.path_params["ident"]))
 
@@ -504,7 +564,8 @@ async def pith_other(request: Request) -> Response:
     return await resolve(request)
 
 
-async def log_json(request: Request) -> Response:
+@_in_thread()
+def log_json(request: Request) -> Response:
     """This mirror's append log, a page at a time: what a follower reads to stay up to date."""
     site = _site(request)
     try:
@@ -537,19 +598,22 @@ async def signing_key(request: Request) -> Response:
     return respond(request, _json_body(signing_key_doc()), _JSON, cache=CACHE_STABLE)
 
 
-async def digest(request: Request) -> Response:
+@_in_thread()
+def digest(request: Request) -> Response:
     return respond(request, _json_body(_site(request).digest()), _JSON)
 
 
 # --- the published layout (spec/audit.md §4), live: `sync` and `audit` read this server as a mirror -----
 
 
-async def mirror_digest(request: Request) -> Response:
+@_in_thread()
+def mirror_digest(request: Request) -> Response:
     site = _site(request)
     return respond(request, _json_body(site.read(lambda: digest_doc(site.ledger))), _JSON)
 
 
-async def mirror_node(request: Request) -> Response:
+@_in_thread(heavy=True)
+def mirror_node(request: Request) -> Response:
     """A digest-tree node file, named by prefix and digest. Only the current node is answered: a
     reader holding an older parent gets 404 and runs again (as with a re-published tree)."""
     site = _site(request)
@@ -566,7 +630,8 @@ async def mirror_node(request: Request) -> Response:
     return respond(request, _json_body(doc), _JSON)
 
 
-async def mirror_record(request: Request) -> Response:
+@_in_thread(heavy=True)
+def mirror_record(request: Request) -> Response:
     site = _site(request)
     year, suffix, name = request.path_params["year"], request.path_params["suffix"], request.path_params["name"]
     number = f"pith:{year}:{suffix}"
@@ -575,13 +640,17 @@ async def mirror_record(request: Request) -> Response:
         raise HTTPError(404, "not-found", "no such record file")
     if name == "state.json":
         return respond(request, site.state_bytes(number) + b"\n", _JSON)
-    parts: list[dict[str, Any]] = site.read(lambda: site.ledger.export_parts(number))
-    if name == "parts.json":  # the part index, as publish writes it (spec/audit.md §4)
-        return respond(request, _json_body(part_index_doc(number, parts, site.read(lambda: site.ledger.record_events(number)))), _JSON)
     n = int(m[1] or 0)
-    if n >= len(parts):
-        raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
-    return respond(request, _json_body(parts[n]), _JSON)
+
+    def build() -> bytes:
+        parts = site.ledger.export_parts(number)
+        if name == "parts.json":  # the part index, as publish writes it (spec/audit.md §4)
+            return _json_body(part_index_doc(number, parts, site.ledger.record_events(number)))
+        if n >= len(parts):
+            raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
+        return _json_body(parts[n])
+
+    return respond(request, site.read(build), _JSON)
 
 
 # --- the action endpoints (spec/serve.md §8): serve --accept-events -----------------------------------
@@ -747,20 +816,159 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one client, and all of them, may hold of the server (spec/serve.md §4)."""
+
+    #: A request head (request line and header fields) longer than this is answered 431 and the connection closed.
+    max_head: int = MAX_HEAD
+    #: Seconds a connection may take, from its opening or from the end of its last response, to send a whole head.
+    head_timeout: float = 10.0
+    #: Seconds an idle keep-alive connection is kept.
+    keep_alive: int = 5
+    #: Connections held at once per client address, and in all.
+    per_client: int = 32
+    total: int = 512
+    #: Record-sized documents built at once (each in a worker thread); further requests wait their turn.
+    builds: int = 2
+
+
+def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol ``base`` with bounds it lacks: a deadline for a request head to arrive,
+    a cap on a head's bytes counted as they arrive (before the parser accumulates them: httptools
+    concatenates a header value chunk by chunk, quadratic in its length), and per-address and total
+    connection caps. A connection over a cap is answered 503 at once and closed; it is never admitted,
+    so it does not count against anybody else (uvicorn's own ``limit_concurrency`` counts every open
+    connection, so one client holding many made every other client's requests 503)."""
+    held: dict[str, int] = {}
+    admitted = [0]
+
+    class Guarded(base):  # type: ignore[misc]
+        _peer: str | None = None
+        _admitted = False
+        _refused = False
+        _deadline: asyncio.TimerHandle | None = None
+        _waiting: object = None  # the request cycle when the head deadline was armed
+        _counted: object = None  # the request cycle whose following bytes _head_bytes counts
+        _head_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            peer = transport.get_extra_info("peername")
+            host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            if held.get(host, 0) >= limits.per_client or admitted[0] >= limits.total:
+                self._refused = True
+                mine = held.get(host, 0) >= limits.per_client
+                _refuse(transport, "too-many-connections",
+                        f"this client holds {limits.per_client} connections to this mirror already" if mine else
+                        f"this mirror holds {limits.total} connections already: try again shortly")
+                return
+            held[host] = held.get(host, 0) + 1
+            admitted[0] += 1
+            self._peer, self._admitted = host, True
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            if not self._admitted:
+                return
+            self._admitted = False
+            assert self._peer is not None
+            held[self._peer] -= 1
+            if not held[self._peer]:
+                del held[self._peer]
+            admitted[0] -= 1
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return  # answered already; what it still sends is dropped until it or the linger closes
+            view = memoryview(data)
+            while view:
+                if self.cycle is not self._counted:  # a head completed: what follows is its body, or the next head
+                    self._counted, self._head_bytes = self.cycle, 0
+                room = limits.max_head - self._head_bytes
+                if room <= 0:
+                    self._stop("request-too-long", f"a request head is at most {limits.max_head} bytes", 431)
+                    return
+                chunk, view = view[:room], view[room:]
+                self._head_bytes += len(chunk)
+                super().data_received(bytes(chunk))
+                if self.transport.is_closing():
+                    return
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._waiting = self.cycle
+            self._deadline = self.loop.call_later(limits.head_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            idle = self.cycle is None or self.cycle.response_complete  # a request in flight re-arms when answered
+            if self.cycle is self._waiting and idle and not self.transport.is_closing():
+                self._stop("request-timeout", f"a request head must arrive within {limits.head_timeout:g} s", 408)
+
+        def _stop(self, code: str, message: str, status: int) -> None:
+            self._disarm()
+            self._refused = True
+            if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
+                self.transport.close()
+                return
+            _refuse(self.transport, code, message, status, pause=status == 431)
+
+    Guarded.__name__ = f"Guarded{base.__name__}"
+    return Guarded
+
+
+#: Seconds a refused connection stays open after its answer, so the client reads it before the close.
+LINGER = 1.0
+
+
+def _refuse(transport: asyncio.Transport, code: str, message: str, status: int = 503, *, pause: bool = False) -> None:
+    """Answer a connection outside the application (JSON like every error) and close it. The answer
+    is followed by a half-close and, a moment later, the close: closing at once with the client's bytes
+    unread would reset the connection, and the client might lose the answer."""
+    reason = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}[status]
+    body = canonical_bytes({"error": code, "message": message}) + b"\n"
+    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n")
+    transport.write(head.encode() + body)
+    if pause:  # a client still sending a huge head is not read on: it waits, then the close resets it
+        transport.pause_reading()
+    if transport.can_write_eof():
+        transport.write_eof()
+    asyncio.get_running_loop().call_later(LINGER, transport.close)
+
+
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
-        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools",
-        accept_events: Limits | None = None) -> None:
+        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools", limits: Limits = Limits(),
+        accept_events: PostLimits | None = None) -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
     ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
     import uvicorn
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
 
-    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events)
+    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds)
     try:
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")
+        protocol = guarded(import_from_string(HTTP_PROTOCOLS[http]), limits)
+        # The caps above replace uvicorn's limit_concurrency; h11's own bound is a backstop past ours.
         config = uvicorn.Config(create_app(site), log_level="warning", access_log=False, server_header=False, date_header=True,
-                                proxy_headers=False, lifespan="off", http=http, loop="asyncio", timeout_keep_alive=5,
-                                limit_concurrency=1000, backlog=1024)
+                                proxy_headers=False, lifespan="off", http=protocol, loop="asyncio",
+                                timeout_keep_alive=limits.keep_alive, limit_concurrency=None, backlog=1024,
+                                h11_max_incomplete_event_size=2 * limits.max_head)
         server = uvicorn.Server(config)
         if not quiet:
             mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"

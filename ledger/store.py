@@ -11,12 +11,14 @@ import functools
 import hashlib
 import os
 import shutil
+import threading
 import zlib
 from collections import deque
 from itertools import count, islice
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:  # imported where used: `state` starts without them (tens of ms)
     from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -549,6 +551,22 @@ def default_ledger_path() -> Path:
     return Path(base) / "pithledger"
 
 
+class _Pinned:
+    """A snapshot's read transaction lent to one read: leaving the read's ``with`` does not end it."""
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self._txn = txn
+
+    def __enter__(self) -> lmdb.Transaction:
+        return self._txn
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+
 class Ledger:
     """A ledger directory. Open one per process; any number of processes may read while one writes."""
 
@@ -571,6 +589,7 @@ class Ledger:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
         except OSError as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
+        self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
         self._pool: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None  # signature checks of big runs (see _signature_pool)
         self._chunks_checked = 0
@@ -721,10 +740,29 @@ class Ledger:
             self._procs = None
         self._no_procs = True
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read this thread makes inside the block reads one LMDB snapshot (one read transaction),
+        so a document built from several reads is consistent while another process commits (a node
+        document's records and its digest, a page's state and events). Re-entrant."""
+        if getattr(self._pinned, "txn", None) is not None:
+            yield
+            return
+        txn = self._begin()
+        self._pinned.txn = txn
+        try:
+            yield
+        finally:
+            self._pinned.txn = None
+            txn.abort()
+
     def _begin(self, *, write: bool = False, db: Any = None) -> lmdb.Transaction:
-        """A transaction. When another process has grown the ledger past this handle's map since it was
+        """A transaction (inside :meth:`snapshot`, a read is the snapshot's own). When another process has grown the ledger past this handle's map since it was
         opened (MDB_MAP_RESIZED: a writer opened before another one grew the file), the grown size is
         adopted and the transaction begun again (spec/storage.md §3.2)."""
+        pinned = getattr(self._pinned, "txn", None)
+        if pinned is not None and not write and db is None:
+            return cast(lmdb.Transaction, _Pinned(pinned))
         for _ in range(_RESIZE_TRIES):
             try:
                 return self.env.begin(write=write, db=db)

@@ -444,3 +444,12 @@ def test_checking_a_single_big_file_moves_by_bytes(tmp_path: Path) -> None:
     lines = _lines(out.getvalue())
     assert any("12.0 MB/30.0 MB" in x for x in lines), lines
     assert all(len(x) < 80 for x in lines)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_serve_on_every_interface_needs_a_base_url(tmp_path: Path, host: str) -> None:
+    """Bound to a wildcard address, the bound address is no URL anyone can follow: every link, the
+    manifest and the record documents would advertise http://0.0.0.0:PORT. Refused before binding."""
+    r = _pithledger("--ledger", str(tmp_path / "L"), "serve", "--host", host, "--port", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "error[usage]" in r.stderr and "--base-url" in r.stderr, r.stderr
+    assert "serving" not in r.stderr
