@@ -39,7 +39,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import ids, pages, record_doc
-from .actions import ACTION_KINDS, ActionError, Actions, ServingLedger, read_body, request_bundle
+from .actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, ServingLedger, read_body, request_bundle
 from .actions import Limits as PostLimits
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
@@ -887,7 +887,11 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             while view:
                 if self.cycle is not self._counted:  # a head completed: what follows is its body, or the next head
                     self._counted, self._head_bytes = self.cycle, 0
-                room = limits.max_head - self._head_bytes
+                # While a request is in flight, what arrives is its body or a pipelined next head: a POST may
+                # send a body of an action's size (spec/serve.md §8), any other request a head's worth.
+                flight = self.cycle is not None and not self.cycle.response_complete
+                body = MAX_BODY if flight and self.cycle.scope.get("method") == "POST" else 0
+                room = limits.max_head + body - self._head_bytes
                 if room <= 0:
                     self._stop("request-too-long", f"a request head is at most {limits.max_head} bytes", 431)
                     return
@@ -898,6 +902,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
                     return
 
         def on_response_complete(self) -> None:
+            self._head_bytes = 0  # the next head is counted from its first byte
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()

@@ -180,6 +180,30 @@ def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Ser
     assert server.get("/digest.json")[0] == 200
 
 
+
+def test_a_huge_head_pipelined_behind_a_request_in_flight_is_bounded_too(server: Server) -> None:
+    """A head sent while the previous request is still being answered is counted too: only a POST's
+    body may exceed a head's worth of bytes in flight, and only up to an action's body size."""
+    s = _connect(server.port)
+    s.settimeout(3)
+    sent = 0
+    try:
+        s.sendall(b"GET /digest.json HTTP/1.1\r\nHost: x\r\n\r\nGET /digest.json HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        chunk = b"a" * 65536
+        try:
+            while sent < 64 * 1024 * 1024:
+                s.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            pass
+        answer = _read_all(s)
+    finally:
+        s.close()
+    assert sent < 16 * 1024 * 1024, sent
+    # the server stopped reading it: answered 431, or (its first answer still being written) closed
+    assert answer == b"" or b"HTTP/1.1 431 " in answer, answer[:300]
+    assert server.get("/digest.json")[0] == 200
+
 def test_a_head_of_many_small_headers_is_bounded_too_and_a_normal_head_passes(server: Server) -> None:
     s = _connect(server.port)
     try:
