@@ -45,7 +45,7 @@ from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import DerivationPending, PithledgerError, SourceError
 from .events import is_pithledger_envelope, verify_event
-from . import pages, record_doc
+from . import badge, pages, record_doc
 from .display import MetadataStore
 from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from .merge import MERGE_VERSION
@@ -663,6 +663,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     if value.get("record_status") == "present":  # the top level, never a payload's bytes
         for rel, data in zip(pith, (bundle, bundle, state), strict=True):
             _write(directory, rel, data)
+        _write(directory, f"pith/{suffix}/badge.svg", badge.badge_svg(number, value["current"]["badges"]))
         if site is not None:
             events = [e for part in parts for e in msgspec.json.decode(part)["events"]]
             _write(directory, f"pith/{suffix}/index.html", site.record(value, events))
@@ -672,6 +673,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     try:
         if msgspec.json.decode((directory / f"pith/{suffix}/state.json").read_bytes()).get("pith_number") == number:
             (directory / f"pith/{suffix}/index.html").unlink(missing_ok=True)
+            (directory / f"pith/{suffix}/badge.svg").unlink(missing_ok=True)
     except (OSError, msgspec.DecodeError, AttributeError):
         pass
     for rel in pith:  # a record revoked away gives up Pith's paths; a pending subject never takes them

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import ids, pages, record_doc
+from . import badge, ids, pages, record_doc
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
@@ -411,6 +411,13 @@ async def state_json(request: Request) -> Response:
     return respond(request, _site(request).state_bytes(subject) + b"\n", _JSON)
 
 
+async def badge_svg(request: Request) -> Response:
+    """``/pith/<suffix>/badge.svg``: the record's badge (spec/badge-and-latex.md §1), embeddable from any site."""
+    state = _site(request).state(_suffix_subject(request))
+    return respond(request, badge.badge_svg(state["pith_number"], state["current"]["badges"]), badge.MEDIA_TYPE,
+                   extra={"content-security-policy": badge.CSP, "cross-origin-resource-policy": "cross-origin"})
+
+
 async def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).bundle_bytes(subject), _JSON)
@@ -636,6 +643,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}/bundle.json", bundle_json),
         Route("/pith/{suffix}/events.json", events_json),
         Route("/pith/{suffix}/index.html", record_index_html),
+        Route("/pith/{suffix}/badge.svg", badge_svg),
         Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
         Route("/pithledger/digest.json", mirror_digest),
         Route("/pithledger/nodes/{name}", mirror_node),
