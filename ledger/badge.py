@@ -72,6 +72,8 @@ def badge_svg(pith_number: str, badges: Mapping[str, object]) -> bytes:
         inner = len(text) * CHAR_WIDTH
         width = inner + 2 * PAD
         rects.append(f'<rect x="{_num(x)}" width="{_num(width)}" height="{HEIGHT}" fill="{COLORS[cls]}"/>')
+        if x:  # a hairline between segments, so two of one colour still read as two
+            rects.append(f'<rect x="{_num(x)}" width="1" height="{HEIGHT}" fill="#fff" fill-opacity=".35"/>')
         texts.append(f'<text x="{_num(x + PAD)}" y="14" textLength="{_num(inner)}" lengthAdjust="spacingAndGlyphs">{escape(text)}</text>')
         x += width
     total = _num(x)
