@@ -219,3 +219,27 @@ def test_badge_in_chromium_embedded_from_another_origin(served: tuple[Server, Pa
         finally:
             browser.close()
     assert errors == []
+
+
+def test_a_record_revoked_away_loses_its_published_badge(tmp_path: Path) -> None:
+    from pithledger.events import make_event
+    from pithledger.mirror import publish
+    from pithledger.model import record_ids
+    from pithledger.store import Ledger
+
+    from eventpool import MALLORY, RECS, bundles_of
+
+    rec = {**RECS[1], "source": {**RECS[1]["source"], "version": 778}}
+    ids = record_ids(rec)
+    created = make_event("record_created", ids.pith_number, {"canonical_record": rec, "canonical_sha256": ids.canonical_sha256},
+                         MALLORY, created_at="2026-07-01T00:00:00Z")
+    with Ledger(tmp_path / "a", create=True) as ledger:
+        ledger.apply_batch(bundles_of([created]))
+        publish(ledger, tmp_path / "pub")
+        path = tmp_path / "pub" / "pith" / ids.pith_number.rsplit(":", 1)[1] / "badge.svg"
+        words = json.loads(ledger.state_bytes(ids.pith_number))["current"]["badges"]
+        assert path.read_bytes() == badge.badge_svg(ids.pith_number, words)
+        ledger.apply_batch(bundles_of([make_event("revocation", ids.pith_number, {"revoked_event_id": created["event_id"]}, MALLORY,
+                                                  created_at="2026-07-02T00:00:00Z")]))
+        publish(ledger, tmp_path / "pub")
+        assert not path.exists() and not path.with_name("index.html").exists()

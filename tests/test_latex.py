@@ -2,9 +2,8 @@
 pdfLaTeX and LuaLaTeX (Debian's TeX Live), the PDFs read back with poppler (pdfinfo, pdfinfo -url,
 pdftotext): the link annotation's URI, the Info keywords and subject, the badge text and where it is.
 
-Skipped where an engine or poppler is absent (`apt-get install -y texlive-latex-base
-texlive-latex-recommended texlive-latex-extra texlive-luatex poppler-utils`); never under CI=true
-(.ci/run installs them).
+Skipped where an engine or poppler is absent (`apt-get install -y --no-install-recommends
+texlive-latex-base texlive-luatex poppler-utils`); never under CI=true (.ci/run installs them).
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ TOOLS = (*ENGINES, "pdfinfo", "pdftotext")
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in TOOLS) and os.environ.get("CI") != "true",
-    reason=f"needs {', '.join(TOOLS)} (apt-get install -y texlive-latex-base texlive-latex-recommended "
-           "texlive-latex-extra texlive-luatex poppler-utils); CI installs them and never skips")
+    reason=f"needs {', '.join(TOOLS)} (apt-get install -y --no-install-recommends texlive-latex-base texlive-luatex "
+           "poppler-utils); CI installs them and never skips")
 
 
 class Built:
