@@ -487,7 +487,8 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
 
 
 def embed_section(state: dict[str, Any], links: Links) -> str:
-    """"Embed verified badge": the badge (drawn inline, so it shows under file:// too) and copy-ready HTML
+    """"Embed verified badge": the badge (inline SVG: no image request, so it shows under file:// too, and the
+    page stays free of <img>, which hostile strings must never produce) and copy-ready HTML
     and Markdown linking ``pith/<suffix>/badge.svg`` to this page, on ``links.base_url`` (spec/badge-and-latex.md §1)."""
     number = state["pith_number"]
     suffix = ids.suffix_of_pith_number(number)
@@ -500,7 +501,7 @@ def embed_section(state: dict[str, Any], links: Links) -> str:
     html = f'<a href="{page}"><img src="{image}" alt="{short}: Pith record" height="20"></a>'
     markdown = f"[![{short}: Pith record]({image})]({page})"
     out = ['<h2 id="embed">Embed verified badge</h2>',
-           f'<p><img id="badge-preview" src="data:image/svg+xml;base64,{base64.b64encode(svg).decode()}" alt="{e(short)} badge" height="20"></p>',
+           f'<p id="badge-preview">{svg.decode().strip()}</p>',
            '<p class="meta">The badge shows the short number and the four badges above in the same words; it links to this page.'
            + (" Replace <code>$MIRROR</code> with the address this tree is served at." if base.startswith("$") else "") + "</p>"]
     for name, code in (("HTML", html), ("Markdown", markdown)):

@@ -6,7 +6,6 @@ writes the screenshot there (how docs/ got its copy)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
 import itertools
@@ -154,8 +153,8 @@ def test_record_page_embed_snippets(served: tuple[Server, Path, Path]) -> None:
                         "markdown": f"[![pith:FZ7AO632: Pith record]({image})]({record})"}
     for code in snippets.values():  # each has a copy button with exactly its text
         assert f'data-copy="{html.escape(code, quote=True)}"' in page
-    m = re.search(r'id="badge-preview" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page)
-    assert m and base64.b64decode(m[1]) == server.request(f"/pith/{FZ7}/badge.svg")[2]
+    m = re.search(r'<p id="badge-preview">(<svg .*?</svg>)</p>', page)
+    assert m and m[1].encode() + b"\n" == server.request(f"/pith/{FZ7}/badge.svg")[2]  # the served badge, inline
     # both URLs answer: the snippet links work as pasted
     assert server.request(f"/pith/{FZ7}")[0] == 200 and server.request(f"/pith/{FZ7}/badge.svg")[0] == 200
 
