@@ -1330,3 +1330,29 @@ def metadata(
         typer.echo(f"kept display metadata of {_plural(kept, 'record')} ({failed:,} failed); {total:,} held beside {settings(ctx).ledger}")
     if failed:
         raise typer.Exit(1)
+
+
+# --- the `pith` LaTeX package ---------------------------------------------------------------------------
+
+
+@command(cls=Command)
+def latex(
+    ctx: typer.Context,
+    resolver: Annotated[str, typer.Option("--resolver", metavar="URL", help="The package's default resolver: badges link to URL/pith/<suffix> (authors can still set \\usepackage[resolver=...]{pith}).")] = "https://pith.science",
+    output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Write pith.sty into this directory.")] = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Write the `pith` LaTeX package (pith.sty): \\usepackage{pith} and \\pithnumber{<26-char suffix>}
+    print a linked badge after the title and put the Pith Number in the PDF's metadata
+    (spec/badge-and-latex.md). Put pith.sty beside your .tex file (arXiv compiles it from there)."""
+    from pithledger.latexpkg import sty_bytes
+
+    data = sty_bytes(resolver)
+    if not output.is_dir():
+        raise UsageProblem(f"-o {output}: not a directory", hint="give an existing directory, e.g. -o . (pith.sty is written into it)")
+    path = output / "pith.sty"
+    write_file_atomically(path, data)
+    if _json(ctx, as_json):
+        emit_json({"written": str(path), "resolver": resolver.removesuffix("/"), "bytes": len(data)})
+    else:
+        typer.echo(f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}")

@@ -50,7 +50,7 @@ from .bundle import Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import DerivationPending, PithledgerError, SourceError
 from .events import is_pithledger_envelope, verify_event
-from . import pages, record_doc
+from . import badge, pages, record_doc
 from .display import MetadataStore
 from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from .merge import MERGE_VERSION
@@ -772,6 +772,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     _write(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
     _write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
     if present:
+        _write(directory, f"pith/{suffix}/badge.svg", badge.badge_svg(number, value["current"]["badges"]))
         if site is not None:
             events = [e for part in parts for e in msgspec.json.decode(part)["events"]]
             _write(directory, f"pith/{suffix}/index.html", site.record(value, events))
@@ -784,6 +785,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
         return
     if _owner(directory / pith_state[0]) == number:
         _unlink(directory / f"pith/{suffix}/index.html")
+        _unlink(directory / f"pith/{suffix}/badge.svg")
     for rel in pith_bundle + pith_state:  # a record revoked away gives up Pith's paths; a pending subject never takes them
         if _owner(directory / rel) == number:
             _unlink(directory / rel)

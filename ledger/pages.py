@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from . import ids, keys
+from . import badge, ids, keys
 from .display import DisplayMetadata, FieldView, check
 from .errors import BadEncoding, UnknownKey, VerificationFailed
 from .events import verify_event
@@ -492,6 +492,7 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     b.append(f' · <a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a></p>')
     b.append('<p class="meta">The bundle holds the canonical record and its signed events; any mirror can host it and '
              "recompute the same state with the deterministic merge.</p>")
+    b.append(embed_section(state, links))
     b.append("<h2>Verify this Pith Number yourself</h2>")
     b.append(verify_snippets(state, links))
     b.append("<h2>Canonical record JSON</h2>")
@@ -500,6 +501,29 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
              f"{' · served by ' + e(mirror) if mirror else ''} · this page is rendered from the merged state; the JSON is authoritative</footer>")
     return _page(f"{short} — {_oneline(title_field.value) if title_field.check == 'match' and title_field.value else 'arXiv ' + str(src['id'])}",
                  "".join(b), links)
+
+
+def embed_section(state: dict[str, Any], links: Links) -> str:
+    """"Embed verified badge": the badge (inline SVG: no image request, so it shows under file:// too, and the
+    page stays free of <img>, which hostile strings must never produce) and copy-ready HTML
+    and Markdown linking ``pith/<suffix>/badge.svg`` to this page, on ``links.base_url`` (spec/badge-and-latex.md §1)."""
+    number = state["pith_number"]
+    suffix = ids.suffix_of_pith_number(number)
+    if not _SUFFIX_RE.match(suffix):
+        return ""
+    short = f"pith:{suffix[:8]}"
+    base = links.base_url.rstrip("/")
+    page, image = f"{base}/pith/{suffix}{links.page}", f"{base}/pith/{suffix}/badge.svg"
+    svg = badge.badge_svg(number, state["current"]["badges"])
+    html = f'<a href="{page}"><img src="{image}" alt="{short}: Pith record" height="20"></a>'
+    markdown = f"[![{short}: Pith record]({image})]({page})"
+    out = ['<h2 id="embed">Embed verified badge</h2>',
+           f'<p id="badge-preview">{svg.decode().strip()}</p>',
+           '<p class="meta">The badge shows the short number and the four badges above in the same words; it links to this page.'
+           + (" Replace <code>$MIRROR</code> with the address this tree is served at." if base.startswith("$") else "") + "</p>"]
+    for name, code in (("HTML", html), ("Markdown", markdown)):
+        out.append(f'<h3>{name} {_copy(code)}</h3><pre class="snippet" data-embed="{e(name.lower())}">{e(code)}</pre>')
+    return "".join(out)
 
 
 def verify_snippets(state: dict[str, Any], links: Links) -> str:

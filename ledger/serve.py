@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import ids, pages, record_doc
+from . import badge, ids, pages, record_doc
 from .actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, ServingLedger, read_body, request_bundle
 from .actions import Limits as PostLimits
 from .audit import DEPTH, DIGEST_VERSION
@@ -490,6 +490,14 @@ def state_json(request: Request) -> Response:
 
 
 @_in_thread(heavy=True)
+def badge_svg(request: Request) -> Response:
+    """``/pith/<suffix>/badge.svg``: the record's badge (spec/badge-and-latex.md §1), embeddable from any site."""
+    state = _site(request).state(_suffix_subject(request))
+    return respond(request, badge.badge_svg(state["pith_number"], state["current"]["badges"]), badge.MEDIA_TYPE,
+                   extra={"content-security-policy": badge.CSP, "cross-origin-resource-policy": "cross-origin"})
+
+
+@_in_thread(heavy=True)
 def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).bundle_bytes(subject), _JSON)
@@ -762,6 +770,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}/bundle.json", bundle_json),
         Route("/pith/{suffix}/events.json", events_json),
         Route("/pith/{suffix}/index.html", record_index_html),
+        Route("/pith/{suffix}/badge.svg", badge_svg),
         Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
         Route("/pithledger/digest.json", mirror_digest),
         Route("/pithledger/nodes/{name}", mirror_node),
