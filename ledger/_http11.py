@@ -18,7 +18,7 @@ from __future__ import annotations
 import socket
 import ssl
 from typing import NamedTuple
-from urllib.parse import SplitResult, urljoin
+from urllib.parse import SplitResult
 
 import h11
 
@@ -26,6 +26,7 @@ from ._transport import (
     MAX_HEADER_BYTES,
     MAX_HEADERS,
     MAX_REDIRECTS,
+    REDIRECTS,
     USER_AGENT,
     Deadline,
     RedirectRefused,
@@ -38,6 +39,7 @@ from ._transport import (
     _default_tls,
     _origin,
     check_url,
+    follow_redirect,
 )
 from .errors import SourceError
 
@@ -109,24 +111,8 @@ class Client:
                     raise SourceProtocolError(f"{current}: HTTP 304 (not modified) to a request that named no ETag")
                 tags = headers.get(b"etag", [])
                 return Response(status, body if status == 200 else b"", tags[0] if len(tags) == 1 else None, current)
-            if status in (301, 302, 303, 307, 308):
-                locations = headers.get(b"location", [])
-                if len(locations) != 1:
-                    raise SourceProtocolError(f"{current}: HTTP {status} without exactly one Location")
-                try:
-                    target = urljoin(current, locations[0].decode("ascii")).partition("#")[0]
-                except (UnicodeDecodeError, ValueError):
-                    raise SourceProtocolError(f"{current}: HTTP {status} with an unusable Location") from None
-                try:
-                    target_parts = check_url(target)
-                except SourceError:
-                    raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]!r})") from None
-                if _origin(target_parts) != origin:
-                    raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]})")
-                if target in seen:
-                    raise RedirectRefused(f"{url}: redirect loop (back to {target[:200]})")
-                seen.add(target)
-                current, parts = target, target_parts
+            if status in REDIRECTS:
+                current, parts = follow_redirect(url, current, status, headers.get(b"location", []), origin, seen)
                 continue
             raise SourceHTTPStatus(f"cannot fetch {current}: HTTP {status}", status)
         raise RedirectRefused(f"{url}: more than {MAX_REDIRECTS} redirects")

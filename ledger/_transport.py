@@ -457,6 +457,32 @@ def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: 
         raise SourceConnectionError(f"{url}: the connection failed while reading the response ({reason})") from None
 
 
+#: Statuses whose Location is followed (same origin only).
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def follow_redirect(url: str, current: str, status: int, locations: list[bytes], origin: tuple[str, str, int],
+                    seen: set[str]) -> tuple[str, SplitResult]:
+    """The target of a redirect answered to ``current`` (``url``: the request the caller made), checked:
+    exactly one Location, a URL of ``origin``, not seen before (added to ``seen``); else a SourceError."""
+    if len(locations) != 1:
+        raise SourceProtocolError(f"{current}: HTTP {status} without exactly one Location")
+    try:
+        target = urljoin(current, locations[0].decode("ascii")).partition("#")[0]
+    except (UnicodeDecodeError, ValueError):
+        raise SourceProtocolError(f"{current}: HTTP {status} with an unusable Location") from None
+    try:
+        target_parts = check_url(target)
+    except SourceError:
+        raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]!r})") from None
+    if _origin(target_parts) != origin:
+        raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]})")
+    if target in seen:
+        raise RedirectRefused(f"{url}: redirect loop (back to {target[:200]})")
+    seen.add(target)
+    return target, target_parts
+
+
 def http_get(url: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | None = None,
              max_bytes: int, tls: ssl.SSLContext | None = None) -> bytes:
     """The body of a 200 response to GET ``url``, following same-origin redirects; else a SourceError.
@@ -473,24 +499,8 @@ def http_get(url: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Dea
         head, body = _exchange(current, parts, clock, max_bytes, tls)
         if head.status == 200:
             return body
-        if head.status in (301, 302, 303, 307, 308):
-            locations = head.get("location")
-            if len(locations) != 1:
-                raise SourceProtocolError(f"{current}: HTTP {head.status} without exactly one Location")
-            try:
-                target = urljoin(current, locations[0].decode("ascii")).partition("#")[0]
-            except (UnicodeDecodeError, ValueError):
-                raise SourceProtocolError(f"{current}: HTTP {head.status} with an unusable Location") from None
-            try:
-                target_parts = check_url(target)
-            except SourceError:
-                raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]!r})") from None
-            if _origin(target_parts) != origin:
-                raise RedirectRefused(f"{url}: redirect to another origin refused ({target[:200]})")
-            if target in seen:
-                raise RedirectRefused(f"{url}: redirect loop (back to {target[:200]})")
-            seen.add(target)
-            current, parts = target, target_parts
+        if head.status in REDIRECTS:
+            current, parts = follow_redirect(url, current, head.status, head.get("location"), origin, seen)
             continue
         if head.status in (404, 410):
             raise SourceFileMissing(f"{current}: HTTP {head.status} (no such file)")

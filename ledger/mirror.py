@@ -900,6 +900,16 @@ SYNC_BATCH_EVENTS = 10_000
 SYNC_BATCH_BYTES = 64 * 1024 * 1024
 
 
+def commit_counted(batch: Batch, counts: dict[str, Any]) -> None:
+    """Commit a batch of a run (``sync``, ``pull``), deferring derivation to the run's ``finish()``, and
+    add what it applied to the run's ``counts``."""
+    applied = batch.commit(defer=True)  # derived once per record, by finish()
+    counts["batches"] += 1
+    for key in ("new", "duplicate", "invalid", "unverified"):
+        counts[key] += getattr(applied, key)
+    counts["rejected"] += applied.rejected
+
+
 def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
          deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES,
          batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES) -> dict[str, Any]:
@@ -928,12 +938,8 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
     def flush() -> None:
         nonlocal batch
         if batch is not None:
-            applied = batch.commit(defer=True)  # derived once per record, by finish() below
+            commit_counted(batch, counts)
             batch = None
-            counts["batches"] += 1
-            for key in ("new", "duplicate", "invalid", "unverified"):
-                counts[key] += getattr(applied, key)
-            counts["rejected"] += applied.rejected
         for number, advertised in expected.items():
             if missing := ledger.lacking(advertised):
                 counts["lying"].append({"pith_number": number, "missing_event_ids": missing[:LISTED_IDS],

@@ -38,7 +38,7 @@ from .bundle import Bundle, read_bundle
 from .canonical import strict_decode
 from .errors import AmbiguousId, LedgerError, MalformedId, NotFound, PithledgerError, SourceError
 from .mint import mint
-from .mirror import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS
+from .mirror import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from .model import record_ids
 from .store import Batch, Ledger
 
@@ -640,12 +640,8 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
     def flush() -> None:
         nonlocal batch
         if batch is not None:
-            applied = batch.commit(defer=True)  # derived once per record, by finish() below
+            commit_counted(batch, counts)
             batch = None
-            counts["batches"] += 1
-            for key in ("new", "duplicate", "invalid", "unverified"):
-                counts[key] += getattr(applied, key)
-            counts["rejected"] += applied.rejected
         cache.put_many(pending)  # only once what they describe is committed
         pending.clear()
         size[:] = [0, 0]
