@@ -34,7 +34,7 @@ STYLE = """
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;--ok:#1a7f37;--warn:#9a6700;--bad:#cf222e;--acc:#0b5cad}
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
-header.top{display:flex;gap:1rem;align-items:center;padding:.6rem 1.5rem;border-bottom:1px solid var(--line);background:var(--soft)}
+header.top{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;padding:.6rem 1.5rem;border-bottom:1px solid var(--line);background:var(--soft)}
 header.top a{color:var(--fg);text-decoration:none;font-weight:600}
 header.top form{margin-left:auto;display:flex;gap:.4rem}
 input[type=search]{width:22rem;max-width:50vw;padding:.3rem .5rem;border:1px solid var(--line);border-radius:6px;font:inherit}
@@ -42,12 +42,12 @@ main{max-width:980px;margin:0 auto;padding:1.2rem 1.5rem 3rem}
 h1{font-size:1.5rem;margin:.3rem 0 .2rem}
 h2{font-size:1.05rem;margin:1.6rem 0 .5rem;padding-bottom:.25rem;border-bottom:1px solid var(--line)}
 a{color:var(--acc)}
-code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em;overflow-wrap:anywhere}
 pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:.7rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 .numbers{display:flex;flex-wrap:wrap;gap:.5rem 1.5rem;align-items:center}
-.num{display:flex;align-items:center;gap:.4rem}
+.num{display:flex;flex-wrap:wrap;align-items:center;gap:.4rem;min-width:0;max-width:100%}
 .num .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
-.num .value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:1.05rem;font-weight:600}
+.num .value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:1.05rem;font-weight:600;overflow-wrap:anywhere;min-width:0}
 button.copy{font:inherit;font-size:.75rem;padding:.1rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);cursor:pointer}
 button.copy[data-copied]{color:var(--ok);border-color:var(--ok)}
 .badges{display:flex;flex-wrap:wrap;gap:.4rem;margin:.7rem 0}
@@ -63,11 +63,21 @@ button.copy[data-copied]{color:var(--ok);border-color:var(--ok)}
 .check.unchecked,.check.excerpt{color:var(--muted);border-color:var(--line)}
 .mismatched{text-decoration:line-through;color:var(--muted)}
 ol.complete{list-style:none;padding:0;margin:0;counter-reset:c}
-ol.complete li{counter-increment:c;display:flex;gap:.6rem;padding:.35rem 0;border-bottom:1px dashed var(--line)}
+ol.complete li{counter-increment:c;display:flex;flex-wrap:wrap;gap:.3rem .6rem;padding:.35rem 0;border-bottom:1px dashed var(--line)}
 ol.complete li::before{content:counter(c);display:inline-block;width:1.5rem;height:1.5rem;border-radius:50%;text-align:center;font-size:.8rem;line-height:1.5rem;background:var(--soft);border:1px solid var(--line)}
 ol.complete li.done::before{background:#dafbe1;border-color:var(--ok);color:var(--ok)}
-ol.complete .what{font-weight:600;min-width:10rem}
-table{border-collapse:collapse;width:100%;font-size:.9rem}
+ol.complete li.claimed::before{background:#fff8c5;border-color:var(--warn);color:var(--warn)}
+ol.complete li.pending::before{border-style:dashed;border-color:var(--warn);color:var(--warn)}
+ol.complete .what{font-weight:600;flex:0 0 10rem;max-width:40%}
+ol.complete .detail{min-width:0;flex:1 1 16rem}
+ol.complete .level{display:block;font-size:.75rem;font-weight:400;color:var(--muted)}
+ol.complete li.done .level{color:var(--ok)}ol.complete li.claimed .level,ol.complete li.pending .level{color:var(--warn)}
+.howto{display:block;color:var(--muted);font-size:.85rem}
+.howto code.cmd{display:block;margin:.15rem 0 .15rem 1rem;color:var(--fg)}
+table{display:block;overflow-x:auto;max-width:100%;font-size:.9rem}
+table>tbody{display:table;border-collapse:collapse;width:100%}
+table.wide>tbody{min-width:40rem}
+table.timeline>tbody{min-width:52rem}
 th,td{text-align:left;vertical-align:top;padding:.3rem .5rem;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
 td.when,td.kind{white-space:nowrap;overflow-wrap:normal}
 h3{font-size:.95rem;margin:1rem 0 .4rem}
@@ -75,10 +85,11 @@ h3{font-size:.95rem;margin:1rem 0 .4rem}
 th{color:var(--muted);font-weight:600;white-space:nowrap}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}
 dl.kv dt{color:var(--muted)}
-dl.kv dd{margin:0;word-break:break-all}
+dl.kv dd{margin:0;overflow-wrap:anywhere}
 .ok{color:var(--ok);font-weight:600}.bad{color:var(--bad);font-weight:600}.warn{color:var(--warn);font-weight:600}
 .trust{font-size:.75rem;color:var(--muted)}
-footer{margin-top:2.5rem;color:var(--muted);font-size:.8rem}
+footer{margin-top:2.5rem;color:var(--muted);font-size:.8rem;overflow-wrap:anywhere}
+#badge-preview{overflow-x:auto}
 """
 
 SCRIPT = """
@@ -257,10 +268,10 @@ def _citation_table(title: str, views: list[dict[str, Any]], records: list[str],
     """One direction of a record's citations: each view with the other record it names."""
     if not views:
         return []
-    out = [f"<h3>{title} ({len(views)})</h3><table><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>"]
+    out = [f"<h3>{title} ({len(views)})</h3><table class=\"wide\"><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>"]
     for v, record in zip(views[:MAX_ROWS], records):
         out.append(f"<tr><td>{e(v.get('payload', {}).get('relation', ''))}</td><td>{_record_link(record, links)}</td>"
-                   f"<td>{_trust(v)}</td><td>{e(v.get('created_at', ''))}</td></tr>")
+                   f"<td>{_trust(v)}</td><td class=\"when\">{e(v.get('created_at', ''))}</td></tr>")
     out.append("</table>")
     return out
 
@@ -278,6 +289,55 @@ def _badge_class(text: str) -> str:
         return "claim"
     return "checked"
 
+
+#: What each completeness level means, shown as the level's tooltip (spec/serve.md §5 item 5).
+_LEVEL_NOTES = {
+    "done": "checked by this mirror or signed by a Pith registry key",
+    "claimed": "a signature was checked; what it claims was not checked by this mirror",
+    "pending": "an OpenTimestamps proof with calendar promises only, no Bitcoin attestation yet",
+    "open": "no evidence yet",
+}
+
+
+def _level(views: Sequence[dict[str, Any]]) -> str:
+    """done when a registry-signed view stands (Pith's own word), claimed when only self-signed ones do."""
+    if not views:
+        return "open"
+    return "done" if any(v.get("trust") == "registry" for v in views) else "claimed"
+
+
+def _anchor_level(anchors: Sequence[dict[str, Any]]) -> str:
+    """Never done here, whoever signed it: the Bitcoin attestation is not checked against the chain
+    (the record document's ``externally_anchored`` is false for the same reason, spec/serve.md §2.2)."""
+    if any(a.get("anchor_state") == "bitcoin" for a in anchors):
+        return "claimed"
+    return "pending" if anchors else "open"
+
+
+def _cmd(text: str) -> str:
+    return f'<code class="cmd">{e(text)}</code>'
+
+
+#: The step after signing, for every how-to.
+_SEND = "then <code>pithledger apply</code> the bundle it writes to your ledger, or <code>pithledger submit</code> it to a mirror."
+
+
+def _howto(number: str, kind: str, file: str, fields: str) -> str:
+    """How to complete an open row: the commands that sign the event (text only: nothing links off the mirror)."""
+    return (f'<span class="howto">To add one: {_cmd(f"pithledger event {kind} --example > {file}")}'
+            f"fill in {e(fields)}, sign it: "
+            f"{_cmd(f'pithledger event {kind} --subject {number} --key NAME --payload @{file} -o {kind}.json')}{_SEND}</span>")
+
+
+def _howto_anchor(number: str, *, pending: bool) -> str:
+    """How to stamp the record with OpenTimestamps, or to finish a pending proof (README, "Timestamping a record")."""
+    sign = _cmd(f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots -o anchor.json")
+    if pending:
+        return ('<span class="howto">To finish it once Bitcoin confirms (a few hours after stamping): '
+                f'{_cmd("ots upgrade record.canon.ots")}then sign the upgraded proof: {sign}{_SEND}</span>')
+    return ('<span class="howto">Anyone can stamp the canonical hash: with bundle.json (below) and the OpenTimestamps client, '
+            f'{_cmd("pithledger ids --canonical bundle.json > record.canon")}{_cmd("ots stamp record.canon")}'
+            f'a few hours later {_cmd("ots upgrade record.canon.ots")}then sign the proof: {sign}{_SEND}</span>')
 
 BADGE_LABELS = (("author", "author"), ("timestamp", "timestamp"), ("storage", "storage"), ("references", "references"))
 
@@ -398,19 +458,32 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
              "each field is shown with its check against the hash the record holds.</p>")
     b.append(_fields(fields))
 
-    # completeness
+    # completeness: a row is done only on evidence checked here or signed by a Pith registry key; evidence
+    # whose only backing is a self-signed signature is a claim (spec/serve.md §5 item 5)
     anchors, stores, authors = cur["timestamp_anchors"], cur["storage_attestations"], cur["author_attestations"]
     cites, inbound, repl = cur["citations"], cur["inbound_citations"], cur["replication_records"]
+    proofs = f"{len(anchors)} proof{'s' if len(anchors) != 1 else ''}"
     items = [
-        ("Bitcoin timestamp", bool(anchors), f"{e(cur['badges'].get('timestamp', ''))} ({len(anchors)} proof{'s' if len(anchors) != 1 else ''})" if anchors else "open: anyone can stamp the canonical hash"),
-        ("Internet Archive", bool(stores), ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5]) if stores else "open"),
-        ("Author claim", bool(authors), ", ".join(f"{clip(a['payload'].get('author_name', ''))} ({clip(a.get('strength', ''))})" for a in authors[:10]) if authors else "open"),
-        ("Citations", bool(cites or inbound), f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "open"),
-        ("Replications", bool(repl), ", ".join(f"{clip(r['payload'].get('replication_type', ''))} {clip(r['payload'].get('outcome', ''))}" for r in repl[:10]) if repl else "open"),
+        ("Bitcoin timestamp", _anchor_level(anchors),
+         f"{e(cur['badges'].get('timestamp', ''))} ({proofs}): the Bitcoin attestation is not checked against the chain here" if anchors else "",
+         _howto_anchor(number, pending=bool(anchors))),
+        ("Internet Archive", "claimed" if stores else "open",
+         ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5]) + ": the capture is not fetched here" if stores else "",
+         _howto(number, "storage_attestation", "capture.json", "capture_url, captured_at")),
+        ("Author claim", _level(authors),
+         ", ".join(f"{clip(a['payload'].get('author_name', ''))} ({clip(a.get('strength', ''))}, {e(a.get('trust', ''))})" for a in authors[:10]),
+         _howto(number, "author_attestation", "author.json", "author_name, orcid")),
+        ("Citations", _level([*cites, *inbound]), f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "",
+         _howto(number, "citation_signature", "citation.json", "cited_pith_number, relation")),
+        ("Replications", _level(repl),
+         ", ".join(f"{clip(r['payload'].get('replication_type', ''))} {clip(r['payload'].get('outcome', ''))}" for r in repl[:10]),
+         _howto(number, "replication_record", "replication.json", "replication_type, outcome, artifact_url")),
     ]
     b.append("<h2>Record completeness</h2><ol class=\"complete\">")
-    for what, done, text in items:
-        b.append(f'<li class="{"done" if done else "open"}" data-item="{e(what)}"><span class="what">{e(what)}</span><span>{text}</span></li>')
+    for what, level, text, howto in items:
+        detail = text if level in ("done", "claimed") else (text + " " if text else "") + howto
+        b.append(f'<li class="{level}" data-item="{e(what)}"><span class="what">{e(what)} <span class="level" title="{_LEVEL_NOTES[level]}">'
+                 f'{level}</span></span><span class="detail">{detail}</span></li>')
     b.append("</ol>")
 
     # receipt
@@ -439,9 +512,9 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
                  "signer(s); its hash and number are recomputed here, so the number names exactly this record, but who "
                  "vouches for it is a claim.</p>")
     if facts.signers:
-        b.append("<table><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>")
+        b.append("<table class=\"wide\"><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>")
         for s in facts.signers[:MAX_ROWS]:
-            b.append(f"<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td>{e(s.created_at)}</td></tr>")
+            b.append(f"<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td class=\"when\">{e(s.created_at)}</td></tr>")
         b.append("</table>")
 
     # aliases

@@ -143,3 +143,39 @@ def test_published_static_page_in_chromium(browser: Any, served: tuple[Server, P
     assert json.loads(page.inner_text("body"))["pith_number"] == f"pith:2026:{FZ7}"
     assert not [e for e in errors if "Content Security Policy" in e], errors
     context.close()
+
+
+def test_record_page_fits_a_phone_in_chromium(browser: Any, served: tuple[Server, Path, Path], tmp_path: Path) -> None:
+    """At a 390 px viewport nothing overflows sideways: long numbers and hashes wrap, tables scroll in their box."""
+    server = served[0]
+    errors: list[str] = []
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+    page = context.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    for suffix in (FZ7, Y7E):
+        resp = page.goto(f"{server.base}/pith/{suffix}")
+        assert resp is not None and resp.status == 200
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = page.eval_on_selector("#long-number", "el => { const r = el.getBoundingClientRect(); "
+                                    "return [r.left, r.right, el.scrollWidth, el.clientWidth]; }")
+        left, right, scroll_w, client_w = box
+        assert left >= 0 and right <= 390 and scroll_w <= client_w, box  # the whole long number is on screen
+        assert page.inner_text("#long-number").endswith(suffix)
+        for sel in ("#short-number", "#canonical-hash"):
+            r = page.eval_on_selector(sel, "el => el.getBoundingClientRect().right")
+            assert r <= 390, sel
+    # the example record's evidence is all self-signed: every completeness row is a claim, none is green
+    page.goto(f"{server.base}/pith/{FZ7}")
+    rows = page.eval_on_selector_all("ol.complete li", "els => els.map(li => [li.className, "
+                                     "getComputedStyle(li, '::before').backgroundColor, li.querySelector('.level').innerText])")
+    done = page.eval_on_selector("ol.complete", "ol => { const li = document.createElement('li'); li.className = 'done'; ol.appendChild(li); "
+                                 "const c = getComputedStyle(li, '::before').backgroundColor; li.remove(); return c; }")
+    assert [r[0] for r in rows] == ["claimed"] * 5, rows
+    assert all(r[1] != done and r[2] == "claimed" for r in rows), (rows, done)
+    shot = tmp_path / "record-page-390.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("PITHLEDGER_SCREENSHOT_390"):
+        shutil.copy(shot, os.environ["PITHLEDGER_SCREENSHOT_390"])
+    assert not errors, errors
+    context.close()

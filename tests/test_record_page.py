@@ -233,3 +233,79 @@ def test_static_links_are_relative_to_the_page() -> None:
     assert "../../index.html" in hrefs
     assert 'action="' not in html  # no search form on a static host
     assert f"curl -s $MIRROR/pith/{suffix}/bundle.json" in html
+
+
+# --- completeness -------------------------------------------------------------------------------------
+
+ITEMS = ("Bitcoin timestamp", "Internet Archive", "Author claim", "Citations", "Replications")
+
+
+def _rows(html: str) -> dict[str, tuple[str, str]]:
+    """Each completeness row: its level (the li's class) and its inner HTML."""
+    section = html.split("<h2>Record completeness</h2>", 1)[1].split("</ol>", 1)[0]
+    rows = {m[2]: (m[1], m[3]) for m in re.finditer(r'<li class="(\w+)" data-item="([^"]+)">(.*?)</li>', section, re.S)}
+    assert sorted(rows) == sorted(ITEMS)
+    return rows
+
+
+def _evidence(trust: str) -> dict[str, Any]:
+    """Every completeness slot filled with one view of the given trust, and the badges the reducer would write."""
+    registry = trust == "registry"
+    return {
+        "timestamp_anchors": [_view("timestamp_anchor", {}, anchor_state="bitcoin", bitcoin_heights=[840000], pending_calendars=[], trust=trust)],
+        "storage_attestations": [_view("storage_attestation", {"capture_url": "https://web.archive.org/web/2026/x", "captured_at": "2026-05-20T00:00:00Z"}, trust=trust)],
+        "author_attestations": [_view("author_attestation", {"author_name": "A. Author", "orcid": "0000-0002-1825-0097"},
+                                      strength="strong" if registry else "weak", trust=trust)],
+        "citations": [_view("citation_signature", {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"}, trust=trust)],
+        "replication_records": [_view("replication_record", {"replication_type": "reproduction", "outcome": "succeeded",
+                                                             "artifact_url": "https://example.org/a"}, trust=trust)],
+        "badges": {"author": "attested (strong)" if registry else "claimed", "references": "refs signed",
+                   "storage": "capture claimed", "timestamp": "bitcoin anchor claimed"},
+    }
+
+
+def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
+    rows = _rows(render(_state(**_evidence("self_signed"))))
+    assert {item: level for item, (level, _) in rows.items()} == dict.fromkeys(ITEMS, "claimed")
+    for _, text in rows.values():
+        assert ">claimed<" in text  # the level is said in words, not only in colour
+    # registry-signed: Pith's own word, done; but a Bitcoin anchor and a capture stay claims on any signer,
+    # since this mirror checks neither the chain nor the capture (the record JSON's pithledger_claims agree)
+    rows = _rows(render(_state(**_evidence("registry"))))
+    assert {item: level for item, (level, _) in rows.items()} == {
+        "Bitcoin timestamp": "claimed", "Internet Archive": "claimed", "Author claim": "done", "Citations": "done", "Replications": "done"}
+    # one registry-signed author attestation among self-signed ones makes the row done; inbound citations count
+    mixed = _evidence("self_signed")
+    mixed["author_attestations"].append(_view("author_attestation", {"author_name": "B"}, strength="weak", trust="registry"))
+    rows = _rows(render(_state(**mixed, inbound_citations=[_view("citation_signature", {"relation": "uses"}, citing_pith_number="x", trust="registry")])))
+    assert rows["Author claim"][0] == "done" and rows["Citations"][0] == "done" and rows["Replications"][0] == "claimed"
+    pending = _view("timestamp_anchor", {}, anchor_state="pending", bitcoin_heights=[], pending_calendars=["https://a.pool.opentimestamps.org"])
+    assert _rows(render(_state(timestamp_anchors=[pending], badges={**_state()["current"]["badges"], "timestamp": "anchor pending"})))[
+        "Bitcoin timestamp"][0] == "pending"
+    # styled apart: only done rows are green
+    assert re.search(r"ol\.complete li\.done::before\{[^}]*var\(--ok\)", pages.STYLE)
+    claimed = re.search(r"ol\.complete li\.claimed::before\{([^}]*)\}", pages.STYLE)
+    assert claimed and "--ok" not in claimed[1] and "var(--warn)" in claimed[1]
+
+
+def test_open_items_say_how_to_complete_them() -> None:
+    state = _state()
+    number = state["pith_number"]
+    rows = _rows(render(state))
+    assert {item: level for item, (level, _) in rows.items()} == dict.fromkeys(ITEMS, "open")
+    howto = {item: text.split('class="howto"', 1)[1] for item, (_, text) in rows.items()}
+    assert "pithledger ids --canonical bundle.json &gt; record.canon" in howto["Bitcoin timestamp"]
+    assert "ots stamp record.canon" in howto["Bitcoin timestamp"]
+    assert f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots" in howto["Bitcoin timestamp"]
+    for item, kind, file in (("Internet Archive", "storage_attestation", "capture.json"), ("Author claim", "author_attestation", "author.json"),
+                             ("Citations", "citation_signature", "citation.json"), ("Replications", "replication_record", "replication.json")):
+        assert f"pithledger event {kind} --subject {number} --key NAME --payload @{file}" in howto[item], item
+        assert f"pithledger event {kind} --example" in howto[item], item
+    for text in howto.values():
+        assert "<a " not in text and "href" not in text  # text only: no link leaves the mirror
+    # a pending anchor says how to finish it; done and claimed rows carry no instructions
+    pending = _view("timestamp_anchor", {}, anchor_state="pending", bitcoin_heights=[], pending_calendars=["https://a.pool.opentimestamps.org"])
+    row = _rows(render(_state(timestamp_anchors=[pending])))["Bitcoin timestamp"][1]
+    assert "ots upgrade record.canon.ots" in row and f"--subject {number} --key NAME --ots record.canon.ots" in row
+    for _, text in _rows(render(_state(**_evidence("registry")))).values():
+        assert 'class="howto"' not in text
