@@ -32,7 +32,7 @@ from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, T
 from pithledger.events import copy_sha256
 from pithledger.store import Rejection, ignore_interrupts
 
-from ._output import Input, cannot_read, located, read_bytes
+from ._output import Input, cannot_read, lines_framed, located, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
@@ -233,6 +233,8 @@ def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
     except TrailingData:
         return None, io.BytesIO(data)
     except PithledgerError as exc:
+        if lines_framed(data):  # JSON lines whose first line holds the fault
+            return None, io.BytesIO(data)
         raise located(exc, item.label) from None
 
 

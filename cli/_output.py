@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
+import msgspec
 import typer
 
 from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
@@ -146,6 +147,21 @@ def spool_streams(files: list[Input], stack: ExitStack) -> list[Input]:
     return out
 
 
+def lines_framed(data: bytes) -> bool:
+    """Whether a file whose decoding as one document failed (with a fault other than trailing data) is
+    JSON lines all the same: its first line alone is a complete JSON text and non-blank content follows
+    it. The fault is then that line's, and the later lines are read (spec/bundle.md §2). A pretty-printed
+    document's first line is never a complete text, so its fault still refuses the whole file."""
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    if not ends or not data[min(ends) + 1:].strip():
+        return False
+    try:
+        msgspec.json.decode(data[: min(ends)])
+    except (msgspec.DecodeError, ValueError):
+        return False
+    return True
+
+
 def iter_documents(path: str, *, label: str | None = None, tolerant: bool = False) -> Iterator[tuple[str, Any]]:
     """Yield (where, value) for a file holding one JSON document or JSON lines.
 
@@ -167,6 +183,9 @@ def iter_documents(path: str, *, label: str | None = None, tolerant: bool = Fals
             return
         except TrailingData:
             pass
+        except PithledgerError:
+            if not lines_framed(data):
+                raise
     except PithledgerError as exc:
         if not tolerant:
             raise

@@ -181,3 +181,29 @@ def test_blank_lines_crlf_and_a_last_line_without_newline_read_as_before(tmp_pat
     assert [w for w, _ in second] == [w for w, _ in first]
     assert [(b.pith_number, len(b.events), b.size) for _, b in second if b] == [(json.loads(line)["pith_number"], c.events, c.size)
                                                                              for line, (_, c) in zip(lines, first)]
+
+
+@pytest.mark.parametrize("fault", [b'{"bundle_type":"pith_open_graph_bundle","x":1.5}', b'{"a":1,"a":2}'])
+def test_a_fault_in_the_first_line_of_json_lines_is_that_line_s_own(tmp_path: Path, fault: bytes) -> None:
+    """The first line of JSON lines, if it holds a fault, is skipped like any other line by --keep-going,
+    and named by its line; verify reads the later lines too (spec/bundle.md §2)."""
+    lines = FIFTY.read_bytes().splitlines()
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(fault + b"\n" + b"\n".join(lines) + b"\n")
+    r = run("--ledger", str(tmp_path / "L"), "apply", "--keep-going", str(f))
+    assert r.returncode == 1 and f"{f}:1:" in r.stderr, r.stderr
+    assert digest(tmp_path / "L") == digest_of_fifty(tmp_path)  # every later line applied
+    r = run("--ledger", str(tmp_path / "strict"), "apply", str(f))  # without --keep-going: refused, nothing written
+    assert r.returncode == 1 and f"{f}:1:" in r.stderr and not (tmp_path / "strict").exists()
+    v = subprocess.run([sys.executable, "-m", "pithledger.cli", "verify", str(f)], capture_output=True, text=True, timeout=120)
+    assert v.stdout.count(": valid ") == 50, v.stdout[-500:]
+
+
+def test_a_pretty_printed_document_with_a_fault_is_still_refused_whole(tmp_path: Path) -> None:
+    doc = json.loads(FIFTY.read_bytes().splitlines()[0])
+    doc["x"] = 0
+    f = tmp_path / "pretty.json"
+    f.write_text(json.dumps(doc, indent=2).replace('"x": 0', '"x": 1.5'))
+    r = run("--ledger", str(tmp_path / "L"), "apply", "--keep-going", str(f))
+    assert r.returncode == 1 and "float-not-allowed" in r.stderr and f"{f}:" in r.stderr
+    assert f"{f}:2:" not in r.stderr  # the whole file, not a line of it
