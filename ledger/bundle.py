@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from . import ids, keys
-from .canonical import canonical_bytes
+from .canonical import canonical_bytes, check_value
 from .display import DisplayMetadata, from_paper
 from .errors import BundleError, BundleInconsistent, EventTooLarge, PithledgerError, SubjectMismatch
 from .events import MAX_EVENT_BYTES, EventInvalid, subject_of
@@ -148,6 +148,11 @@ def _read_document(value: dict[str, Any]) -> Bundle:
     created_size = len(canonical_bytes(created))
     if created_size > MAX_EVENT_BYTES:  # a huge receipt: refused as the same event in a bundle is
         raise EventTooLarge(f"the record_created event of the document (its record and receipt) is larger than {MAX_EVENT_BYTES:,} bytes")
+    try:  # the receipt sits one level deeper in the event than in the document: the event must decode strictly too
+        check_value(created, surrogates=False)
+    except PithledgerError as exc:
+        raise BundleError(f"the record_created event of the document: {exc.message}",
+                          hint="the receipt lies one level deeper in its event than in the document, and an event nests at most 64 levels (spec/bundle.md §5)") from None
     size = _check_events(events, number)
     try:
         display = from_paper(value.get("paper"))

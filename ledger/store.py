@@ -1678,6 +1678,25 @@ def open_settled(path: Path) -> Ledger:
 _REBUILT_MARK = "REBUILT"
 
 
+def _copy_sidecars(old: Path, new: Path) -> None:
+    """Carry the sidecars beside a ledger (the LMDB environments in its subdirectories: display
+    metadata, pull's cache; outside consensus, spec/storage.md §8) into its rebuilt copy, each as a
+    consistent snapshot (``Environment.copy``), so a rebuild loses no title and re-fetches nothing."""
+    for side in sorted(old.iterdir()):
+        if not (side.is_dir() and not side.is_symlink() and (side / "data.mdb").is_file()):
+            continue
+        (new / side.name).mkdir()
+        try:
+            env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
+            try:
+                env.copy(str(new / side.name))
+            finally:
+                env.close()
+        except lmdb.Error as exc:
+            raise LedgerError(f"the rebuild could not copy {side}: {exc}",
+                              hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+
+
 def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
@@ -1732,6 +1751,7 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
         raise LedgerError(f"the rebuild failed: {exc}", hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
     finally:
         env.close()
+    _copy_sidecars(path, tmp)
     (tmp / _REBUILT_MARK).write_text(old_merge + "\n")
     backup = path.with_name(f"{path.name}.{old_merge.rsplit('-', 1)[-1]}-backup")
     n = 1

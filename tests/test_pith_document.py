@@ -352,3 +352,21 @@ def test_a_document_that_is_not_one_is_named() -> None:
                            ({"record_type": "pith_number_record", "bundle_type": "x"}, "bundle_type is 'x'")):
         with pytest.raises(PithledgerError, match=message):
             read_bundle(value)
+
+
+def test_a_receipt_nested_to_the_document_limit_is_refused_not_logged_deeper_than_strict_reading_allows(tmp_path: Path) -> None:
+    """Found by the adversarial review: the receipt lies one level deeper in the derived event than in the
+    document, so a document at the nesting limit gave a valid event that strict decoding refuses."""
+    from pithledger.canonical import strict_decode
+    from pithledger.bundle import read_bundle
+    from pithledger.errors import BundleError
+
+    doc = json.loads((VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json").read_text())
+    junk: list = []  # type: ignore[type-arg]
+    for _ in range(61):
+        junk = [junk]
+    doc["receipt"]["junk"] = junk
+    data = json.dumps(doc).encode()
+    value = strict_decode(data)  # the document itself is within the limit
+    with pytest.raises(BundleError, match="nests deeper than 64"):
+        read_bundle(value)

@@ -98,3 +98,29 @@ def test_reused_signature_checks_trust_the_old_log_and_reverify_does_not(tmp_pat
         assert any("does not verify" in p or "verifies as invalid" in p for p in tampered.fsck(reverify=True))
     with Ledger(tmp_path / "full", readonly=True) as clean:
         assert clean.fsck(reverify=True) == []
+
+
+def test_rebuild_keeps_the_display_metadata_beside_the_ledger(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """The sidecars (display metadata; outside consensus) travel with the rebuilt ledger: a title kept
+    from Pith's record document is still shown after `rebuild --force` (found by the adversarial review)."""
+    from pithledger.display import MetadataStore
+
+    doc = Path(__file__).parent / "vectors" / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
+    ledger = tmp_path / "L"
+    assert cli("--ledger", str(ledger), "apply", str(doc)).code == 0
+    record = json.loads(doc.read_text())["canonical_record"]
+
+    def title() -> str | None:
+        store = MetadataStore(ledger, readonly=True)
+        try:
+            meta = store.get(record)
+            return meta.title if meta is not None else None
+        finally:
+            store.close()
+
+    before = title()
+    assert before is not None and before.startswith("ByteScale")
+    r = cli("--ledger", str(ledger), "rebuild", "--force", "--json")
+    assert r.code == 0, r.err
+    assert title() == before
+    assert (Path(r.json()["backup"]) / "display-metadata" / "data.mdb").exists()  # the backup keeps its own
