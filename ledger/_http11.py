@@ -39,6 +39,7 @@ from ._transport import (
     _default_tls,
     _origin,
     check_url,
+    connect_errors,
     follow_redirect,
 )
 from .errors import SourceError
@@ -160,7 +161,7 @@ class Client:
 
     def _connect(self, url: str, origin: Origin, clock: _Clock) -> _Conn:
         scheme, host, port = origin
-        try:
+        with connect_errors(url, clock):
             sock = socket.create_connection((host, port), timeout=clock.remaining())
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small request per exchange: never wait to coalesce
             if scheme == "https":
@@ -170,16 +171,6 @@ class Client:
                 except BaseException:
                     sock.close()
                     raise
-        except SourceError:
-            raise
-        except TimeoutError:
-            raise clock.expired() from None
-        except ssl.SSLCertVerificationError as exc:
-            raise SourceTLSError(f"{url}: the server's certificate does not verify: {exc.verify_message or exc.reason}") from None
-        except ssl.SSLError as exc:
-            raise SourceTLSError(f"{url}: the TLS handshake failed ({exc.reason or exc})") from None
-        except OSError as exc:
-            raise SourceConnectionError(f"cannot connect to {url}: {exc.strerror or exc}") from None
         self.connections_opened += 1
         return _Conn(origin, sock)
 

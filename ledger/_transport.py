@@ -17,6 +17,7 @@ code ``bad-source``), never a traceback and never a hang:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -25,6 +26,7 @@ import socket
 import ssl
 import stat
 import time
+from collections.abc import Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from .errors import SourceError
@@ -423,10 +425,11 @@ def _request_bytes(parts: SplitResult) -> bytes:
             f"Accept-Encoding: identity\r\nConnection: close\r\n\r\n").encode("ascii")
 
 
-def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None) -> tuple[_Head, bytes]:
-    """One GET on a fresh connection: its head, and its body when the status is 200."""
+@contextlib.contextmanager
+def connect_errors(url: str, clock: _Clock) -> Iterator[None]:
+    """What connecting (TCP, then TLS) can raise, as the SourceError a user reads, naming ``url``."""
     try:
-        sock = _connect(parts, clock, tls)
+        yield
     except SourceError:
         raise
     except TimeoutError:
@@ -437,6 +440,12 @@ def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: 
         raise SourceTLSError(f"{url}: the TLS handshake failed ({exc.reason or exc})") from None
     except OSError as exc:
         raise SourceConnectionError(f"cannot connect to {url}: {exc.strerror or exc}") from None
+
+
+def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None) -> tuple[_Head, bytes]:
+    """One GET on a fresh connection: its head, and its body when the status is 200."""
+    with connect_errors(url, clock):
+        sock = _connect(parts, clock, tls)
     try:
         with sock:
             sock.settimeout(clock.remaining())
