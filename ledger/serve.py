@@ -730,9 +730,12 @@ class Guard:
             return
         method = scope["method"]
         if method == "OPTIONS":
-            await Response(status_code=204, headers={**CORS, "access-control-allow-methods": "GET, HEAD, OPTIONS",
-                                                     "access-control-allow-headers": "Accept, If-None-Match, Cache-Control",
-                                                     "access-control-max-age": "86400", "allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
+            # an action path of a server accepting events also takes POST, so a page on another site may submit
+            allowed = "GET, HEAD, OPTIONS, POST" if _accepts_post(self.app, scope) else "GET, HEAD, OPTIONS"
+            headers = "Accept, If-None-Match, Cache-Control" + (", Content-Type" if allowed.endswith("POST") else "")
+            await Response(status_code=204, headers={**CORS, "access-control-allow-methods": allowed,
+                                                     "access-control-allow-headers": headers,
+                                                     "access-control-max-age": "86400", "allow": allowed})(scope, receive, send)
             return
         if method not in ("GET", "HEAD") and not (method == "POST" and _accepts_post(self.app, scope)):
             await error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",

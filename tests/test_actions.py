@@ -248,8 +248,23 @@ def test_without_accept_events_post_is_405(site: tuple[Path, Path, Path]) -> Non
     try:
         status, headers, raw = srv.request(ACTION, "POST", e.read_bytes())
         assert status == 405 and json.loads(raw)["error"] == "method-not-allowed" and "POST" not in headers["allow"]
+        status, headers, _ = srv.request(ACTION, "OPTIONS")  # nor does its CORS preflight offer POST
+        assert status == 204 and "POST" not in headers["access-control-allow-methods"]
     finally:
         srv.stop()
+
+
+def test_the_cors_preflight_of_an_action_path_offers_post_when_accepting(server: Server) -> None:
+    """A page on another site may submit an event: the preflight of an action path names POST and the
+    Content-Type header, the answer carries Access-Control-Allow-Origin; other paths stay read-only."""
+    status, headers, _ = server.request(ACTION, "OPTIONS", headers={"Origin": "https://example.org",
+                                                                    "Access-Control-Request-Method": "POST"})
+    assert status == 204 and "POST" in headers["access-control-allow-methods"]
+    assert "content-type" in headers["access-control-allow-headers"].lower()
+    status, headers, _ = server.request("/digest.json", "OPTIONS")
+    assert status == 204 and "POST" not in headers["access-control-allow-methods"]
+    status, headers, _ = server.request(ACTION, "POST", b"{}", headers={"Content-Type": "application/json"})
+    assert status == 400 and headers["access-control-allow-origin"] == "*"
 
 
 _HOLD_LOCK = """
