@@ -33,7 +33,6 @@ from ._transport import (
     SourceConnectionError,
     SourceHTTPStatus,
     SourceProtocolError,
-    SourceTLSError,
     SourceTooLarge,
     _Clock,
     _default_tls,
@@ -41,6 +40,7 @@ from ._transport import (
     check_url,
     connect_errors,
     follow_redirect,
+    read_errors,
 )
 from .errors import SourceError
 
@@ -190,87 +190,81 @@ class Client:
             fields.append(("If-None-Match", etag.decode("latin-1")))
         h = conn.h11
         received_any = False
-        try:
+        with read_errors(url, clock):
             try:
-                if post is None:
-                    data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
-                else:
-                    fields += [("Content-Type", post[2]), ("Content-Length", str(len(post[1])))]
-                    data = h.send(h11.Request(method=post[0], target=target, headers=fields)) or b""
-                    data += h.send(h11.Data(data=post[1])) or b""
-                data += h.send(h11.EndOfMessage()) or b""
-                conn.sock.settimeout(clock.remaining())
-                conn.sock.sendall(data)
-            except (BrokenPipeError, ConnectionResetError):
-                if conn.used:
-                    raise _Reset() from None
-                raise
-            budget = _Budget(url)
-            keep_all = post is not None
-            status = 0
-            headers: dict[bytes, list[bytes]] = {}
-            body = bytearray()
-            dropped = 0
-            while True:
-                event = h.next_event()
-                if event is h11.NEED_DATA:
-                    conn.sock.settimeout(clock.remaining())
-                    try:
-                        chunk = conn.sock.recv(_RECV)
-                    except ConnectionResetError:
-                        if conn.used and not received_any:
-                            raise _Reset() from None
-                        raise
-                    if not chunk and conn.used and not received_any:
-                        raise _Reset()
-                    received_any = received_any or bool(chunk)
-                    h.receive_data(chunk)
-                    continue
-                if isinstance(event, h11.InformationalResponse):
-                    if event.status_code == 101:
-                        raise SourceProtocolError(f"{url}: the server switched protocols (HTTP 101), unasked")
-                    budget.take(list(event.headers), 15 + len(event.reason))
-                    continue
-                if isinstance(event, h11.Response):
-                    status = event.status_code
-                    budget.take(list(event.headers), 15 + len(event.reason))
-                    for name, value in event.headers:
-                        headers.setdefault(bytes(name), []).append(bytes(value))
-                    _check_framing(url, headers, 200 if keep_all else status, max_bytes)
-                    continue
-                if isinstance(event, h11.Data):
-                    if status == 200 or keep_all:
-                        if len(body) + len(event.data) > max_bytes:
-                            raise SourceTooLarge(f"{url}: the body is larger than {max_bytes:,} bytes")
-                        body += event.data
+                try:
+                    if post is None:
+                        data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
                     else:
-                        dropped += len(event.data)
-                        if dropped > MAX_DRAIN:  # not worth reading: the connection goes instead
-                            return status, headers, b"", False
-                    continue
-                if isinstance(event, h11.EndOfMessage):
-                    budget.take(list(event.headers))
-                    break
-                if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
-                    raise SourceProtocolError(f"{url}: the connection closed before the response was complete")
-                raise SourceProtocolError(f"{url}: unexpected HTTP event {type(event).__name__}")  # pragma: no cover
-            reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
-            if reusable:
-                h.start_next_cycle()
-            return status, headers, bytes(body), reusable
-        except h11.RemoteProtocolError as exc:
-            if conn.used and not received_any:
-                raise _Reset() from None
-            raise SourceProtocolError(f"{url}: not a valid HTTP/1.1 response ({exc})") from None
-        except h11.LocalProtocolError as exc:  # pragma: no cover - our requests are well-formed
-            raise SourceProtocolError(f"{url}: cannot send the request ({exc})") from None
-        except TimeoutError:
-            raise clock.expired() from None
-        except ssl.SSLError as exc:
-            raise SourceTLSError(f"{url}: TLS failed while reading: {exc.reason or exc}") from None
-        except OSError as exc:
-            reason = "reset" if isinstance(exc, ConnectionResetError) else exc.strerror or str(exc)
-            raise SourceConnectionError(f"{url}: the connection failed while reading the response ({reason})") from None
+                        fields += [("Content-Type", post[2]), ("Content-Length", str(len(post[1])))]
+                        data = h.send(h11.Request(method=post[0], target=target, headers=fields)) or b""
+                        data += h.send(h11.Data(data=post[1])) or b""
+                    data += h.send(h11.EndOfMessage()) or b""
+                    conn.sock.settimeout(clock.remaining())
+                    conn.sock.sendall(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    if conn.used:
+                        raise _Reset() from None
+                    raise
+                budget = _Budget(url)
+                keep_all = post is not None
+                status = 0
+                headers: dict[bytes, list[bytes]] = {}
+                body = bytearray()
+                dropped = 0
+                while True:
+                    event = h.next_event()
+                    if event is h11.NEED_DATA:
+                        conn.sock.settimeout(clock.remaining())
+                        try:
+                            chunk = conn.sock.recv(_RECV)
+                        except ConnectionResetError:
+                            if conn.used and not received_any:
+                                raise _Reset() from None
+                            raise
+                        if not chunk and conn.used and not received_any:
+                            raise _Reset()
+                        received_any = received_any or bool(chunk)
+                        h.receive_data(chunk)
+                        continue
+                    if isinstance(event, h11.InformationalResponse):
+                        if event.status_code == 101:
+                            raise SourceProtocolError(f"{url}: the server switched protocols (HTTP 101), unasked")
+                        budget.take(list(event.headers), 15 + len(event.reason))
+                        continue
+                    if isinstance(event, h11.Response):
+                        status = event.status_code
+                        budget.take(list(event.headers), 15 + len(event.reason))
+                        for name, value in event.headers:
+                            headers.setdefault(bytes(name), []).append(bytes(value))
+                        _check_framing(url, headers, 200 if keep_all else status, max_bytes)
+                        continue
+                    if isinstance(event, h11.Data):
+                        if status == 200 or keep_all:
+                            if len(body) + len(event.data) > max_bytes:
+                                raise SourceTooLarge(f"{url}: the body is larger than {max_bytes:,} bytes")
+                            body += event.data
+                        else:
+                            dropped += len(event.data)
+                            if dropped > MAX_DRAIN:  # not worth reading: the connection goes instead
+                                return status, headers, b"", False
+                        continue
+                    if isinstance(event, h11.EndOfMessage):
+                        budget.take(list(event.headers))
+                        break
+                    if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
+                        raise SourceProtocolError(f"{url}: the connection closed before the response was complete")
+                    raise SourceProtocolError(f"{url}: unexpected HTTP event {type(event).__name__}")  # pragma: no cover
+                reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
+                if reusable:
+                    h.start_next_cycle()
+                return status, headers, bytes(body), reusable
+            except h11.RemoteProtocolError as exc:
+                if conn.used and not received_any:
+                    raise _Reset() from None
+                raise SourceProtocolError(f"{url}: not a valid HTTP/1.1 response ({exc})") from None
+            except h11.LocalProtocolError as exc:  # pragma: no cover - our requests are well-formed
+                raise SourceProtocolError(f"{url}: cannot send the request ({exc})") from None
 
 
 class _Budget:

@@ -442,19 +442,11 @@ def connect_errors(url: str, clock: _Clock) -> Iterator[None]:
         raise SourceConnectionError(f"cannot connect to {url}: {exc.strerror or exc}") from None
 
 
-def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None) -> tuple[_Head, bytes]:
-    """One GET on a fresh connection: its head, and its body when the status is 200."""
-    with connect_errors(url, clock):
-        sock = _connect(parts, clock, tls)
+@contextlib.contextmanager
+def read_errors(url: str, clock: _Clock) -> Iterator[None]:
+    """What an exchange on an open connection can raise, as the SourceError a user reads, naming ``url``."""
     try:
-        with sock:
-            sock.settimeout(clock.remaining())
-            sock.sendall(_request_bytes(parts))
-            reader = _Reader(sock, clock)
-            budget = _HeaderBudget(url)
-            head = _read_head(reader, budget)
-            body = _read_body(reader, head, budget, max_bytes) if head.status == 200 else b""
-            return head, body
+        yield
     except SourceError:
         raise
     except TimeoutError:
@@ -464,6 +456,20 @@ def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: 
     except OSError as exc:
         reason = "reset" if isinstance(exc, ConnectionResetError) else exc.strerror or str(exc)
         raise SourceConnectionError(f"{url}: the connection failed while reading the response ({reason})") from None
+
+
+def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None) -> tuple[_Head, bytes]:
+    """One GET on a fresh connection: its head, and its body when the status is 200."""
+    with connect_errors(url, clock):
+        sock = _connect(parts, clock, tls)
+    with read_errors(url, clock), sock:
+        sock.settimeout(clock.remaining())
+        sock.sendall(_request_bytes(parts))
+        reader = _Reader(sock, clock)
+        budget = _HeaderBudget(url)
+        head = _read_head(reader, budget)
+        body = _read_body(reader, head, budget, max_bytes) if head.status == 200 else b""
+        return head, body
 
 
 #: Statuses whose Location is followed (same origin only).
