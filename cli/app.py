@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 
@@ -926,6 +926,16 @@ def _deadline_option() -> Any:
                         help="Wall-clock seconds for all the reads of the run; 0 for no limit.")
 
 
+
+def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
+    """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130."""
+    after = ledger.counts()
+    typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
+               f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
+               "the ledger is consistent — run the same command again to finish", err=True)
+    raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
 @command(cls=Command)
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
@@ -942,11 +952,7 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
         try:
             counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
         except KeyboardInterrupt:
-            after = ledger.counts()
-            typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
-                       f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
-                       "the ledger is consistent — run the same command again to finish", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            _interrupted(ledger, before, source)
     if _json(ctx, as_json):
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
     else:
@@ -1029,11 +1035,7 @@ def pull(
                 counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
                                       timeout=timeout, deadline=deadline or None, progress=progress.update)
         except KeyboardInterrupt:
-            after = ledger.counts()
-            typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
-                       f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
-                       "the ledger is consistent — run the same command again to finish", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            _interrupted(ledger, before, source)
     if _json(ctx, as_json):
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
     else:
