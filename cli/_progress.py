@@ -183,7 +183,9 @@ class ApplyProgress:
         if self._progress is not None and self._task is not None:
             detail = applying_detail(events, self._events_total, records, batches, total_batches,
                                      time.monotonic() - self._started)
-            self._show(events, detail, force=batches == total_batches)
+            # the first batch is drawn at once (the rate and time left appear however fast the batches come),
+            # the last so the line ends on what was done
+            self._show(events, detail, force=batches in (1, total_batches))
 
     def deriving(self, records: int) -> None:
         """Third phase: the states of the records the run touched (and of those they cite) are derived once."""
