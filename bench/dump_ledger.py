@@ -95,7 +95,7 @@ def main() -> None:
         parts.append(_dump(path))
         parts.append(_cli(path, "rebuild"))
         parts.append(_dump(path))
-    data = b"".join(parts).replace(tmp.encode(), b"TMP")
+    data = b"".join(parts).replace(tmp.encode(), b"TMP").replace(str(ROOT).encode(), b"ROOT")
     Path(sys.argv[1]).write_bytes(data)
     print(hashlib.sha256(data).hexdigest(), len(data))
 
