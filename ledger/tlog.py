@@ -22,6 +22,7 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 256
 MAX_ENTRY_LEN = 0xFFFF
 MAX_LEVEL = 63
+MAX_INDEX = 2**64 - 1  # tile indices are uint64 (as in cloudflare/azul's tlog_tiles)
 
 
 class HashReader(Protocol):
@@ -116,8 +117,8 @@ class TilePath(NamedTuple):
 
 
 def _index_path(n: int, width: int) -> str:
-    if n < 0:
-        raise BadTilePath(f"a tile index cannot be negative ({n})")
+    if not 0 <= n <= MAX_INDEX:
+        raise BadTilePath(f"a tile index is 0..2^64-1, not {n}")
     if not 1 <= width <= TILE_WIDTH:
         raise BadTilePath(f"a tile is 1..{TILE_WIDTH} hashes wide, not {width}")
     digits = str(n)
@@ -149,7 +150,7 @@ def parse_tile_path(path: str) -> TilePath:
     kind, index, width = m.groups()
     tile = TilePath(0 if kind == "entries" else int(kind), int(index.replace("x", "").replace("/", "")),
                     int(width) if width else TILE_WIDTH, kind == "entries")
-    if tile.level > MAX_LEVEL or (width and tile.width >= TILE_WIDTH) or tile.path() != path:
+    if tile.level > MAX_LEVEL or tile.n > MAX_INDEX or (width and tile.width >= TILE_WIDTH) or tile.path() != path:
         raise BadTilePath(f"{path!r} is not the canonical path of a tile")
     return tile
 

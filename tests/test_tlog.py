@@ -18,7 +18,9 @@ from pithledger import merkle, note, tlog
 from pithledger.errors import BadTilePath, MalformedEntryBundle, OutsideTree, TileMismatch
 
 RFC9162 = Path(__file__).parent / "vectors" / "rfc9162" / "testdata"
-C2 = json.loads((Path(__file__).parent / "vectors" / "tlog" / "c2sp-examples.json").read_text(encoding="utf-8"))
+TLOG_VECTORS = Path(__file__).parent / "vectors" / "tlog"
+C2 = json.loads((TLOG_VECTORS / "c2sp-examples.json").read_text(encoding="utf-8"))
+AZUL = json.loads((TLOG_VECTORS / "azul-tlog-tiles.json").read_text(encoding="utf-8"))
 
 # The leaves of the RFC 6962 / transparency-dev/merkle test tree (testonly/constants.go LeafInputs), over which
 # the happy-path vectors in tests/vectors/rfc9162 were computed.
@@ -156,6 +158,18 @@ def test_c2sp_tile_index_example() -> None:
     ex = C2["tile_index_path"]
     assert tlog.tile_path(0, ex["n"]) == ex["path"]
     assert tlog.parse_tile_path(ex["path"]) == tlog.TilePath(0, ex["n"], 256)
+
+
+@pytest.mark.parametrize("name", sorted(AZUL["valid"]))
+def test_azul_valid_tile_path(name: str) -> None:
+    path = AZUL["valid"][name]
+    assert tlog.parse_tile_path(path).path() == path
+
+
+@pytest.mark.parametrize("mutation", sorted(AZUL["invalid"]))
+def test_azul_invalid_tile_path_is_refused(mutation: str) -> None:
+    with pytest.raises(BadTilePath):
+        tlog.parse_tile_path(AZUL["invalid"][mutation])
 
 
 @pytest.mark.parametrize("path,tile", [
@@ -395,6 +409,23 @@ def test_client_without_checkpoint_reads_nothing() -> None:
     c = tlog.TileClient(FILES_70000.__getitem__)
     with pytest.raises(LookupError):
         c.read_hashes(0, 0, 1)
+
+
+FILES_1000, CP_1000 = published(1000)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(p for p in FILES_1000 if p != "checkpoint")), st.data())
+def test_client_over_any_tile_with_any_byte_changed_refuses(path: str, data: st.DataObject) -> None:
+    files = dict(FILES_1000)
+    at = data.draw(st.integers(0, len(files[path]) - 1))
+    files[path] = flip(files[path], at) if data.draw(st.booleans()) else files[path][:at]
+    try:
+        c = client(files)
+        c.entries(0, 1000)  # reads every tile and bundle of the tree
+    except TileMismatch:
+        return
+    raise AssertionError(f"{path} changed at byte {at} was accepted")
 
 
 # --- hostile inputs ----------------------------------------------------------------------------------
