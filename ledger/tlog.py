@@ -10,10 +10,12 @@ tlog-tiles: the tile at level L, index N holds the hashes at tree level 8·L, in
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
+from .canonical import canonical_bytes
 from .errors import BadTilePath, MalformedEntryBundle, MalformedTile, OutsideTree, TileMismatch
 from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
 from .note import Checkpoint, NoteVerifier, open_checkpoint
@@ -23,6 +25,12 @@ TILE_WIDTH = 256
 MAX_ENTRY_LEN = 0xFFFF
 MAX_LEVEL = 63
 MAX_INDEX = 2**64 - 1  # tile indices are uint64 (as in cloudflare/azul's tlog_tiles)
+
+
+def log_entry(event_id: str, record: str, event: bytes) -> bytes:
+    """The log entry of one logged event (spec/transparency.md §1): canonical JSON naming its event id,
+    its record's long Pith Number and the SHA-256 of the event's bytes as the log holds them."""
+    return canonical_bytes({"event_id": event_id, "record": record, "sha256": hashlib.sha256(event).hexdigest()})
 
 
 class HashReader(Protocol):

@@ -5,6 +5,8 @@ only the signed checkpoint and refuses tampered tiles (named after their mutatio
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -56,8 +58,16 @@ def entries(n: int) -> list[bytes]:
 BIG = MemoryTree(entries(1000))
 
 
+@functools.cache
 def root(n: int) -> bytes:
     return merkle.root(BIG.levels[0][:n])
+
+
+def test_log_entry_bytes() -> None:
+    entry = tlog.log_entry("ab" * 32, "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", b'{"x":1}')
+    assert entry == ('{"event_id":"' + "ab" * 32 + '","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",'
+                     '"sha256":"' + hashlib.sha256(b'{"x":1}').hexdigest() + '"}').encode()
+    assert len(entry) < 256
 
 
 # --- proofs ------------------------------------------------------------------------------------------
@@ -80,16 +90,18 @@ def test_inclusion_and_consistency_at_every_size_1_to_1000() -> None:
 
 
 def flips(proof: list[bytes]) -> list[list[bytes]]:
+    """The proof with one bit flipped in one hash, for every hash and every byte of it (the bit moving
+    through all 8 positions along the bytes, so every byte and every bit position is hit)."""
     out = []
     for k, h in enumerate(proof):
-        for bit in range(8 * len(h)):
+        for byte in range(len(h)):
             b = bytearray(h)
-            b[bit // 8] ^= 1 << (bit % 8)
+            b[byte] ^= 1 << ((byte + k) % 8)
             out.append(proof[:k] + [bytes(b)] + proof[k + 1:])
     return out
 
 
-def test_exhaustive_small_trees_every_proof_and_every_bit_flip() -> None:
+def test_exhaustive_small_trees_every_proof_and_every_hash_bit_flipped() -> None:
     for n in range(1, 17):
         r = root(n)
         for i in range(n):
@@ -98,6 +110,9 @@ def test_exhaustive_small_trees_every_proof_and_every_bit_flip() -> None:
             for bad in flips(proof):
                 with pytest.raises(merkle.ProofError):
                     merkle.verify_inclusion(i, n, BIG.levels[0][i], bad, r)
+            for [leaf] in flips([BIG.levels[0][i]]):
+                with pytest.raises(merkle.ProofError):
+                    merkle.verify_inclusion(i, n, leaf, proof, r)
         for m in range(1, n + 1):
             proof = tlog.consistency_proof(BIG, m, n)
             merkle.verify_consistency(m, n, root(m), r, proof)
