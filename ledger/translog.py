@@ -88,6 +88,24 @@ def entry_of_logged(event: bytes, ledger_event_id: str = "") -> bytes:
     return entry_bytes(ledger_event_id or names.event_id, names.subject_pith_number, hashlib.sha256(event).hexdigest())
 
 
+class _Logged(msgspec.Struct, array_like=True):
+    """A stored log entry (spec/storage.md §2: msgpack [seq, event, facts, event_id]), facts left undecoded."""
+
+    seq: int
+    event: bytes
+    facts: msgspec.Raw
+    event_id: str = ""
+
+
+_logged_decoder = msgspec.msgpack.Decoder(_Logged)
+
+
+def entry_of_log_record(raw: bytes | memoryview) -> tuple[int, bytes]:
+    """(seq, entry) of a stored log entry."""
+    logged = _logged_decoder.decode(raw)
+    return logged.seq, entry_of_logged(logged.event, logged.event_id)
+
+
 # --- tree arithmetic (pure) --------------------------------------------------------------------------
 
 def position(level: int, index: int) -> int:
@@ -231,6 +249,25 @@ class Appender:
 
     def root(self) -> bytes:
         return fold(self._frontier)
+
+
+def build(txn: lmdb.Transaction, log_db: Any, dbs: TlogDbs, limit: int) -> bool:
+    """Append the entries of up to ``limit`` more log entries, from where the tlog stops (the upgrade of
+    a layout-4 ledger, in bounded transactions: a killed upgrade resumes where its last commit left it).
+    Returns whether the tlog now covers the whole log."""
+    appender = Appender(txn, dbs)
+    start = appender.size
+    cursor = txn.cursor(db=log_db)
+    if limit > 0 and cursor.set_range(_u64(start)):
+        for key, raw in cursor.iternext():
+            if appender.size - start >= limit:
+                break
+            seq, entry = entry_of_log_record(raw)
+            if int.from_bytes(key, "big") != appender.size or seq != appender.size:
+                raise TlogDamaged(f"the log holds entry {seq} under sequence {int.from_bytes(key, 'big')} where {appender.size} "
+                                  "was expected: its sequence numbers are not 0, 1, 2, ... (damaged ledger)")
+            appender.append(entry)
+    return appender.size == int(txn.stat(log_db)["entries"])
 
 
 # --- checking ---------------------------------------------------------------------------------------

@@ -203,3 +203,47 @@ def test_any_batching_gives_the_same_tree(batches: list[int]) -> None:
         finally:
             env.close()
     assert stored == list(T.all_hashes(merkle.leaf_hash(e) for e in entries))
+
+
+def _fake_log(env: lmdb.Environment, n: int) -> tuple[object, list[bytes]]:
+    """A log of ``n`` entries in the stored form (msgpack [seq, event, facts, event_id]) and their entries."""
+    import msgspec
+
+    from pithledger.canonical import canonical_bytes
+
+    log = env.open_db(b"log")
+    expected = []
+    with env.begin(write=True) as txn:
+        for i in range(n):
+            event = canonical_bytes({"event_id": "sha256:" + hashlib.sha256(b"%d" % i).hexdigest(), "event_type": "x",
+                                     "subject_pith_number": f"pith:2025:{i:026d}", "payload": {"n": i}})
+            pith_id = "sha256:" + "ee" * 32 if i % 7 == 3 else ""  # a Pith-envelope event: its ledger id beside it
+            txn.put(i.to_bytes(8, "big"), msgspec.msgpack.encode([i, event, {"f": 1}, pith_id]), db=log)
+            eid = pith_id or "sha256:" + hashlib.sha256(b"%d" % i).hexdigest()
+            expected.append(T.entry_bytes(eid, f"pith:2025:{i:026d}", hashlib.sha256(event).hexdigest()))
+    return log, expected
+
+
+def test_build_from_the_log_in_bounded_steps(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
+    env, dbs = raw
+    log, expected = _fake_log(env, 45)
+    steps = 0
+    while True:
+        with env.begin(write=True) as txn:
+            steps += 1
+            if T.build(txn, log, dbs, 10):
+                break
+    assert steps == 5
+    with env.begin() as txn:
+        assert T.read_entries(txn, dbs, 0, 45) == expected
+        assert T.tree_hash(txn, dbs) == merkle.root([merkle.leaf_hash(e) for e in expected])
+        assert T.build(txn, log, dbs, 10)  # nothing left: a no-op that says so
+
+
+def test_build_refuses_a_log_with_a_gap(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
+    env, dbs = raw
+    log, _ = _fake_log(env, 5)
+    with env.begin(write=True) as txn:
+        txn.delete((2).to_bytes(8, "big"), db=log)
+    with env.begin(write=True) as txn, pytest.raises(T.TlogDamaged, match="under sequence 3 where 2"):
+        T.build(txn, log, dbs, 100)
