@@ -6,13 +6,16 @@ Generates bench_suite's papers workload (papers x 20 events, one bundle per pape
 then times `pithledger --ledger DIR apply FILE --batch-size 10000 -q --json` into an empty ledger with the
 baseline's CLI (`--base`: a checkout of main before the tlog) and this checkout's, interleaved
 (A B B A A B ...: the machine is shared, so both see the same load), wall clock around the process.
-Prints every run, the medians and the ratio branch / baseline.
+Prints every run (wall clock, and CPU time: user + system of the process and the workers it waited for,
+from wait4), the medians and the ratios branch / baseline. CPU time is the steadier figure on a shared
+machine: other processes stretch a run's wall clock, much less the CPU it uses.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -43,23 +46,32 @@ def main() -> None:
         events = 20 * args.papers
         print(f"workload: {args.papers:,} papers x 20 = {events:,} events, {f.stat().st_size:,} bytes", flush=True)
         walls: dict[str, list[float]] = {"base": [], "tlog": []}
+        cpus: dict[str, list[float]] = {"base": [], "tlog": []}
         for rep in range(args.reps):
             order = [("base", args.base), ("tlog", mine)]
             for label, exe in order if rep % 2 == 0 else order[::-1]:
                 led = tmp / f"L-{label}"
+                out, err = tmp / "out", tmp / "err"
                 t = time.perf_counter()
-                done = subprocess.run([exe, "--ledger", str(led), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
-                                      capture_output=True, text=True)
+                with out.open("wb") as o, err.open("wb") as e:
+                    proc = subprocess.Popen([exe, "--ledger", str(led), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
+                                            stdout=o, stderr=e)
+                    _, status, usage = os.wait4(proc.pid, 0)
                 wall = time.perf_counter() - t
-                if done.returncode != 0 or json.loads(done.stdout)["new"] != events:
-                    sys.exit(f"{label} apply failed ({done.returncode}): {done.stderr[-2000:]}")
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if proc.returncode != 0 or json.loads(out.read_text())["new"] != events:
+                    sys.exit(f"{label} apply failed ({proc.returncode}): {err.read_text()[-2000:]}")
+                cpu = usage.ru_utime + usage.ru_stime
                 walls[label].append(wall)
-                print(f"  rep {rep} {label}: {wall:.2f} s ({events / wall:,.0f} ev/s)", flush=True)
+                cpus[label].append(cpu)
+                print(f"  rep {rep} {label}: {wall:.2f} s wall ({events / wall:,.0f} ev/s), {cpu:.2f} s CPU "
+                      f"({cpu / events * 1e6:.0f} us/event)", flush=True)
                 shutil.rmtree(led)
-        base, tlog = statistics.median(walls["base"]), statistics.median(walls["tlog"])
-        pairs = [b / a for a, b in zip(walls["base"], walls["tlog"])]
-        print(f"median apply: baseline {base:.2f} s, with the tlog {tlog:.2f} s: ratio {tlog / base:.3f} "
-              f"(per-pair ratios {', '.join(f'{r:.3f}' for r in pairs)}; median {statistics.median(pairs):.3f})")
+        for what, runs in (("wall", walls), ("CPU", cpus)):
+            base, tlog = statistics.median(runs["base"]), statistics.median(runs["tlog"])
+            pairs = [b / a for a, b in zip(runs["base"], runs["tlog"])]
+            print(f"median apply {what}: baseline {base:.2f} s, with the tlog {tlog:.2f} s: ratio {tlog / base:.3f} "
+                  f"(per-pair ratios {', '.join(f'{r:.3f}' for r in pairs)}; their median {statistics.median(pairs):.3f})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
