@@ -679,3 +679,34 @@ def test_for_any_batches_the_tlog_is_the_log_in_order(batches: list[tuple[list[i
             chosen = [events[i] for i in picks] + (bad if with_junk else [])
             ledger.apply_batch(bundles_of(chosen), defer=defer)
         assert_tlog_is_the_log(ledger)
+
+
+# --- the ledger as tlog.py's HashReader (tlog-formats' contract) ------------------------------------------------
+
+def test_the_ledger_serves_tlog_py_roots_proofs_and_tiles(tmp_path: Path) -> None:
+    """tlog.tree_hash over the ledger equals merkle.root of the entries at every size; inclusion and
+    consistency proofs read from it verify with ledger.merkle; its tiles, read back by a TileClient
+    that trusts only the checkpoint, give the same entries and root; every entry is tlog.log_entry's."""
+    from pithledger import tlog
+    from pithledger.note import Checkpoint
+
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        events = [record_created()] + attestations(599)
+        for i in range(0, len(events), 97):
+            ledger.apply_batch([Bundle(pith_number=NUMBER, events=events[i:i + 97])], defer=True)
+        entries = assert_tlog_is_the_log(ledger)
+        for e, entry in zip(ledger.log(), entries, strict=True):
+            assert tlog.log_entry(e.verdict.event_id.removeprefix("sha256:"), e.verdict.subject, e.event) == entry
+        leaves = [merkle.leaf_hash(e) for e in entries]
+        roots = [merkle.root(leaves[:n]) for n in range(len(leaves) + 1)]
+        for n, want in enumerate(roots):
+            assert tlog.tree_hash(ledger, n) == want == ledger.tlog_root(n), n
+        size = len(entries)
+        for index, at in [(0, 1), (0, size), (5, 6), (255, 256), (256, 600), (511, 513), (599, 600), (300, 431)]:
+            merkle.verify_inclusion(index, at, leaves[index], tlog.inclusion_proof(ledger, index, at), roots[at])
+        for old, new in [(1, 600), (255, 256), (256, 600), (100, 513), (599, 600), (7, 8)]:
+            merkle.verify_consistency(old, new, roots[old], roots[new], tlog.consistency_proof(ledger, old, new))
+        tiles = dict(tlog.tiles_for(ledger, ledger.tlog_entries, size))
+        client = tlog.TileClient(tiles.__getitem__, Checkpoint("example.org/tlog-store-test", size, roots[size]))
+        assert client.entries(0, size) == entries
+        assert tlog.tree_hash(client, size) == roots[size]
