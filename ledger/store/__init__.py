@@ -27,8 +27,8 @@ import sys
 import types
 from typing import Any
 
-from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, _PENDING, _Pinned, _TLOG, _RELEASE_ENTRIES,
-                  _RELEASE_EVERY, _RESIZE_TRIES, _U64, _UPGRADABLE_IN_PLACE, _check_new_ledger_dir, _event_key,
+from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, _PENDING, _Pinned, _RELEASE_ENTRIES,
+                  _RELEASE_EVERY, _RESIZE_TRIES, _TLOG, _U64, _UPGRADABLE_IN_PLACE, _check_new_ledger_dir, _event_key,
                   _json_decoder, _rec_key, _release_mapped_pages, _u64, default_ledger_path)
 from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Rejection, Usage, _entry_decoder,
                       _entry_encoder, _evidence_decoder, _usage_decoder)
