@@ -1,6 +1,7 @@
 """Transparency log cost (issue #22: appending to the log adds <= 10 % to `apply` on the bench workload).
 
     .venv/bin/python bench/bench_tlog_cost.py --base /path/to/main/.venv/bin/pithledger [--papers 2000] [--reps 5]
+    .venv/bin/python bench/bench_tlog_cost.py --append-only      # the tlog's own work, in process
 
 Generates bench_suite's papers workload (papers x 20 events, one bundle per paper per line, JSON lines),
 then times `pithledger --ledger DIR apply FILE --batch-size 10000 -q --json` into an empty ledger with the
@@ -28,12 +29,52 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_suite as S  # noqa: E402  (the workload generator)
 
 
+def append_only(n: int = 40_000, batch: int = 10_000) -> None:
+    """CPU time of the tlog's part of the write path alone: entry bytes and Appender.append of ``n``
+    entries in write transactions of ``batch`` into a raw LMDB environment (best of 3)."""
+    import hashlib
+
+    import lmdb
+
+    from pithledger import translog
+
+    ids = ["sha256:" + hashlib.sha256(b"%d" % i).hexdigest() for i in range(n)]
+    shas = [hashlib.sha256(b"event %d" % i).hexdigest() for i in range(n)]
+    with tempfile.TemporaryDirectory() as d:
+        env = lmdb.open(d, max_dbs=4, map_size=1 << 30)
+        dbs = translog.TlogDbs(env.open_db(translog.ENTRIES_DB), env.open_db(translog.HASHES_DB))
+        best = float("inf")
+        for _ in range(3):
+            with env.begin(write=True) as txn:
+                txn.drop(dbs.entries, delete=False)
+                txn.drop(dbs.hashes, delete=False)
+            t = time.process_time()
+            for start in range(0, n, batch):
+                with env.begin(write=True) as txn:
+                    appender = translog.Appender(txn, dbs)
+                    for i in range(start, min(n, start + batch)):
+                        appender.append(translog.entry_bytes(ids[i], "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", shas[i]))
+            best = min(best, time.process_time() - t)
+        with env.begin() as txn:
+            pages = {name: sum(txn.stat(db)[k] for k in ("branch_pages", "leaf_pages", "overflow_pages")) * txn.stat(db)["psize"]
+                     for name, db in (("tlog", dbs.entries), ("tlogh", dbs.hashes))}
+        env.close()
+    print(f"tlog append: {best / n * 1e6:.1f} us CPU per event (best of 3, {n:,} entries in batches of {batch:,}); "
+          f"disk {pages['tlog'] / n:.0f} B/event (tlog) + {pages['tlogh'] / n:.0f} B/event (tlogh)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="the baseline's pithledger executable")
+    ap.add_argument("--base", help="the baseline's pithledger executable")
+    ap.add_argument("--append-only", action="store_true", help="measure only the tlog's own work, in process")
     ap.add_argument("--papers", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
+    if args.append_only:
+        append_only()
+        return
+    if not args.base:
+        ap.error("--base is required (or --append-only)")
     mine = S.PITHLEDGER
     tmp = Path(tempfile.mkdtemp(prefix="bench_tlog."))
     try:
