@@ -235,7 +235,7 @@ def consistency(
                 hashes = consistency_proof(ledger, cp_old.size, cp_new.size) if cp_old.size else []
             where = settings(ctx).ledger.as_posix()
         else:
-            from pithledger.mirror import Published
+            from pithledger.published import Published
             from pithledger.tlog import TileClient
 
             client = TileClient(Published(source, timeout=timeout, deadline=deadline or None)._fetch, cp_new)

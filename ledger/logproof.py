@@ -165,7 +165,7 @@ def event_sha256(event: dict[str, Any]) -> str:
 def _index_of(ledger: Ledger, event_id: str) -> int | None:
     bare = event_id.removeprefix("sha256:")
     for form in (bare, "sha256:" + bare):  # the store may key by either form
-        index = ledger.tlog_index(form)
+        index: int | None = ledger.tlog_index(form)
         if index is not None:
             return index
     return None

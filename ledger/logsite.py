@@ -245,8 +245,8 @@ def _manifest_key(fetch: Callable[[str], bytes]) -> str:
         raise NoPublishedLog(f"cannot read the mirror's manifest for its log key: {exc.message}",
                              hint="give the log key you trust: --log-key VKEY") from None
     mirrors = doc.get("mirrors") if isinstance(doc, dict) else None
-    keys = [m.get("log_key") for m in mirrors if isinstance(m, dict)] if isinstance(mirrors, list) else []
-    keys = [k for k in keys if isinstance(k, str)]
+    named = [m.get("log_key") for m in mirrors if isinstance(m, dict)] if isinstance(mirrors, list) else []
+    keys = [k for k in named if isinstance(k, str)]
     if not keys:
         raise NoPublishedLog("the mirror's manifest names no log_key")
     return keys[0]
@@ -264,7 +264,8 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     §6: its ledger id, which Pith's receipt authenticates, must match instead; counted apart).
     A bad checkpoint, tile or entry bundle raises (named); event faults are listed in the report."""
     from .events import is_pithledger_envelope, verify_event
-    from .mirror import Published, _record_parts, ledger_id
+    from .mirror import _record_parts, ledger_id
+    from .published import Published
 
     source = Published(location, timeout=timeout, deadline=deadline)
     fetch = source._fetch
