@@ -777,6 +777,12 @@ def rebuild(ctx: typer.Context, as_json: JsonOption = False,
     typer.echo(f"rebuilt {where} from {_plural(counts['events_read'], 'received event')} ({counts['old_merge_version']} -> "
                f"{MERGE_VERSION}): {counts['new']:,} valid, {counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid and "
                f"{counts['unverified']:,} unverified kept as evidence; the old ledger is at {counts['backup']}")
+    if counts.get("tlog_history_changed"):  # spec/storage.md §8: the mirror's published history changes
+        t = counts["tlog"]
+        typer.echo(f"WARNING: the rebuilt transparency log is not an extension of the old one: entry {t['first_difference']:,} "
+                   f"differs (old log {t['old_size']:,} entries, rebuilt {t['size']:,}); checkpoints published before "
+                   "cannot be proved consistent with the new ones, so publish the rebuilt mirror under a new origin "
+                   "(`publish --origin NEW`) and tell its readers and witnesses", err=True)
 
 
 @command(cls=Command)
