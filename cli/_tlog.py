@@ -1,4 +1,4 @@
-"""The transparency-log commands (issue #22; spec/transparency.md §3-§5): ``checkpoint``, ``prove``,
+"""The transparency-log commands (issue #22; spec/transparency.md §4-§5): ``checkpoint``, ``prove``,
 ``verify-proof``, ``consistency`` and ``verify-log``. Registered on the app by cli/app.py; thin like
 every command: parse, call ledger/logproof.py and ledger/logsite.py, render.
 """
@@ -24,7 +24,7 @@ LogKeyOption = Annotated[Optional[str], typer.Option(
     help="The local key that signs this mirror's checkpoints (its log key).")]
 OriginOption = Annotated[Optional[str], typer.Option(
     "--origin", metavar="ORIGIN",
-    help="The log's origin (its name in every checkpoint) [default: from --base-url, else pithledger/<key fingerprint>; spec/transparency.md §3].")]
+    help="The log's origin (its name in every checkpoint) [default: from --base-url, else pithledger/<key fingerprint>; spec/transparency.md §4].")]
 BaseUrlOption = Annotated[str, typer.Option(
     "--base-url", metavar="URL", help="The URL the mirror is published or served at: the default origin is derived from it.")]
 VkeyOption = Annotated[Optional[str], typer.Option(

@@ -1,5 +1,5 @@
 """The mirror's log for people: origins, its signed checkpoint, inclusion proofs a person can keep and
-check offline, consistency between two checkpoints (spec/transparency.md §3-§5).
+check offline, consistency between two checkpoints (spec/transparency.md §4-§5).
 
 Pure but for the ledger reads of :func:`ledger_checkpoint`, :func:`inclusion_document` and
 :func:`consistency_hashes` (each inside one ledger snapshot). Verifiers take the tree size, the root and
@@ -37,7 +37,7 @@ _PITH = re.compile(r"pith:[0-9]{4}:[A-Z2-7]{26}\Z", re.ASCII)
 class BadOrigin(PithledgerError):
     code = "bad-origin"
     hint = ("an origin is 1-255 printable ASCII characters without spaces or '+', e.g. mirror.example.org/pith "
-            "(spec/transparency.md §3)")
+            "(spec/transparency.md §4)")
 
 
 class NoLogKey(PithledgerError):

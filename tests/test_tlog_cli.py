@@ -1,4 +1,4 @@
-"""The log's verbs for people (spec/transparency.md §3, §5): `checkpoint`, `prove`, `verify-proof`,
+"""The log's verbs for people (spec/transparency.md §4, §5): `checkpoint`, `prove`, `verify-proof`,
 `consistency`. Real CLI subprocesses, real keys, real LMDB ledgers grown batch by batch; proofs at
 several sizes; every field of a proof document forged in turn, each refused; a fork named."""
 
