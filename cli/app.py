@@ -259,6 +259,11 @@ app.add_typer(keys_app, name="keys")
 
 # A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
 # use keys so that their help lists it; given to the command it wins over the global one.
+LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
+    "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
+    "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
+WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
+    "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
 KeyDirOption = Annotated[
     Optional[Path],
     typer.Option("--key-dir", metavar="DIR",
@@ -939,23 +944,31 @@ def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoRetur
 @command(cls=Command)
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
-         deadline: Annotated[float, _deadline_option()] = 3600.0) -> None:
+         deadline: Annotated[float, _deadline_option()] = 3600.0,
+         log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None) -> None:
     """Fetch from a published mirror what this ledger lacks, walking only where digests differ.
 
     Every record either arrives or is named: skipped (unreadable, too large, about another record) or
     lying (its bundle lacks events the source's digests advertise). Exit 1 if any, or if any event was invalid.
+    A source that publishes a signed checkpoint is first checked against the one this ledger last saw of
+    its log: a fork is named (exit 1, evidence written) and nothing is synced.
     """
     from pithledger.mirror import sync as sync_mirror
 
+    from ._witness import log_check, log_commit
+
     with _open(ctx, write=True) as ledger:
+        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
         before = ledger.counts()
         try:
             counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
         except KeyboardInterrupt:
             _interrupted(ledger, before, source)
+        log_commit(ledger.path, check)
     if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:
+        say(check.line())
         for r in counts["rejected"]:
             say(rejection_line(r))
         for skip in counts["skipped"]:
@@ -1010,6 +1023,7 @@ def pull(
     rate: Annotated[float, typer.Option("--rate", metavar="R", min=0, help="At most R requests per second over all connections; 0 for no limit.")] = 50.0,
     as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 3600.0,
+    log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
 ) -> None:
     """Fill the ledger from any Pith-shaped mirror, by the patterns of its pith-mirrors.json.
 
@@ -1025,10 +1039,13 @@ def pull(
 
     given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
     targets = _pull_targets(list(ids_given or []), ids_file)
+    from ._witness import log_check, log_commit
+
     with _open(ctx, write=True) as ledger:
         if not given and ledger.counts()["records"] == 0:
             raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
                                hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
+        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger pull")
         before = ledger.counts()
         try:
             with PullProgress(wanted(settings(ctx).quiet)) as progress:
@@ -1036,9 +1053,11 @@ def pull(
                                       timeout=timeout, deadline=deadline or None, progress=progress.update)
         except KeyboardInterrupt:
             _interrupted(ledger, before, source)
+        log_commit(ledger.path, check)
     if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:
+        say(check.line())
         for r in counts["rejected"]:
             say(rejection_line(r))
         for item in counts["not_published"]:
@@ -1080,6 +1099,7 @@ def audit(
                                                              "what its digests advertise.")] = False,
     sample: Annotated[Optional[int], typer.Option("--sample", metavar="N", min=1, help="With --bundles: check a random sample of N records.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", metavar="S", help="With --sample: the seed of the sample (printed when not given).")] = None,
+    witness_keys: WitnessKeyOption = None,
 ) -> None:
     """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks.
 
@@ -1097,6 +1117,12 @@ def audit(
         raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
     if b is None:
         raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
+    from pithledger.logcheck import check_pair
+
+    ledger_path = settings(ctx).ledger
+    # published sides' checkpoints: against this ledger's memory, and against each other for one origin
+    checks = check_pair(ledger_path if (ledger_path / "data.mdb").is_file() else None, a, b,
+                        witness_keys=list(witness_keys or []), timeout=timeout, deadline=deadline or None)
     side_a = open_source(a, timeout=timeout, deadline=deadline or None)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
     side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b, timeout=timeout, deadline=deadline or None)
@@ -1110,8 +1136,10 @@ def audit(
     if sign:
         emit_json(sign_report(doc, _store(key_dir).load(sign), _now()))
     elif _json(ctx, as_json):
-        emit_json(doc | {"digests_read": result.digests_read})
+        emit_json(doc | {"digests_read": result.digests_read, "checkpoints": [c.document() | {"source": c.source} for c in checks]})
     else:
+        for c in checks:
+            say(c.line())
         if result.consistent:
             typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
         for d in result.divergent:
@@ -1358,3 +1386,6 @@ def latex(
         emit_json({"written": str(path), "resolver": resolver.removesuffix("/"), "bytes": len(data)})
     else:
         typer.echo(f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}")
+
+
+from . import _witness  # noqa: E402,F401 - registers `witness` and `check-evidence` (it imports this module's options)

@@ -1,0 +1,425 @@
+"""The witness (C2SP tlog-witness add-checkpoint), its evidence files, and the mirror's checkpoint memory.
+
+Real Ed25519 keys, real files in temp dirs, real threads; the fork test at the end runs real processes
+(`serve --witness` on loopback, `publish --key --witness`, `sync`)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import nacl.signing
+import pytest
+
+from pithledger import merkle, tlog
+from pithledger import witness as w
+from pithledger.note import Checkpoint, NoteSigner, verify_cosignature
+
+LOG = "example.org/log"
+
+
+class Tree:
+    """A log's tree over entries held in memory (a tlog.HashReader)."""
+
+    def __init__(self, entries: list[bytes]) -> None:
+        self.leaves = [merkle.leaf_hash(e) for e in entries]
+
+    def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
+        step = 1 << level
+        if end * step > len(self.leaves):
+            raise LookupError("outside")
+        return [merkle.root(self.leaves[i * step:(i + 1) * step]) for i in range(start, end)]
+
+    def root(self, size: int) -> bytes:
+        return merkle.root(self.leaves[:size])
+
+    def proof(self, old: int, new: int) -> list[bytes]:
+        return tlog.consistency_proof(self, old, new)
+
+
+def entries(n: int, tag: str = "a") -> list[bytes]:
+    return [f"{tag}-entry-{i}".encode() for i in range(n)]
+
+
+def checkpoint(signer: NoteSigner, size: int, root: bytes, origin: str = LOG) -> bytes:
+    return signer.sign(Checkpoint(origin, size, root).body())
+
+
+@pytest.fixture
+def log_signer() -> NoteSigner:
+    return NoteSigner(LOG, nacl.signing.SigningKey.generate())
+
+
+@pytest.fixture
+def witness(tmp_path: Path, log_signer: NoteSigner) -> w.Witness:
+    me = NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate())
+    return w.Witness("witness.example/w1", me, {LOG: w.LogConfig(LOG, log_signer.vkey)}, tmp_path / "state")
+
+
+def post(wit: w.Witness, old: int, proof: list[bytes], note: bytes) -> w.Answer:
+    return wit.handle(w.request_body(old, proof, note))
+
+
+def cosigned(wit: w.Witness, tree: Tree, signer: NoteSigner, size: int) -> bytes:
+    """Cosign size ``size`` of ``tree`` starting from whatever the witness holds."""
+    last = wit.state(LOG)
+    old = last.size if last else 0
+    note = checkpoint(signer, size, tree.root(size))
+    answer = post(wit, old, tree.proof(old, size) if 0 < old < size else [], note)
+    assert answer.status == 200, answer.body
+    return note
+
+
+# --- add-checkpoint: each status -------------------------------------------------------------------
+
+
+def test_first_checkpoint_is_cosigned_and_persisted(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(5))
+    note = checkpoint(log_signer, 5, tree.root(5))
+    answer = post(witness, 0, [], note)
+    assert answer.status == 200 and answer.content_type.startswith("text/plain")
+    line = answer.body.decode()
+    assert line.startswith("\u2014 witness.example/w1 ") and line.endswith("\n") and line.count("\n") == 1
+    ts = verify_cosignature(Checkpoint(LOG, 5, tree.root(5)).body(), line, witness.signer.cosigner)
+    assert abs(ts - time.time()) < 60 and ts > 0
+    state = witness.state(LOG)
+    assert state is not None and (state.size, state.root, state.note) == (5, tree.root(5), note.decode())
+
+
+def test_extension_with_a_valid_proof_is_cosigned(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(40))
+    for size in (3, 8, 13, 13, 40):  # includes a power of two, and the same checkpoint again
+        cosigned(witness, tree, log_signer, size)
+        assert witness.state(LOG).size == size  # type: ignore[union-attr]
+
+
+def test_unknown_origin_is_404(witness: w.Witness) -> None:
+    other = NoteSigner("other.example/log", nacl.signing.SigningKey.generate())
+    answer = post(witness, 0, [], checkpoint(other, 1, merkle.leaf_hash(b"x"), origin="other.example/log"))
+    assert answer.status == 404 and b"unknown-log" in answer.body
+
+
+def test_checkpoint_signed_by_another_key_is_403(witness: w.Witness) -> None:
+    impostor = NoteSigner(LOG, nacl.signing.SigningKey.generate())  # same name, another key: ignored, so unsigned
+    answer = post(witness, 0, [], checkpoint(impostor, 1, merkle.leaf_hash(b"x")))
+    assert answer.status == 403 and witness.state(LOG) is None
+
+
+def test_tampered_checkpoint_text_is_403(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(4))
+    note = checkpoint(log_signer, 4, tree.root(4)).replace(b"\n4\n", b"\n5\n", 1)  # the trusted key's signature fails
+    assert post(witness, 0, [], note).status == 403
+    assert witness.state(LOG) is None
+
+
+def test_old_size_above_the_checkpoint_is_400(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(4))
+    assert post(witness, 5, [], checkpoint(log_signer, 4, tree.root(4))).status == 400
+
+
+def test_old_size_not_the_cosigned_one_is_409_with_that_size(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(9))
+    cosigned(witness, tree, log_signer, 6)
+    for old in (0, 5, 7):
+        answer = post(witness, old, tree.proof(old, 9) if old else [], checkpoint(log_signer, 9, tree.root(9)))
+        assert (answer.status, answer.content_type, answer.body) == (409, "text/x.tlog.size", b"6\n")
+    assert witness.state(LOG).size == 6  # type: ignore[union-attr]
+
+
+def test_size_zero_with_a_root_other_than_the_empty_tree_is_422(witness: w.Witness, log_signer: NoteSigner) -> None:
+    assert post(witness, 0, [], checkpoint(log_signer, 0, merkle.leaf_hash(b"x"))).status == 422
+    assert post(witness, 0, [], checkpoint(log_signer, 0, merkle.EMPTY_ROOT)).status == 200
+
+
+def test_old_size_zero_with_a_proof_is_422(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(4))
+    answer = post(witness, 0, [tree.root(2)], checkpoint(log_signer, 4, tree.root(4)))
+    assert answer.status == 422 and witness.state(LOG) is None
+
+
+def test_equal_size_with_a_proof_is_422(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(4))
+    note = cosigned(witness, tree, log_signer, 3)
+    assert post(witness, 3, [tree.root(2)], note).status == 422
+    assert list(witness.evidence_dir.glob("*.json")) == []  # a malformed request, not two views
+
+
+# --- add-checkpoint: every mutation of a valid request is refused --------------------------------------
+
+
+def _valid_request(witness: w.Witness, log_signer: NoteSigner) -> tuple[Tree, bytes]:
+    tree = Tree(entries(23))
+    cosigned(witness, tree, log_signer, 7)
+    return tree, w.request_body(7, tree.proof(7, 23), checkpoint(log_signer, 23, tree.root(23)))
+
+
+def test_proof_hash_bit_flipped_is_422_everywhere(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree, _ = _valid_request(witness, log_signer)
+    proof = tree.proof(7, 23)
+    note = checkpoint(log_signer, 23, tree.root(23))
+    for i in range(len(proof)):
+        for bit in (0, 77, 255):
+            bad = list(proof)
+            flipped = bytearray(bad[i])
+            flipped[bit // 8] ^= 1 << (bit % 8)
+            bad[i] = bytes(flipped)
+            assert post(witness, 7, bad, note).status == 422
+    assert witness.state(LOG).size == 7  # type: ignore[union-attr]
+    assert post(witness, 7, proof, note).status == 200
+
+
+@pytest.mark.parametrize("mutation", ["proof-truncated", "proof-extended", "proof-reordered", "proof-empty"])
+def test_proof_shape_mutations_are_422(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
+    tree, _ = _valid_request(witness, log_signer)
+    proof = tree.proof(7, 23)
+    bad = {"proof-truncated": proof[:-1], "proof-extended": proof + [proof[0]],
+           "proof-reordered": proof[::-1], "proof-empty": []}[mutation]
+    assert post(witness, 7, bad, checkpoint(log_signer, 23, tree.root(23))).status == 422
+    assert witness.state(LOG).size == 7  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mutation", [
+    "old-leading-zero", "old-missing", "old-negative", "old-not-decimal", "old-huge", "old-space",
+    "proof-not-base64", "proof-short-hash", "proof-noncanonical-base64", "no-blank-line", "no-checkpoint",
+    "too-many-proof-lines", "crlf-lines", "body-too-large", "note-not-utf8", "note-without-signature",
+])
+def test_malformed_bodies_are_400(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
+    tree, body = _valid_request(witness, log_signer)
+    head, _, rest = body.partition(b"\n")
+    note = checkpoint(log_signer, 23, tree.root(23))
+    h = base64.b64encode(tree.root(2))
+    bad = {
+        "old-leading-zero": b"old 07\n" + rest, "old-missing": b"old\n" + rest, "old-negative": b"old -7\n" + rest,
+        "old-not-decimal": b"old seven\n" + rest, "old-huge": b"old 99999999999999999999\n" + rest,
+        "old-space": b"old  7\n" + rest,
+        "proof-not-base64": b"old 7\n!!!!\n\n" + note, "proof-short-hash": b"old 7\n" + base64.b64encode(b"x" * 31) + b"\n\n" + note,
+        "proof-noncanonical-base64": b"old 7\n" + h[:-2] + b"B=\n\n" + note if h.endswith(b"=") else b"old 7\n" + h + b"=\n\n" + note,
+        "no-blank-line": b"old 7\n" + h + b"\n", "no-checkpoint": b"old 7\n" + h + b"\n\n",
+        "too-many-proof-lines": b"old 7\n" + (h + b"\n") * 64 + b"\n" + note,
+        "crlf-lines": body.replace(b"\n", b"\r\n"), "body-too-large": body + b"x" * w.MAX_BODY,
+        "note-not-utf8": b"old 7\n\n" + note.replace(LOG.encode(), b"\xff" + LOG.encode()[1:], 1),
+        "note-without-signature": b"old 7\n\n" + Checkpoint(LOG, 23, tree.root(23)).body().encode(),
+    }[mutation]
+    answer = witness.handle(bad)
+    assert answer.status in (400, 404), (mutation, answer)  # a mangled origin line names no known log
+    assert witness.state(LOG).size == 7  # type: ignore[union-attr]
+
+
+# --- state: persisted before the answer, serialised per origin ------------------------------------------
+
+
+def test_state_is_on_disk_before_the_answer(witness: w.Witness, log_signer: NoteSigner) -> None:
+    """The witness stops between persisting and answering (a crash): the state holds the new checkpoint,
+    the log gets no cosignature; retried, the log learns the new size (409) and gets it cosigned."""
+    tree = Tree(entries(12))
+    cosigned(witness, tree, log_signer, 5)
+
+    def crash() -> None:
+        raise SystemExit("killed between persisting and answering")
+
+    witness.after_persist = crash
+    note = checkpoint(log_signer, 12, tree.root(12))
+    with pytest.raises(SystemExit):
+        post(witness, 5, tree.proof(5, 12), note)
+    witness.after_persist = None
+    fresh = w.Witness(witness.name, witness.signer, witness.logs, witness.state_dir)  # a restarted witness
+    assert fresh.state(LOG).size == 12  # type: ignore[union-attr]
+    assert post(fresh, 5, tree.proof(5, 12), note).body == b"12\n"
+    assert post(fresh, 12, [], note).status == 200
+
+
+def test_state_file_is_replaced_atomically(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(3))
+    cosigned(witness, tree, log_signer, 3)
+    names = sorted(p.name for p in witness.state_dir.iterdir())
+    assert names == [f"{w.origin_hash(LOG)}.json", f"{w.origin_hash(LOG)}.lock"]  # no temporary file left behind
+
+
+def test_two_requests_for_one_origin_are_serialised(witness: w.Witness, log_signer: NoteSigner, monkeypatch: Any) -> None:
+    """Both ask with old size 0 (the witness holds nothing): the lock lets one check-and-persist finish
+    before the other checks, so exactly one is cosigned and the other learns its size (409)."""
+    tree = Tree(entries(9))
+    persist = w.Witness._persist
+
+    def slow(self: w.Witness, cp: w.Signed) -> None:
+        time.sleep(0.3)  # widen the window between the check and the write
+        persist(self, cp)
+
+    monkeypatch.setattr(w.Witness, "_persist", slow)
+    answers: list[w.Answer] = []
+    start = threading.Barrier(2)
+
+    def go(size: int) -> None:
+        start.wait()
+        answers.append(post(witness, 0, [], checkpoint(log_signer, size, tree.root(size))))
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in (4, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(a.status for a in answers) == [200, 409]
+    won = next(a for a in answers if a.status == 409).body
+    assert int(won) == witness.state(LOG).size  # type: ignore[union-attr]
+
+
+# --- inconsistent checkpoints: refused, evidence written, checked offline ----------------------------------
+
+
+def _fork(witness: w.Witness, log_signer: NoteSigner, old: int, new: int) -> tuple[w.Answer, Path | None]:
+    honest, forked = Tree(entries(max(old, new))), Tree(entries(max(old, new), tag="b"))
+    cosigned(witness, honest, log_signer, old)
+    answer = post(witness, old, forked.proof(old, new) if old < new else [], checkpoint(log_signer, new, forked.root(new)))
+    files = list(witness.evidence_dir.glob("*.json"))
+    return answer, files[0] if files else None
+
+
+@pytest.mark.parametrize(("old", "new", "kind"), [(5, 5, "same-size-different-root"), (5, 11, "inconsistent-proof"),
+                                                  (3, 4, "inconsistent-proof"), (8, 11, "bad-proof")])
+def test_fork_is_refused_with_evidence(witness: w.Witness, log_signer: NoteSigner, old: int, new: int, kind: str) -> None:
+    answer, path = _fork(witness, log_signer, old, new)
+    assert answer.status == 422 and b"inconsistent-checkpoint" in answer.body
+    assert witness.state(LOG).size == old  # type: ignore[union-attr]
+    assert path is not None
+    verdict = w.check_evidence(path.read_bytes(), log_signer.vkey)
+    assert verdict.kind == kind and (verdict.old_size, verdict.new_size) == (old, new)
+    # a power-of-two old size: the log's proof omits the old root, so a pushed proof cannot show another one
+    assert verdict.proven is (kind != "bad-proof")
+
+
+def test_evidence_of_a_power_of_two_old_size_is_proven_with_the_new_trees_prefix_root(
+        witness: w.Witness, log_signer: NoteSigner) -> None:
+    honest, forked = Tree(entries(11)), Tree(entries(11, tag="b"))
+    cosigned(witness, honest, log_signer, 8)
+    with pytest.raises(w.Inconsistent) as caught:
+        witness.add_checkpoint(8, forked.proof(8, 11), checkpoint(log_signer, 11, forked.root(11)), prefix=forked.root(8))
+    assert caught.value.evidence is not None
+    assert w.check_evidence(caught.value.evidence.read_bytes()).kind == "inconsistent-proof"
+
+
+def _evidence(witness: w.Witness, log_signer: NoteSigner) -> dict[str, Any]:
+    _, path = _fork(witness, log_signer, 5, 11)
+    assert path is not None
+    doc: dict[str, Any] = json.loads(path.read_bytes())
+    return doc
+
+
+@pytest.mark.parametrize("mutation", ["old-checkpoint-edited", "new-checkpoint-edited", "kind-changed", "proof-hash-flipped",
+                                      "origin-changed", "field-added", "field-removed", "wrong-type", "not-json"])
+def test_altered_evidence_is_refused(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
+    doc = _evidence(witness, log_signer)
+    assert w.check_evidence(json.dumps(doc).encode()).proven
+    if mutation == "old-checkpoint-edited":
+        doc["old_checkpoint"] = doc["old_checkpoint"].replace("\n5\n", "\n6\n", 1)
+    elif mutation == "new-checkpoint-edited":
+        doc["new_checkpoint"] = doc["new_checkpoint"].replace("\n11\n", "\n12\n", 1)
+    elif mutation == "kind-changed":
+        doc["kind"] = "same-size-different-root"
+    elif mutation == "proof-hash-flipped":
+        raw = bytearray(base64.b64decode(doc["proof"][0]))
+        raw[0] ^= 1
+        doc["proof"][0] = base64.b64encode(bytes(raw)).decode()
+    elif mutation == "origin-changed":
+        doc["origin"] = "other.example/log"
+    elif mutation == "field-added":
+        doc["note"] = "trust me"
+    elif mutation == "field-removed":
+        del doc["observer"]
+    elif mutation == "wrong-type":
+        doc["proof"] = "all of it"
+    data = b"{not json" if mutation == "not-json" else json.dumps(doc).encode()
+    with pytest.raises(w.BadEvidence):
+        w.check_evidence(data)
+
+
+def test_evidence_under_another_log_key_is_refused(witness: w.Witness, log_signer: NoteSigner) -> None:
+    doc = _evidence(witness, log_signer)
+    other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
+    with pytest.raises(w.BadEvidence):
+        w.check_evidence(json.dumps(doc).encode(), other.vkey)
+    doc["log_key"] = other.vkey  # the file cannot name a key of its own choosing either
+    with pytest.raises(w.BadEvidence):
+        w.check_evidence(json.dumps(doc).encode())
+
+
+def test_consistent_pair_is_no_evidence(log_signer: NoteSigner) -> None:
+    tree = Tree(entries(11))
+    doc = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 5, tree.root(5)).decode(),
+                         new=checkpoint(log_signer, 11, tree.root(11)).decode(), proof=tree.proof(5, 11), prefix=None,
+                         observer="t", observed_at="2026-01-01T00:00:00Z", kind="inconsistent-proof")
+    verdict = w.check_evidence(json.dumps(doc).encode())
+    assert verdict.kind == "consistent" and not verdict.proven
+
+
+def test_rollback_is_an_observation_not_a_proof(log_signer: NoteSigner) -> None:
+    tree = Tree(entries(11))
+    doc = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 11, tree.root(11)).decode(),
+                         new=checkpoint(log_signer, 5, tree.root(5)).decode(), proof=[], prefix=None,
+                         observer="t", observed_at="2026-01-01T00:00:00Z", kind="rollback")
+    verdict = w.check_evidence(json.dumps(doc).encode())
+    assert verdict.kind == "rollback" and not verdict.proven
+
+
+def test_the_same_fork_twice_is_one_evidence_file(witness: w.Witness, log_signer: NoteSigner) -> None:
+    forked = Tree(entries(11, tag="b"))
+    _fork(witness, log_signer, 5, 11)
+    post(witness, 5, forked.proof(5, 11), checkpoint(log_signer, 11, forked.root(11)))
+    assert len(list(witness.evidence_dir.glob("*.json"))) == 1
+
+
+def test_prefix_root_matches_the_tree_for_every_pair_of_small_sizes() -> None:
+    tree = Tree(entries(33))
+    for new in range(2, 34):
+        for old in range(1, new):
+            got = w.prefix_root(old, new, tree.proof(old, new))
+            assert got == (None if old & (old - 1) == 0 else tree.root(old)), (old, new)
+
+
+# --- config ---------------------------------------------------------------------------------------------
+
+
+def _config(tmp_path: Path, **changes: Any) -> Path:
+    signer = NoteSigner(LOG, nacl.signing.SigningKey.generate())
+    doc: dict[str, Any] = {"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
+                           "logs": [{"origin": LOG, "vkey": signer.vkey}]}
+    doc.update(changes)
+    doc = {k: v for k, v in doc.items() if v is not None}
+    path = tmp_path / "witness.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_config_is_read(tmp_path: Path) -> None:
+    cfg = w.load_config(_config(tmp_path, state_dir="st"))
+    assert cfg.name == "witness.example/w1" and cfg.key == "w1" and list(cfg.logs) == [LOG]
+    assert cfg.state_dir == tmp_path / "st"
+
+
+@pytest.mark.parametrize(("mutation", "changes"), [
+    ("wrong-type", {"config_type": "x"}), ("wrong-version", {"config_version": "2"}), ("name-with-space", {"name": "a b"}),
+    ("name-with-plus", {"name": "a+b"}), ("no-key", {"key": None}), ("logs-not-list", {"logs": {}}),
+    ("log-bad-vkey", {"logs": [{"origin": LOG, "vkey": "nope"}]}), ("log-extra-field", {"logs": [{"origin": LOG, "vkey": "x", "k": 1}]}),
+    ("origin-twice", "twice"), ("unknown-field", {"extra": 1}), ("not-json", "garbage"),
+])
+def test_bad_configs_are_named(tmp_path: Path, mutation: str, changes: Any) -> None:
+    if changes == "garbage":
+        path = tmp_path / "witness.json"
+        path.write_text("{")
+    elif changes == "twice":
+        path = _config(tmp_path)
+        doc = json.loads(path.read_text())
+        doc["logs"] *= 2
+        path.write_text(json.dumps(doc))
+    else:
+        path = _config(tmp_path, **changes)
+    with pytest.raises(w.BadConfig):
+        w.load_config(path)
+
+
+def test_origin_hash_is_the_sha256_hex_of_the_origin() -> None:
+    assert w.origin_hash(LOG) == hashlib.sha256(LOG.encode()).hexdigest()
