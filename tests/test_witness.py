@@ -423,3 +423,164 @@ def test_bad_configs_are_named(tmp_path: Path, mutation: str, changes: Any) -> N
 
 def test_origin_hash_is_the_sha256_hex_of_the_origin() -> None:
     assert w.origin_hash(LOG) == hashlib.sha256(LOG.encode()).hexdigest()
+
+
+# --- the mirror's memory of each log (ledger/logcheck.py) -------------------------------------------------
+
+from pithledger import logcheck  # noqa: E402
+from pithledger.note import add_signatures, cosign  # noqa: E402
+
+
+def publish_log(base: Path, signer: NoteSigner, items: list[bytes], *, cosigners: tuple[NoteSigner, ...] = (),
+                manifest_key: str | None = None, origin: str = LOG) -> bytes:
+    """A published log as tlog-surface lays it out: pith-mirrors.json naming checkpoint + log_key,
+    the signed checkpoint, its tiles. Returns the checkpoint note."""
+    tree = Tree(items)
+    base.mkdir(parents=True, exist_ok=True)
+    for rel, data in tlog.tiles_for(tree, lambda s, e: items[s:e], len(items)):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_bytes(data)
+    body = Checkpoint(origin, len(items), tree.root(len(items))).body()
+    note = signer.sign(body)
+    if cosigners:
+        note = add_signatures(note, [cosign(body, c, int(time.time())) for c in cosigners])
+    (base / "checkpoint").write_bytes(note)
+    manifest = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": [],
+                "checkpoint": "checkpoint", "log_key": manifest_key or signer.vkey, "origin": origin}
+    (base / "pith-mirrors.json").write_text(json.dumps(manifest))
+    return note
+
+
+def test_a_source_without_a_checkpoint_is_unlogged(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    assert logcheck.check_source(tmp_path / "ledger", str(src)).status == "unlogged"
+    (src / "pith-mirrors.json").write_text(json.dumps({"manifest_type": "pith_mirror_manifest", "mirrors": []}))
+    check = logcheck.check_source(tmp_path / "ledger", str(src))
+    assert check.status == "unlogged" and check.pending is None and "unlogged" in check.line()
+
+
+def test_first_then_same_then_extends(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    items = entries(300)  # two levels of tiles
+    publish_log(src, log_signer, items[:5])
+    first = logcheck.check_source(ledger, str(src))
+    assert first.status == "first" and logcheck.remembered(ledger, LOG) is None  # nothing remembered before commit
+    logcheck.commit(ledger, first)
+    assert logcheck.remembered(ledger, LOG).size == 5  # type: ignore[union-attr]
+    same = logcheck.check_source(ledger, str(src))
+    assert same.status == "same"
+    for size in (8, 200, 256, 257, 300):
+        publish_log(src, log_signer, items[:size])
+        ext = logcheck.check_source(ledger, str(src))
+        assert (ext.status, ext.size) == ("extends", size)
+        logcheck.commit(ledger, ext)
+    assert logcheck.remembered(ledger, LOG).size == 300  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("old", "new", "kind", "proven"), [
+    (5, 5, "same-size-different-root", True), (5, 11, "inconsistent-proof", True), (8, 11, "inconsistent-proof", True),
+    (256, 300, "inconsistent-proof", True), (11, 5, "rollback", False)])
+def test_a_fork_is_named_with_evidence(tmp_path: Path, log_signer: NoteSigner, old: int, new: int, kind: str, proven: bool) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, entries(old))
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
+    forked = entries(new, tag="b") if kind != "rollback" else entries(new)
+    publish_log(src, log_signer, forked)
+    with pytest.raises(logcheck.LogFork) as caught:
+        logcheck.check_source(ledger, str(src))
+    assert str(caught.value.evidence) in caught.value.message
+    verdict = w.check_evidence(caught.value.evidence.read_bytes(), log_signer.vkey)
+    assert (verdict.kind, verdict.proven) == (kind, proven)
+    assert logcheck.remembered(ledger, LOG).size == old  # type: ignore[union-attr]
+
+
+def test_a_changed_log_key_is_named(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, entries(3))
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
+    rotated = NoteSigner(LOG, nacl.signing.SigningKey.generate())
+    publish_log(src, rotated, entries(4))
+    with pytest.raises(logcheck.LogKeyChanged):
+        logcheck.check_source(ledger, str(src))
+    # given by the user (from the log's operator), the new key is used, and pinned once the run commits
+    check = logcheck.check_source(ledger, str(src), log_key=rotated.vkey)
+    assert check.status == "extends"
+    logcheck.commit(ledger, check)
+    assert logcheck.remembered(ledger, LOG).log_key == rotated.vkey  # type: ignore[union-attr]
+
+
+def test_a_source_key_other_than_the_one_given_is_refused(tmp_path: Path, log_signer: NoteSigner) -> None:
+    src = tmp_path / "src"
+    publish_log(src, log_signer, entries(3))
+    other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
+    with pytest.raises(logcheck.BadCheckpoint):
+        logcheck.check_source(tmp_path / "ledger", str(src), log_key=other.vkey)
+
+
+def test_a_manifest_key_that_does_not_sign_the_checkpoint_is_refused(tmp_path: Path, log_signer: NoteSigner) -> None:
+    src = tmp_path / "src"
+    other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
+    publish_log(src, log_signer, entries(3), manifest_key=other.vkey)
+    with pytest.raises(logcheck.BadCheckpoint):
+        logcheck.check_source(tmp_path / "ledger", str(src))
+
+
+def test_witness_cosignatures_are_checked(tmp_path: Path, log_signer: NoteSigner) -> None:
+    src = tmp_path / "src"
+    w1 = NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate())
+    w2 = NoteSigner("witness.example/w2", nacl.signing.SigningKey.generate())
+    publish_log(src, log_signer, entries(3), cosigners=(w1,))
+    check = logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey])
+    assert check.cosigned_by == ["witness.example/w1"]
+    with pytest.raises(logcheck.NotWitnessed):
+        logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey, w2.cosigner.vkey])
+    note = (src / "checkpoint").read_bytes()
+    forged = note[:-10] + (b"A" if note[-10:-9] != b"A" else b"B") + note[-9:]  # the cosignature's last bytes altered
+    (src / "checkpoint").write_bytes(forged)
+    with pytest.raises(logcheck.BadCheckpoint):
+        logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey])
+
+
+def test_tiles_that_do_not_hash_to_the_signed_root_are_refused(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, entries(5))
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
+    publish_log(src, log_signer, entries(9))
+    tile = src / tlog.tile_path(0, 0, 9)
+    data = bytearray(tile.read_bytes())
+    data[0] ^= 1
+    tile.write_bytes(bytes(data))
+    with pytest.raises(logcheck.BadCheckpoint):
+        logcheck.check_source(ledger, str(src))
+    assert not logcheck.evidence_dir(ledger).exists()  # a broken copy of the log is not evidence against it
+
+
+def test_memory_is_never_rolled_back(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, entries(4))
+    small = logcheck.check_source(ledger, str(src))
+    publish_log(src, log_signer, entries(9))
+    large = logcheck.check_source(ledger, str(src))
+    logcheck.commit(ledger, large)
+    logcheck.commit(ledger, small)  # a slower concurrent run commits last
+    assert logcheck.remembered(ledger, LOG).size == 9  # type: ignore[union-attr]
+
+
+def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signer: NoteSigner, witness: w.Witness) -> None:
+    src = tmp_path / "src"
+    items = entries(300)
+    for size in (8, 8, 100, 256, 300):
+        publish_log(src, log_signer, items[:size])
+        cp, line = logcheck.witness_source(witness, str(src))
+        assert cp.size == size
+        verify_cosignature(cp.text, line, witness.signer.cosigner)
+    publish_log(src, log_signer, entries(400, tag="b"))
+    with pytest.raises(w.Inconsistent) as caught:
+        logcheck.witness_source(witness, str(src))
+    assert caught.value.evidence is not None and w.check_evidence(caught.value.evidence.read_bytes()).proven
+    publish_log(src, log_signer, items[:200])
+    with pytest.raises(w.Inconsistent) as rolled:
+        logcheck.witness_source(witness, str(src))
+    assert rolled.value.evidence is not None and w.check_evidence(rolled.value.evidence.read_bytes()).kind == "rollback"
+    assert witness.state(LOG).size == 300  # type: ignore[union-attr]
