@@ -445,8 +445,10 @@ def publish_log(base: Path, signer: NoteSigner, items: list[bytes], *, cosigners
     if cosigners:
         note = add_signatures(note, [cosign(body, c, int(time.time())) for c in cosigners])
     (base / "checkpoint").write_bytes(note)
-    manifest = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": [],
-                "checkpoint": "checkpoint", "log_key": manifest_key or signer.vkey, "origin": origin}
+    path = base / "pith-mirrors.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {"manifest_type": "pith_mirror_manifest",
+                                                                     "manifest_version": "1.0", "mirrors": []}
+    manifest.update(checkpoint="checkpoint", log_key=manifest_key or signer.vkey, origin=origin)
     (base / "pith-mirrors.json").write_text(json.dumps(manifest))
     return note
 
@@ -584,3 +586,96 @@ def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signe
         logcheck.witness_source(witness, str(src))
     assert rolled.value.evidence is not None and w.check_evidence(rolled.value.evidence.read_bytes()).kind == "rollback"
     assert witness.state(LOG).size == 300  # type: ignore[union-attr]
+
+
+# --- the commands, as real processes ---------------------------------------------------------------------
+
+from eventpool import pool  # noqa: E402
+from pithledger.mirror import publish  # noqa: E402
+from pithledger.store import Ledger  # noqa: E402
+from test_sync import ledger_with  # noqa: E402
+
+
+def _signer_file(tmp_path: Path) -> NoteSigner:
+    return NoteSigner(LOG, nacl.signing.SigningKey(hashlib.sha256(b"witness test log key").digest()))
+
+
+def test_sync_names_a_fork_and_syncs_nothing(tmp_path: Path, cli: Any) -> None:
+    signer = _signer_file(tmp_path)
+    events = pool()
+    with ledger_with(tmp_path / "a", events[:6]) as a:
+        publish(a, tmp_path / "pub1")
+    with ledger_with(tmp_path / "b", events) as b:
+        publish(b, tmp_path / "pub2")
+    publish_log(tmp_path / "pub1", signer, entries(6))
+    publish_log(tmp_path / "pub2", signer, entries(9, tag="b"))
+    first = cli("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub1"))
+    assert first.code == 0, first.err
+    assert f"checkpoint: {LOG} size 6, first seen" in first.out
+    with Ledger(tmp_path / "c", readonly=True) as c:
+        before = c.counts()
+    forked = cli("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub2"))
+    assert forked.code == 1 and "error[log-fork]" in forked.err, forked.err
+    path = Path(forked.err.split("evidence written to ")[1].split()[0])
+    assert path.is_file() and path.parent == tmp_path / "c" / "checkpoints" / "evidence"
+    with Ledger(tmp_path / "c", readonly=True) as c:
+        assert c.counts() == before  # nothing synced in that run
+    assert logcheck.remembered(tmp_path / "c", LOG).size == 6  # type: ignore[union-attr]
+    checked = cli("check-evidence", str(path))
+    assert checked.code == 0 and "fork proven" in checked.out, checked.err
+    again = cli("--json", "--ledger", str(tmp_path / "c"), "audit", str(tmp_path / "pub1"), str(tmp_path / "pub2"))
+    assert again.code == 1 and "log-fork" in again.out + again.err
+
+
+def test_sync_from_an_unlogged_source_says_so(tmp_path: Path, cli: Any) -> None:
+    with ledger_with(tmp_path / "a", pool()[:3]) as a:
+        publish(a, tmp_path / "pub")
+    r = cli("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub"))
+    assert r.code == 0 and "unlogged:" in r.out
+    r = cli("--json", "--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub"))
+    assert r.json()["checkpoint"]["status"] == "unlogged"
+
+
+def test_check_evidence_exit_codes(tmp_path: Path, cli: Any, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(11))
+    rollback = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 11, tree.root(11)).decode(),
+                              new=checkpoint(log_signer, 5, tree.root(5)).decode(), proof=[], prefix=None,
+                              observer="t", observed_at="2026-01-01T00:00:00Z", kind="rollback")
+    (tmp_path / "rollback.json").write_text(json.dumps(rollback))
+    r = cli("check-evidence", str(tmp_path / "rollback.json"))
+    assert r.code == 1 and "error[fork-not-proven]" in r.err
+    r = cli("--json", "check-evidence", str(tmp_path / "rollback.json"))
+    assert r.code == 1 and r.json()["proven"] is False and r.json()["kind"] == "rollback"
+    (tmp_path / "junk.json").write_text("{}")
+    r = cli("check-evidence", str(tmp_path / "junk.json"))
+    assert r.code == 1 and "error[bad-evidence]" in r.err and "Traceback" not in r.err
+    r = cli("check-evidence", str(tmp_path / "absent.json"))
+    assert r.code == 1 and "error[bad-evidence]" in r.err
+
+
+def test_witness_command_pulls_cosigns_and_refuses_a_fork(tmp_path: Path, cli: Any) -> None:
+    signer = _signer_file(tmp_path)
+    assert cli("keys", "new", "w1").code == 0
+    config = tmp_path / "witness.json"
+    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
+                                  "logs": [{"origin": LOG, "vkey": signer.vkey}]}))
+    src = tmp_path / "src"
+    publish_log(src, signer, entries(7))
+    r = cli("witness", str(src), "--config", str(config))
+    assert r.code == 0, r.err
+    assert r.out.startswith("\u2014 witness.example/w1 ") and r.out.count("\n") == 1
+    verify_cosignature(Checkpoint(LOG, 7, Tree(entries(7)).root(7)).body(), r.out, _witness_verifier(tmp_path))
+    publish_log(src, signer, entries(12, tag="b"))
+    r = cli("witness", str(src), "--config", str(config))
+    assert r.code == 1 and "error[inconsistent-checkpoint]" in r.err
+    path = Path(r.err.split("evidence written to ")[1].split()[0])
+    assert cli("check-evidence", str(path)).code == 0
+    r = cli("witness", str(src), "--config", str(tmp_path / "absent.json"))
+    assert r.code == 1 and "error[bad-witness-config]" in r.err
+
+
+def _witness_verifier(tmp_path: Path) -> Any:
+    from pithledger.keys import KeyStore
+
+    key = KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load("w1")
+    return NoteSigner("witness.example/w1", key.signing_key).cosigner
