@@ -136,6 +136,7 @@ class SourceLog:
     """A source's published log: where it is, what its manifest says, its checkpoint note (unverified)."""
 
     files: _Files  # relative to the log's base (the checkpoint's directory)
+    name: str  # the checkpoint's file name there
     note: bytes
     manifest_key: str | None
     manifest_origin: str | None
@@ -151,7 +152,9 @@ def _log_base(source: str, manifest_url: str | None, ref: str) -> tuple[str, str
     url = urllib.parse.urljoin(manifest_url, ref)
     a, b = check_url(url), check_url(manifest_url)
     if (a.scheme, a.netloc) != (b.scheme, b.netloc):
-        raise BadCheckpoint(f"{source}: the manifest's checkpoint {url[:200]} is on another origin than the mirror")
+        # a manifest naming its public URL (--base-url) read through another address: the log is at the
+        # mirror's base, as tlog-tiles lays it out; a checkpoint is verified wherever it is read from
+        return manifest_url.rpartition("/")[0], "checkpoint"
     base, _, name = url.rpartition("/")
     return base, name
 
@@ -191,7 +194,7 @@ def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, d
         note = log_files.get(cp_name, MAX_CHECKPOINT)
     except SourceFileMissing:
         raise BadCheckpoint(f"{location}: the manifest names a checkpoint ({ref[:200]}) that is absent") from None
-    return SourceLog(log_files, note, key, origin)
+    return SourceLog(log_files, cp_name, note, key, origin)
 
 
 def tile_client(log: SourceLog, cp: w.Signed) -> Any:
@@ -416,3 +419,79 @@ def witness_source(wit: w.Witness, source: str, *, timeout: float | None = DEFAU
         raise w.Inconsistent(f"{origin[:200]}: size {new.size} is smaller than the size {last.size} this witness cosigned", path)
     proof, prefix = (prove_from_tiles(log, size, new) if 0 < size < new.size else ([], None))
     return new, wit.add_checkpoint(size, proof, log.note, prefix=prefix)
+
+
+# --- the log's side: asking witnesses to cosign (publish --witness) ---------------------------------------
+
+#: Bytes of a witness's answer read (a few signature lines).
+MAX_ANSWER = 64 * 1024
+
+
+@dataclass
+class Asked:
+    """One witness's answer to a publish: the cosignature lines, or why there are none."""
+
+    url: str
+    lines: list[str]
+    refused: str | None = None
+
+
+def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None = DEFAULT_TIMEOUT) -> list[Asked]:
+    """Post the checkpoint just published in ``directory`` to each witness (``URL/add-checkpoint``): first
+    with old size 0, then, when the witness names the size it last cosigned (409), with the consistency
+    proof from that size built from the directory's own tiles. The cosignature lines returned are added to
+    the published checkpoint (rewritten atomically); a witness that refuses is named, and the checkpoint
+    stays published without its cosignature."""
+    from ._http11 import Client
+    from .note import Checkpoint, add_signatures, split_note
+
+    log = read_source_log(str(directory), timeout=timeout, deadline=None)
+    if log is None:
+        raise BadCheckpoint(f"{directory} holds no checkpoint to have witnessed", hint="publish with --key NAME")
+    note = log.note
+    text, _ = split_note(note)
+    parsed = Checkpoint.parse(text)
+    cp = w.Signed(note=note.decode(), text=text, origin=parsed.origin, size=parsed.size, root=parsed.root)
+    run = Deadline(None)
+    answers: list[Asked] = []
+    client = Client()
+    try:
+        for url in urls:
+            target = url.rstrip("/") + "/add-checkpoint"
+            old, proof, asked = 0, [], None
+            for _ in range(3):  # old 0; the size the witness names; once more if it moved meanwhile
+                try:
+                    resp = client.post(target, w.request_body(old, proof, note), timeout=timeout, deadline=run,
+                                       max_bytes=MAX_ANSWER, content_type="text/plain; charset=utf-8")
+                except SourceError as exc:
+                    asked = Asked(url, [], f"cannot reach the witness: {exc.message}")
+                    break
+                body = resp.body.decode("utf-8", "replace")
+                if resp.status == 200:
+                    lines = [line + "\n" for line in body.split("\n") if line]
+                    try:
+                        add_signatures(note, lines)
+                    except PithledgerError as exc:
+                        asked = Asked(url, [], f"the witness answered 200 with no signature lines ({exc.message})")
+                        break
+                    asked = Asked(url, lines)
+                    break
+                if resp.status == 409 and body.strip().isdigit():
+                    size = int(body.strip())
+                    if size > cp.size:
+                        asked = Asked(url, [], f"the witness cosigned a larger tree of this log (size {size}) than this "
+                                               f"checkpoint's {cp.size}")
+                        break
+                    old = size
+                    proof = prove_from_tiles(log, size, cp)[0] if 0 < size < cp.size else []
+                    continue
+                asked = Asked(url, [], f"HTTP {resp.status}: {body.strip()[:300]}")
+                break
+            answers.append(asked or Asked(url, [], "the witness kept naming another size"))
+    finally:
+        client.close()
+    lines = [line for a in answers for line in a.lines]
+    if lines:
+        # readable by a web server running as another user, like every file publish writes (spec/serve.md §7)
+        w.write_atomic(Path(log.files.base) / log.name, add_signatures(note, lines), mode=0o666)
+    return answers

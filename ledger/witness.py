@@ -195,14 +195,19 @@ def now_iso(clock: Callable[[], float] = time.time) -> str:
 # --- files -----------------------------------------------------------------------------------------
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old file or the new one, never a mixture, and
-    the new one is on disk when this returns: a temporary file beside it, fsync, rename, fsync the directory."""
+    the new one is on disk when this returns: a temporary file beside it, fsync, rename, fsync the directory.
+    ``mode``: the file's mode less the umask (default: owner-only, mkstemp's)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            if mode is not None:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.fchmod(fd, mode & ~umask)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
