@@ -458,7 +458,8 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
     try:
         for url in urls:
             target = url.rstrip("/") + "/add-checkpoint"
-            old, proof, asked = 0, [], None
+            old, asked = 0, None
+            proof: list[bytes] = []
             for _ in range(3):  # old 0; the size the witness names; once more if it moved meanwhile
                 try:
                     resp = client.post(target, w.request_body(old, proof, note), timeout=timeout, deadline=run,
