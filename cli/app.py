@@ -1222,6 +1222,7 @@ def serve(
     post_burst: Annotated[int, typer.Option("--post-burst", metavar="N", min=1, help="--accept-events: POSTs a client may send at once.")] = 20,
     post_total_rate: Annotated[float, typer.Option("--post-total-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second from all clients (burst: twice that).")] = 200.0,
     post_wait: Annotated[float, typer.Option("--post-wait", metavar="SECONDS", min=0.05, max=600, help="--accept-events: how long a POST waits for the ledger's write lock (another process's apply) before 503.")] = 5.0,
+    witness_config: Annotated[Optional[Path], typer.Option("--witness", metavar="CONFIG", help="Also be a witness (C2SP tlog-witness) of the logs of CONFIG at POST /add-checkpoint (spec/transparency.md §6).")] = None,
 ) -> None:
     """Serve the ledger over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
 
@@ -1249,8 +1250,13 @@ def serve(
 
         limits = Limits(client_rate=post_rate, client_burst=post_burst, total_rate=post_total_rate,
                         total_burst=max(1, int(post_total_rate * 2)), lock_wait=post_wait)
+    witness = None
+    if witness_config is not None:
+        from pithledger.witness import Witness, load_config
+
+        witness = Witness.from_config(load_config(witness_config), _store(key_dir))
     run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
-        accept_events=limits)
+        accept_events=limits, witness=witness)
 
 
 @command(cls=Command)

@@ -679,3 +679,97 @@ def _witness_verifier(tmp_path: Path) -> Any:
 
     key = KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load("w1")
     return NoteSigner("witness.example/w1", key.signing_key).cosigner
+
+
+# --- serve --witness: POST /add-checkpoint over real HTTP ------------------------------------------------
+
+import http.client  # noqa: E402
+import socket  # noqa: E402
+
+from test_serve_http import BUNDLES, Server, pl  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def witness_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("witness-serve")
+    signer = NoteSigner(LOG, nacl.signing.SigningKey(hashlib.sha256(b"http witness log").digest()))
+    pl(tmp, "--ledger", str(tmp / "ledger"), "apply", str(BUNDLES / "demo-1709.09021.json"))
+    pl(tmp, "keys", "new", "w1")
+    config = tmp / "witness.json"
+    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
+                                  "logs": [{"origin": LOG, "vkey": signer.vkey}]}))
+    server = Server(tmp / "ledger", tmp, "--witness", str(config))
+    assert server.proc.stderr is not None
+    vkey = server.proc.stderr.readline().split("cosignature/v1): ")[1].strip()
+    yield server, signer, vkey, tmp
+    server.stop()
+
+
+def _post(server: Any, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    return server.request("/add-checkpoint", "POST", headers or {"content-type": "text/plain"}, body)  # type: ignore[no-any-return]
+
+
+def test_http_add_checkpoint_cosigns_then_answers_409_with_the_size(witness_server: Any) -> None:
+    from pithledger.note import NoteVerifier
+
+    server, signer, vkey, tmp = witness_server
+    tree = Tree(entries(10))
+    status, headers, body = _post(server, w.request_body(0, [], checkpoint(signer, 6, tree.root(6))))
+    assert status == 200 and headers["content-type"].startswith("text/plain"), body
+    verify_cosignature(Checkpoint(LOG, 6, tree.root(6)).body(), body.decode(), NoteVerifier.from_vkey(vkey))
+    status, headers, body = _post(server, w.request_body(0, [], checkpoint(signer, 10, tree.root(10))))
+    assert (status, headers["content-type"], body) == (409, "text/x.tlog.size", b"6\n")
+    status, _, body = _post(server, w.request_body(6, tree.proof(6, 10), checkpoint(signer, 10, tree.root(10))))
+    assert status == 200
+    forked = Tree(entries(12, tag="b"))
+    status, _, body = _post(server, w.request_body(10, forked.proof(10, 12), checkpoint(signer, 12, forked.root(12))))
+    assert status == 422 and b"evidence written to" in body
+    assert list((tmp / "witness-state" / "evidence").glob("*.json"))
+
+
+@pytest.mark.parametrize(("mutation", "status"), [("garbage", 400), ("empty", 400), ("unknown-origin", 404),
+                                                    ("no-signature-line", 400), ("signed-by-a-stranger", 403)])
+def test_http_hostile_bodies_are_refused(witness_server: Any, mutation: str, status: int) -> None:
+    server, signer, _, _ = witness_server
+    other = NoteSigner("other.example/log", nacl.signing.SigningKey.generate())
+    body = {"garbage": b"\x00\xff" * 100, "empty": b"",
+            "unknown-origin": w.request_body(0, [], checkpoint(other, 1, merkle.leaf_hash(b"x"), origin="other.example/log")),
+            "no-signature-line": b"old 0\n\n" + Checkpoint(LOG, 1, merkle.leaf_hash(b"x")).body().encode() + b"\n",
+            "signed-by-a-stranger": w.request_body(0, [], checkpoint(NoteSigner(LOG, nacl.signing.SigningKey.generate()), 1,
+                                                                      merkle.leaf_hash(b"x")))}[mutation]
+    got, headers, answer = _post(server, body)
+    assert got == status and headers["cache-control"] == "no-store", answer
+
+
+def test_http_body_over_the_limit_is_413_declared_or_streamed(witness_server: Any) -> None:
+    server = witness_server[0]
+    status, _, _ = _post(server, b"old 0\n" + b"A" * (w.MAX_BODY + 1))
+    assert status == 413
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)  # chunked: no length declared
+    try:
+        sock.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"A" * 8192
+        try:
+            for _ in range(12):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        except OSError:
+            pass  # the server answered and closed while we were still sending
+        answer = sock.recv(4096)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_http_add_checkpoint_is_405_on_a_server_that_is_no_witness(tmp_path: Path) -> None:
+    pl(tmp_path, "--ledger", str(tmp_path / "ledger"), "apply", str(BUNDLES / "demo-1709.09021.json"))
+    server = Server(tmp_path / "ledger", tmp_path)
+    try:
+        status, _, _ = _post(server, b"old 0\n\n")
+        assert status == 405
+    finally:
+        server.stop()
+
+
+def test_http_get_of_add_checkpoint_is_not_answered(witness_server: Any) -> None:
+    status, _, _ = witness_server[0].request("/add-checkpoint")
+    assert status in (404, 405)
