@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store, command
 
 def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key: Optional[str], witness_keys: Optional[list[str]],
-              timeout: float, deadline: float, observer: str) -> Check:
+              timeout: float, deadline: float, observer: str, manifest: bytes | None = None) -> Check:
     """The source's checkpoint against what this ledger saw of its log (before anything is read or written)."""
     from pithledger.logcheck import check_source
 
     return check_source(ledger_path, source, log_key=log_key, witness_keys=list(witness_keys or []), timeout=timeout,
-                        deadline=deadline or None, observer=observer)
+                        deadline=deadline or None, observer=observer, manifest=manifest)
 
 
 def log_commit(ledger_path: Path, check: Check) -> None:

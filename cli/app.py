@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pithledger.bundle import Bundle
     from pithledger.display import DisplayMetadata
     from pithledger.keys import KeyStore
+    from pithledger.logcheck import Check
     from pithledger.store import Batch, Ledger, Rejection
 
 app = typer.Typer(
@@ -1045,14 +1046,19 @@ def pull(
         if not given and ledger.counts()["records"] == 0:
             raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
                                hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
-        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger pull")
+        checks: list[Check] = []  # the manifest pull reads is checked before any record is fetched
+
+        def check_log(manifest: bytes) -> None:
+            checks.append(log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger pull", manifest))
+
         before = ledger.counts()
         try:
             with PullProgress(wanted(settings(ctx).quiet)) as progress:
                 counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
-                                      timeout=timeout, deadline=deadline or None, progress=progress.update)
+                                      timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
         except KeyboardInterrupt:
             _interrupted(ledger, before, source)
+        check = checks[0]
         log_commit(ledger.path, check)
     if _json(ctx, as_json):
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})

@@ -159,9 +159,11 @@ def _log_base(source: str, manifest_url: str | None, ref: str) -> tuple[str, str
     return base, name
 
 
-def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0) -> SourceLog | None:
+def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
+                    manifest: bytes | None = None) -> SourceLog | None:
     """The log SOURCE publishes (a mirror's base directory or URL, or a manifest URL or file), or None
-    when it publishes none (no manifest, or a manifest naming no checkpoint)."""
+    when it publishes none (no manifest, or a manifest naming no checkpoint). ``manifest``: its bytes,
+    when the caller read them already."""
     run = as_deadline(deadline)
     if location.startswith(("http://", "https://")):
         path = urllib.parse.urlsplit(location).path
@@ -177,7 +179,7 @@ def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, d
             name = MANIFEST_FILE
         files, murl = _Files(str(p), timeout, run), None
     try:
-        data = files.get(name, MAX_MANIFEST)
+        data = files.get(name, MAX_MANIFEST) if manifest is None else manifest
     except SourceFileMissing:
         return None
     try:
@@ -338,8 +340,9 @@ def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, whe
 
 
 def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witness_keys: Sequence[str], timeout: float | None,
-           deadline: Deadline | float | None, observer: str, evidence: Path | None) -> tuple[Check, SourceLog | None, w.Signed | None]:
-    log = read_source_log(source, timeout=timeout, deadline=deadline)
+           deadline: Deadline | float | None, observer: str, evidence: Path | None,
+           manifest: bytes | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
+    log = read_source_log(source, timeout=timeout, deadline=deadline, manifest=manifest)
     if log is None:
         if log_key is not None or witness_keys:
             raise BadCheckpoint(f"{source} publishes no checkpoint, but --log-key / --witness-key ask for one",
@@ -362,13 +365,14 @@ def _evidence_at(ledger_path: Path | None, evidence: Path | None) -> Path:
 
 def check_source(ledger_path: Path | None, source: str, *, log_key: str | None = None, witness_keys: Sequence[str] = (),
                  timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
-                 observer: str = "pithledger", evidence: Path | None = None) -> Check:
+                 observer: str = "pithledger", evidence: Path | None = None, manifest: bytes | None = None) -> Check:
     """Read and check SOURCE's checkpoint against this ledger's memory of its origin (``ledger_path``;
     None: no memory). ``evidence``: where a fork's evidence goes (default: the ledger's). Raises
     :class:`LogFork`, :class:`LogKeyChanged`, :class:`BadCheckpoint` or :class:`NotWitnessed`; the
-    returned check's ``pending`` is for :func:`commit` once the run committed."""
+    returned check's ``pending`` is for :func:`commit` once the run committed. ``manifest``: the source's
+    manifest bytes when the caller read them already (``pull``)."""
     return _check(ledger_path, source, log_key=log_key, witness_keys=witness_keys, timeout=timeout, deadline=deadline,
-                  observer=observer, evidence=evidence)[0]
+                  observer=observer, evidence=evidence, manifest=manifest)[0]
 
 
 def check_pair(ledger_path: Path | None, a: str, b: str, *, witness_keys: Sequence[str] = (), timeout: float | None = DEFAULT_TIMEOUT,

@@ -623,6 +623,10 @@ def test_sync_names_a_fork_and_syncs_nothing(tmp_path: Path, cli: Any) -> None:
     assert logcheck.remembered(tmp_path / "c", LOG).size == 6  # type: ignore[union-attr]
     checked = cli("check-evidence", str(path))
     assert checked.code == 0 and "fork proven" in checked.out, checked.err
+    pulled = cli("--ledger", str(tmp_path / "c"), "pull", str(tmp_path / "pub2"))  # pull reads the same manifest's log
+    assert pulled.code == 1 and "error[log-fork]" in pulled.err, pulled.err
+    with Ledger(tmp_path / "c", readonly=True) as c:
+        assert c.counts() == before
     again = cli("--json", "--ledger", str(tmp_path / "c"), "audit", str(tmp_path / "pub1"), str(tmp_path / "pub2"))
     assert again.code == 1 and "log-fork" in again.out + again.err
 
