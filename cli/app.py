@@ -783,6 +783,12 @@ def rebuild(ctx: typer.Context, as_json: JsonOption = False,
     typer.echo(f"rebuilt {where} from {_plural(counts['events_read'], 'received event')} ({counts['old_merge_version']} -> "
                f"{MERGE_VERSION}): {counts['new']:,} valid, {counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid and "
                f"{counts['unverified']:,} unverified kept as evidence; the old ledger is at {counts['backup']}")
+    if counts.get("tlog_history_changed"):  # spec/storage.md §8: the mirror's published history changes
+        t = counts["tlog"]
+        typer.echo(f"WARNING: the rebuilt transparency log is not an extension of the old one: entry {t['first_difference']:,} "
+                   f"differs (old log {t['old_size']:,} entries, rebuilt {t['size']:,}); checkpoints published before "
+                   "cannot be proved consistent with the new ones, so publish the rebuilt mirror under a new origin "
+                   "(`publish --origin NEW`) and tell its readers and witnesses", err=True)
 
 
 @command(cls=Command)
@@ -905,22 +911,33 @@ def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def publish(
     ctx: typer.Context,
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the static mirror tree.")],
-    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names.")] = None,
+    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs the log's checkpoint (spec/transparency.md §4).")] = None,
     base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The URL the tree will be served at (for the manifest).")] = "",
+    origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
     key_dir: KeyDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write (or update) a static mirror tree any web server can host."""
+    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles)."""
     from pithledger.mirror import publish as publish_mirror
 
+    from ._tlog import log_signer
+
+    if origin is not None and not key:
+        raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
     signing = _store(key_dir).load(key) if key else None
+    log = log_signer(key, origin, base_url, key_dir) if key else None
     with _open(ctx, settled=True) as ledger:
-        counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"))
+        counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"), log=log)
     if _json(ctx, as_json):
-        emit_json(counts | {"directory": str(directory)})
+        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None})
     else:
         typer.echo(f"published to {directory}: {_plural(counts['records_written'], 'record')} written, "
                    f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
+        if log is not None:
+            typer.echo(f"log {log.name}: checkpoint at size {counts['log_size']:,}, {_plural(counts['tiles_written'], 'tile')} written; "
+                       f"log key {log.vkey}")
+        else:
+            typer.echo("no checkpoint signed: publish --key NAME also writes the log (checkpoint and tiles)")
 
 
 TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,
@@ -1221,7 +1238,8 @@ def serve(
     port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port).")] = 8080,
     base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The public URL of this mirror, for the manifest, the record JSON and the page's commands [default: the bound address].")] = "",
     name: Annotated[str, typer.Option("--name", metavar="NAME", help="This mirror's name in its manifest.")] = "pithledger mirror",
-    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names.")] = None,
+    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs /checkpoint.")] = None,
+    origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
     key_dir: KeyDirOption = None,
     accept_events: Annotated[bool, typer.Option("--accept-events", help="Also accept signed events at POST /pith/<suffix>/action/<kind> (spec/serve.md §8); off: every POST is 405.")] = False,
     post_rate: Annotated[float, typer.Option("--post-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second per client address.")] = 5.0,
@@ -1246,10 +1264,16 @@ def serve(
         # every link, the manifest and the record documents name the base URL: http://0.0.0.0:PORT reaches nobody
         raise UsageProblem(f"--host {host} listens on every interface, so the bound address is no URL a client can use",
                            hint=f"say where clients reach this mirror: --base-url http://HOSTNAME:{port} (or https://... behind a proxy)")
+    from ._tlog import log_signer
+
+    if origin is not None and not key:
+        raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
     mirror_key = None
+    log = None
     if key:
         local = _store(key_dir).load(key)
         mirror_key = public_key_doc(local.name, local.public_key)
+        log = log_signer(key, origin, base_url, key_dir)  # the origin from --base-url as given, never the bound address
     limits = None
     if accept_events:
         from pithledger.actions import Limits
@@ -1262,7 +1286,7 @@ def serve(
 
         witness = Witness.from_config(load_config(witness_config), _store(key_dir))
     run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
-        accept_events=limits, witness=witness)
+        accept_events=limits, log=log, witness=witness)
 
 
 @command(cls=Command)
@@ -1400,4 +1424,5 @@ def latex(
         typer.echo(f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}")
 
 
+from . import _tlog as _tlog  # noqa: E402 - registers checkpoint, prove, verify-proof, consistency, verify-log
 from . import _witness  # noqa: E402,F401 - registers `witness` and `check-evidence` (it imports this module's options)

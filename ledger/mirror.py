@@ -16,7 +16,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -48,6 +48,9 @@ from .merge import MERGE_VERSION
 from .published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
                         PART_INDEX_VERSION, MalformedSource, Published, _node_file, _pair_of, _part_file, record_dir)
 from .store import Batch, Ledger, open_settled
+
+if TYPE_CHECKING:
+    from .note import NoteSigner
 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "DIGEST_FILE", "MAX_FETCH", "NODE_DIR", "PART_INDEX_FILE",
@@ -223,15 +226,21 @@ def _write_linked(root: Path, rels: list[str], data: bytes) -> None:
             _write(root, rel, data)
 
 
-def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "") -> dict[str, int]:
+def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "",
+            log: NoteSigner | None = None) -> dict[str, int]:
     """Write (or bring up to date) a static mirror of ``ledger`` in ``directory``.
 
     Only subtrees whose digests changed since the last publish are walked and rewritten. Node files
     are never overwritten (named by digest) and the digest file readers start from is replaced last:
     a reader sees the old tree or the new one, never a mixture. Node files of the old tree that the
     new one no longer references are removed at the end.
+
+    ``log``: the log key; with it the transparency log is published too (ledger/logsite.py): its tree
+    at the size the ledger has now, checked against what the directory holds before anything is
+    written, the new tiles after the digest file, the signed ``checkpoint`` last of all.
     """
     from .errors import CannotWrite
+    from .logsite import manifest_fields, plan_log, write_checkpoint, write_tiles
 
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -240,6 +249,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
                           hint="publish into a directory: a new one, or one an earlier publish wrote") from None
     except OSError as exc:
         raise CannotWrite(f"cannot create the directory {directory}: {exc.strerror}") from None
+    plan = plan_log(ledger, directory, log) if log is not None else None  # a fork is refused before anything is written
     try:
         # local files, read without a deadline: a long re-publish must not lose its view of the old tree
         old: Published | None = Published(str(directory), deadline=None)
@@ -280,7 +290,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
                      "state_pattern": f"{base_url}/pith/{{suffix}}/state.json",
                      "well_known_pattern": f"{base_url}/.well-known/pith/{{suffix}}/bundle.json",
                      "public_key": public_key_doc(key.name, key.public_key) if key else None,
-                     "status": "mirror"}],
+                     "status": "mirror"} | manifest_fields(log, base_url)],
         "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
     }
     _write(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
@@ -291,6 +301,10 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     digest = {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH,
               "root": _pair_json(ledger.root())}
     _write(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
+    if plan is not None:  # every record the checkpoint's entries name is published by now
+        counts["tiles_written"] = write_tiles(ledger, directory, plan, _write)
+        write_checkpoint(directory, plan, _write)
+        counts["log_size"] = plan.size
     for rel in replaced:
         if (directory / rel).is_symlink() or (directory / rel).exists():
             _unlink(directory / rel)

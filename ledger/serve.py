@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 import msgspec
@@ -44,12 +44,16 @@ from .actions import Limits as PostLimits
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
 from .display import MetadataStore
+from .logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, NoSuchTile, manifest_fields
 from .errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
 from .merge import MERGE_VERSION
 from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
 from .store import Ledger
 from .witness import MAX_BODY as MAX_WITNESS_BODY
 from .witness import Witness
+
+if TYPE_CHECKING:
+    from .note import NoteSigner
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -179,7 +183,7 @@ class Site:
 
     def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
                  mirror_key: dict[str, str] | None = None, accept_events: PostLimits | None = None, builds: int = 2,
-                 witness: Witness | None = None) -> None:
+                 log: NoteSigner | None = None, witness: Witness | None = None) -> None:
         self.actions: Actions | None = None
         self.witness = witness  # serve --witness: POST /add-checkpoint (spec/transparency.md §6.2)
         self.witness_rates = RateLimit(PostLimits()) if witness is not None else None
@@ -194,6 +198,7 @@ class Site:
         self.base_url = base_url.rstrip("/")
         self.name = name
         self.mirror_key = mirror_key
+        self.log = LogServer(log)  # the transparency log's paths (checkpoint with --key only)
         self._cache: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()  # rendered pages and record JSON
         self._cache_bytes = 0
         self._records: dict[str, dict[str, Any]] = {}
@@ -346,7 +351,7 @@ class Site:
                          "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
                          "state_pattern": f"{b}/pith/{{suffix}}/state.json",
                          "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
-                         "public_key": self.mirror_key, "status": "mirror"}],
+                         "public_key": self.mirror_key, "status": "mirror"} | manifest_fields(self.log.signer, b)],
             "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
         }
 
@@ -666,6 +671,35 @@ def mirror_record(request: Request) -> Response:
     return respond(request, site.read(build), _JSON)
 
 
+# --- the transparency log (spec/transparency.md §4): C2SP tlog-tiles, from the live ledger ------------
+
+
+@_in_thread()
+def log_checkpoint(request: Request) -> Response:
+    """``/checkpoint``: the log's signed checkpoint now (signed once per tree size)."""
+    site = _site(request)
+    try:
+        body: bytes = site.read(lambda: site.log.checkpoint(site.ledger))
+    except NoSuchTile as exc:
+        raise HTTPError(404, exc.code, exc.message) from None
+    return respond(request, body, "text/plain; charset=utf-8", cache=CACHE_CHECKPOINT)
+
+
+@_in_thread()
+def log_tile(request: Request) -> Response:
+    """``/tile/<L>/<N>[.p/<W>]``, ``/tile/entries/<N>[.p/<W>]``: only each tile's one canonical path,
+    as sent (no percent-encoding, no dot segments); beyond the tree is 404."""
+    site = _site(request)
+    rel = "tile/" + request.path_params.get("rest", "")
+    if (request.scope.get("raw_path") or b"").split(b"?", 1)[0] != b"/" + rel.encode("utf-8", "surrogateescape"):
+        raise HTTPError(404, "not-found", "tile paths are sent as they are named, without percent-encoding")
+    try:
+        body, full = site.read(lambda: LogServer.tile(site.ledger, rel))
+    except NoSuchTile as exc:
+        raise HTTPError(404, exc.code, exc.message) from None
+    return respond(request, body, "application/octet-stream", cache=CACHE_IMMUTABLE if full else CACHE_PARTIAL)
+
+
 # --- the action endpoints (spec/serve.md §8): serve --accept-events -----------------------------------
 
 _ACTION_PATH = re.compile(r"^/pith/[^/]+/action/[^/]+\Z")
@@ -822,6 +856,9 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pithledger/digest.json", mirror_digest),
         Route("/pithledger/nodes/{name}", mirror_node),
         Route("/pithledger/records/{year}/{suffix}/{name}", mirror_record),
+        Route("/checkpoint", log_checkpoint),
+        Route("/tile", log_tile),  # else Starlette would redirect it to /tile/
+        Route("/tile/{rest:path}", log_tile),
         Route("/pith/{suffix}.json", record_json),
         Route("/api/pith-number/resolve", api_resolve),
         Route("/api/pith-number/{suffix}/graph.json", graph_json),
@@ -1014,7 +1051,7 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
         mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools", limits: Limits = Limits(),
-        accept_events: PostLimits | None = None, witness: Witness | None = None) -> None:
+        accept_events: PostLimits | None = None, log: NoteSigner | None = None, witness: Witness | None = None) -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
     ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
     import uvicorn
@@ -1022,7 +1059,7 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
     from uvicorn.importer import import_from_string
 
     site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds,
-                witness=witness)
+                log=log, witness=witness)
     try:
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")

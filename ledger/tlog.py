@@ -10,10 +10,12 @@ tlog-tiles: the tile at level L, index N holds the hashes at tree level 8·L, in
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
+from .canonical import canonical_bytes
 from .errors import BadTilePath, MalformedEntryBundle, MalformedTile, OutsideTree, TileMismatch
 from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
 from .note import Checkpoint, NoteVerifier, open_checkpoint
@@ -22,6 +24,13 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 256
 MAX_ENTRY_LEN = 0xFFFF
 MAX_LEVEL = 63
+MAX_INDEX = 2**64 - 1  # tile indices are uint64 (as in cloudflare/azul's tlog_tiles)
+
+
+def log_entry(event_id: str, record: str, event: bytes) -> bytes:
+    """The log entry of one logged event (spec/transparency.md §1): canonical JSON naming its event id,
+    its record's long Pith Number and the SHA-256 of the event's bytes as the log holds them."""
+    return canonical_bytes({"event_id": event_id, "record": record, "sha256": hashlib.sha256(event).hexdigest()})
 
 
 class HashReader(Protocol):
@@ -116,8 +125,8 @@ class TilePath(NamedTuple):
 
 
 def _index_path(n: int, width: int) -> str:
-    if n < 0:
-        raise BadTilePath(f"a tile index cannot be negative ({n})")
+    if not 0 <= n <= MAX_INDEX:
+        raise BadTilePath(f"a tile index is 0..2^64-1, not {n}")
     if not 1 <= width <= TILE_WIDTH:
         raise BadTilePath(f"a tile is 1..{TILE_WIDTH} hashes wide, not {width}")
     digits = str(n)
@@ -149,7 +158,7 @@ def parse_tile_path(path: str) -> TilePath:
     kind, index, width = m.groups()
     tile = TilePath(0 if kind == "entries" else int(kind), int(index.replace("x", "").replace("/", "")),
                     int(width) if width else TILE_WIDTH, kind == "entries")
-    if tile.level > MAX_LEVEL or (width and tile.width >= TILE_WIDTH) or tile.path() != path:
+    if tile.level > MAX_LEVEL or tile.n > MAX_INDEX or (width and tile.width >= TILE_WIDTH) or tile.path() != path:
         raise BadTilePath(f"{path!r} is not the canonical path of a tile")
     return tile
 

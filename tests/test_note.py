@@ -388,6 +388,17 @@ def test_checkpoint_parse_on_arbitrary_text_raises_only_malformed_checkpoint(tex
     assert cp.body() == text  # whatever parses is in its one canonical form
 
 
+NOTE_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(32)])
+                    | st.just("\n"), max_size=80).map(lambda t: t + "\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(NOTE_TEXT)
+def test_any_valid_text_round_trips_through_sign_and_open(text: str) -> None:
+    s = go_signer(GO["peter_skey"])
+    assert note.open_note(s.sign(text), [PETER]).text == text
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=120))
 def test_from_vkey_on_arbitrary_text_raises_only_bad_verifier_key(text: str) -> None:

@@ -33,10 +33,11 @@ def reference(tmp_path: Path) -> Ledger:
 
 
 def make_layout_3(path: Path) -> None:
-    """Turn a (fully derived) ledger into what a layout-3 ledger is: layout 4 without the pending sets."""
+    """Turn a (fully derived) ledger into what a layout-3 ledger is: layout 4 without the pending sets
+    (layout 4: layout 5 without the transparency log)."""
     env = lmdb.open(str(path), max_dbs=32)
     with env.begin(write=True) as txn:
-        for name in (b"pendcite", b"pendstate"):
+        for name in (b"pendcite", b"pendstate", b"tlog", b"tlogh"):
             txn.drop(env.open_db(name, txn=txn), delete=True)
         txn.put(b"layout_version", b"3", db=env.open_db(b"meta", txn=txn))
     env.close()
@@ -92,7 +93,8 @@ def test_layout_3_is_read_as_it_is_and_upgraded_in_place_by_a_writer(tmp_path: P
     with Ledger(path) as writer:
         assert states(writer) == before and writer.fsck() == []
     with Ledger(path, readonly=True) as reader:
-        assert bytes(reader.env.begin(db=reader.db[b"meta"]).get(b"layout_version")) == b"4"
+        assert bytes(reader.env.begin(db=reader.db[b"meta"]).get(b"layout_version")) == b"5"
+        assert reader.tlog_size() == reader.counts()["events"]  # the upgrade built the transparency log too
 
 
 def test_work_left_by_a_killed_run_is_finished_by_a_whole_view_reader(tmp_path: Path) -> None:

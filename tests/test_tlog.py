@@ -5,6 +5,8 @@ only the signed checkpoint and refuses tampered tiles (named after their mutatio
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -18,7 +20,9 @@ from pithledger import merkle, note, tlog
 from pithledger.errors import BadTilePath, MalformedEntryBundle, OutsideTree, TileMismatch
 
 RFC9162 = Path(__file__).parent / "vectors" / "rfc9162" / "testdata"
-C2 = json.loads((Path(__file__).parent / "vectors" / "tlog" / "c2sp-examples.json").read_text(encoding="utf-8"))
+TLOG_VECTORS = Path(__file__).parent / "vectors" / "tlog"
+C2 = json.loads((TLOG_VECTORS / "c2sp-examples.json").read_text(encoding="utf-8"))
+AZUL = json.loads((TLOG_VECTORS / "azul-tlog-tiles.json").read_text(encoding="utf-8"))
 
 # The leaves of the RFC 6962 / transparency-dev/merkle test tree (testonly/constants.go LeafInputs), over which
 # the happy-path vectors in tests/vectors/rfc9162 were computed.
@@ -54,8 +58,16 @@ def entries(n: int) -> list[bytes]:
 BIG = MemoryTree(entries(1000))
 
 
+@functools.cache
 def root(n: int) -> bytes:
     return merkle.root(BIG.levels[0][:n])
+
+
+def test_log_entry_bytes() -> None:
+    entry = tlog.log_entry("ab" * 32, "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", b'{"x":1}')
+    assert entry == ('{"event_id":"' + "ab" * 32 + '","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",'
+                     '"sha256":"' + hashlib.sha256(b'{"x":1}').hexdigest() + '"}').encode()
+    assert len(entry) < 256
 
 
 # --- proofs ------------------------------------------------------------------------------------------
@@ -78,16 +90,18 @@ def test_inclusion_and_consistency_at_every_size_1_to_1000() -> None:
 
 
 def flips(proof: list[bytes]) -> list[list[bytes]]:
+    """The proof with one bit flipped in one hash, for every hash and every byte of it (the bit moving
+    through all 8 positions along the bytes, so every byte and every bit position is hit)."""
     out = []
     for k, h in enumerate(proof):
-        for bit in range(8 * len(h)):
+        for byte in range(len(h)):
             b = bytearray(h)
-            b[bit // 8] ^= 1 << (bit % 8)
+            b[byte] ^= 1 << ((byte + k) % 8)
             out.append(proof[:k] + [bytes(b)] + proof[k + 1:])
     return out
 
 
-def test_exhaustive_small_trees_every_proof_and_every_bit_flip() -> None:
+def test_exhaustive_small_trees_every_proof_and_every_hash_bit_flipped() -> None:
     for n in range(1, 17):
         r = root(n)
         for i in range(n):
@@ -96,6 +110,9 @@ def test_exhaustive_small_trees_every_proof_and_every_bit_flip() -> None:
             for bad in flips(proof):
                 with pytest.raises(merkle.ProofError):
                     merkle.verify_inclusion(i, n, BIG.levels[0][i], bad, r)
+            for [leaf] in flips([BIG.levels[0][i]]):
+                with pytest.raises(merkle.ProofError):
+                    merkle.verify_inclusion(i, n, leaf, proof, r)
         for m in range(1, n + 1):
             proof = tlog.consistency_proof(BIG, m, n)
             merkle.verify_consistency(m, n, root(m), r, proof)
@@ -156,6 +173,18 @@ def test_c2sp_tile_index_example() -> None:
     ex = C2["tile_index_path"]
     assert tlog.tile_path(0, ex["n"]) == ex["path"]
     assert tlog.parse_tile_path(ex["path"]) == tlog.TilePath(0, ex["n"], 256)
+
+
+@pytest.mark.parametrize("name", sorted(AZUL["valid"]))
+def test_azul_valid_tile_path(name: str) -> None:
+    path = AZUL["valid"][name]
+    assert tlog.parse_tile_path(path).path() == path
+
+
+@pytest.mark.parametrize("mutation", sorted(AZUL["invalid"]))
+def test_azul_invalid_tile_path_is_refused(mutation: str) -> None:
+    with pytest.raises(BadTilePath):
+        tlog.parse_tile_path(AZUL["invalid"][mutation])
 
 
 @pytest.mark.parametrize("path,tile", [
@@ -395,6 +424,23 @@ def test_client_without_checkpoint_reads_nothing() -> None:
     c = tlog.TileClient(FILES_70000.__getitem__)
     with pytest.raises(LookupError):
         c.read_hashes(0, 0, 1)
+
+
+FILES_1000, CP_1000 = published(1000)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(p for p in FILES_1000 if p != "checkpoint")), st.data())
+def test_client_over_any_tile_with_any_byte_changed_refuses(path: str, data: st.DataObject) -> None:
+    files = dict(FILES_1000)
+    at = data.draw(st.integers(0, len(files[path]) - 1))
+    files[path] = flip(files[path], at) if data.draw(st.booleans()) else files[path][:at]
+    try:
+        c = client(files)
+        c.entries(0, 1000)  # reads every tile and bundle of the tree
+    except TileMismatch:
+        return
+    raise AssertionError(f"{path} changed at byte {at} was accepted")
 
 
 # --- hostile inputs ----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ One ``Ledger`` class, composed of one part per concern, each in its own module, 
 - ``views``    derived views: derivation inputs and results, citation and lookup indexes, digest tree
 - ``reads``    queries: log, states, evidence, the audit Source interface, identifier resolution, exports
 - ``pending``  pending derivation and ``finish``
+- ``translog`` the transparency log's methods (tlog_size, tlog_hashes, ...) and the in-place upgrade
+               that builds it (its storage and tree: ledger/translog.py)
 - ``fsck``     checking a ledger against its log
 - ``ledger``   the ``Ledger`` class itself (opening and closing), and ``open_settled``
 - ``rebuild``  rebuilding a ledger from its log
@@ -25,7 +27,7 @@ import sys
 import types
 from typing import Any
 
-from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, _PENDING, _Pinned, _RELEASE_ENTRIES,
+from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, _PENDING, _Pinned, _TLOG, _RELEASE_ENTRIES,
                   _RELEASE_EVERY, _RESIZE_TRIES, _U64, _UPGRADABLE_IN_PLACE, _check_new_ledger_dir, _event_key,
                   _json_decoder, _rec_key, _release_mapped_pages, _u64, default_ledger_path)
 from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Rejection, Usage, _entry_decoder,
@@ -37,6 +39,7 @@ from .views import (_CurrentView, _Derived, _IndexView, _Inputs, _derive, _deriv
                     _index_view_decoder, _pack_state, _pair_decoder, _pair_encoder, _stored_index_keys,
                     _unpack_state)
 from .pending import FINISH_CHUNK
+from .translog import UPGRADE_CHUNK
 from .reads import PART_BYTES, _Candidate, _choose
 from .log import Batch, BatchWithdrawn, MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD, _Offer, _rejection
 from .fsck import _FSCK_PART, _NAMED_MISCOUNTS, _fsck_log_part, _fsck_state_part, _usage_text, _verdict_key
@@ -45,11 +48,11 @@ from .rebuild import _REBUILT_MARK, _copy_db, _copy_sidecars, _old_events, _tall
 
 __all__ = [
     "Batch", "BatchResult", "BatchWithdrawn", "DEFAULT_MAP_SIZE", "EvidenceEntry", "EvidenceLimits", "FINISH_CHUNK",
-    "LAYOUT_VERSION", "Ledger", "LogEntry", "MAX_EXTRA_BYTES", "MAX_EXTRA_PER_RECORD", "PART_BYTES", "Rejection",
+    "LAYOUT_VERSION", "Ledger", "UPGRADE_CHUNK", "LogEntry", "MAX_EXTRA_BYTES", "MAX_EXTRA_PER_RECORD", "PART_BYTES", "Rejection",
     "Usage", "_Candidate", "_CurrentView", "_DBS", "_DERIVE_AHEAD", "_DERIVE_PART", "_DERIVE_PART_ENTRIES",
     "_Derived", "_Done", "_FSCK_PART", "_IndexView", "_Inputs", "_NAMED_MISCOUNTS", "_NEW_LEDGER_MAY_HOLD",
     "_Offer", "_PARALLEL_STATES", "_PENDING", "_PROCESS_AFTER_CHUNKS", "_Pending", "_Pinned", "_REBUILT_MARK",
-    "_RELEASE_ENTRIES", "_RELEASE_EVERY", "_RESIZE_TRIES", "_U64", "_UPGRADABLE_IN_PLACE", "_VERIFY_CHUNK",
+    "_RELEASE_ENTRIES", "_RELEASE_EVERY", "_RESIZE_TRIES", "_TLOG", "_U64", "_UPGRADABLE_IN_PLACE", "_VERIFY_CHUNK",
     "_WATCHDOG_SECONDS", "_WORKERS", "_check_new_ledger_dir", "_choose", "_copy_db", "_copy_sidecars", "_derive",
     "_derive_part", "_entry_decoder", "_entry_encoder", "_event_key", "_evidence_decoder", "_exit_with_parent",
     "_fsck_log_part", "_fsck_state_part", "_index_keys", "_index_view_decoder", "_json_decoder", "_old_events",
@@ -73,5 +76,6 @@ class _Package(types.ModuleType):
 
 
 _PARTS = tuple(sys.modules[f"{__name__}.{part}"]
-               for part in ("env", "entries", "workers", "views", "pending", "reads", "log", "fsck", "ledger", "rebuild"))
+               for part in ("env", "entries", "workers", "views", "pending", "translog", "reads", "log", "fsck", "ledger",
+                             "rebuild"))
 sys.modules[__name__].__class__ = _Package

@@ -16,15 +16,16 @@ from typing import Any, cast
 import lmdb
 import msgspec
 
-from .. import ids
+from .. import ids, translog
 from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
 from ..merge import MERGE_VERSION
 
 
-LAYOUT_VERSION = 4
-#: Layouts this version opens: layout 3 is layout 4 without the two pending sets (both empty), so a
-#: writer upgrades it in place and a reader reads it as it is.
-_UPGRADABLE_IN_PLACE = (3,)
+LAYOUT_VERSION = 5
+#: Layouts this version opens: layout 4 is layout 5 without the transparency log (which the first writer
+#: builds from the log, spec/storage.md §2.2), layout 3 also without the two pending sets (both empty); a
+#: reader reads them as they are.
+_UPGRADABLE_IN_PLACE = (3, 4)
 DEFAULT_MAP_SIZE = 1 << 30  # address space, not disk: LMDB files grow as pages are used
 _RESIZE_TRIES = 8  # times a transaction is begun again after another process grew the map
 _U64 = 8
@@ -50,8 +51,12 @@ _DBS = {
     # Pending derivation (spec/storage.md §3.1): what a deferred batch left for ``finish``.
     b"pendcite": False,  # pith_number -> b"c" (a citation or revocation among them) | b"": it received events
     b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
+    # The transparency log (spec/storage.md §2.2, ledger/translog.py): written with the log, in its order.
+    translog.ENTRIES_DB: False,  # index (= log seq) -> entry bytes
+    translog.HASHES_DB: False,  # post-order position -> 32-byte complete-subtree hash
 }
 _PENDING = (b"pendcite", b"pendstate")
+_TLOG = (translog.ENTRIES_DB, translog.HASHES_DB)
 _json_decoder = msgspec.json.Decoder()
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
@@ -184,11 +189,7 @@ class _Environment:
         layout = bytes(layout)
         number = int(layout) if layout.isdigit() and layout.isascii() and len(layout) < 6 else -1
         if number in _UPGRADABLE_IN_PLACE and merge == MERGE_VERSION:
-            if readonly:
-                return number
-            with self._begin(write=True, db=self.db[b"meta"]) as txn:
-                txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
-            return LAYOUT_VERSION
+            return number  # a writer upgrades it once every database is open (_Translog._upgrade)
         if 0 <= number < LAYOUT_VERSION or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
             raise LayoutMismatch(
                 f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "

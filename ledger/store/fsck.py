@@ -16,7 +16,9 @@ from ..errors import LedgerError
 from ..events import Verdict, check_event, valid_verdict, verify_event
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .. import translog
 from .pending import _PendingWork
+from .translog import _Translog
 from .views import _Inputs, _derive, _pair_decoder, _stored_index_keys, _unpack_state
 from .workers import _PARALLEL_STATES
 
@@ -24,13 +26,14 @@ from .workers import _PARALLEL_STATES
 _FSCK_PART = 512  # log entries per fsck task
 
 
-def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None]]:
-    """fsck of log entries (sequence key, stored entry): each one's faults, and the event id key the
-    ids index must map to it (None for an entry that is not a valid event). Pure: runs on workers.
+def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None, bytes]]:
+    """fsck of log entries (sequence key, stored entry): each one's faults, the event id key the
+    ids index must map to it (None for an entry that is not a valid event) and the transparency log
+    entry it implies (spec/storage.md §2.2). Pure: runs on workers.
 
     Every check of spec/events.md §2.2 runs again; the Ed25519 check only with ``reverify`` (the
     log holds only events whose signature verified on arrival)."""
-    out: list[tuple[bytes, list[str], bytes | None]] = []
+    out: list[tuple[bytes, list[str], bytes | None, bytes]] = []
     for seq, raw in items:
         entry = _entry_decoder.decode(raw)
         event = _json_decoder.decode(entry.event)
@@ -46,7 +49,8 @@ def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[
             faults.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
         if verdict.status != "valid":
             faults.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
-        out.append((seq, faults, _event_key(verdict.event_id) if verdict.status == "valid" else None))
+        out.append((seq, faults, _event_key(verdict.event_id) if verdict.status == "valid" else None,
+                    translog.entry_of_logged(entry.event, entry.event_id)))
     return out
 
 
@@ -78,7 +82,7 @@ def _usage_text(u: Usage) -> str:
     return f"{u.entries:,} cop{'y' if u.entries == 1 else 'ies'} ({u.bytes:,} bytes)"
 
 
-class _Fsck(_PendingWork):
+class _Fsck(_PendingWork, _Translog):
     """Checking a ledger against its log, and repairing the evidence accounting."""
 
     def fsck(self, *, reverify: bool = False) -> list[str]:
@@ -89,8 +93,13 @@ class _Fsck(_PendingWork):
         check is most of the cost (spec/storage.md §6)."""
         dbs = self._pending_dbs()
         problems: list[str] = []
+        opened = self._open_tlog()
         with self._begin() as txn:
             seen = 0
+            try:  # the tlog is checked against the log as it streams by (a reader of a layout-4 ledger has none yet)
+                tlog: translog.Checker | None = translog.Checker(txn, self._tlog_read(txn, opened))
+            except translog.TlogNotBuilt:
+                tlog = None
             log = txn.cursor(db=self.db[b"log"]).iternext()
 
             def log_part() -> list[tuple[bytes, bytes]]:
@@ -101,13 +110,17 @@ class _Fsck(_PendingWork):
             check = functools.partial(_fsck_log_part, reverify=reverify)
             many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
             for checked in self._on_workers(check, parts, parallel=many):
-                for seq, faults, key in checked:
+                for seq, faults, key, tlog_entry in checked:
                     seen += 1
                     problems += faults
+                    if tlog is not None:
+                        tlog.feed(tlog_entry)
                     if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
                         problems.append(f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
+            if tlog is not None:
+                problems += tlog.finish()
             pending = sum(txn.stat(db)["entries"] for db in dbs)
             if pending:  # the derived views are checked once derived: open_settled() / finish() first
                 problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")

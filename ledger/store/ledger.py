@@ -10,7 +10,7 @@ import lmdb
 
 from ..errors import LedgerError, NoLedger, PithledgerError
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _check_new_ledger_dir
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _TLOG, _check_new_ledger_dir
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -52,8 +52,12 @@ class Ledger(_Log, _Reads, _Fsck):
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
             layout = self._check_layout()  # before the other databases: an older layout may lack some
+            absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
             self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
-                            if layout == LAYOUT_VERSION or name not in _PENDING})
+                            if name not in absent})
+            if layout != LAYOUT_VERSION and not readonly:
+                self._upgrade()
+            self.layout = LAYOUT_VERSION if not readonly else layout  # a reader's view of an older layout stays as it is
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
@@ -81,9 +85,10 @@ class Ledger(_Log, _Reads, _Fsck):
 def open_settled(path: Path) -> Ledger:
     """Open a ledger read-only for a reader that needs its derived views whole (digest tree, fsck,
     publish, audit): if derivation is pending (an apply or sync was killed, or is running), finish it
-    first, as a writer, which waits for a running one (spec/storage.md §3.1)."""
+    first, as a writer, which waits for a running one (spec/storage.md §3.1); a ledger of an older layout
+    is upgraded first the same way (spec/storage.md §2.2)."""
     ledger = Ledger(path, readonly=True)
-    if not ledger.pending():
+    if not ledger.pending() and ledger.layout == LAYOUT_VERSION:
         return ledger
     ledger.close()
     with Ledger(path) as writer:

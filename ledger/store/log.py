@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import lmdb
 
+from .. import translog
 from ..bundle import Bundle
 from ..canonical import canonical_bytes
 from ..errors import LedgerError
@@ -26,6 +27,7 @@ from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Reje
                       _evidence_decoder, _usage_decoder)
 from .env import _RELEASE_EVERY, _event_key, _release_mapped_pages, _u64
 from .pending import _PendingWork
+from .translog import _Translog
 from .workers import _Pending, _VERIFY_CHUNK, _outcome
 
 
@@ -52,7 +54,7 @@ def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
                      status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
 
 
-class _Log(_PendingWork):
+class _Log(_PendingWork, _Translog):
     """Appending batches: the log, its event index, the evidence area and the pending marks."""
 
     evidence_limits: EvidenceLimits
@@ -96,6 +98,8 @@ class _Log(_PendingWork):
                 if admit is not None and not admit(txn):  # the writer lock is held: last chance to withdraw
                     raise BatchWithdrawn()
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
+                # the tlog's index is the log's seq: both count the events appended, in this transaction
+                tlog = translog.Appender(txn, self._tlog_dbs(), expected_size=seq)
                 for n, (copy, c) in enumerate(candidates.items(), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
                         _release_mapped_pages(self)
@@ -110,6 +114,7 @@ class _Log(_PendingWork):
                     entry = LogEntry(seq=seq, event=c.data, facts=verdict.facts,
                                      event_id="" if is_pithledger_envelope(c.event) else verdict.event_id)
                     txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
+                    tlog.append(translog.entry_bytes(verdict.event_id, verdict.subject, copy))  # copy: sha256 of c.data
                     txn.put(c.subject.encode(), _u64(seq), db=self.db[b"subject"])
                     seq += 1
                     outcome[copy] = "new"

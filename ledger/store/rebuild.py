@@ -13,11 +13,12 @@ from typing import Any
 import lmdb
 import msgspec
 
+from .. import translog
 from ..bundle import Bundle
 from ..errors import LedgerError, NoLedger
 from ..merge import MERGE_VERSION
 from .entries import BatchResult
-from .env import DEFAULT_MAP_SIZE, _json_decoder
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _TLOG, _json_decoder
 from .ledger import Ledger
 
 
@@ -93,6 +94,7 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
                 _tally(counts, batch.commit(defer=True))
                 new.finish()
                 _copy_db(env, txn, new, b"extra")
+                tlog = _compare_tlog(env, txn, new)
         finally:
             txn.abort()
     except lmdb.Error as exc:
@@ -109,7 +111,21 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
     os.rename(path, backup)
     os.rename(tmp, path)
     (path / _REBUILT_MARK).unlink()
-    return counts | {"backup": str(backup), "old_merge_version": old_merge}
+    return counts | {"backup": str(backup), "old_merge_version": old_merge, "tlog": tlog,
+                     "tlog_history_changed": tlog["extends_old"] is False}
+
+
+def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> dict[str, Any]:
+    """Whether the rebuilt ledger's transparency log extends the old one's identically (spec/storage.md
+    §8): when it does not, the history this mirror published changes, and its operator must publish
+    under a new origin. An old ledger of a layout before 5 had no tlog (``old_size`` None)."""
+    meta = env.open_db(b"meta", txn=txn, create=False)
+    with new.env.begin() as new_txn:
+        mine = new._tlog_dbs()
+        if bytes(txn.get(b"layout_version", b"", db=meta)) != str(LAYOUT_VERSION).encode():
+            return {"old_size": None, "size": translog.size(new_txn, mine), "extends_old": None, "first_difference": None}
+        old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
+        return translog.compare(txn, old, new_txn, mine)
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:

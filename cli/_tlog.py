@@ -1,0 +1,287 @@
+"""The transparency-log commands (issue #22; spec/transparency.md §3-§5): ``checkpoint``, ``prove``,
+``verify-proof``, ``consistency`` and ``verify-log``. Registered on the app by cli/app.py; thin like
+every command: parse, call ledger/logproof.py and ledger/logsite.py, render.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from ._base import Command, UsageProblem, settings
+from ._output import emit_json, read_bytes, say, write_file_atomically
+from .app import KeyDirOption, JsonOption, TimeoutOption, _deadline_option, _json, _note, _open, _store, command
+
+if TYPE_CHECKING:
+    from pithledger.note import Checkpoint, NoteSigner, NoteVerifier
+
+LogKeyOption = Annotated[Optional[str], typer.Option(
+    "--key", metavar="NAME", envvar="PITHLEDGER_LOG_KEY", show_envvar=True,
+    help="The local key that signs this mirror's checkpoints (its log key).")]
+OriginOption = Annotated[Optional[str], typer.Option(
+    "--origin", metavar="ORIGIN",
+    help="The log's origin (its name in every checkpoint) [default: from --base-url, else pithledger/<key fingerprint>; spec/transparency.md §3].")]
+BaseUrlOption = Annotated[str, typer.Option(
+    "--base-url", metavar="URL", help="The URL the mirror is published or served at: the default origin is derived from it.")]
+VkeyOption = Annotated[Optional[str], typer.Option(
+    "--log-key", metavar="VKEY", help="The mirror's verifier key in signed-note form, name+hash+key (its manifest's log_key).")]
+
+
+def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> NoteSigner:
+    """The signer of this mirror's checkpoints, or the named error saying how to name one."""
+    from pithledger.logproof import NoLogKey, choose_origin
+    from pithledger.logproof import log_signer as signer_of
+
+    if not key:
+        raise NoLogKey("signing a checkpoint needs the mirror's log key, and none was named")
+    local = _store(key_dir).load(key)
+    return signer_of(local, choose_origin(local, origin, base_url.rstrip("/")))
+
+
+def _verifier(vkey: Optional[str], why: str) -> NoteVerifier:
+    from pithledger.logproof import verifier_of
+
+    if not vkey:
+        raise UsageProblem(f"{why} needs the mirror's verifier key: --log-key VKEY",
+                           hint="the mirror's pith-mirrors.json names it as log_key (name+hash+key)")
+    return verifier_of(vkey)
+
+
+@command(cls=Command)
+def checkpoint(
+    ctx: typer.Context,
+    key: LogKeyOption = None,
+    origin: OriginOption = None,
+    base_url: BaseUrlOption = "",
+    key_dir: KeyDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the current signed checkpoint of this ledger's log (a C2SP signed note)."""
+    from pithledger.logproof import ledger_checkpoint
+
+    signer = log_signer(key, origin, base_url, key_dir)
+    with _open(ctx) as ledger:
+        cp, note = ledger_checkpoint(ledger, signer)
+    if _json(ctx, as_json):
+        emit_json({"origin": cp.origin, "size": cp.size, "root": cp.root.hex(), "log_key": signer.vkey,
+                   "checkpoint": note.decode("utf-8")})
+    else:
+        sys.stdout.buffer.write(note)
+        sys.stdout.flush()
+
+
+@command(cls=Command)
+def prove(
+    ctx: typer.Context,
+    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The event's id (sha256:<64 hex>, as `pithledger log` prints it).")],
+    key: LogKeyOption = None,
+    origin: OriginOption = None,
+    base_url: BaseUrlOption = "",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    key_dir: KeyDirOption = None,
+) -> None:
+    """Print an inclusion proof of an event in this mirror's log: its signed checkpoint, the entry, the proof hashes.
+
+    Anyone can check it offline with `pithledger verify-proof FILE --log-key VKEY`
+    (the document's format: spec/transparency.md §5).
+    """
+    from pithledger.canonical import canonical_bytes
+    from pithledger.logproof import inclusion_document
+
+    signer = log_signer(key, origin, base_url, key_dir)
+    with _open(ctx) as ledger:
+        doc = inclusion_document(ledger, signer, event_id)
+    data = canonical_bytes(doc) + b"\n"
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    write_file_atomically(output, data)
+    _note(ctx, f"wrote the proof that {event_id} is entry {doc['index']:,} of {signer.name}'s log to {output}; "
+               f"check it with: pithledger verify-proof {output} --log-key {signer.vkey}")
+
+
+def _bundle_events(path: str) -> list[Any]:
+    from pithledger.canonical import strict_decode
+
+    value = strict_decode(read_bytes(path), what=path)
+    if isinstance(value, dict) and isinstance(value.get("events"), list):
+        return list(value["events"])
+    return [value]
+
+
+@command(name="verify-proof", cls=Command)
+def verify_proof(
+    ctx: typer.Context,
+    proof: Annotated[str, typer.Argument(metavar="FILE", help="A proof document `pithledger prove` wrote ('-' for stdin).")],
+    log_key: VkeyOption = None,
+    event: Annotated[Optional[str], typer.Option("--event", metavar="FILE", help="The event itself (an event or a bundle holding it): also check that it is the one logged, and valid.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check an inclusion proof offline: the checkpoint's signature, then the entry's inclusion in the signed tree.
+
+    Exit 0 when it holds; 1 (a named error) when anything in it was changed. The tree size and root are
+    the signed checkpoint's, never the document's.
+    """
+    from pithledger.events import is_pithledger_envelope, verify_event
+    from pithledger.logproof import BadProof, event_sha256, verify_inclusion_document
+    from pithledger.mirror import ledger_id
+
+    verifier = _verifier(log_key, "verify-proof")
+    got = verify_inclusion_document(read_bytes(proof), verifier)
+    e = got.entry
+    event_check: Optional[str] = None
+    if event is not None:
+        held = [ev for ev in _bundle_events(event) if isinstance(ev, dict) and ledger_id(ev) == e.ledger_id]
+        if not held:
+            raise BadProof(f"{event} holds no event with the entry's id {e.ledger_id}",
+                           hint="give the event the proof is about (or a bundle holding it)")
+        verdict = verify_event(held[0])
+        if verdict.status != "valid" or verdict.event_id != e.ledger_id:
+            raise BadProof(f"the event in {event} is not valid: {verdict.reason} {verdict.message}".strip())
+        if verdict.subject != e.record:
+            raise BadProof(f"the event in {event} is about {verdict.subject}, not the entry's record {e.record}")
+        if event_sha256(held[0]) == e.sha256:
+            event_check = "the given event is the copy logged (its bytes hash to the entry's sha256) and valid (signature checked)"
+        elif not is_pithledger_envelope(held[0]):
+            event_check = ("the given event is valid and has the entry's id, which Pith's receipt authenticates; it is another "
+                           "copy than the one logged (a Pith-envelope record_created: spec/bundle.md §6)")
+        else:
+            raise BadProof(f"the event in {event} has the entry's id but not its bytes (sha256 {event_sha256(held[0])}, "
+                           f"the entry names {e.sha256})")
+    not_proven = ("that the event is valid under the merge rules" + ("" if event_check else " (give --event FILE to check the event itself)")
+                  + "; that the mirror still serves it; that the mirror shows every reader this same log "
+                  "(compare its checkpoints over time: pithledger consistency OLD NEW; witnesses)")
+    if _json(ctx, as_json):
+        emit_json({"valid": True, "origin": got.origin, "size": got.size, "root": got.root.hex(), "index": got.index,
+                   "event_id": e.ledger_id, "record": e.record, "sha256": e.sha256, "event_checked": event_check,
+                   "not_proven": not_proven})
+        return
+    say(f"proof holds: event {e.ledger_id} (record {e.record}) is entry {got.index:,} of the log {got.origin} "
+        f"at size {got.size:,} (root {got.root.hex()}), signed by {verifier.name}+{verifier.key_id.hex()}")
+    say(f"the log names the event's bytes by sha256 {e.sha256}")
+    if event_check:
+        say(event_check)
+    say(f"not proven: {not_proven}")
+
+
+_SIZE = re.compile(r"(0|[1-9][0-9]{0,18})\Z")
+
+
+def _signed_checkpoint(path: str, verifier: NoteVerifier) -> tuple[Checkpoint, bytes]:
+    from pithledger.note import open_checkpoint
+
+    data = read_bytes(path)
+    checkpoint, _ = open_checkpoint(data, [verifier], origin=verifier.name)
+    return checkpoint, data
+
+
+@command(cls=Command)
+def consistency(
+    ctx: typer.Context,
+    old: Annotated[str, typer.Argument(metavar="OLD", help="The older signed checkpoint (a file), or a tree size of this ledger's log.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="The newer signed checkpoint (a file), or a tree size of this ledger's log.")],
+    log_key: VkeyOption = None,
+    source: Annotated[Optional[str], typer.Option("--source", metavar="DIR|URL", help="Prove from a published mirror's tiles (C2SP tlog-tiles) instead of this ledger.")] = None,
+    timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 600.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Prove and verify that the log at NEW extends the log at OLD (RFC 9162 consistency).
+
+    Exit 0 when it does; 1 with error[inconsistent-log] when it does not (a fork: keep both checkpoints).
+    """
+    from pithledger.keys import b64encode
+    from pithledger.logproof import check_consistency
+    from pithledger.note import Checkpoint
+    from pithledger.tlog import consistency_proof, tree_hash
+
+    sizes = [bool(_SIZE.match(x)) for x in (old, new)]
+    if any(sizes) and not all(sizes):
+        raise UsageProblem("give two checkpoint files or two sizes", hint="e.g. consistency old.checkpoint new.checkpoint --log-key VKEY")
+    if all(sizes) and source is not None:
+        raise UsageProblem("sizes name trees of this ledger's log; a published source is read against signed checkpoints",
+                           hint="give two checkpoint files with --source, or leave --source out")
+    if all(sizes):
+        with _open(ctx) as ledger, ledger.snapshot():
+            a, b, have = int(old), int(new), ledger.tlog_size()
+            if b > have or a > b:
+                raise UsageProblem(f"sizes must satisfy OLD <= NEW <= {have:,}, the size of this ledger's log")
+            origin = "(this ledger)"
+            cp_old, cp_new = Checkpoint(origin, a, tree_hash(ledger, a)), Checkpoint(origin, b, tree_hash(ledger, b))
+            hashes = consistency_proof(ledger, a, b) if a else []
+        where = settings(ctx).ledger.as_posix()
+    else:
+        verifier = _verifier(log_key, "checking signed checkpoints")
+        cp_old, _ = _signed_checkpoint(old, verifier)
+        cp_new, _ = _signed_checkpoint(new, verifier)
+        if cp_old.size > cp_new.size:
+            cp_old, cp_new = cp_new, cp_old  # the order of the files does not matter: the sizes say which is older
+        if source is None:
+            from pithledger.logproof import InconsistentLog
+
+            with _open(ctx) as ledger, ledger.snapshot():
+                have = ledger.tlog_size()
+                if cp_new.size > have:
+                    raise UsageProblem(f"the newer checkpoint's tree ({cp_new.size:,}) is larger than this ledger's log ({have:,})",
+                                       hint="prove from the mirror that signed it: --source DIR|URL")
+                if tree_hash(ledger, cp_new.size) != cp_new.root:
+                    raise InconsistentLog(f"this ledger's log at size {cp_new.size:,} is not the tree {new} signs",
+                                          hint="prove from the mirror that signed it: --source DIR|URL")
+                hashes = consistency_proof(ledger, cp_old.size, cp_new.size) if cp_old.size else []
+            where = settings(ctx).ledger.as_posix()
+        else:
+            from pithledger.published import Published
+            from pithledger.tlog import TileClient
+
+            client = TileClient(Published(source, timeout=timeout, deadline=deadline or None)._fetch, cp_new)
+            hashes = consistency_proof(client, cp_old.size, cp_new.size) if cp_old.size else []
+            where = source
+        origin = cp_new.origin
+    check_consistency(cp_old, cp_new, hashes)
+    if _json(ctx, as_json):
+        emit_json({"consistent": True, "origin": origin, "old": {"size": cp_old.size, "root": cp_old.root.hex()},
+                   "new": {"size": cp_new.size, "root": cp_new.root.hex()}, "proof": [b64encode(h) for h in hashes],
+                   "source": where})
+        return
+    say(f"consistent: the tree of size {cp_new.size:,} (root {cp_new.root.hex()}) extends the tree of size "
+        f"{cp_old.size:,} (root {cp_old.root.hex()}) of {origin}; {len(hashes)} proof hash(es) from {where}")
+
+
+@command(name="verify-log", cls=Command)
+def verify_log(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
+    log_key: VkeyOption = None,
+    timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 600.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a published mirror's log end to end, knowing only what it publishes.
+
+    Verifies its checkpoint, recomputes the signed root from the entry tiles, fetches every event the log
+    names from the record's bundle and checks it against its entry and its signature. Exit 1 when any
+    entry's event is missing or does not match; a tampered checkpoint or tile is a named error.
+    """
+    from pithledger.logsite import check_published_log
+
+    if log_key is None:
+        _note(ctx, "note: no --log-key: the key is taken from the mirror's own manifest, so this checks the published log "
+                   "against itself, not that it is the log you trust")
+    report = check_published_log(source, log_key, timeout=timeout, deadline=deadline or None)
+    if _json(ctx, as_json):
+        emit_json(report.document())
+    else:
+        for f in report.faults:
+            where = f"entry {f['index']:,}" if "index" in f else f"record {f['record']}"
+            say(f"BAD-ENTRY {where} {f.get('event_id', '')} [{f['reason']}] {f['message']}".replace("  ", " "))
+        served = f", {report.events_served_form:,} as their served form" if report.events_served_form else ""
+        verdict = "every entry's event is published and matches" if not report.faults else f"{len(report.faults):,} fault(s)"
+        say(f"log {report.origin} at {source}: size {report.size:,}, root {report.root} recomputed from the entry tiles; "
+            f"{report.events_matched:,} event(s) matched{served} across {report.records:,} record(s): {verdict}")
+    if report.faults:
+        raise typer.Exit(1)

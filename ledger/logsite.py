@@ -1,0 +1,344 @@
+"""The mirror's log on the web: C2SP tlog-tiles beside a published tree (``publish --key``), the same
+paths served from a ledger (``serve --key``), and the client that checks a published log end to end
+(``verify-log``). spec/transparency.md §4; the formats are ledger/tlog.py and ledger/note.py.
+
+A published log is ``checkpoint`` (the signed note) and ``tile/<L>/<N>[.p/<W>]``,
+``tile/entries/<N>[.p/<W>]`` under the mirror's base. Publishing adds only the tiles that are new since
+the checkpoint already there, refuses (before writing anything) when a tile already there differs from
+this ledger's (a fork of one's own log), and writes the checkpoint last, so a reader never sees a
+checkpoint whose tiles are absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._transport import SourceFileMissing
+from .errors import PithledgerError
+from .logproof import BadProof, event_sha256, parse_entry, verifier_of
+from .merkle import EMPTY_ROOT, leaf_hash, node_hash
+from .note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
+from .tlog import TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entry_bundle, hash_tile, parse_tile_path, tiles_for, tree_hash
+
+if TYPE_CHECKING:
+    from .store import Ledger
+
+CHECKPOINT_FILE = "checkpoint"
+TILE_DIR = "tile"
+MAX_CHECKPOINT = 1 << 16
+#: Cache-Control of full tiles (immutable: the bytes at a full tile's path never change) and of the
+#: checkpoint and partial tiles (the checkpoint changes as events arrive; a partial tile is superseded).
+CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
+CACHE_CHECKPOINT = "no-cache"
+CACHE_PARTIAL = "public, max-age=60"
+
+
+class LogFork(PithledgerError):
+    """The directory already holds a log that this ledger's log does not extend."""
+
+    code = "log-fork"
+    hint = ("the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
+            "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
+            "or find out which history is right before publishing over it")
+
+
+# --- publishing --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    """What a publish of the log will do, decided before anything is written."""
+
+    size: int
+    old_size: int  # the size the checkpoint already in the directory covers (0: none of this log)
+    note: bytes  # the signed checkpoint to write last
+    checkpoint: Checkpoint
+
+
+def _read_file(directory: Path, rel: str, limit: int) -> bytes | None:
+    """A regular file publish may compare against (never following a symlink); None when absent."""
+    from .mirror import _existing, _read_regular
+
+    st = _existing(directory / rel)
+    if st is None:
+        return None
+    if st.st_size > limit:
+        return b""  # larger than any file of ours at that path: it differs
+    return _read_regular(directory / rel, st.st_size) or b""
+
+
+def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
+    """The tree to publish (the ledger's log at its size now) and the checks that come first: the
+    directory's checkpoint, when it is this log's (same key and origin), must be a prefix of ours (its
+    root equals our tree's at its size), and every tile already there that we would write must hold
+    our bytes. Raises :class:`LogFork` otherwise; nothing is written either way."""
+    with ledger.snapshot():
+        size = ledger.tlog_size()
+        root = tree_hash(ledger, size)
+    checkpoint = Checkpoint(signer.name, size, root)
+    old_size = 0
+    held = _read_file(directory, CHECKPOINT_FILE, MAX_CHECKPOINT)
+    if held:
+        try:
+            theirs, _ = open_checkpoint(held, [signer.verifier], origin=signer.name)
+        except PithledgerError:
+            theirs = None  # another key's or origin's log (or damaged): its tiles are still checked below
+        if theirs is not None:
+            if theirs.size > size:
+                raise LogFork(f"{directory}/{CHECKPOINT_FILE} signs a log of {theirs.size:,} entries; this ledger's has {size:,}")
+            with ledger.snapshot():
+                ours = tree_hash(ledger, theirs.size)
+            if ours != theirs.root:
+                raise LogFork(f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
+                              f"ledger's at that size")
+            old_size = theirs.size
+    if (directory / TILE_DIR).exists():
+        for rel, data in _tiles(ledger, size, old_size):
+            there = _read_file(directory, rel, len(data))
+            if there is not None and there != data:
+                raise LogFork(f"{directory}/{rel} holds other bytes than this ledger's log has there")
+    return LogPlan(size, old_size, signer.sign(checkpoint.body()), checkpoint)
+
+
+def _tiles(ledger: Ledger, size: int, old_size: int) -> Iterator[tuple[str, bytes]]:
+    """The tiles new between ``old_size`` and ``size``, each read in one snapshot."""
+    with ledger.snapshot():
+        yield from tiles_for(ledger, ledger.tlog_entries, size, old_size=old_size)
+
+
+def write_tiles(ledger: Ledger, directory: Path, plan: LogPlan, write: Callable[[Path, str, bytes], bool]) -> int:
+    """Write the tiles :func:`plan_log` checked (``write`` skips a file already holding the bytes); the
+    number written. The checkpoint is :func:`write_checkpoint`'s, after everything else."""
+    return sum(write(directory, rel, data) for rel, data in _tiles(ledger, plan.size, plan.old_size))
+
+
+def write_checkpoint(directory: Path, plan: LogPlan, write: Callable[[Path, str, bytes], bool]) -> None:
+    write(directory, CHECKPOINT_FILE, plan.note)
+
+
+def manifest_fields(signer: NoteSigner | None, base_url: str) -> dict[str, Any]:
+    """What a mirror manifest (``pith-mirrors.json``) says of the log: where its checkpoint is, the
+    verifier key in signed-note form and the origin; nulls for a mirror that signs none."""
+    if signer is None:
+        return {"checkpoint": None, "log_key": None, "origin": None}
+    return {"checkpoint": f"{base_url}/{CHECKPOINT_FILE}" if base_url else CHECKPOINT_FILE,
+            "log_key": signer.vkey, "origin": signer.name}
+
+
+# --- serving ---------------------------------------------------------------------------------------------
+
+
+class NoSuchTile(PithledgerError):
+    code = "not-found"
+    hint = "tile paths are tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>] within the tree of /checkpoint (C2SP tlog-tiles)"
+
+
+class LogServer:
+    """The log's paths answered from a ledger: the checkpoint (signed once per tree size) and tiles."""
+
+    def __init__(self, signer: NoteSigner | None) -> None:
+        self.signer = signer
+        self._signed: tuple[int, bytes, bytes] | None = None  # (size, root, note)
+
+    def checkpoint(self, ledger: Ledger) -> bytes:
+        """The signed checkpoint of the ledger's log now (read in the caller's snapshot)."""
+        if self.signer is None:
+            raise NoSuchTile("this mirror signs no checkpoint (it was started without --key)",
+                             hint="start it with serve --key NAME to publish its log")
+        size, root = ledger.tlog_size(), ledger.tlog_root()
+        cached = self._signed
+        if cached is not None and cached[:2] == (size, root):
+            return cached[2]
+        note = self.signer.sign(Checkpoint(self.signer.name, size, root).body())
+        self._signed = (size, root, note)
+        return note
+
+    @staticmethod
+    def tile(ledger: Ledger, path: str) -> tuple[bytes, bool]:
+        """A tile's bytes and whether it is full (immutable), read in the caller's snapshot; a path
+        that is not one canonical tile path, or names a tile beyond the tree, is :class:`NoSuchTile`."""
+        try:
+            tile = parse_tile_path(path)
+        except PithledgerError:
+            raise NoSuchTile(f"/{path[:120]} is not the canonical path of a tile") from None
+        if not _within(tile, ledger.tlog_size()):
+            raise NoSuchTile(f"/{path} is beyond this mirror's log (its size is {ledger.tlog_size():,}: read /checkpoint)")
+        start = tile.n * TILE_WIDTH
+        if tile.entries:
+            data = entry_bundle(ledger.tlog_entries(start, start + tile.width))
+        else:
+            data = hash_tile(ledger, tile.level, tile.n, tile.width)
+        return data, tile.width == TILE_WIDTH
+
+
+def _within(tile: TilePath, size: int) -> bool:
+    """Whether the tree of ``size`` holds every hash of the tile (a partial tile of a now-full index too)."""
+    return (tile.n * TILE_WIDTH + tile.width) << (TILE_HEIGHT * tile.level) <= size
+
+
+# --- a client that knows only the published tree -------------------------------------------------------------
+
+
+@dataclass
+class LogReport:
+    """What :func:`check_published_log` found: the signed tree, how much was checked, and the faults
+    (one per entry whose event could not be fetched or does not match; ``reason`` names each)."""
+
+    source: str
+    origin: str
+    size: int
+    root: str
+    log_key: str
+    key_from_manifest: bool
+    records: int = 0
+    events_matched: int = 0
+    events_served_form: int = 0
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        return {"source": self.source, "origin": self.origin, "size": self.size, "root": self.root,
+                "log_key": self.log_key, "log_key_from_manifest": self.key_from_manifest, "records": self.records,
+                "events_matched": self.events_matched, "events_served_form": self.events_served_form,
+                "consistent": not self.faults, "faults": self.faults}
+
+
+class LogCheckFailed(PithledgerError):
+    code = "log-check-failed"
+    hint = "the mirror's published log does not hold what its signed checkpoint promises: do not trust this copy; report it"
+
+
+class NoPublishedLog(PithledgerError):
+    code = "no-published-log"
+    hint = "the mirror publishes no checkpoint: it must be published with `pithledger publish DIR --key NAME` (or served with --key)"
+
+
+def _root_of_stream(leaves: Iterator[bytes]) -> tuple[bytes, int]:
+    """RFC 9162's root over leaf hashes arriving one at a time, in O(log n) memory: a stack of the
+    complete subtrees so far (sizes strictly decreasing), folded right to left at the end."""
+    stack: list[tuple[int, bytes]] = []
+    count = 0
+    for leaf in leaves:
+        count += 1
+        node = (1, leaf)
+        while stack and stack[-1][0] == node[0]:
+            size, left = stack.pop()
+            node = (size * 2, node_hash(left, node[1]))
+        stack.append(node)
+    if not stack:
+        return EMPTY_ROOT, 0
+    root = stack[-1][1]
+    for _, left in reversed(stack[:-1]):
+        root = node_hash(left, root)
+    return root, count
+
+
+def _manifest_key(fetch: Callable[[str], bytes]) -> str:
+    from .canonical import strict_decode
+
+    try:
+        doc = strict_decode(fetch("pith-mirrors.json"), what="pith-mirrors.json")
+    except PithledgerError as exc:
+        raise NoPublishedLog(f"cannot read the mirror's manifest for its log key: {exc.message}",
+                             hint="give the log key you trust: --log-key VKEY") from None
+    mirrors = doc.get("mirrors") if isinstance(doc, dict) else None
+    named = [m.get("log_key") for m in mirrors if isinstance(m, dict)] if isinstance(mirrors, list) else []
+    keys = [k for k in named if isinstance(k, str)]
+    if not keys:
+        raise NoPublishedLog("the mirror's manifest names no log_key")
+    return keys[0]
+
+
+def check_published_log(location: str, log_key: str | None = None, *, timeout: float | None = 30.0,
+                        deadline: float | None = 600.0) -> LogReport:
+    """Check a published mirror's log knowing only what it publishes (a directory or an http(s) URL):
+    verify its checkpoint under ``log_key`` (else the key its own manifest names: then this proves the
+    published tree consistent with itself, not that it is the log you trust), recompute the checkpoint's
+    root from the entry tiles (each tile checked against the signed root on the way, ledger/tlog.py),
+    then fetch, for every entry, its record's bundle and check the named event: it must be there, be
+    valid (signature and all, as ``apply`` checks it), be about the entry's record, and hash to the
+    entry's sha256 (a Pith-envelope ``record_created`` is published in its served form, spec/bundle.md
+    §6: its ledger id, which Pith's receipt authenticates, must match instead; counted apart).
+    A bad checkpoint, tile or entry bundle raises (named); event faults are listed in the report."""
+    from .events import is_pithledger_envelope, verify_event
+    from .mirror import _record_parts, ledger_id
+    from .published import Published
+
+    source = Published(location, timeout=timeout, deadline=deadline)
+    fetch = source._fetch
+    from_manifest = log_key is None
+    vkey = _manifest_key(fetch) if log_key is None else log_key
+    verifier: NoteVerifier = verifier_of(vkey)
+    client = TileClient(fetch)
+    try:
+        checkpoint = client.fetch_checkpoint([verifier], origin=verifier.name)
+    except SourceFileMissing as exc:
+        raise NoPublishedLog(f"{location} publishes no {CHECKPOINT_FILE}: {exc.message}") from None
+    report = LogReport(location, checkpoint.origin, checkpoint.size, checkpoint.root.hex(), vkey, from_manifest)
+    wanted: dict[str, dict[str, tuple[int, str]]] = {}  # record -> ledger id -> (index, sha256)
+    seen: set[bytes] = set()
+
+    def leaves() -> Iterator[bytes]:
+        for start in range(0, checkpoint.size, TILE_WIDTH * 16):
+            for offset, data in enumerate(client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size))):
+                index = start + offset
+                try:
+                    entry = parse_entry(data, f"entry {index}")
+                except BadProof as exc:
+                    report.faults.append({"index": index, "reason": "malformed-entry", "message": exc.message})
+                else:
+                    key = bytes.fromhex(entry.event_id)
+                    if key in seen:
+                        report.faults.append({"index": index, "event_id": entry.ledger_id, "reason": "duplicate-entry",
+                                              "message": "the log names this event twice"})
+                    seen.add(key)
+                    wanted.setdefault(entry.record, {})[entry.ledger_id] = (index, entry.sha256)
+                yield leaf_hash(data)
+
+    root, count = _root_of_stream(leaves())
+    if count != checkpoint.size or root != checkpoint.root:
+        raise LogCheckFailed(f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
+                             f"checkpoint's root {checkpoint.root.hex()} at size {checkpoint.size:,}")
+    del seen
+    for number in sorted(wanted):
+        ids = wanted.pop(number)
+        report.records += 1
+        found: set[str] = set()
+        try:
+            for bundle, _ in _record_parts(source, number, sorted(ids)):
+                for event in bundle.events:
+                    eid = ledger_id(event)
+                    if eid is None or eid not in ids or eid in found:
+                        continue
+                    index, sha = ids[eid]
+                    verdict = verify_event(event)
+                    if verdict.status != "valid" or verdict.event_id != eid:
+                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "invalid-event",
+                                              "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip()})
+                    elif verdict.subject != number:
+                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "wrong-record",
+                                              "message": f"the event is about {verdict.subject}, not the entry's record"})
+                    elif event_sha256(event) == sha:
+                        report.events_matched += 1
+                    elif not is_pithledger_envelope(event):
+                        report.events_served_form += 1
+                    else:
+                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "event-mismatch",
+                                              "message": "the published event's bytes do not hash to the entry's sha256"})
+                    found.add(eid)
+                del bundle
+        except PithledgerError as exc:
+            report.faults.append({"record": number, "reason": exc.code, "message": exc.message})
+            continue
+        for eid in sorted(set(ids) - found):
+            report.faults.append({"index": ids[eid][0], "event_id": eid, "record": number, "reason": "event-missing",
+                                  "message": "the record's published bundle does not carry the event the log names"})
+    report.faults.sort(key=lambda f: (f.get("index", -1), str(f.get("record", ""))))
+    return report
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,115 @@
+"""The transparency log's part of the Ledger: its reads (a tlog.HashReader) and the in-place upgrade
+that builds it from the log. Its storage and tree arithmetic: ledger/translog.py; rules: spec/storage.md §2.2.
+"""
+
+from __future__ import annotations
+
+import lmdb
+
+from .. import translog
+from ..errors import LedgerError
+from .env import LAYOUT_VERSION, _Environment, _Pinned, _TLOG, _release_mapped_pages
+
+#: Log entries per transaction of the in-place upgrade (bounds one transaction; a killed upgrade resumes).
+UPGRADE_CHUNK = 16_384
+
+
+class _Translog(_Environment):
+    """The tlog's methods (spec/storage.md §2.2). Every read reads the committed snapshot (inside
+    :meth:`snapshot`, the same one as every other read)."""
+
+    layout: int  # the layout this handle reads: LAYOUT_VERSION, or an older one a reader reads as it is
+
+    def _upgrade(self) -> None:
+        """Upgrade a layout-3 or -4 ledger in place (its missing databases were just created empty):
+        build the transparency log from the log, in order, in transactions of UPGRADE_CHUNK log
+        entries, and write the new layout version in the last one. A killed upgrade leaves the old
+        layout and part of the tlog, from where the next writer goes on (spec/storage.md §2.2);
+        another writer upgrading at the same time takes turns with this one, transaction by transaction."""
+        dbs = translog.TlogDbs(self.db[translog.ENTRIES_DB], self.db[translog.HASHES_DB])
+        while True:
+            try:
+                with self._begin(write=True) as txn:
+                    if bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) == str(LAYOUT_VERSION).encode():
+                        return  # another writer finished it
+                    if translog.build(txn, self.db[b"log"], dbs, UPGRADE_CHUNK):
+                        txn.put(b"layout_version", str(LAYOUT_VERSION).encode(), db=self.db[b"meta"])
+                        return
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise LedgerError(f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed: {exc}",
+                                  hint="nothing is lost (an interrupted upgrade goes on where it stopped): free space if the "
+                                       "disk is full, then run the same command again") from None
+            _release_mapped_pages(self)
+
+    def _tlog_dbs(self) -> translog.TlogDbs:
+        """The tlog's databases (a writer's handle, or a reader's once :meth:`_open_tlog` found them)."""
+        if translog.ENTRIES_DB not in self.db:
+            raise self._tlog_not_built()
+        return translog.TlogDbs(self.db[translog.ENTRIES_DB], self.db[translog.HASHES_DB])
+
+    def _open_tlog(self) -> bool:
+        """On a reader's handle of an older layout, open the tlog's databases once a writer has
+        created them; True when they were opened now. Called before a read begins its transaction:
+        a handle opened after a transaction began is not valid in it (LMDB)."""
+        if translog.ENTRIES_DB in self.db:
+            return False
+        try:
+            self.db.update({name: self.env.open_db(name, create=False) for name in _TLOG})
+        except lmdb.NotFoundError:
+            return False
+        return True
+
+    def _tlog_not_built(self) -> translog.TlogNotBuilt:
+        return translog.TlogNotBuilt(f"the ledger at {self.path} has layout {self.layout}, which holds no transparency log yet")
+
+    def _tlog_read(self, txn: lmdb.Transaction, opened_now: bool) -> translog.TlogDbs:
+        """The tlog's databases for a read in ``txn``: on a handle opened before the upgrade, only once
+        the upgrade is committed in that snapshot (until then the tlog is partial), and not in a
+        :meth:`snapshot` that began before the databases were opened here (``opened_now``)."""
+        if self.layout != LAYOUT_VERSION and (
+                (opened_now and isinstance(txn, _Pinned))
+                or bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) != str(LAYOUT_VERSION).encode()):
+            raise self._tlog_not_built()
+        return self._tlog_dbs()
+
+    def tlog_size(self) -> int:
+        """Entries in the transparency log: the events this mirror logged (the log's size)."""
+        opened = self._open_tlog()
+        with self._begin() as txn:
+            return translog.size(txn, self._tlog_read(txn, opened))
+
+    def tlog_hashes(self, level: int, start: int, end: int) -> list[bytes]:
+        """The complete-subtree hashes at ``level`` for indices [start, end) (tlog.HashReader);
+        TlogOutOfRange, a LookupError, for any not complete at the current size."""
+        opened = self._open_tlog()
+        with self._begin() as txn:
+            return translog.read_hashes(txn, self._tlog_read(txn, opened), level, start, end)
+
+    read_hashes = tlog_hashes
+
+    def tlog_entries(self, start: int, end: int) -> list[bytes]:
+        """The entry bytes of indices [start, end)."""
+        opened = self._open_tlog()
+        with self._begin() as txn:
+            return translog.read_entries(txn, self._tlog_read(txn, opened), start, end)
+
+    def tlog_index(self, event_id: str) -> int | None:
+        """The tlog index of the event the ledger holds under ``event_id`` (``sha256:<hex>`` or the bare
+        hex of an entry), or None: it is the event's log sequence number."""
+        digest = event_id.removeprefix("sha256:")
+        if len(digest) != 64 or digest.strip("0123456789abcdef"):
+            return None
+        opened = self._open_tlog()
+        with self._begin() as txn:
+            dbs = self._tlog_read(txn, opened)
+            seq = txn.get(bytes.fromhex(digest), db=self.db[b"ids"])
+            index = int.from_bytes(seq, "big") if seq is not None else None
+            return index if index is not None and index < translog.size(txn, dbs) else None
+
+    def tlog_root(self, size: int | None = None) -> bytes:
+        """The root of the transparency log at ``size`` (default: its current size)."""
+        opened = self._open_tlog()
+        with self._begin() as txn:
+            return translog.tree_hash(txn, self._tlog_read(txn, opened), size)
