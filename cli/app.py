@@ -914,23 +914,41 @@ def publish(
     key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs the log's checkpoint (spec/transparency.md §4).")] = None,
     base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The URL the tree will be served at (for the manifest).")] = "",
     origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
+    witnesses: Annotated[Optional[list[str]], typer.Option("--witness", metavar="URL", help="With --key: ask this witness (C2SP tlog-witness, URL/add-checkpoint) to cosign the checkpoint; its cosignature is added to the published one. Repeatable.")] = None,
     key_dir: KeyDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles)."""
+    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles).
+
+    With --witness URL, each witness is asked to cosign the new checkpoint; a witness that refuses is
+    named (exit 1) and the checkpoint stays published without its cosignature."""
     from pithledger.mirror import publish as publish_mirror
 
     from ._tlog import log_signer
 
     if origin is not None and not key:
         raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
+    if witnesses and not key:
+        raise UsageProblem("--witness cosigns the checkpoint a --key signs", hint="add --key NAME, or leave --witness out")
+    for url in witnesses or []:
+        if not url.startswith(("http://", "https://")):
+            raise UsageProblem(f"--witness {url!r} is not an http(s) URL", hint="give the witness's submission prefix, e.g. https://witness.example")
     signing = _store(key_dir).load(key) if key else None
     log = log_signer(key, origin, base_url, key_dir) if key else None
     with _open(ctx, settled=True) as ledger:
         counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"), log=log)
+    asked = []
+    if witnesses:
+        from pithledger.logcheck import ask_witnesses
+
+        asked = ask_witnesses(directory, witnesses)
     if _json(ctx, as_json):
-        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None})
+        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None,
+                            "witnesses": [{"url": a.url, "cosigned": not a.refused, "refused": a.refused} for a in asked]})
     else:
+        for a in asked:
+            say(f"witness {a.url}: cosigned" if not a.refused else
+                f"witness {a.url} refused: {a.refused}; the checkpoint is published without its cosignature")
         typer.echo(f"published to {directory}: {_plural(counts['records_written'], 'record')} written, "
                    f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
         if log is not None:
@@ -938,6 +956,8 @@ def publish(
                        f"log key {log.vkey}")
         else:
             typer.echo("no checkpoint signed: publish --key NAME also writes the log (checkpoint and tiles)")
+    if any(a.refused for a in asked):
+        raise typer.Exit(1)
 
 
 TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,

@@ -777,3 +777,66 @@ def test_http_add_checkpoint_is_405_on_a_server_that_is_no_witness(tmp_path: Pat
 def test_http_get_of_add_checkpoint_is_not_answered(witness_server: Any) -> None:
     status, _, _ = witness_server[0].request("/add-checkpoint")
     assert status in (404, 405)
+
+
+# --- the issue's fork test, through real processes --------------------------------------------------------
+
+
+def test_fork_through_real_processes(tmp_path: Path) -> None:
+    """One mirror key, two ledgers given different histories of one origin, each published with
+    `publish --key --witness`: the witness (`serve --witness`) cosigns the first checkpoint, refuses the
+    second and writes the evidence; `sync` from the forked mirror into a ledger that synced the first
+    names the fork (exit 1, evidence written) and changes nothing."""
+    origin = "example.org/mirror"
+
+    def run(*args: str) -> Any:
+        return pl(tmp_path, *args, check=False)
+
+    demo = [BUNDLES / "demo-1905.08204.json", BUNDLES / "demo-1709.09021.json", BUNDLES / "demo-2605.00424-every-kind.json"]
+    assert run("keys", "new", "mirror").returncode == 0 and run("keys", "new", "w1").returncode == 0
+    for name, files in (("a", [demo[0], demo[1]]), ("b", [demo[1], demo[0], demo[2]])):  # 3 entries; 14 in another order
+        for f in files:
+            assert run("--ledger", str(tmp_path / name), "apply", str(f)).returncode == 0
+    log_vkey = NoteSigner(origin, _local_key(tmp_path, "mirror").signing_key).vkey
+    config = tmp_path / "witness.json"
+    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
+                                  "logs": [{"origin": origin, "vkey": log_vkey}]}))
+    server = Server(tmp_path / "a", tmp_path, "--witness", str(config))
+    try:
+        assert server.proc.stderr is not None
+        witness_key = server.proc.stderr.readline().split("cosignature/v1): ")[1].strip()
+        first = run("--ledger", str(tmp_path / "a"), "publish", str(tmp_path / "pub-a"), "--key", "mirror", "--origin", origin,
+                    "--witness", server.base)
+        assert first.returncode == 0 and f"witness {server.base}: cosigned" in first.stdout, first.stdout + first.stderr
+        second = run("--ledger", str(tmp_path / "b"), "publish", str(tmp_path / "pub-b"), "--key", "mirror", "--origin", origin,
+                     "--witness", server.base)
+        assert second.returncode == 1 and f"witness {server.base} refused: HTTP 422" in second.stdout, second.stdout + second.stderr
+        assert "published without its cosignature" in second.stdout
+    finally:
+        server.stop()
+    assert b"witness.example/w1" in (tmp_path / "pub-a" / "checkpoint").read_bytes()
+    assert b"witness.example/w1" not in (tmp_path / "pub-b" / "checkpoint").read_bytes()  # published, not cosigned
+    refused = list((tmp_path / "witness-state" / "evidence").glob("*.json"))
+    assert len(refused) == 1
+    checked = run("check-evidence", str(refused[0]), "--log-key", log_vkey)
+    assert checked.returncode == 0 and "fork proven" in checked.stdout, checked.stderr
+
+    synced = run("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub-a"), "--witness-key", witness_key)
+    assert synced.returncode == 0, synced.stderr
+    assert f"checkpoint: {origin} size 3, first seen from this origin; cosigned by witness.example/w1" in synced.stdout
+    digest = run("--json", "--ledger", str(tmp_path / "c"), "digest").stdout
+    forked = run("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub-b"))
+    assert forked.returncode == 1 and "error[log-fork]" in forked.stderr and "Traceback" not in forked.stderr, forked.stderr
+    evidence = Path(forked.stderr.split("evidence written to ")[1].split()[0])
+    assert evidence.is_file() and run("check-evidence", str(evidence)).returncode == 0
+    assert run("--json", "--ledger", str(tmp_path / "c"), "digest").stdout == digest  # nothing synced in that run
+    assert logcheck.remembered(tmp_path / "c", origin).size == 3  # type: ignore[union-attr]
+    # a reader that never saw the log, but requires the witness: the forked checkpoint carries no cosignature
+    fresh = run("--ledger", str(tmp_path / "d"), "sync", str(tmp_path / "pub-b"), "--witness-key", witness_key)
+    assert fresh.returncode == 1 and "error[not-witnessed]" in fresh.stderr, fresh.stderr
+
+
+def _local_key(tmp_path: Path, name: str) -> Any:
+    from pithledger.keys import KeyStore
+
+    return KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load(name)
