@@ -8,7 +8,8 @@ the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
 except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.actions` (its
-writer thread owns every write; spec/serve.md §8).
+writer thread owns every write; spec/serve.md §8), and, with ``--witness``, POST /add-checkpoint, answered
+by :mod:`pithledger.witness` (it writes only its own state directory; spec/transparency.md §6.2).
 Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
 redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
 """
