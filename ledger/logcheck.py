@@ -55,6 +55,18 @@ class BadCheckpoint(SourceError):
     hint = "the source's checkpoint or log tiles cannot be verified: do not trust this copy of the log"
 
 
+class DamagedMemory(PithledgerError):
+    code = "damaged-checkpoint-memory"
+    hint = "move the file away: the next run remembers the source's checkpoint afresh (with no history to check it against)"
+
+
+def _origin_of(note: bytes, source: str) -> str:
+    try:
+        return w.note_origin(note)
+    except w.BadRequest as exc:
+        raise BadCheckpoint(f"{source}: the checkpoint is no signed note ({exc.message})") from None
+
+
 class NotWitnessed(SourceError):
     code = "not-witnessed"
     hint = "the checkpoint carries no valid cosignature by a witness given with --witness-key: a witness may have refused it"
@@ -246,15 +258,14 @@ def remembered(ledger_path: Path, origin: str) -> Seen | None:
     path = memory_path(ledger_path, origin)
     if not path.exists():
         return None
-    doc = w.read_small(path, "the remembered checkpoint", PithledgerError)
+    doc = w.read_small(path, "the remembered checkpoint", DamagedMemory)
     try:
         if doc["memory_type"] != MEMORY_TYPE or doc["origin"] != origin:
             raise KeyError("memory_type")
         return Seen(origin, str(doc["log_key"]), int(doc["size"]), w.unb64_hash(str(doc["root"]), "root"), str(doc["checkpoint"]),
                     str(doc["source"]))
     except (KeyError, TypeError, ValueError, w.BadRequest):
-        raise PithledgerError(f"the remembered checkpoint {path} is damaged",
-                              hint="move it away (the next run remembers the source's checkpoint afresh, with no history to check)") from None
+        raise DamagedMemory(f"the remembered checkpoint {path} is damaged") from None
 
 
 def commit(ledger_path: Path, check: Check) -> None:
@@ -281,7 +292,7 @@ def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: S
     """The source's checkpoint, verified: (checkpoint, the log key used, the witnesses that cosigned it)."""
     from .note import NoteVerifier
 
-    origin = w.note_origin(log.note) if log.note else ""
+    origin = _origin_of(log.note, source)
     if log.manifest_origin is not None and log.manifest_origin != origin:
         raise BadCheckpoint(f"{source}: the manifest names origin {log.manifest_origin[:200]!r}, its checkpoint {origin[:200]!r}")
     if log_key is not None:
@@ -348,8 +359,8 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
             raise BadCheckpoint(f"{source} publishes no checkpoint, but --log-key / --witness-key ask for one",
                                 hint="leave them out to read an unlogged source")
         return Check(source, "unlogged"), None, None
-    origin = w.note_origin(log.note) if log.note else ""
-    pinned = remembered(ledger_path, origin) if ledger_path is not None and origin else None
+    origin = _origin_of(log.note, source)
+    pinned = remembered(ledger_path, origin) if ledger_path is not None else None
     cp, key, cosigned = verify_source(log, source, log_key=log_key, pinned=pinned, witness_keys=witness_keys)
     status, previous = "first", None
     if pinned is not None:
@@ -404,7 +415,7 @@ def witness_source(wit: w.Witness, source: str, *, timeout: float | None = DEFAU
     log = read_source_log(source, timeout=timeout, deadline=deadline)
     if log is None:
         raise BadCheckpoint(f"{source} publishes no checkpoint: there is nothing to witness")
-    origin = w.note_origin(log.note)
+    origin = _origin_of(log.note, source)
     cfg = wit.logs.get(origin)
     if cfg is None:
         raise w.UnknownLog(f"this witness follows no log with origin {origin[:200]!r}")

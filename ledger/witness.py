@@ -117,6 +117,11 @@ class BadConfig(PithledgerError):
             '"key": ..., "logs": [{"origin": ..., "vkey": ...}]}: see spec/transparency.md §6')
 
 
+class DamagedState(PithledgerError):
+    code = "damaged-witness-state"
+    hint = "restore the witness's state directory from a backup; never edit its files by hand"
+
+
 class BadEvidence(PithledgerError):
     code = "bad-evidence"
     hint = "an evidence file is the JSON a witness or a sync wrote (spec/transparency.md §6.3); it was altered, or is another file"
@@ -472,11 +477,15 @@ class Witness:
         path = self._state_path(origin)
         if not path.exists():
             return None
-        doc = read_small(path, "the witness state", PithledgerError)
+        doc = read_small(path, "the witness state", DamagedState)
         if (not isinstance(doc, dict) or doc.get("state_type") != STATE_TYPE or doc.get("origin") != origin
-                or type(doc.get("size")) is not int or not isinstance(doc.get("checkpoint"), str) or not isinstance(doc.get("text"), str)):
-            raise PithledgerError(f"the witness state {path} is damaged", hint="restore it from a backup; never edit it by hand")
-        root = base64.b64decode(doc["root"])
+                or type(doc.get("size")) is not int or not 0 <= doc["size"] <= MAX_SIZE
+                or not isinstance(doc.get("checkpoint"), str) or not isinstance(doc.get("text"), str)):
+            raise DamagedState(f"the witness state {path} is damaged")
+        try:
+            root = unb64_hash(str(doc.get("root")), "root")
+        except BadRequest:
+            raise DamagedState(f"the witness state {path} is damaged: its root is not one base64 hash") from None
         return Signed(note=doc["checkpoint"], text=doc["text"], origin=origin, size=doc["size"], root=root)
 
     def _persist(self, cp: Signed) -> None:
@@ -491,6 +500,8 @@ class Witness:
             lines = self.add_checkpoint(req.old_size, req.proof, req.checkpoint)
         except WitnessError as exc:
             return exc.answer()
+        except PithledgerError as exc:  # the witness's own fault (its state cannot be read or written): nothing cosigned
+            return Answer(500, "text/plain; charset=utf-8", f"{exc.code}: the witness cannot answer now\n".encode())
         return Answer(200, "text/plain; charset=utf-8", lines.encode())
 
     def add_checkpoint(self, old_size: int, proof: Sequence[bytes], checkpoint: bytes, *, prefix: bytes | None = None) -> str:

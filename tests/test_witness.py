@@ -840,3 +840,28 @@ def _local_key(tmp_path: Path, name: str) -> Any:
     from pithledger.keys import KeyStore
 
     return KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load(name)
+
+
+def test_a_damaged_witness_state_is_a_500_and_nothing_is_cosigned(witness: w.Witness, log_signer: NoteSigner) -> None:
+    tree = Tree(entries(6))
+    cosigned(witness, tree, log_signer, 3)
+    state = witness.state_dir / f"{w.origin_hash(LOG)}.json"
+    state.write_text(state.read_text().replace('"root":"', '"root":"!'))
+    answer = post(witness, 3, tree.proof(3, 6), checkpoint(log_signer, 6, tree.root(6)))
+    assert answer.status == 500 and b"damaged-witness-state" in answer.body
+    with pytest.raises(w.DamagedState):
+        witness.state(LOG)
+
+
+def test_a_damaged_memory_or_a_checkpoint_that_is_no_note_is_named(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, entries(3))
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
+    memory = logcheck.memory_path(ledger, LOG)
+    memory.write_text("{}")
+    with pytest.raises(logcheck.DamagedMemory):
+        logcheck.check_source(ledger, str(src))
+    memory.unlink()
+    (src / "checkpoint").write_bytes(b"no newline at all")
+    with pytest.raises(logcheck.BadCheckpoint):
+        logcheck.check_source(ledger, str(src))
