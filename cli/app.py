@@ -258,13 +258,15 @@ keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only k
                        rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 
-# A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
-# use keys so that their help lists it; given to the command it wins over the global one.
+# sync, pull and audit: the source's log (spec/transparency.md §6.4).
 LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
     "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
     "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
 WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
     "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
+
+# A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
+# use keys so that their help lists it; given to the command it wins over the global one.
 KeyDirOption = Annotated[
     Optional[Path],
     typer.Option("--key-dir", metavar="DIR",
