@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pithledger.bundle import Bundle
     from pithledger.display import DisplayMetadata
     from pithledger.keys import KeyStore
+    from pithledger.logcheck import Check
     from pithledger.store import Batch, Ledger, Rejection
 
 app = typer.Typer(
@@ -256,6 +257,13 @@ def _check_document(value: Any) -> tuple[list[dict[str, Any]], int]:
 keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only key directory).", no_args_is_help=True,
                        rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
+
+# sync, pull and audit: the source's log (spec/transparency.md §6.4).
+LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
+    "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
+    "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
+WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
+    "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
 
 # A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
 # use keys so that their help lists it; given to the command it wins over the global one.
@@ -908,23 +916,41 @@ def publish(
     key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs the log's checkpoint (spec/transparency.md §4).")] = None,
     base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The URL the tree will be served at (for the manifest).")] = "",
     origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
+    witnesses: Annotated[Optional[list[str]], typer.Option("--witness", metavar="URL", help="With --key: ask this witness (C2SP tlog-witness, URL/add-checkpoint) to cosign the checkpoint; its cosignature is added to the published one. Repeatable.")] = None,
     key_dir: KeyDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles)."""
+    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles).
+
+    With --witness URL, each witness is asked to cosign the new checkpoint; a witness that refuses is
+    named (exit 1) and the checkpoint stays published without its cosignature."""
     from pithledger.mirror import publish as publish_mirror
 
     from ._tlog import log_signer
 
     if origin is not None and not key:
         raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
+    if witnesses and not key:
+        raise UsageProblem("--witness cosigns the checkpoint a --key signs", hint="add --key NAME, or leave --witness out")
+    for url in witnesses or []:
+        if not url.startswith(("http://", "https://")):
+            raise UsageProblem(f"--witness {url!r} is not an http(s) URL", hint="give the witness's submission prefix, e.g. https://witness.example")
     signing = _store(key_dir).load(key) if key else None
     log = log_signer(key, origin, base_url, key_dir) if key else None
     with _open(ctx, settled=True) as ledger:
         counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"), log=log)
+    asked = []
+    if witnesses:
+        from pithledger.logcheck import ask_witnesses
+
+        asked = ask_witnesses(directory, witnesses)
     if _json(ctx, as_json):
-        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None})
+        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None,
+                            "witnesses": [{"url": a.url, "cosigned": not a.refused, "refused": a.refused} for a in asked]})
     else:
+        for a in asked:
+            say(f"witness {a.url}: cosigned" if not a.refused else
+                f"witness {a.url} refused: {a.refused}; the checkpoint is published without its cosignature")
         typer.echo(f"published to {directory}: {_plural(counts['records_written'], 'record')} written, "
                    f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
         if log is not None:
@@ -932,6 +958,8 @@ def publish(
                        f"log key {log.vkey}")
         else:
             typer.echo("no checkpoint signed: publish --key NAME also writes the log (checkpoint and tiles)")
+    if any(a.refused for a in asked):
+        raise typer.Exit(1)
 
 
 TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,
@@ -956,23 +984,31 @@ def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoRetur
 @command(cls=Command)
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
-         deadline: Annotated[float, _deadline_option()] = 3600.0) -> None:
+         deadline: Annotated[float, _deadline_option()] = 3600.0,
+         log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None) -> None:
     """Fetch from a published mirror what this ledger lacks, walking only where digests differ.
 
     Every record either arrives or is named: skipped (unreadable, too large, about another record) or
     lying (its bundle lacks events the source's digests advertise). Exit 1 if any, or if any event was invalid.
+    A source that publishes a signed checkpoint is first checked against the one this ledger last saw of
+    its log: a fork is named (exit 1, evidence written) and nothing is synced.
     """
     from pithledger.mirror import sync as sync_mirror
 
+    from ._witness import log_check, log_commit
+
     with _open(ctx, write=True) as ledger:
+        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
         before = ledger.counts()
         try:
             counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
         except KeyboardInterrupt:
             _interrupted(ledger, before, source)
+        log_commit(ledger.path, check)
     if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:
+        say(check.line())
         for r in counts["rejected"]:
             say(rejection_line(r))
         for skip in counts["skipped"]:
@@ -1027,6 +1063,7 @@ def pull(
     rate: Annotated[float, typer.Option("--rate", metavar="R", min=0, help="At most R requests per second over all connections; 0 for no limit.")] = 50.0,
     as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 3600.0,
+    log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
 ) -> None:
     """Fill the ledger from any Pith-shaped mirror, by the patterns of its pith-mirrors.json.
 
@@ -1042,20 +1079,30 @@ def pull(
 
     given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
     targets = _pull_targets(list(ids_given or []), ids_file)
+    from ._witness import log_check, log_commit
+
     with _open(ctx, write=True) as ledger:
         if not given and ledger.counts()["records"] == 0:
             raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
                                hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
+        checks: list[Check] = []  # the manifest pull reads is checked before any record is fetched
+
+        def check_log(manifest: bytes) -> None:
+            checks.append(log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger pull", manifest))
+
         before = ledger.counts()
         try:
             with PullProgress(wanted(settings(ctx).quiet)) as progress:
                 counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
-                                      timeout=timeout, deadline=deadline or None, progress=progress.update)
+                                      timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
         except KeyboardInterrupt:
             _interrupted(ledger, before, source)
+        check = checks[0]
+        log_commit(ledger.path, check)
     if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]]})
+        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:
+        say(check.line())
         for r in counts["rejected"]:
             say(rejection_line(r))
         for item in counts["not_published"]:
@@ -1097,6 +1144,7 @@ def audit(
                                                              "what its digests advertise.")] = False,
     sample: Annotated[Optional[int], typer.Option("--sample", metavar="N", min=1, help="With --bundles: check a random sample of N records.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", metavar="S", help="With --sample: the seed of the sample (printed when not given).")] = None,
+    witness_keys: WitnessKeyOption = None,
 ) -> None:
     """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks.
 
@@ -1114,6 +1162,12 @@ def audit(
         raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
     if b is None:
         raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
+    from pithledger.logcheck import check_pair
+
+    ledger_path = settings(ctx).ledger
+    # published sides' checkpoints: against this ledger's memory, and against each other for one origin
+    checks = check_pair(ledger_path if (ledger_path / "data.mdb").is_file() else None, a, b,
+                        witness_keys=list(witness_keys or []), timeout=timeout, deadline=deadline or None)
     side_a = open_source(a, timeout=timeout, deadline=deadline or None)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
     side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b, timeout=timeout, deadline=deadline or None)
@@ -1127,8 +1181,10 @@ def audit(
     if sign:
         emit_json(sign_report(doc, _store(key_dir).load(sign), _now()))
     elif _json(ctx, as_json):
-        emit_json(doc | {"digests_read": result.digests_read})
+        emit_json(doc | {"digests_read": result.digests_read, "checkpoints": [c.document() | {"source": c.source} for c in checks]})
     else:
+        for c in checks:
+            say(c.line())
         if result.consistent:
             typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
         for d in result.divergent:
@@ -1212,6 +1268,7 @@ def serve(
     post_burst: Annotated[int, typer.Option("--post-burst", metavar="N", min=1, help="--accept-events: POSTs a client may send at once.")] = 20,
     post_total_rate: Annotated[float, typer.Option("--post-total-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second from all clients (burst: twice that).")] = 200.0,
     post_wait: Annotated[float, typer.Option("--post-wait", metavar="SECONDS", min=0.05, max=600, help="--accept-events: how long a POST waits for the ledger's write lock (another process's apply) before 503.")] = 5.0,
+    witness_config: Annotated[Optional[Path], typer.Option("--witness", metavar="CONFIG", help="Also be a witness (C2SP tlog-witness) of the logs of CONFIG at POST /add-checkpoint (spec/transparency.md §6).")] = None,
 ) -> None:
     """Serve the ledger over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
 
@@ -1245,8 +1302,13 @@ def serve(
 
         limits = Limits(client_rate=post_rate, client_burst=post_burst, total_rate=post_total_rate,
                         total_burst=max(1, int(post_total_rate * 2)), lock_wait=post_wait)
+    witness = None
+    if witness_config is not None:
+        from pithledger.witness import Witness, load_config
+
+        witness = Witness.from_config(load_config(witness_config), _store(key_dir))
     run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
-        accept_events=limits, log=log)
+        accept_events=limits, log=log, witness=witness)
 
 
 @command(cls=Command)
@@ -1385,3 +1447,4 @@ def latex(
 
 
 from . import _tlog as _tlog  # noqa: E402 - registers checkpoint, prove, verify-proof, consistency, verify-log
+from . import _witness  # noqa: E402,F401 - registers `witness` and `check-evidence` (it imports this module's options)

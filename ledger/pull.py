@@ -202,7 +202,7 @@ def manifest_location(source: str) -> tuple[str, str | None]:
     return str(file), str(file.parent)
 
 
-def load_manifest(source: str, client: Client, *, timeout: float | None, deadline: Deadline) -> Manifest:
+def load_manifest(source: str, client: Client, *, timeout: float | None, deadline: Deadline, keep: list[bytes] | None = None) -> Manifest:
     location, root = manifest_location(source)
     try:
         if root is None:
@@ -215,6 +215,8 @@ def load_manifest(source: str, client: Client, *, timeout: float | None, deadlin
     except SourceFileMissing as exc:
         raise BadManifest(f"no mirror manifest at {location} ({exc.message})",
                           hint="give a pith-mirrors.json (URL or file) or the base URL of a mirror that serves one") from None
+    if keep is not None:
+        keep.append(data)
     return parse_manifest(data, location, local_root=root)
 
 
@@ -583,7 +585,8 @@ def _local(ledger: Ledger, targets: Iterable[Target]) -> Iterator[Target]:
 def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connections: int = DEFAULT_CONNECTIONS,
          rate: float = DEFAULT_RATE, timeout: float | None = 30.0, deadline: Deadline | float | None = 3600.0,
          batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES,
-         progress: Callable[[dict[str, Any]], None] | None = None, limit: RateLimit | None = None) -> dict[str, Any]:
+         progress: Callable[[dict[str, Any]], None] | None = None, limit: RateLimit | None = None,
+         check: Callable[[bytes], None] | None = None) -> dict[str, Any]:
     """Fetch the bundles of ``targets`` (None: every record the ledger holds) from the mirrors of
     SOURCE's manifest and apply them in batches; the report of spec/pull.md §5."""
     if not 1 <= connections <= MAX_CONNECTIONS:
@@ -593,9 +596,12 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
     boot = Client()
     try:
         limit.acquire(run)
-        manifest = load_manifest(source, boot, timeout=timeout, deadline=run)
+        raw: list[bytes] = []
+        manifest = load_manifest(source, boot, timeout=timeout, deadline=run, keep=raw)
     finally:
         boot.close()
+    if check is not None:  # the source's log (its manifest's bytes), before any record is fetched (spec/pull.md §5.1)
+        check(raw[0])
     ledger.finish()
     if targets is None:
         targets = [Target(n, "ledger", n, ids.suffix_of_pith_number(n)) for n in ledger.subjects()]

@@ -8,7 +8,8 @@ the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
 except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.actions` (its
-writer thread owns every write; spec/serve.md §8).
+writer thread owns every write; spec/serve.md §8), and, with ``--witness``, POST /add-checkpoint, answered
+by :mod:`pithledger.witness` (it writes only its own state directory; spec/transparency.md §6.2).
 Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
 redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
 """
@@ -39,7 +40,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import badge, ids, pages, record_doc
-from .actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, ServingLedger, read_body, request_bundle
+from .actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, RateLimit, ServingLedger, read_body, request_bundle
 from .actions import Limits as PostLimits
 from .audit import DEPTH, DIGEST_VERSION
 from .canonical import canonical_bytes
@@ -49,6 +50,8 @@ from .errors import AmbiguousId, DerivationPending, MalformedId, NotFound, Pithl
 from .merge import MERGE_VERSION
 from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
 from .store import Ledger
+from .witness import MAX_BODY as MAX_WITNESS_BODY
+from .witness import Witness
 
 if TYPE_CHECKING:
     from .note import NoteSigner
@@ -181,8 +184,10 @@ class Site:
 
     def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
                  mirror_key: dict[str, str] | None = None, accept_events: PostLimits | None = None, builds: int = 2,
-                 log: NoteSigner | None = None) -> None:
+                 log: NoteSigner | None = None, witness: Witness | None = None) -> None:
         self.actions: Actions | None = None
+        self.witness = witness  # serve --witness: POST /add-checkpoint (spec/transparency.md §6.2)
+        self.witness_rates = RateLimit(PostLimits()) if witness is not None else None
         self.gate: Any = contextlib.nullcontext()
         if accept_events is None:
             self.ledger = Ledger(ledger_path, readonly=True)
@@ -702,8 +707,47 @@ _ACTION_PATH = re.compile(r"^/pith/[^/]+/action/[^/]+\Z")
 
 
 def _accepts_post(app: Any, scope: Scope) -> bool:
-    """A POST is answered only on an action path of a server started with --accept-events."""
+    """A POST is answered only on an action path of a server started with --accept-events, and at
+    /add-checkpoint of one started with --witness."""
+    if scope.get("path") == "/add-checkpoint":
+        return getattr(app.state.site, "witness", None) is not None
     return getattr(app.state.site, "actions", None) is not None and bool(_ACTION_PATH.match(scope.get("path", "")))
+
+
+async def add_checkpoint(request: Request) -> Response:
+    """``POST /add-checkpoint`` (serve --witness): C2SP tlog-witness, spec/transparency.md §6.2. The body is
+    bounded (declared and streamed), the work (a signature check, a lock, an fsync) runs off the event loop."""
+    site = _site(request)
+    wit = site.witness
+    if wit is None or site.witness_rates is None:  # pragma: no cover - Guard answers 405 first
+        raise HTTPError(405, "method-not-allowed", "this server is no witness")
+    plain = {"cache-control": "no-store", **SECURITY}
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > MAX_WITNESS_BODY):
+        return Response(f"body-too-large: an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes\n", status_code=413,
+                        media_type="text/plain", headers={**plain, "connection": "close"})
+    wait = site.witness_rates.take(request.client.host if request.client else "?")
+    if wait > 0:
+        return Response("rate-limited: too many requests; wait before sending more\n", status_code=429, media_type="text/plain",
+                        headers={**plain, "retry-after": str(max(1, int(wait + 0.999)))})
+    body = bytearray()
+
+    async def read() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > MAX_WITNESS_BODY:
+                raise ActionError(413, "body-too-large", f"an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes")
+
+    try:
+        await asyncio.wait_for(read(), timeout=30.0)
+    except ActionError as exc:
+        return Response(f"{exc.code}: {exc.message}\n", status_code=exc.status, media_type="text/plain", headers={**plain, "connection": "close"})
+    except TimeoutError:
+        return Response("body-timeout: the body did not arrive within 30 s\n", status_code=408, media_type="text/plain",
+                        headers={**plain, "connection": "close"})
+    answer = await run_in_threadpool(wit.handle, bytes(body))
+    # the media type exactly as given (C2SP clients compare text/x.tlog.size whole; Starlette would add a charset)
+    return Response(answer.body, status_code=answer.status, headers={**plain, "content-type": answer.content_type})
 
 
 async def action(request: Request) -> Response:
@@ -824,6 +868,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/paper/{ident:path}", paper),
         Route(f"/{record_doc.SCHEMA_PATH}", schema),
         Route("/pith/{suffix}/action/{kind}", action, methods=["POST"]),
+        Route("/add-checkpoint", add_checkpoint, methods=["POST"]),
         Route("/pith/{suffix}", record),
         Route("/pith/{ident:path}", pith_other),
     ]
@@ -1007,7 +1052,7 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
         mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools", limits: Limits = Limits(),
-        accept_events: PostLimits | None = None, log: NoteSigner | None = None) -> None:
+        accept_events: PostLimits | None = None, log: NoteSigner | None = None, witness: Witness | None = None) -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
     ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
     import uvicorn
@@ -1015,7 +1060,7 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
     from uvicorn.importer import import_from_string
 
     site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds,
-                log=log)
+                log=log, witness=witness)
     try:
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")
@@ -1028,7 +1073,11 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
         server = uvicorn.Server(config)
         if not quiet:
             mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"
+            if witness is not None:
+                mode += f"; witness {witness.name} of {len(witness.logs):,} logs at POST /add-checkpoint"
             sys.stderr.write(f"serving {ledger_path} at {url_of(sock)}/ ({mode}; Ctrl-C to stop)\n")
+            if witness is not None:
+                sys.stderr.write(f"witness key (cosignature/v1): {witness.signer.cosigner.vkey}\n")
             sys.stderr.flush()
         server.run(sockets=[sock])
         sock.close()

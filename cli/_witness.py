@@ -1,0 +1,88 @@
+"""Witness commands (``witness SOURCE``, ``check-evidence FILE``) and the checkpoint check that ``sync``,
+``pull`` and ``audit`` run before they read a source (spec/transparency.md §6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from ._base import Command, settings
+from ._output import emit_json, say
+
+if TYPE_CHECKING:
+    from pithledger.logcheck import Check
+
+from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store, command
+
+def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key: Optional[str], witness_keys: Optional[list[str]],
+              timeout: float, deadline: float, observer: str, manifest: bytes | None = None) -> Check:
+    """The source's checkpoint against what this ledger saw of its log (before anything is read or written)."""
+    from pithledger.logcheck import check_source
+
+    return check_source(ledger_path, source, log_key=log_key, witness_keys=list(witness_keys or []), timeout=timeout,
+                        deadline=deadline or None, observer=observer, manifest=manifest)
+
+
+def log_commit(ledger_path: Path, check: Check) -> None:
+    """Remember the source's checkpoint: only once the run has committed."""
+    from pithledger.logcheck import commit
+
+    commit(ledger_path, check)
+
+
+@command("witness", cls=Command)
+def witness(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror (directory or http(s) base URL) whose log to witness.")],
+    config: Annotated[Path, typer.Option("--config", metavar="CONFIG", help="The witness config (JSON: name, key, logs; spec/transparency.md §6.1).")],
+    key_dir: KeyDirOption = None,
+    as_json: JsonOption = False,
+    timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 600.0,
+) -> None:
+    """Witness a log by pulling: read SOURCE's checkpoint and tiles, build the consistency proof from the
+    size last cosigned, and cosign (C2SP tlog-witness add-checkpoint, run locally). Prints the cosignature
+    line. An inconsistent checkpoint is refused (exit 1) and its evidence written."""
+    from pithledger.logcheck import witness_source
+    from pithledger.witness import Witness, load_config
+
+    cfg = load_config(config)
+    wit = Witness.from_config(cfg, _store(key_dir or settings(ctx).key_dir))
+    cp, line = witness_source(wit, source, timeout=timeout, deadline=deadline or None)
+    if _json(ctx, as_json):
+        emit_json({"origin": cp.origin, "size": cp.size, "root": cp.root.hex(), "witness": wit.name, "cosignature": line})
+    else:
+        sys_out = line if line.endswith("\n") else line + "\n"
+        typer.echo(sys_out, nl=False)
+        _note(ctx, f"cosigned {cp.origin} size {cp.size} as {wit.name}")
+
+
+@command("check-evidence", cls=Command)
+def check_evidence(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="An evidence file a witness or a sync wrote.")],
+    log_key: Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help="The log key you trust (default: the file's log_key).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check, offline, an evidence file of a log that showed two histories: both checkpoints must verify
+    under the log's key. Exit 0 when the file proves a fork (two roots for one size, or a proof that
+    reaches the new root from another old root), 1 otherwise (an observation that proves nothing by
+    itself, a consistent pair, or a damaged file)."""
+    from pithledger.witness import BadEvidence, ForkNotProven, check_evidence as check
+
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise BadEvidence(f"cannot read {file}: {exc.strerror}") from None
+    verdict = check(data, log_key)
+    if _json(ctx, as_json):
+        emit_json({"file": str(file), "proven": verdict.proven, "kind": verdict.kind, "origin": verdict.origin,
+                   "old_size": verdict.old_size, "new_size": verdict.new_size, "message": verdict.message})
+        if not verdict.proven:
+            raise typer.Exit(1)
+        return
+    if not verdict.proven:
+        raise ForkNotProven(f"{file}: {verdict.origin}: {verdict.message}")
+    say(f"fork proven: {verdict.origin}: {verdict.message}")
