@@ -238,3 +238,17 @@ class SourceError(PithledgerError):
 
     code = "bad-source"
     hint = "check the path or URL; if the source is being re-published right now, run the command again"
+
+
+# --- where the parallel work runs (ledger/fanout.py) ---------------------------------------------------
+
+
+class DaskMissing(PithledgerError):
+    code = "dask-not-installed"
+    hint = "install the extra: pip install 'pithledger[dask]'"
+
+
+class SchedulerUnreachable(PithledgerError):
+    code = "scheduler-unreachable"
+    hint = ("check the address (e.g. tcp://host:8786) and that the scheduler is running and reachable from here; "
+            "or leave --scheduler out to work on this machine's cores (--workers N)")
