@@ -123,12 +123,13 @@ class Fanout:
     def dask(cls, address: str, *, connect_timeout: float = CONNECT_TIMEOUT, task_timeout: float = TASK_TIMEOUT) -> Fanout:
         """Connect to the Dask scheduler at ``address`` (bounded by ``connect_timeout``)."""
         try:
-            from distributed import Client
+            import distributed
         except ImportError:
             raise DaskMissing("--scheduler needs Dask distributed, which is not installed",
                               hint="install the extra: pip install 'pithledger[dask]' (and pithledger on the cluster's workers)") from None
         try:
-            client = Client(address, timeout=connect_timeout, set_as_default=False)
+            connect: Any = distributed.Client  # untyped
+            client = connect(address, timeout=connect_timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
             raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} within {connect_timeout:g} s "
                                        f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None
@@ -164,7 +165,7 @@ class Fanout:
                 if len(stream) and stream.head_done():
                     yield stream.take()
                 elif len(stream) < bound and (part := next(parts, _END)) is not _END:
-                    stream.add(part)  # type: ignore[arg-type] # _END is not an _A
+                    stream.add(part)
                 elif len(stream):
                     yield stream.take()
                 else:
@@ -193,7 +194,8 @@ class Fanout:
                 return None
         if self.kind != "processes":
             return None
-        use_threads = threads_first > 0 and (self._light < threads_first or self._processes() is None)
+        # threads for the first parts of a run (a fork costs more than they do), unless processes are up
+        use_threads = threads_first > 0 and ((self._procs is None and self._light < threads_first) or self._processes() is None)
         pool: Any = self._thread_pool() if use_threads else self._processes()
         if pool is None:
             return None
