@@ -168,3 +168,249 @@ def test_an_unreachable_scheduler_is_a_named_error_in_bounded_time() -> None:
     with pytest.raises(SchedulerUnreachable, match="tcp://127.0.0.1:9"):
         Fanout.dask("tcp://127.0.0.1:9", connect_timeout=2)
     assert time.monotonic() - started < 30
+
+
+# --- through the CLI: the same inputs on every executor give the same ledger byte for byte -----------
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from pithledger.bundle import write_bundle  # noqa: E402
+from pithledger.canonical import canonical_bytes  # noqa: E402
+from pithledger.events import make_event  # noqa: E402
+from pithledger.keys import LocalKey  # noqa: E402
+from pithledger.model import record_ids  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+#: The CLI with every threshold lowered, so that these small inputs take the parallel path of every
+#: pass (regions checked, chunks verified, states derived, fsck's parts): the path big runs take.
+SMALL_PARTS = """
+import sys
+from pithledger.cli import _bundles
+from pithledger import store
+_bundles.REGION_BYTES = 4000
+for name, value in {settings}.items():
+    setattr(store, name, value)
+sys.argv = ["pithledger"] + sys.argv[1:]
+from pithledger.cli import main
+main()
+"""
+SMALL = {"_VERIFY_CHUNK": 8, "_PROCESS_AFTER_CHUNKS": 2, "_PARALLEL_STATES": 1, "_DERIVE_PART": 3, "_FSCK_PART": 4}
+
+
+def _key(i: int) -> LocalKey:
+    return LocalKey(name=f"fanout-{i}", seed=hashlib.sha256(f"pithledger fanout test key {i}".encode()).digest())
+
+
+def _workload(directory: Path) -> list[Path]:
+    """60 minted records with attestations, citations among them and a revoked citation, their events
+    spread over two files and several lines per record; and junk: an event whose signature was
+    altered (invalid), one line that is not JSON (--keep-going skips it), a repeated line."""
+    base = [json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()]
+    recs = []
+    for i in range(60):
+        rec = json.loads(json.dumps(base[i % len(base)]))
+        rec["source"]["id"] = f"2611.{i:05d}"
+        rec["metadata"]["title_canon_sha256"] = hashlib.sha256(f"fanout {i}".encode()).hexdigest()
+        recs.append(rec)
+    ids = [record_ids(r) for r in recs]
+    keys = [_key(i) for i in range(5)]
+    first: list[bytes] = []
+    second: list[bytes] = []
+    for i, (rec, rid) in enumerate(zip(recs, ids)):
+        when = f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"
+        created = make_event("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
+                             keys[i % 5], created_at=when)
+        events = [make_event("author_attestation", rid.pith_number, {"author_name": f"Author {i}.{j}"}, keys[(i + j) % 5],
+                             created_at=when) for j in range(2)]
+        cites = [make_event("citation_signature", rid.pith_number, {"cited_pith_number": ids[(i + d) % 60].pith_number,
+                                                                    "relation": "cites"}, keys[(i + d) % 5], created_at=when)
+                 for d in (1, 7, 13)]
+        later = []
+        if i % 4 == 0:  # the signer of a citation revokes it: the citation stops standing
+            later.append(make_event("revocation", rid.pith_number, {"revoked_event_id": cites[0]["event_id"]}, keys[(i + 1) % 5],
+                                    created_at=f"2026-07-{1 + i % 28:02d}T00:00:00Z"))
+        if i % 10 == 3:  # an altered signature: invalid, kept as evidence
+            bad = dict(events[0], payload={"author_name": f"Forged {i}"})
+            later.append(bad)
+        first.append(canonical_bytes(write_bundle(rid.pith_number, [created, *events], canonical_record=rec,
+                                                  aliases_created_at="2026-05-31T00:00:00Z")) + b"\n")
+        second.append(canonical_bytes(write_bundle(rid.pith_number, cites)) + b"\n")
+        if later:
+            second.append(canonical_bytes(write_bundle(rid.pith_number, later)) + b"\n")
+    second.insert(17, b"{not json\n")
+    second.append(second[3])  # offered again: duplicates
+    a, b = directory / "generated-a.jsonl", directory / "generated-b.jsonl"
+    a.write_bytes(b"".join(first))
+    b.write_bytes(b"".join(second))
+    return [ROOT / "bundles", a, b]
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return _workload(tmp_path_factory.mktemp("workload"))
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["XDG_DATA_HOME"] = str(tmp / "xdg-data")
+    env["XDG_CONFIG_HOME"] = str(tmp / "xdg-config")
+    env.pop("PITHLEDGER_LEDGER", None)
+    return env
+
+
+def _start(tmp: Path, ledger: Path, *args: str) -> subprocess.Popen[str]:
+    code = SMALL_PARTS.replace("{settings}", repr(SMALL))
+    return subprocess.Popen([sys.executable, "-c", code, "--ledger", str(ledger), *args], env=_env(tmp),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run(tmp: Path, ledger: Path, *args: str, expect: tuple[int, ...] = (0,)) -> str:
+    proc = _start(tmp, ledger, *args)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode in expect, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    return out
+
+
+def _dump(ledger: Path) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every LMDB database of the ledger, every key and value (dupsort values included)."""
+    import lmdb
+
+    env = lmdb.open(str(ledger), readonly=True, lock=False, max_dbs=64, subdir=True)
+    try:
+        with env.begin() as txn:
+            names = [bytes(k) for k, _ in txn.cursor()]
+            out = {"": [(bytes(k), bytes(v)) for k, v in txn.cursor()]}
+            for name in names:
+                db = env.open_db(name, txn=txn, create=False)
+                out[name.decode()] = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=db)]
+    finally:
+        env.close()
+    return out
+
+
+def _everything(tmp: Path, ledger: Path, extra: tuple[str, ...], during: Any = None) -> dict[str, Any]:
+    """apply the workload (batches of 40 events, junk skipped), fsck --reverify, rebuild --force; the
+    ledger's every database and what the queries print, after each step."""
+    args = ("apply", "--keep-going", "--batch-size", "40", "--json", *extra, *map(str, workload_paths))
+    proc = _start(tmp, ledger, *args)
+    if during is not None:
+        during(proc)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, err[-2000:]  # invalid events and a skipped line
+    assert "Traceback" not in err, err[-2000:]
+    applied = json.loads(out.splitlines()[-1]) if out.strip() else {}
+    got: dict[str, Any] = {"apply": applied, "dump": _dump(ledger)}
+    got["digest"] = _run(tmp, ledger, "digest", "--json")
+    fsck = json.loads(_run(tmp, ledger, "fsck", "--reverify", "--json", *extra))
+    assert fsck.pop("ledger") == str(ledger) and fsck["ok"], fsck
+    got["fsck"] = fsck
+    got["evidence"] = _run(tmp, ledger, "evidence", "--json")
+    _run(tmp, ledger, "rebuild", "--force", "--json", *extra)
+    got["rebuilt"] = _dump(ledger)
+    got["rebuilt-digest"] = _run(tmp, ledger, "digest", "--json")
+    return got
+
+
+workload_paths: list[Path] = []
+
+
+@pytest.fixture(scope="module")
+def reference(workload: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The ledger built in place (--workers 0): what every other executor must give byte for byte."""
+    workload_paths[:] = workload
+    tmp = tmp_path_factory.mktemp("reference")
+    got = _everything(tmp, tmp / "ledger", ("--workers", "0"))
+    assert got["apply"]["invalid"] > 0 and got["dump"]["log"] and got["dump"]["inbound"]  # the workload does what it says
+    return got
+
+
+def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    for part in want:
+        if isinstance(want[part], dict) and part in ("dump", "rebuilt"):
+            assert set(got[part]) == set(want[part])
+            for name in want[part]:
+                assert got[part][name] == want[part][name], f"{part}: database {name!r} differs"
+        else:
+            assert got[part] == want[part], part
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_local_workers_give_the_same_ledger_byte_for_byte(reference: dict[str, Any], tmp_path: Path, workers: str) -> None:
+    _same(_everything(tmp_path, tmp_path / "ledger", ("--workers", workers)), reference)
+
+
+def _children(pid: int) -> list[int]:
+    """The worker processes forked by ``pid`` (same command line as their parent)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        mine = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return [int(k) for k in kids if Path(f"/proc/{k}/cmdline").read_bytes() == mine]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_a_worker_process_killed_mid_run_changes_nothing(reference: dict[str, Any], tmp_path: Path) -> None:
+    killed: list[int] = []
+
+    def kill_one(proc: subprocess.Popen[str]) -> None:
+        while proc.poll() is None and not killed:
+            for child in _children(proc.pid):
+                os.kill(child, signal.SIGKILL)
+                killed.append(child)
+                break
+            time.sleep(0.005)
+
+    got = _everything(tmp_path, tmp_path / "ledger", ("--workers", "2"), during=kill_one)
+    assert killed  # a worker was killed while apply ran
+    _same(got, reference)
+
+
+def test_a_dask_cluster_gives_the_same_ledger_byte_for_byte(reference: dict[str, Any], cluster: str, tmp_path: Path) -> None:
+    _same(_everything(tmp_path, tmp_path / "ledger", ("--scheduler", cluster)), reference)
+
+
+def test_a_dask_worker_killed_mid_run_changes_nothing(reference: dict[str, Any], cluster: str, tmp_path: Path) -> None:
+    from distributed import Client
+
+    killed: list[str] = []
+
+    def kill_one(proc: subprocess.Popen[str]) -> None:
+        def kill() -> None:
+            with Client(cluster, timeout=10, set_as_default=False) as client:
+                time.sleep(0.3)
+                victim = sorted(client.scheduler_info()["workers"])[0]
+                try:
+                    client.run(os._exit, 1, workers=[victim], wait=False)
+                except Exception:  # noqa: BLE001 - the worker went before it answered
+                    pass
+                killed.append(victim)
+        thread = threading.Thread(target=kill)
+        thread.start()
+        thread.join(30)
+
+    got = _everything(tmp_path, tmp_path / "ledger", ("--scheduler", cluster), during=kill_one)
+    assert killed
+    _same(got, reference)
+
+
+def test_scheduler_errors_are_named_not_tracebacks(tmp_path: Path, workload: list[Path]) -> None:
+    env = _env(tmp_path)
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "l"), "apply", str(workload[1]),
+                        "--scheduler", "tcp://127.0.0.1:9"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "error[scheduler-unreachable]" in r.stderr and "tcp://127.0.0.1:9" in r.stderr, r.stderr
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "l").exists()  # nothing written
+    no_dask = "import sys; sys.modules['distributed'] = None; sys.argv = ['pithledger'] + sys.argv[1:]; from pithledger.cli import main; main()"
+    r = subprocess.run([sys.executable, "-c", no_dask, "--ledger", str(tmp_path / "l"), "fsck", "--scheduler", "tcp://127.0.0.1:9"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "error[dask-not-installed]" in r.stderr and "pithledger[dask]" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
