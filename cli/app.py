@@ -119,7 +119,13 @@ def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
 
     if workers is not None and scheduler:
         raise UsageProblem("--workers and --scheduler both given", hint="give --scheduler to use a Dask cluster, or --workers N for this machine")
-    return using(Fanout.choose(workers, scheduler))
+    fan = Fanout.choose(workers, scheduler)
+    if scheduler:  # a lost worker or scheduler is handled (its parts redone here): Dask's logs of it are noise
+        import logging
+
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + ["distributed"]:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    return using(fan)
 
 
 

@@ -143,13 +143,6 @@ class Fanout:
             return cls.dask(scheduler)
         return cls.processes(workers)
 
-    def describe(self) -> str:
-        if self.kind == "dask":
-            return f"dask cluster at {self.scheduler} ({self.workers} threads)"
-        if self.kind == "processes":
-            return f"{self.workers} worker process{'es' if self.workers != 1 else ''}"
-        return "in place"
-
     # --- the ordered map ---------------------------------------------------------------------------
 
     def map(self, func: Callable[[_A], _R], parts: Iterator[_A], *, parallel: bool = True,
@@ -209,7 +202,9 @@ class Fanout:
         return future  # type: ignore[no-any-return]
 
     def _result(self, func: Callable[[_A], _R], part: _A, pending: _Pending[_R | _Raised] | None) -> _R:
-        if pending is None:
+        if pending is None or (self.lost and not pending.done()):  # once a worker is lost, nothing more is awaited
+            if pending is not None:
+                pending.cancel()
             return func(part)
         try:
             got = pending.result(timeout=self.task_timeout if self.kind == "dask" else None)

@@ -161,6 +161,24 @@ def test_dask_a_killed_worker_changes_nothing(cluster: str, tmp_path: os.PathLik
     assert got == [n * 10 for n in range(12)]
 
 
+def test_dask_a_scheduler_gone_mid_run_changes_nothing() -> None:
+    """The whole cluster closes after 10 results: the rest is computed here, in order, in bounded time."""
+    from distributed import LocalCluster
+
+    parts = [(i, 0.05) for i in range(60)]
+    out: list[int] = []
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with Fanout.dask(str(cluster.scheduler_address)) as fan:
+        started = time.monotonic()
+        for r in fan.map(_slow_square, iter(parts)):
+            out.append(r)
+            if len(out) == 10:
+                cluster.close()
+        assert fan.lost
+        assert time.monotonic() - started < 120
+    assert out == [n * n for n, _ in parts]
+
+
 def test_an_unreachable_scheduler_is_a_named_error_in_bounded_time() -> None:
     from pithledger.errors import SchedulerUnreachable
 
