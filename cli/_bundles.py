@@ -18,9 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Executor, Future
 from typing import IO, Any, NamedTuple
 
 import msgspec
@@ -30,13 +28,15 @@ from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_dec
 from pithledger.display import DisplayMetadata
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.events import copy_sha256
-from pithledger.store import Rejection, ignore_interrupts
+from pithledger.fanout import Fanout, current
+from pithledger.store import Rejection
 
 from ._output import Input, cannot_read, lines_framed, located, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
-#: Inputs of two regions or more are checked on worker processes, at most _AHEAD regions ahead.
+#: Inputs of two regions or more are checked on the run's workers, at most _AHEAD regions (or one per
+#: worker, if more) ahead.
 _AHEAD = 4
 
 _plain = msgspec.json.Decoder()
@@ -67,60 +67,33 @@ def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] 
     """Pass 1: (where, what was found) for every document of every file, or (where, error) for a
     file, line or bundle that cannot be read, decoded or is structurally wrong; fills ``plan``. The
     regions of a big input are checked on worker processes (all cores), in order."""
-    checker = _Checker(files)
+    fan = current()
+    owned = fan is None
+    fan = fan or Fanout.processes()
+    try:
+        total = sum(os.stat(item.path).st_size for item in files)
+    except OSError:
+        total = 0
+    checker = _Checker(fan, parallel=total >= 2 * REGION_BYTES)
     try:
         for n, item in enumerate(files):
             if n:
                 file_done()
             yield from _check_file(item, plan, checker)
     finally:
-        checker.close()
+        if owned:
+            fan.close()
 
 
-class _Checker:
-    """Checks regions on worker processes, when the inputs hold several regions and there are
-    cores, else here; a region whose worker died (killed, out of memory) is checked here, and so is
-    every later one."""
+class _Checker(NamedTuple):
+    """Where regions are checked: on the run's fan-out (ledger/fanout.py) when the inputs hold several
+    regions, else here; a region whose worker was lost is checked here, in its place."""
 
-    def __init__(self, files: list[Input]) -> None:
-        self.pool: Executor | None = None
-        try:
-            total = sum(os.stat(item.path).st_size for item in files)
-        except OSError:
-            return
-        if total < 2 * REGION_BYTES or (os.cpu_count() or 1) < 2:
-            return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    fan: Fanout
+    parallel: bool
 
-        try:
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-            self.pool = ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1), mp_context=context, initializer=ignore_interrupts)
-        except (OSError, ValueError):  # pragma: no cover - no processes here
-            self.pool = None
-
-    def submit(self, region: bytes, lineno: int, label: str) -> tuple[Future[_Found] | None, bytes, int, str]:
-        future = None
-        if self.pool is not None:
-            try:
-                future = self.pool.submit(_check_region, region, lineno, label)
-            except (BrokenExecutor, RuntimeError):
-                self.close()
-        return future, region, lineno, label
-
-    def result(self, task: tuple[Future[_Found] | None, bytes, int, str]) -> _Found:
-        future, region, lineno, label = task
-        if future is not None:
-            try:
-                return future.result()
-            except BrokenExecutor:
-                self.close()
-        return _check_region(region, lineno, label)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
+    def map(self, regions: Iterator[tuple[bytes, int, str]]) -> Iterator[_Found]:
+        return self.fan.map(_check_part, regions, parallel=self.parallel, ahead=max(_AHEAD, self.fan.workers))
 
 
 _Found = tuple[bytes, list[tuple[str, "Checked | PithledgerError"]]]
@@ -141,30 +114,31 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
         regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
         yield item.label, result
         return
-    running: deque[tuple[Future[_Found] | None, bytes, int, str]] = deque()
+    stopped: list[PithledgerError] = []
 
-    def take() -> Iterator[tuple[str, Checked | PithledgerError]]:
-        digest, found = checker.result(running.popleft())
-        regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
-        yield from found
-
-    with source:
+    def parts() -> Iterator[tuple[bytes, int, str]]:
         try:
             for lineno, region in _regions(source, item.label):
-                running.append(checker.submit(region, lineno, item.label))
-                while running and (len(running) > _AHEAD or running[0][0] is None or running[0][0].done()):
-                    yield from take()
-            while running:
-                yield from take()
+                yield region, lineno, item.label
         except PithledgerError as exc:  # a line over the size limit: the rest of the file is not read
-            while running:
-                yield from take()
-            regions.append(_Region(b"", False))
-            yield item.label, exc
+            stopped.append(exc)
+
+    with source:
+        for digest, found in checker.map(parts()):
+            regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
+            yield from found
+    if stopped:
+        regions.append(_Region(b"", False))
+        yield item.label, stopped[0]
 
 
-def _check_region(region: bytes, lineno: int, label: str) -> tuple[bytes, list[tuple[str, Checked | PithledgerError]]]:
-    """One region's digest and what each of its documents is (runs on a worker process)."""
+def _check_part(part: tuple[bytes, int, str]) -> _Found:
+    """:func:`_check_region` of (region, number of its first line, label): what runs on a worker."""
+    return _check_region(*part)
+
+
+def _check_region(region: bytes, lineno: int, label: str) -> _Found:
+    """One region's digest and what each of its documents is (pure: runs on a worker, or here)."""
     return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)]
 
 

@@ -102,6 +102,32 @@ def _plural(n: int, word: str, plural: str = "") -> str:
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
+#: Where the parallel work of a command runs (ledger/fanout.py, spec/storage.md §7): one definition
+#: for every command that fans out.
+WorkersOption = Annotated[Optional[int], typer.Option(
+    "--workers", metavar="N", min=0, show_default=False,
+    help="Worker processes for the pure parallel work (checking inputs, verifying, deriving states); 0 works in place "
+         "[default: all cores].")]
+SchedulerOption = Annotated[Optional[str], typer.Option(
+    "--scheduler", metavar="ADDRESS", show_default=False,
+    help="Run that work on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786; needs "
+         "pip install 'pithledger[dask]', and pithledger on its workers); the ledger is still written here.")]
+
+
+def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
+    """The context in which a command's ledger handles share the chosen executor (closed at the end)."""
+    from pithledger.fanout import Fanout, using
+
+    if workers is not None and scheduler:
+        raise UsageProblem("--workers and --scheduler both given", hint="give --scheduler to use a Dask cluster, or --workers N for this machine")
+    fan = Fanout.choose(workers, scheduler)
+    if scheduler:  # a lost worker or scheduler is handled (its parts redone here): Dask's logs of it are noise
+        import logging
+
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + ["distributed"]:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    return using(fan)
+
 
 
 def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
@@ -542,7 +568,7 @@ def apply(
     inputs: Annotated[list[str], typer.Argument(metavar="INPUT", help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
     batch_size: Annotated[int, typer.Option(metavar="EVENTS", help="Events per durable transaction.", min=1)] = 10_000,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Skip (and name) a file that cannot be read or decoded and a bundle with a structural fault, apply the rest, exit 1 at the end.")] = False,
-    as_json: JsonOption = False,
+    as_json: JsonOption = False, workers: WorkersOption = None, scheduler: SchedulerOption = None,
 ) -> None:
     """Verify and ingest bundles, idempotently: new events are appended, duplicates skipped.
 
@@ -559,6 +585,7 @@ def apply(
         skipped.append((where or exc.message.split(": ", 1)[0], exc))
 
     with ExitStack() as stack:
+        stack.enter_context(_fanout(workers, scheduler))
         try:
             files = spool_streams(expand_inputs(inputs, on_error=skip if keep_going else None), stack)
         except KeyboardInterrupt:
@@ -759,7 +786,8 @@ def _evidence_subject(ledger: Ledger, ident: str) -> str:
 @command(cls=Command)
 def rebuild(ctx: typer.Context, as_json: JsonOption = False,
             reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).")] = False,
-            force: Annotated[bool, typer.Option("--force", help="Rebuild a ledger already at this merge version too (e.g. after `fsck` found damage); each run keeps one more backup.")] = False) -> None:
+            force: Annotated[bool, typer.Option("--force", help="Rebuild a ledger already at this merge version too (e.g. after `fsck` found damage); each run keeps one more backup.")] = False,
+            workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
     """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
 
     Every received event is checked again under this version's rules and re-applied into a new ledger
@@ -771,7 +799,8 @@ def rebuild(ctx: typer.Context, as_json: JsonOption = False,
     from pithledger.store import rebuild as rebuild_ledger
 
     where = settings(ctx).ledger
-    counts = rebuild_ledger(where, reverify=reverify, force=force)
+    with _fanout(workers, scheduler):
+        counts = rebuild_ledger(where, reverify=reverify, force=force)
     if _json(ctx, as_json):
         emit_json(counts)
         return
@@ -861,18 +890,20 @@ def log(
 @command(cls=Command)
 def fsck(ctx: typer.Context, as_json: JsonOption = False,
          reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).")] = False,
-         repair: Annotated[bool, typer.Option("--repair", help="First recount the evidence usage counters from the evidence held (the one thing fsck repairs: local bookkeeping of the caps, outside consensus), naming what was wrong.")] = False) -> None:
+         repair: Annotated[bool, typer.Option("--repair", help="First recount the evidence usage counters from the evidence held (the one thing fsck repairs: local bookkeeping of the caps, outside consensus), naming what was wrong.")] = False,
+         workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
     from pithledger.store import Ledger
 
     path = settings(ctx).ledger
     repaired: list[str] = []
-    if repair:
-        with Ledger(path) as writer:
-            repaired = writer.repair_evidence_usage()
-    with _open(ctx, settled=True) as ledger:
-        problems = ledger.fsck(reverify=reverify)
-        counts = ledger.counts()
+    with _fanout(workers, scheduler):
+        if repair:
+            with Ledger(path) as writer:
+                repaired = writer.repair_evidence_usage()
+        with _open(ctx, settled=True) as ledger:
+            problems = ledger.fsck(reverify=reverify)
+            counts = ledger.counts()
     if _json(ctx, as_json):
         emit_json({"ok": not problems, "problems": problems, "events": counts["events"], "records": counts["records"],
                    "ledger": str(path)} | ({"repaired": repaired} if repair else {}))
@@ -985,7 +1016,8 @@ def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoRetur
 def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
          as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
          deadline: Annotated[float, _deadline_option()] = 3600.0,
-         log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None) -> None:
+         log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
+         workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
     """Fetch from a published mirror what this ledger lacks, walking only where digests differ.
 
     Every record either arrives or is named: skipped (unreadable, too large, about another record) or
@@ -997,7 +1029,7 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
 
     from ._witness import log_check, log_commit
 
-    with _open(ctx, write=True) as ledger:
+    with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
         before = ledger.counts()
         try:
@@ -1064,6 +1096,7 @@ def pull(
     as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 3600.0,
     log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
+    workers: WorkersOption = None, scheduler: SchedulerOption = None,
 ) -> None:
     """Fill the ledger from any Pith-shaped mirror, by the patterns of its pith-mirrors.json.
 
@@ -1081,7 +1114,7 @@ def pull(
     targets = _pull_targets(list(ids_given or []), ids_file)
     from ._witness import log_check, log_commit
 
-    with _open(ctx, write=True) as ledger:
+    with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         if not given and ledger.counts()["records"] == 0:
             raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
                                hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")

@@ -33,6 +33,7 @@ from .bundle import BUNDLE_TYPE, BUNDLE_VERSION, Bundle, read_bundle
 from .canonical import canonical_bytes, strict_decode
 from .errors import LedgerError, PithledgerError
 from .events import MAX_EVENT_BYTES, Verdict, check_event, claimed_event_id, subject_of
+from .fanout import Fanout
 from .record_doc import ACTIONS
 from .store import BatchWithdrawn, Ledger
 
@@ -112,16 +113,14 @@ class RateLimit:
 
 class ServingLedger(Ledger):
     """The server's one writing handle (py-lmdb refuses an environment opened twice in a process, so
-    reads share it). No worker processes: forking a server's threads is not safe, and a request's
-    events are few. Growing the map happens under ``gate``, which every read of the server holds
+    reads share it). Its pure work runs in place (ledger/fanout.py): forking a server's threads is not
+    safe, and a request's events are few. Growing the map happens under ``gate``, which every read of the server holds
     (LMDB: no transaction of this process may be open while the map is resized)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.gate = threading.RLock()
+        kwargs.setdefault("fanout", Fanout.in_place())
         super().__init__(*args, **kwargs)
-
-    def _process_pool(self) -> None:
-        return None
 
     def _grow(self) -> None:
         with self.gate:

@@ -314,3 +314,17 @@ class TileMismatch(TlogError):
 class OutsideTree(TlogError):
     code = "outside-tree"
     hint = "ask for an index below the tree size (and an old size not above the new one)"
+
+
+# --- where the parallel work runs (ledger/fanout.py) ---------------------------------------------------
+
+
+class DaskMissing(PithledgerError):
+    code = "dask-not-installed"
+    hint = "install the extra: pip install 'pithledger[dask]'"
+
+
+class SchedulerUnreachable(PithledgerError):
+    code = "scheduler-unreachable"
+    hint = ("check the address (e.g. tcp://host:8786) and that the scheduler is running and reachable from here; "
+            "or leave --scheduler out to work on this machine's cores (--workers N)")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pithledger import store
+from pithledger.fanout import Fanout
 from pithledger.audit import DEPTH, record_event_root
 from pithledger.errors import DerivationPending, NotFound
 from pithledger.events import make_event
@@ -79,12 +80,11 @@ def test_worker_process_killed_breaks_every_later_batch_of_the_handle(tmp_path: 
     _submit (same batch or any later batch: a long apply/rebuild) raises BrokenProcessPool from pool.submit."""
     monkeypatch.setattr(store, "_VERIFY_CHUNK", 2)
     monkeypatch.setattr(store, "_PROCESS_AFTER_CHUNKS", 1)
-    monkeypatch.setattr(store, "_WORKERS", 2)
     events = pool()
-    with Ledger(tmp_path / "l", create=True) as ledger:
+    with Fanout.processes(2) as fan, Ledger(tmp_path / "l", create=True, fanout=fan) as ledger:
         first = ledger.apply_batch(bundles_of(events[:6]), defer=True)
-        assert first.new > 0 and ledger._procs is not None
-        for pid in list(ledger._procs._processes):  # type: ignore[attr-defined]
+        assert first.new > 0 and fan.worker_pids()
+        for pid in fan.worker_pids():
             os.kill(pid, signal.SIGKILL)  # the OOM killer picks a worker
         time.sleep(0.5)
         ledger.apply_batch(bundles_of(events[6:]), defer=True)

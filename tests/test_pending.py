@@ -14,6 +14,7 @@ import lmdb
 import pytest
 
 from pithledger.canonical import canonical_bytes
+from pithledger.fanout import Fanout
 from pithledger.merge import reduce, reduce_all
 from pithledger import store
 from pithledger.store import Ledger, open_settled
@@ -131,16 +132,16 @@ def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_pa
     events = pool()
     got = []
     handed_over: list[int] = []
-    original = Ledger._on_workers
+    original = Fanout.map
 
-    def counting(self: Ledger, func: Any, parts: Any, *, parallel: bool) -> Any:
-        for results in original(self, func, parts, parallel=parallel):
+    def counting(self: Fanout, func: Any, parts: Any, *, parallel: bool = True, ahead: int | None = None) -> Any:
+        for results in original(self, func, parts, parallel=parallel, ahead=ahead):
             if func is store._derive_part and parallel:
                 assert self._procs is not None  # the parts went to processes
                 handed_over.append(len(results))
             yield results
 
-    monkeypatch.setattr(Ledger, "_on_workers", counting)
+    monkeypatch.setattr(Fanout, "map", counting)
     for on_workers in (False, True):
         handed_over.clear()
         with derive_on_workers(on_workers), Ledger(tmp_path / f"l{on_workers}", create=True) as ledger:
@@ -173,5 +174,5 @@ def test_a_worker_that_dies_while_deriving_changes_nothing(tmp_path: Path, monke
     with derive_on_workers(), Ledger(tmp_path / "l", create=True) as ledger:
         ledger.apply_batch(bundles_of(events), defer=True)
         ledger.finish()
-        assert ledger._no_procs  # the handle works in place from then on
+        assert ledger._fanout.lost  # the handle works in place from then on
         assert (states(ledger), ledger.root()) == want and ledger.fsck() == []

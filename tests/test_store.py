@@ -167,7 +167,7 @@ def test_fsck_names_a_tampered_state(tmp_path: Path, on_workers: bool) -> None:
             raw = zlib.decompress(txn.get(subject.encode(), db=ledger.db[b"state"]))  # states are stored compressed
             txn.put(subject.encode(), zlib.compress(raw.replace(b'"valid_event_count":3', b'"valid_event_count":4')), db=ledger.db[b"state"])
         assert ledger.fsck() == [f"state of {subject} differs from its recomputation from the log"]
-        assert (ledger._procs is not None) is on_workers
+        assert bool(ledger._fanout.worker_pids()) is on_workers
 
 
 @pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])

@@ -109,7 +109,7 @@ class _Fsck(_PendingWork, _Translog):
             parts = iter(log_part, [])
             check = functools.partial(_fsck_log_part, reverify=reverify)
             many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
-            for checked in self._on_workers(check, parts, parallel=many):
+            for checked in self._fanout.map(check, parts, parallel=many):
                 for seq, faults, key, tlog_entry in checked:
                     seen += 1
                     problems += faults
@@ -130,7 +130,7 @@ class _Fsck(_PendingWork, _Translog):
             subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
             many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
             leaves: dict[str, Pair] = {}
-            for found in self._on_workers(_fsck_state_part, self._input_parts(txn, subjects), parallel=many):
+            for found in self._fanout.map(_fsck_state_part, self._input_parts(txn, subjects), parallel=many):
                 for subject, same, pair in found:
                     if not same:
                         problems.append(f"state of {subject} differs from its recomputation from the log")

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import lmdb
 
 from ..errors import LedgerError, NoLedger, PithledgerError
+from ..fanout import Fanout, current
 from .entries import EvidenceLimits
 from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _TLOG, _check_new_ledger_dir
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
-
-if TYPE_CHECKING:  # imported where used: `state` starts without them (tens of ms)
-    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 
 class Ledger(_Log, _Reads, _Fsck):
@@ -26,9 +23,13 @@ class Ledger(_Log, _Reads, _Fsck):
     each part's class builds on the parts it calls. This class opens and closes the handle."""
 
     def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
-                 evidence_limits: EvidenceLimits = EvidenceLimits()) -> None:  # noqa: B008 - frozen
+                 evidence_limits: EvidenceLimits = EvidenceLimits(),  # noqa: B008 - frozen
+                 fanout: Fanout | None = None) -> None:
         """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
-        for an apply in another process (LMDB gives it the last committed snapshot)."""
+        for an apply in another process (LMDB gives it the last committed snapshot). ``fanout``: where
+        its pure parallel work runs (ledger/fanout.py; the caller closes it); default: the running
+        command's (``fanout.current()``: --workers, --scheduler), else the handle's own local workers on
+        all cores, started when first needed and closed with the handle."""
         self.path = Path(path)
         self._data_file = self.path.resolve() / "data.mdb"
         self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
@@ -45,10 +46,9 @@ class Ledger(_Log, _Reads, _Fsck):
         except OSError as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
         self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
-        self._pool: ThreadPoolExecutor | None = None
-        self._procs: ProcessPoolExecutor | None = None  # signature checks of big runs (see _signature_pool)
-        self._chunks_checked = 0
-        self._no_procs = False
+        shared = fanout or current()
+        self._own_fanout = shared is None
+        self._fanout = shared or Fanout.processes()
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
             layout = self._check_layout()  # before the other databases: an older layout may lack some
@@ -67,12 +67,8 @@ class Ledger(_Log, _Reads, _Fsck):
 
     def close(self) -> None:
         self._map_ranges = None
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-        if self._procs is not None:
-            self._procs.shutdown(cancel_futures=True)
-            self._procs = None
+        if self._own_fanout:
+            self._fanout.close()
         self.env.close()
 
     def __enter__(self) -> Ledger:

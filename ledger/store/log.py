@@ -28,7 +28,7 @@ from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Reje
 from .env import _RELEASE_EVERY, _event_key, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .translog import _Translog
-from .workers import _Pending, _VERIFY_CHUNK, _outcome
+from .workers import _PROCESS_AFTER_CHUNKS, _VERIFY_CHUNK, _verify_offers
 
 
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
@@ -83,7 +83,6 @@ class _Log(_PendingWork, _Translog):
         """A batch to fill bundle by bundle and commit as one transaction (what :meth:`apply_batch`
         does at once): each bundle's events are looked up and handed to the verifying threads as it
         is added, so signature checks run while the caller reads and decodes the next bundles."""
-        self._start_pool()
         return Batch(self)
 
     def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer], verdicts: dict[str, Verdict], offers: list[str],
@@ -219,8 +218,9 @@ class Batch:
         self._held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
         self._duplicate = 0
         self._chunk: list[tuple[bytes, str, bool]] = []  # candidates not yet handed to the workers
-        self._parts: list[_Pending[list[Verdict]]] = []  # verdicts of the candidates, a chunk each, in order
-        self._items: list[list[tuple[bytes, str, bool]]] = []  # what each part verifies (verified here if a worker died)
+        # the verdicts of the candidates, a chunk each, in order (ledger/fanout.py): on threads for a
+        # run's first chunks (a small apply does not pay for processes), then on the workers
+        self._verdicts = ledger._fanout.stream(_verify_offers, threads_first=_PROCESS_AFTER_CHUNKS - 1)
         self.events = 0  # events added
         self._released = 0  # self.events at the last _release_mapped_pages
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
@@ -260,8 +260,7 @@ class Batch:
     def _submit(self) -> None:
         if not self._chunk:
             return
-        self._parts.append(self._ledger._verify(self._chunk))
-        self._items.append(self._chunk)
+        self._verdicts.add(self._chunk)
         self._chunk = []
 
     def commit(self, *, defer: bool = False, admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
@@ -273,8 +272,7 @@ class Batch:
         (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written)."""
         self._submit()
         self._txn.abort()
-        checked = [v for part, items in zip(self._parts, self._items, strict=True)
-                   for v in _outcome(part, items)]
+        checked = [v for part in self._verdicts.results() for v in part]
         verdicts = dict(zip(self._candidates, checked, strict=True))
         while True:
             try:
@@ -288,5 +286,4 @@ class Batch:
     def abandon(self) -> None:
         """Drop the batch unwritten (the caller was interrupted)."""
         self._txn.abort()
-        for part in self._parts:
-            part.cancel()
+        self._verdicts.cancel()

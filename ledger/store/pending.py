@@ -99,7 +99,7 @@ class _PendingWork(_Views, _Workers):
         if not states:
             return None
         parts = self._input_parts(txn, states)
-        for results in self._on_workers(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
+        for results in self._fanout.map(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
             for derived, packed in results:
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
