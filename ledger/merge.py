@@ -9,13 +9,16 @@ Every rule is written in spec/merge.md.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import msgspec
 
 from . import ids
+from .audit import Pair, event_leaf, leaves_pair
 from .canonical import canonical_bytes
 from .events import Verdict
 
@@ -357,7 +360,8 @@ class Fold(msgspec.Struct, array_like=True):
     sha: str
     digest: str  # the record's canonical_sha256 (anchors are bound to it)
     receipts: int
-    ids: list[str]  # every own valid event id, sorted: the digest leaf's input
+    ids: list[str]  # every own valid event id, sorted
+    leaves: bytes  # audit.event_leaf of each, in that order: the digest leaf's input (spec/audit.md)
     starts: dict[str, int]
     lists: dict[str, list[tuple[str, str, int, int]]]
     members: dict[str, list[tuple[str, str]]]
@@ -366,16 +370,22 @@ class Fold(msgspec.Struct, array_like=True):
     ineffective: list[tuple[str, str, str]]  # (event_id, reason, revoked_event_id), event_id order
     unknown: list[tuple[str, str]]  # (event_id, event_type), event_id order
 
+    def pair(self) -> Pair:
+        """The record's digest leaf (audit.record_pair of its ids and state), from the kept leaf hashes."""
+        return leaves_pair(self.leaves, self.sha)
 
+
+_Meta = tuple[str, str, int, int]  # (created_at, event_id, flag, length of the canonical view bytes)
 _Item = tuple[str, str, int, bytes]  # (created_at, event_id, flag, canonical view bytes)
+_List = tuple[bytes, list[_Meta]]  # a list's canonical bytes and what Fold keeps of its views
 
 
 class _Work(msgspec.Struct):
     digest: str
     receipts: int
     ids: list[str]
-    lists: dict[str, list[_Item]]  # a list left as one slice of the old state is under ``whole``
-    whole: dict[str, tuple[bytes, list[tuple[str, str, int, int]]]]
+    leaves: bytes
+    lists: dict[str, _List]
     members: dict[str, list[tuple[str, str]]]
     static: dict[str, bytes]
     revoked: bytes
@@ -417,6 +427,11 @@ def _chosen(members: Sequence[tuple[str, str]]) -> tuple[str, str]:
     return min(m for m in members if m[0] == latest)
 
 
+def _as_list(items: list[_Item]) -> _List:
+    items.sort()  # (created_at, event_id) is unique: the order of §4, compared in C
+    return b"[" + b",".join(item[3] for item in items) + b"]", [(a, b, c, len(v)) for a, b, c, v in items]
+
+
 def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] = ()) -> tuple[bytes, Fold] | None:
     """The canonical bytes of ``reduce(pith_number, entries, inbound)`` and their :class:`Fold`; None for a
     pending record (it is derived in full until its record_created arrives)."""
@@ -440,7 +455,7 @@ def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry
         "source_aliases": canonical_bytes([{"alias_kind": k, "alias_value": v, "created_at": when} for k, v in
                                            ids.aliases(rec["id"], rec["version"], ids.suffix_of_pith_number(pith_number)).items()]),
     }
-    lists: dict[str, list[_Item]] = {key: [] for key in FOLD_LISTS}
+    items: dict[str, list[_Item]] = {key: [] for key in FOLD_LISTS}
     members: dict[str, list[tuple[str, str]]] = defaultdict(list)
     best: dict[str, Entry] = {}
     for e in eff.standing:
@@ -452,17 +467,50 @@ def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry
             if b is None or _pick_latest([b, e]) is e:
                 best[key] = e
         elif kind in SLOTS and (kind != "timestamp_anchor" or e.verdict.facts["digest"] == digest):
-            lists[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
+            items[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
     for key, e in best.items():
-        lists[_SINGLE[e.verdict.event_type][1]].append(_item(e, _view(e)))
-    lists["inbound_citations"] = [_inbound_item(e) for e in dedup(inbound)]
-    for items in lists.values():
-        items.sort(key=lambda item: (item[0], item[1]))
-    work = _Work(digest=digest, receipts=len(receipts), ids=[e.event_id for e in events], lists=lists, whole={},
-                 members=dict(members), static=static, revoked=canonical_bytes(sorted(eff.revoked)),
+        items[_SINGLE[e.verdict.event_type][1]].append(_item(e, _view(e)))
+    items["inbound_citations"] = [_inbound_item(e) for e in dedup(inbound)]
+    event_ids = [e.event_id for e in events]
+    work = _Work(digest=digest, receipts=len(receipts), ids=event_ids, leaves=b"".join(map(event_leaf, event_ids)),
+                 lists={key: _as_list(v) for key, v in items.items()}, members=dict(members), static=static,
+                 revoked=canonical_bytes(sorted(eff.revoked)),
                  ineffective=[(r["event_id"], r["reason"], r["revoked_event_id"]) for r in eff.ineffective],
                  unknown=[(e.event_id, e.verdict.event_type) for e in events if e.verdict.facts.get("unknown_kind")])
     return _render(pith_number, work)
+
+
+def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], drop: set[str]) -> _List | None:
+    """A stored list (its views at ``start`` in ``data``, described by ``metas``) with ``added`` views
+    inserted in order and the views of ``drop`` removed. Runs of kept views are copied as they are, so the
+    cost is in the views added and dropped, not in the list's length. None if ``data`` does not hold it."""
+    ends = list(accumulate((m[3] + 1 for m in metas), initial=start + 1))  # where each view starts, and the end
+    close = ends[-1] - 1 if metas else ends[-1]
+    if data[start:start + 1] != b"[" or data[close:close + 1] != b"]":
+        return None
+    ops: list[tuple[int, int, _Item | None]] = [(bisect_left(metas, item[:2]), 1, item) for item in sorted(added)]
+    if drop:
+        ops += [(i, 0, None) for i, m in enumerate(metas) if m[1] in drop]
+    ops.sort(key=lambda op: (op[0], op[1]))
+    chunks: list[bytes] = []
+    out: list[_Meta] = []
+    at = 0
+
+    def keep(upto: int) -> None:
+        if upto > at:
+            chunks.append(data[ends[at]:ends[upto] - 1])
+            out.extend(metas[at:upto])
+
+    for index, kind, item in ops:
+        keep(index)
+        at = max(at, index)
+        if item is None:
+            at = index + 1
+        else:
+            chunks.append(item[3])
+            out.append((item[0], item[1], item[2], len(item[3])))
+    keep(len(metas))
+    return b"[" + b",".join(chunks) + b"]", out
 
 
 def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inbound_added: Iterable[Entry] = (),
@@ -480,9 +528,8 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
     fresh = [e for e in dedup(new) if e.event_id not in held]
     fresh_ids = {e.event_id for e in fresh}
     added: dict[str, list[_Item]] = defaultdict(list)
-    members = {k: list(v) for k, v in stored.members.items()}
+    members = dict(stored.members)
     touched: dict[str, Entry] = {}  # fresh events of single-valued slots, by id
-    slots_touched: set[str] = set()
     ineffective = list(stored.ineffective)
     unknown = list(stored.unknown)
     for e in fresh:
@@ -497,13 +544,13 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
         elif e.verdict.facts.get("unknown_kind"):
             unknown.append((e.event_id, kind))
         elif (key := _slot_key(e)) is not None:
-            members.setdefault(key, []).append((e.event["created_at"], e.event_id))
+            members[key] = [*members.get(key, []), (e.event["created_at"], e.event_id)]
             touched[e.event_id] = e
-            slots_touched.add(key)
         elif kind in SLOTS and (kind != "timestamp_anchor" or e.verdict.facts["digest"] == stored.digest):
             added[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
     dropped: dict[str, set[str]] = defaultdict(set)
-    for key in slots_touched:
+    for key in {_slot_key(e) for e in touched.values()}:
+        assert key is not None
         old = stored.members.get(key)
         now = _chosen(members[key])
         if old and _chosen(old) == now:
@@ -514,39 +561,38 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
             dropped[lst].add(_chosen(old)[1])
         added[lst].append(_item(e, _view(e)))
     gone = set(inbound_removed)
-    have_in = {item[1] for item in stored.lists["inbound_citations"]} - gone
+    have_in = {m[1] for m in stored.lists["inbound_citations"]} - gone
     for e in dedup(inbound_added):
         if e.event_id not in have_in:
             added["inbound_citations"].append(_inbound_item(e))
             have_in.add(e.event_id)
     if gone:
         dropped["inbound_citations"] |= gone
-    lists: dict[str, list[_Item]] = {}
-    whole: dict[str, tuple[bytes, list[tuple[str, str, int, int]]]] = {}
+    lists: dict[str, _List] = {}
     for key in FOLD_LISTS:
-        items = stored.lists[key]
-        start = stored.starts[key]
-        size = sum(item[3] for item in items) + max(len(items) - 1, 0) + 2
-        if key not in added and not dropped.get(key):
-            whole[key] = (state[start:start + size], items)
-            continue
-        if state[start:start + 1] != b"[" or state[start + size - 1:start + size] != b"]":
-            return None
-        out: list[_Item] = []
-        pos = start + 1
-        drop = dropped.get(key, set())
-        for created_at, event_id, flag, n in items:
-            if event_id not in drop:
-                out.append((created_at, event_id, flag, state[pos:pos + n]))
-            pos += n + 1
-        out += added.get(key, [])
-        out.sort(key=lambda item: (item[0], item[1]))
-        lists[key] = out
+        metas, start = stored.lists[key], stored.starts[key]
+        if key in added or dropped.get(key):
+            spliced = _splice(state, start, metas, added.get(key, []), dropped.get(key, set()))
+            if spliced is None:
+                return None
+            lists[key] = spliced
+        else:
+            lists[key] = (state[start:start + sum(m[3] for m in metas) + max(len(metas) - 1, 0) + 2], metas)
+    # the id list and its leaf hashes, with the fresh ones inserted in id order
+    at, event_ids, leaves = 0, [], []
+    for eid in sorted(fresh_ids):
+        i = bisect_left(stored.ids, eid)
+        event_ids += stored.ids[at:i]
+        leaves.append(stored.leaves[32 * at:32 * i])
+        event_ids.append(eid)
+        leaves.append(event_leaf(eid))
+        at = i
+    event_ids += stored.ids[at:]
+    leaves.append(stored.leaves[32 * at:])
     ineffective.sort()
     unknown.sort()
-    work = _Work(digest=stored.digest, receipts=stored.receipts, ids=sorted(stored.ids + sorted(fresh_ids)), lists=lists,
-                 whole=whole, members=members, static=stored.static, revoked=stored.revoked, ineffective=ineffective,
-                 unknown=unknown)
+    work = _Work(digest=stored.digest, receipts=stored.receipts, ids=event_ids, leaves=b"".join(leaves), lists=lists,
+                 members=members, static=stored.static, revoked=stored.revoked, ineffective=ineffective, unknown=unknown)
     return _render(pith_number, work)
 
 
@@ -598,28 +644,23 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
                     q["cited_pith_number"] = cited
                 equivocations.append(q)
     equivocations.sort(key=lambda q: (q["slot"], q["signer"], q.get("cited_pith_number", ""), q["created_at"]))
-    flags = {k: [(a, b, c, len(v)) for a, b, c, v in items] for k, items in w.lists.items()}
-    flags |= {k: items for k, (_, items) in w.whole.items()}
-    count = {k: len(v) for k, v in flags.items()}
+    metas = {k: m for k, (_, m) in w.lists.items()}
 
     def marked(k: str) -> int:
-        return sum(item[2] for item in flags[k])
+        return sum(m[2] for m in metas[k])
 
     status, badges = _status_of(_Counts(
-        authors=count["author_attestations"], strong=marked("author_attestations"), anchors=count["timestamp_anchors"],
-        bitcoin=marked("timestamp_anchors"), citations=count["citations"], formal=marked("replication_records"),
-        snapshots=count["graph_snapshots"], receipts=w.receipts, replications=count["replication_records"],
-        storage=count["storage_attestations"]))
-    pieces = dict(w.static)
-    pieces |= {k: b"[" + b",".join(item[3] for item in items) + b"]" for k, items in w.lists.items()}
-    pieces |= {k: data for k, (data, _) in w.whole.items()}
+        authors=len(metas["author_attestations"]), strong=marked("author_attestations"),
+        anchors=len(metas["timestamp_anchors"]), bitcoin=marked("timestamp_anchors"), citations=len(metas["citations"]),
+        formal=marked("replication_records"), snapshots=len(metas["graph_snapshots"]), receipts=w.receipts,
+        replications=len(metas["replication_records"]), storage=len(metas["storage_attestations"])))
+    pieces = dict(w.static) | {k: data for k, (data, _) in w.lists.items()}
     pieces["verification_status"] = canonical_bytes(status)
     pieces["badges"] = canonical_bytes(badges)
     current_parts, current_at = _obj(pieces)
-    current = b"".join(current_parts)
     n = canonical_bytes(len(w.ids))
     top = {
-        "current": current,
+        "current": b"".join(current_parts),
         "equivocation_count": canonical_bytes(len(equivocations)),
         "equivocations": canonical_bytes(equivocations),
         "event_count": n,
@@ -635,13 +676,13 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
         "valid_event_count": n,
     }
     h = hashlib.sha256()
-    for part in _obj(top)[0]:
+    for part in _obj(top)[0]:  # the document without state_sha256, hashed without joining it
         h.update(part)
     sha = h.hexdigest()
     top["state_sha256"] = canonical_bytes(sha)
     parts, at = _obj(top)
     data = b"".join(parts)
-    starts = {k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS}
     return data, Fold(version=FOLD_VERSION, size=len(data), sha_at=at["state_sha256"] + 1, sha=sha, digest=w.digest,
-                      receipts=w.receipts, ids=w.ids, starts=starts, lists={k: flags[k] for k in FOLD_LISTS},
-                      members=w.members, static=w.static, revoked=w.revoked, ineffective=w.ineffective, unknown=w.unknown)
+                      receipts=w.receipts, ids=w.ids, leaves=w.leaves, starts={k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS},
+                      lists=metas, members=w.members, static=w.static, revoked=w.revoked, ineffective=w.ineffective,
+                      unknown=w.unknown)

@@ -149,7 +149,7 @@ def test_a_fold_after_every_batch_equals_the_full_derivation(batches: list[list[
         else:
             assert got is not None
             assert got[0] == canonical_bytes(want)
-            assert record_pair(got[1].ids, want["state_sha256"]) == leaf(own(seen), want["state_sha256"])
+            assert got[1].pair() == record_pair(got[1].ids, want["state_sha256"]) == leaf(own(seen), want["state_sha256"])
             stored = (got[0], _codec[1].decode(_codec[0].encode(got[1])))  # as the ledger stores it
         inbound = now
 
