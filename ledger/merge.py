@@ -345,14 +345,15 @@ _SINGLE = {"citation_signature": ("citation", "citations"), "graph_snapshot": ("
 _CURRENT_AT = len(b'{"current":')  # "current" sorts first among the state's keys
 
 
-class Fold(msgspec.Struct, array_like=True):
+class Fold(msgspec.Struct):
     """What folding new events into a present record's stored state needs beside the state bytes.
 
     Outside consensus: it only locates and classifies what the state already holds. ``lists``: per key of
     FOLD_LISTS, (created_at, event_id, flag, length of the view's canonical bytes) of each view in order
     (flag: a strong author attestation, a Bitcoin-claiming anchor, a succeeded formal_bridge replication);
     ``starts``: where each list's ``[`` is in the state bytes; ``members``: every standing event of each
-    single-valued slot ("slot\\0signer\\0cited"), as (created_at, event_id)."""
+    single-valued slot ("slot\\0signer\\0cited"), as (created_at, event_id). Encoded as a map, so a
+    reader may decode only the fields it needs (:class:`FoldCitations`)."""
 
     version: int
     size: int  # length of the state bytes described
@@ -596,7 +597,15 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
     return _render(pith_number, work)
 
 
-def fold_outbound(stored: Fold, new: Iterable[Entry]) -> list[tuple[str, str]] | None:
+class FoldCitations(msgspec.Struct):
+    """The fields of a :class:`Fold` that :func:`fold_outbound` reads (decoding the views' part is skipped)."""
+
+    ids: list[str]
+    members: dict[str, list[tuple[str, str]]]
+    ineffective: list[tuple[str, str, str]]
+
+
+def fold_outbound(stored: Fold | FoldCitations, new: Iterable[Entry]) -> list[tuple[str, str]] | None:
     """(cited, event_id) of the record's standing outbound citations once ``new`` is folded, sorted (what
     :func:`outbound_citations` gives over all its events), from its Fold; None where a revocation could
     apply (a new one, or a new event a held one waits for)."""
