@@ -10,7 +10,7 @@ import lmdb
 
 from ..errors import LedgerError, NoLedger, PithledgerError
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _check_new_ledger_dir
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _check_new_ledger_dir
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -39,7 +39,8 @@ class Ledger(_Log, _Reads, _Fsck):
             _check_new_ledger_dir(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS), map_size=map_size, subdir=True, readonly=readonly)
+            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True,
+                                 readonly=readonly)
         except lmdb.Error as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
         except OSError as exc:
@@ -54,6 +55,11 @@ class Ledger(_Log, _Reads, _Fsck):
             layout = self._check_layout()  # before the other databases: an older layout may lack some
             self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
                             if layout == LAYOUT_VERSION or name not in _PENDING})
+            for name, dup in _OPTIONAL.items():
+                try:
+                    self.db[name] = self.env.open_db(name, dupsort=dup, create=not readonly)
+                except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
+                    pass
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None

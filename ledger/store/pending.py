@@ -13,7 +13,7 @@ import lmdb
 from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
-from .views import _Views, _derive_part
+from .views import _Views, _derive, _derive_part, _pack_state
 from .workers import _PARALLEL_STATES, _Workers
 
 
@@ -98,9 +98,13 @@ class _PendingWork(_Views, _Workers):
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        parts = self._input_parts(txn, states)
+        parts = self._input_parts(txn, states, incremental=True)
         for results in self._on_workers(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
-            for derived, packed in results:
+            for subject, derived, packed in results:
+                if derived is None:  # the fold fell back (spec/merge.md §10): the record's whole inputs, derived here
+                    derived = _derive(self._gather(txn, subject))
+                    assert derived is not None  # without a Fold, a full derivation
+                    packed = _pack_state(derived.state)
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)

@@ -17,9 +17,9 @@ from .. import ids
 from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..canonical import canonical_bytes
 from ..errors import LedgerError
-from ..merge import Entry, outbound_citations, reduce
+from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
-from .env import _Environment, _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import _Environment, _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
 from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES
 
 
@@ -35,21 +35,66 @@ class _Derived(NamedTuple):
     pair: bytes  # its digest leaf (msgpack Pair)
     old_keys: list[tuple[bytes, bytes]]  # lookup index entries of the state it replaces
     new_keys: list[tuple[bytes, bytes]]
+    fold: bytes | None = None  # the _FoldEntry to keep beside the state (None: delete any)
 
 
 class _Inputs(NamedTuple):
-    """What deriving one record reads, as stored (gathered by the writer, see Ledger._gather)."""
+    """What deriving one record reads, as stored (gathered by the writer, see Ledger._gather).
+
+    With ``fold`` (the Fold of its stored state, spec/storage.md §3.3), ``own`` and ``inbound`` hold only
+    what came since: its log entries after the last one folded, and its new standing inbound citations."""
 
     subject: str
     own: list[bytes]  # LogEntry (msgpack) of each of its events, in log order
     inbound: list[bytes]  # LogEntry of each standing citation naming it
     old_state: bytes | None  # its stored (compressed) state, if any
+    fold: bytes | None = None  # msgpack Fold of the stored state
+    inbound_removed: list[str] = []  # event ids of the folded inbound citations that no longer stand
+    last_seq: int = -1  # the record's last log entry read
+    inbound_ids: bytes = b""  # the 32-byte id digests of every standing inbound citation, sorted
 
 
-def _derive(inputs: _Inputs) -> _Derived:
+class _FoldEntry(msgspec.Struct, array_like=True):
+    """A ``fold`` database value (spec/storage.md §3.3): the record's last log entry folded, the inbound
+    citations folded (32-byte id digests, sorted), and the Fold (msgpack) of its stored state."""
+
+    last_seq: int
+    inbound: bytes
+    fold: bytes
+
+
+_fold_encoder = msgspec.msgpack.Encoder()
+_fold_decoder = msgspec.msgpack.Decoder(Fold)
+_fold_citations_decoder = msgspec.msgpack.Decoder(FoldCitations)
+_fold_entry_decoder = msgspec.msgpack.Decoder(_FoldEntry)
+
+
+def _derive(inputs: _Inputs) -> _Derived | None:
     """One record's state, digest leaf and lookup index entries from its stored inputs. Pure: the
-    same function runs on the writer's thread and on the worker processes."""
-    subject, own, inbound, old = inputs
+    same function runs on the writer's thread and on the worker processes. With a Fold, the new events
+    are folded into the stored state; None where the fold falls back (spec/merge.md §10): the writer then
+    derives from the record's whole inputs."""
+    return _derive_as(inputs, reference=False)
+
+
+def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
+    """:func:`_derive`; ``reference``: by the reducer itself, never a fold (fsck)."""
+    subject, own, inbound, old = inputs[:4]
+    entries = [_entry_decoder.decode(raw).entry() for raw in own]
+    inbound_entries = [_entry_decoder.decode(raw).entry() for raw in inbound]
+    if inputs.fold is not None and not reference:
+        if old is None:
+            return None
+        try:
+            got = fold(subject, _unpack_state(old), _fold_decoder.decode(inputs.fold), entries, inbound_entries,
+                       inputs.inbound_removed)
+        except (LedgerError, msgspec.DecodeError):  # a damaged state or Fold: derive in full (fsck names a bad state)
+            return None
+        if got is None:
+            return None
+        data, folded = got
+        # a fold never changes record_status or the aliases: the lookup index entries stay as they are
+        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], _fold_entry(inputs, folded))
     # the lookup indexes follow the state: a record revoked away leaves them all
     old_keys = []
     if old is not None:
@@ -57,18 +102,27 @@ def _derive(inputs: _Inputs) -> _Derived:
             old_keys = _stored_index_keys(subject, old)
         except LedgerError:  # a damaged stored state: its index entries cannot be known (fsck names them)
             pass
-    entries = [_entry_decoder.decode(raw).entry() for raw in own]
-    state = reduce(subject, entries, [_entry_decoder.decode(raw).entry() for raw in inbound])
-    pair = record_pair((e.event_id for e in entries), state["state_sha256"])
-    return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+    full = None if reference else fold_all(subject, entries, inbound_entries)
+    if full is None:  # a pending record (or fsck): the reducer
+        state = reduce(subject, entries, inbound_entries)
+        pair = record_pair((e.event_id for e in entries), state["state_sha256"])
+        return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+    data, folded = full
+    aliases = _json_decoder.decode(folded.static["source_aliases"])
+    new_keys = _index_keys(subject, {"record_status": "present", "current": {"source_aliases": aliases}})
+    return _Derived(subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_entry(inputs, folded))
 
 
-def _derive_part(part: list[_Inputs]) -> list[tuple[_Derived, bytes]]:
-    """Worker process: derive and compress a part of a finishing step's records."""
+def _fold_entry(inputs: _Inputs, folded: Fold) -> bytes:
+    return _fold_encoder.encode(_FoldEntry(inputs.last_seq, inputs.inbound_ids, _fold_encoder.encode(folded)))
+
+
+def _derive_part(part: list[_Inputs]) -> list[tuple[str, _Derived | None, bytes]]:
+    """Worker process: derive and compress a part of a finishing step's records (None: a fold fell back)."""
     out = []
     for inputs in part:
         derived = _derive(inputs)
-        out.append((derived, _pack_state(derived.state)))
+        out.append((inputs.subject, derived, _pack_state(derived.state) if derived is not None else b""))
     return out
 
 
@@ -138,7 +192,7 @@ class _Views(_Environment):
         it receives events; the ``inbound`` index then lets a cited record's state read exactly its
         standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        new, old = self._outbound(txn, subject), self._stored_outbound(txn, subject)
+        new, old = self._outbound(txn, subject, incremental=True), self._stored_outbound(txn, subject)
         if new == old:
             return changed
         for cited, eid in set(old) - set(new):
@@ -153,7 +207,7 @@ class _Views(_Environment):
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
-    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str]) -> Iterator[list[_Inputs]]:
+    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str], *, incremental: bool = False) -> Iterator[list[_Inputs]]:
         """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of _DERIVE_PART records or
         _DERIVE_PART_ENTRIES log entries, for :func:`_derive` here or on the worker processes. A step
         writes no input of another record's derivation and reads each record's old state before
@@ -161,7 +215,7 @@ class _Views(_Environment):
         part: list[_Inputs] = []
         entries = read = 0
         for subject in subjects:
-            inputs = self._gather(txn, subject)
+            inputs = self._gather(txn, subject, incremental=incremental)
             part.append(inputs)
             entries += len(inputs.own) + len(inputs.inbound)
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
@@ -173,13 +227,37 @@ class _Views(_Environment):
         if part:
             yield part
 
-    def _outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
+    def _outbound(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> list[tuple[str, str]]:
         """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds.
 
         Only citations and revocations can decide which citations stand (a revocation of any other
-        event revokes no citation), so only they are decoded, picked by their stored facts."""
+        event revokes no citation), so only they are decoded, picked by their stored facts.
+        ``incremental``: from the record's stored Fold and its events since, where that is enough
+        (spec/merge.md §10)."""
+        stored = self._fold_entry(txn, subject) if incremental else None
+        if stored is not None:
+            try:
+                light = _fold_citations_decoder.decode(stored.fold)
+            except msgspec.DecodeError:
+                light = None
+            if light is not None:
+                got = fold_outbound(light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                if got is not None:
+                    return got
         entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
         return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
+
+    def _fold_entry(self, txn: lmdb.Transaction, subject: str) -> _FoldEntry | None:
+        """The record's stored fold entry; None where there is none or it is unreadable (derive in full)."""
+        if b"fold" not in self.db:
+            return None
+        raw = txn.get(subject.encode(), db=self.db[b"fold"])
+        if raw is None:
+            return None
+        try:
+            return _fold_entry_decoder.decode(raw)
+        except msgspec.DecodeError:
+            return None
 
     def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
         raw = txn.get(subject.encode(), db=self.db[b"outcite"])
@@ -199,16 +277,46 @@ class _Views(_Environment):
                     raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
                 yield bytes(seq)
 
-    def _gather(self, txn: lmdb.Transaction, subject: str) -> _Inputs:
+    def _gather(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> _Inputs:
         """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
-        only reads; the workers decode)."""
-        own = []
+        only reads; the workers decode). ``incremental``: where the record has a Fold, only what came
+        since it was made (spec/storage.md §3.3)."""
+        raw = txn.get(subject.encode(), db=self.db[b"state"])
+        old = bytes(raw) if raw is not None else None
+        stored = self._fold_entry(txn, subject) if incremental and old is not None else None
+        seqs = list(self._subject_seqs(txn, subject, after=stored.last_seq if stored is not None else -1))
+        own = [self._raw_entry(txn, seq) for seq in seqs]
+        last = int.from_bytes(seqs[-1], "big") if seqs else (stored.last_seq if stored is not None else -1)
+        digests = sorted(self._inbound_digests(txn, subject))
+        if stored is None:
+            inbound = [self._inbound_entry(txn, subject, d) for d in digests]
+            return _Inputs(subject, own, inbound, old, last_seq=last, inbound_ids=b"".join(digests))
+        before = {stored.inbound[i:i + 32] for i in range(0, len(stored.inbound), 32)}
+        inbound = [self._inbound_entry(txn, subject, d) for d in digests if d not in before]
+        removed = sorted("sha256:" + d.hex() for d in before.difference(digests))
+        return _Inputs(subject, own, inbound, old, stored.fold, removed, last, b"".join(digests))
+
+    def _subject_seqs(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[bytes]:
+        """The log keys of the record's events, in log order; ``after``: only those past that entry (the
+        ``subject`` index is a dupsort of big-endian seqs, so the cursor starts there)."""
         cursor = txn.cursor(db=self.db[b"subject"])
+        found = cursor.set_key(subject.encode()) if after < 0 else cursor.set_range_dup(subject.encode(), _u64(after + 1))
+        if found:
+            for seq in cursor.iternext_dup():
+                yield bytes(seq)
+
+    def _inbound_digests(self, txn: lmdb.Transaction, subject: str) -> Iterator[bytes]:
+        """The 32-byte id digests of the standing citations naming ``subject`` (the inbound index)."""
+        cursor = txn.cursor(db=self.db[b"inbound"])
         if cursor.set_key(subject.encode()):
-            own = [self._raw_entry(txn, bytes(seq)) for seq in cursor.iternext_dup()]
-        inbound = [self._raw_entry(txn, seq) for seq in self._inbound_seqs(txn, subject)]
-        old = txn.get(subject.encode(), db=self.db[b"state"])
-        return _Inputs(subject, own, inbound, bytes(old) if old is not None else None)
+            for digest in cursor.iternext_dup():
+                yield bytes(digest)
+
+    def _inbound_entry(self, txn: lmdb.Transaction, subject: str, digest: bytes) -> bytes:
+        seq = txn.get(digest, db=self.db[b"ids"])
+        if seq is None:
+            raise LedgerError(f"an inbound citation of {subject} names event {digest.hex()}, which the log lacks (damaged ledger)")
+        return self._raw_entry(txn, bytes(seq))
 
     def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
         raw = txn.get(seq, db=self.db[b"log"])
@@ -224,6 +332,11 @@ class _Views(_Environment):
         for index_key, db in d.new_keys:
             txn.put(index_key, key, db=self.db[db])
         txn.put(key, packed, db=self.db[b"state"])
+        if b"fold" in self.db:
+            if d.fold is not None:
+                txn.put(key, d.fold, db=self.db[b"fold"])
+            else:  # a pending record: derived in full until its record_created arrives
+                txn.delete(key, db=self.db[b"fold"])
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
@@ -261,11 +374,9 @@ class _Views(_Environment):
         """The entries of one subject."""
         return [entry.entry() for entry in self._log_entries(txn, subject)]
 
-    def _log_entries(self, txn: lmdb.Transaction, subject: str) -> Iterator[LogEntry]:
-        cursor = txn.cursor(db=self.db[b"subject"])
-        if cursor.set_key(subject.encode()):
-            for seq in cursor.iternext_dup():
-                yield self._log_entry(txn, bytes(seq))
+    def _log_entries(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[LogEntry]:
+        for seq in self._subject_seqs(txn, subject, after=after):
+            yield self._log_entry(txn, seq)
 
     def _log_entry(self, txn: lmdb.Transaction, seq: bytes) -> LogEntry:
         return _entry_decoder.decode(self._raw_entry(txn, seq))
