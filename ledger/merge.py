@@ -356,6 +356,7 @@ class Fold(msgspec.Struct):
     reader may decode only the fields it needs (:class:`FoldCitations`)."""
 
     version: int
+    pith_number: str  # the record it describes
     size: int  # length of the state bytes described
     sha_at: int  # where their state_sha256 (hex) is
     sha: str
@@ -521,7 +522,7 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
     :func:`reduce` gives), and their :class:`Fold`. None ("fall back": derive in full) where an arrival can
     undo or reorder what is folded (spec/merge.md §10), or where ``state`` is not the state ``stored``
     describes. ``new`` may hold junk and events already folded: only valid new ids count."""
-    if (stored.version != FOLD_VERSION or len(state) != stored.size
+    if (stored.version != FOLD_VERSION or stored.pith_number != pith_number or len(state) != stored.size
             or state[stored.sha_at:stored.sha_at + len(stored.sha)] != stored.sha.encode()):
         return None
     held = set(stored.ids)
@@ -600,15 +601,18 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
 class FoldCitations(msgspec.Struct):
     """The fields of a :class:`Fold` that :func:`fold_outbound` reads (decoding the views' part is skipped)."""
 
+    pith_number: str
     ids: list[str]
     members: dict[str, list[tuple[str, str]]]
     ineffective: list[tuple[str, str, str]]
 
 
-def fold_outbound(stored: Fold | FoldCitations, new: Iterable[Entry]) -> list[tuple[str, str]] | None:
+def fold_outbound(pith_number: str, stored: Fold | FoldCitations, new: Iterable[Entry]) -> list[tuple[str, str]] | None:
     """(cited, event_id) of the record's standing outbound citations once ``new`` is folded, sorted (what
     :func:`outbound_citations` gives over all its events), from its Fold; None where a revocation could
-    apply (a new one, or a new event a held one waits for)."""
+    apply (a new one, or a new event a held one waits for), or where ``stored`` is another record's."""
+    if stored.pith_number != pith_number:
+        return None
     held = set(stored.ids)
     waiting = {target for _, reason, target in stored.ineffective if reason == "target-not-held"}
     members = dict(stored.members)
@@ -691,7 +695,7 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
     top["state_sha256"] = canonical_bytes(sha)
     parts, at = _obj(top)
     data = b"".join(parts)
-    return data, Fold(version=FOLD_VERSION, size=len(data), sha_at=at["state_sha256"] + 1, sha=sha, digest=w.digest,
+    return data, Fold(version=FOLD_VERSION, pith_number=pith_number, size=len(data), sha_at=at["state_sha256"] + 1, sha=sha, digest=w.digest,
                       receipts=w.receipts, ids=w.ids, leaves=w.leaves, starts={k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS},
                       lists=metas, members=w.members, static=w.static, revoked=w.revoked, ineffective=w.ineffective,
                       unknown=w.unknown)

@@ -139,7 +139,7 @@ def test_a_fold_after_every_batch_equals_the_full_derivation(batches: list[list[
             event("folded" if got is not None else "fell back")
             if got is not None:
                 light = msgspec.msgpack.decode(_codec[0].encode(stored[1]), type=FoldCitations)  # as the ledger reads it
-                outbound = fold_outbound(light, own(batch))
+                outbound = fold_outbound(SUBJECT, light, own(batch))
                 if outbound is not None:
                     assert outbound == sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(own(seen)))
         if got is None:
@@ -197,6 +197,8 @@ def test_a_fold_of_another_state_falls_back() -> None:
     same_shape = stored[0].replace(stored[1].sha.encode(), b"0" * 64)  # another state_sha256, every list in place
     assert fold(SUBJECT, same_shape, stored[1], _realistic(40, 3)) is None
     assert fold(SUBJECT, stored[0], stored[1], _realistic(40, 3)) is not None
+    assert fold(P[1], stored[0], stored[1], _realistic(40, 3)) is None  # another record's
+    assert fold_outbound(P[1], stored[1], []) is None and fold_outbound(SUBJECT, stored[1], []) is not None
     assert fold(SUBJECT, stored[0], msgspec.structs.replace(stored[1], version=0), _realistic(40, 3)) is None
 
 

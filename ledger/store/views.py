@@ -241,7 +241,7 @@ class _Views(_Environment):
             except msgspec.DecodeError:
                 light = None
             if light is not None:
-                got = fold_outbound(light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                got = fold_outbound(subject, light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
                 if got is not None:
                     return got
         entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
