@@ -346,3 +346,36 @@ def test_a_ledger_without_the_fold_database_is_read_and_written_the_same(tmp_pat
             ledger.apply_batch(bundles_of(batch))
         assert ledger.fsck() == [] and consensus(ledger) == reference(tmp_path / "ref")
     assert _fold_entries(path)
+
+
+def test_a_long_state_is_stored_as_segments_a_fold_reuses_and_any_reader_inflates() -> None:
+    import zlib
+
+    views_of = [b'{"created_at":"2026-06-01T00:00:00Z","event_id":"sha256:%02x%062d","payload":"%s"}' % (n % 256, n, b"x" * (n % 97))
+                for n in range(3000)]
+    data = b'{"current":{"author_attestations":[' + b",".join(views_of) + b"]}}"
+    assert len(data) >= views._SEGMENTED_FROM
+    packed, segments = views._pack_state(data)
+    assert len(segments) > 5 and zlib.decompress(packed) == data
+    grown = data[:-3] + b',{"created_at":"2026-06-02T00:00:00Z","event_id":"sha256:' + b"01" * 32 + b'"}]}}'
+    again, segments2 = views._pack_state(grown, packed, segments)
+    assert zlib.decompress(again) == grown
+    assert sum(s in segments for s in segments2) == len(segments2) - 1  # only the last segment was compressed again
+    assert again[:len(again) - len(views._FINAL_BLOCK) - 4 - segments2[-1][1]] == packed[:len(packed) - len(views._FINAL_BLOCK) - 4 - segments[-1][1]]
+    small = data[:1000]
+    assert views._pack_state(small) == (zlib.compress(small, 1), [])  # short states: plain zlib, as before
+
+
+@pytest.mark.parametrize("cut_every_view", [False, True])
+def test_segmented_states_on_a_ledger_equal_one_batch_of_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    cut_every_view: bool) -> None:
+    monkeypatch.setattr(views, "_SEGMENTED_FROM", 0)  # every state segmented (the pool's records are small)
+    if cut_every_view:
+        monkeypatch.setattr(views, "_CUT", b'","event_id":"sha256:')
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        for batch in _batches():
+            ledger.apply_batch(bundles_of(batch))
+        assert ledger.fsck() == []
+        assert consensus(ledger) == reference(tmp_path / "ref")
+    entries = [msgspec.msgpack.decode(v, type=views._FoldEntry) for v in _fold_entries(tmp_path / "l").values()]
+    assert entries and all(e.segments and e.packed_sha256 for e in entries)

@@ -13,7 +13,7 @@ import lmdb
 from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
-from .views import _Views, _derive, _derive_part, _pack_state
+from .views import _Views, _derive, _derive_part, _packed
 from .workers import _PARALLEL_STATES, _Workers
 
 
@@ -102,9 +102,10 @@ class _PendingWork(_Views, _Workers):
         for results in self._on_workers(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
             for subject, derived, packed in results:
                 if derived is None:  # the fold fell back (spec/merge.md §10): the record's whole inputs, derived here
-                    derived = _derive(self._gather(txn, subject))
-                    assert derived is not None  # without a Fold, a full derivation
-                    packed = _pack_state(derived.state)
+                    inputs = self._gather(txn, subject)
+                    full = _derive(inputs)
+                    assert full is not None  # without a Fold, a full derivation
+                    derived, packed = _packed(inputs, full)
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)

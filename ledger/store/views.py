@@ -6,6 +6,7 @@ is the writer's part.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -35,7 +36,7 @@ class _Derived(NamedTuple):
     pair: bytes  # its digest leaf (msgpack Pair)
     old_keys: list[tuple[bytes, bytes]]  # lookup index entries of the state it replaces
     new_keys: list[tuple[bytes, bytes]]
-    fold: bytes | None = None  # the _FoldEntry to keep beside the state (None: delete any)
+    fold: bytes | None = None  # the _FoldEntry to keep beside the state (None: delete any); see _packed
 
 
 class _Inputs(NamedTuple):
@@ -52,6 +53,7 @@ class _Inputs(NamedTuple):
     inbound_removed: list[str] = []  # event ids of the folded inbound citations that no longer stand
     last_seq: int = -1  # the record's last log entry read
     inbound_ids: bytes = b""  # the 32-byte id digests of every standing inbound citation, sorted
+    segments: list[tuple[bytes, int]] = []  # how ``old_state`` is segmented (_pack_state), if it is
 
 
 class _FoldEntry(msgspec.Struct, array_like=True):
@@ -61,6 +63,8 @@ class _FoldEntry(msgspec.Struct, array_like=True):
     last_seq: int
     inbound: bytes
     fold: bytes
+    segments: list[tuple[bytes, int]] = []  # the stored state's segments (_pack_state): key, compressed length
+    packed_sha256: bytes = b""  # of the stored (compressed) state those segments make up
 
 
 _fold_encoder = msgspec.msgpack.Encoder()
@@ -94,7 +98,7 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
             return None
         data, folded = got
         # a fold never changes record_status or the aliases: the lookup index entries stay as they are
-        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], _fold_entry(inputs, folded))
+        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], _fold_encoder.encode(folded))
     # the lookup indexes follow the state: a record revoked away leaves them all
     old_keys = []
     if old is not None:
@@ -110,26 +114,80 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
     data, folded = full
     aliases = _json_decoder.decode(folded.static["source_aliases"])
     new_keys = _index_keys(subject, {"record_status": "present", "current": {"source_aliases": aliases}})
-    return _Derived(subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_entry(inputs, folded))
+    return _Derived(subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_encoder.encode(folded))
 
 
-def _fold_entry(inputs: _Inputs, folded: Fold) -> bytes:
-    return _fold_encoder.encode(_FoldEntry(inputs.last_seq, inputs.inbound_ids, _fold_encoder.encode(folded)))
+def _packed(inputs: _Inputs, derived: _Derived) -> tuple[_Derived, bytes]:
+    """The derived state compressed, reusing the stored state's unchanged segments where it is segmented,
+    and the fold entry to keep beside it (in ``fold``, replacing the bare Fold)."""
+    old = inputs.old_state if inputs.segments else None
+    packed, segments = _pack_state(derived.state, old, inputs.segments)
+    if derived.fold is None:
+        return derived, packed
+    entry = _FoldEntry(inputs.last_seq, inputs.inbound_ids, derived.fold, segments,
+                       hashlib.sha256(packed).digest() if segments else b"")
+    return derived._replace(fold=_fold_encoder.encode(entry)), packed
 
 
 def _derive_part(part: list[_Inputs]) -> list[tuple[str, _Derived | None, bytes]]:
     """Worker process: derive and compress a part of a finishing step's records (None: a fold fell back)."""
-    out = []
+    out: list[tuple[str, _Derived | None, bytes]] = []
     for inputs in part:
         derived = _derive(inputs)
-        out.append((inputs.subject, derived, _pack_state(derived.state) if derived is not None else b""))
+        if derived is None:
+            out.append((inputs.subject, None, b""))
+        else:
+            out.append((inputs.subject, *_packed(inputs, derived)))
     return out
 
 
-def _pack_state(data: bytes) -> bytes:
+#: States this long or longer are stored as segments compressed one by one, so that a fold recompresses only
+#: the segments it changed (spec/storage.md §2). A segment starts where a view's event id starts with "00"
+#: (about every 256th view, wherever it lands: the cuts move with the content, not with offsets).
+_SEGMENTED_FROM = 256 * 1024
+_CUT = b'","event_id":"sha256:00'
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KiB window, fastest level
+_FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block
+
+
+def _segments(data: bytes) -> list[bytes]:
+    cuts, at = [0], data.find(_CUT)
+    while at >= 0:
+        cuts.append(at)
+        at = data.find(_CUT, at + 1)
+    cuts.append(len(data))
+    return [data[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _pack_state(data: bytes, old: bytes | None = None, segments: list[tuple[bytes, int]] = []) -> tuple[bytes, list[tuple[bytes, int]]]:  # noqa: B006
     """States are stored zlib-compressed: a state repeats its record's events (views), so storing it
-    plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2)."""
-    return zlib.compress(data, 1)
+    plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2).
+
+    A long state is one zlib stream of raw deflate segments, each compressed alone and closed by a full
+    flush (so any segment may follow any other), then an empty final block and the Adler-32 of the whole:
+    what every inflater reads. ``old``, made of ``segments`` (key, compressed length): its segments whose
+    bytes recur are copied, not compressed again. Returns the bytes and their segments ([]: not segmented)."""
+    if len(data) < _SEGMENTED_FROM:
+        return zlib.compress(data, 1), []
+    have: dict[bytes, tuple[int, int]] = {}
+    if old is not None:
+        at = len(_ZLIB_HEADER)
+        for key, n in segments:
+            have[key] = (at, n)
+            at += n
+    parts, made = [_ZLIB_HEADER], []
+    for segment in _segments(data):
+        key = hashlib.sha256(segment).digest()[:16]
+        hit = have.get(key)
+        if hit is not None and old is not None:
+            chunk = old[hit[0]:hit[0] + hit[1]]
+        else:
+            z = zlib.compressobj(1, zlib.DEFLATED, -15)
+            chunk = z.compress(segment) + z.flush(zlib.Z_FULL_FLUSH)
+        parts.append(chunk)
+        made.append((key, len(chunk)))
+    parts.append(_FINAL_BLOCK + zlib.adler32(data).to_bytes(4, "big"))
+    return b"".join(parts), made
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -294,7 +352,9 @@ class _Views(_Environment):
         before = {stored.inbound[i:i + 32] for i in range(0, len(stored.inbound), 32)}
         inbound = [self._inbound_entry(txn, subject, d) for d in digests if d not in before]
         removed = sorted("sha256:" + d.hex() for d in before.difference(digests))
-        return _Inputs(subject, own, inbound, old, stored.fold, removed, last, b"".join(digests))
+        # the stored state's segments are reused only if it is the state they describe
+        segments = stored.segments if old is not None and hashlib.sha256(old).digest() == stored.packed_sha256 else []
+        return _Inputs(subject, own, inbound, old, stored.fold, removed, last, b"".join(digests), segments)
 
     def _subject_seqs(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[bytes]:
         """The log keys of the record's events, in log order; ``after``: only those past that entry (the
