@@ -237,6 +237,12 @@ from pithledger.store import Ledger  # noqa: E402
 from eventpool import bundles_of, pool  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def fold_every_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger folds only records of _FOLD_FROM events or more; the pool's are small: fold them all."""
+    monkeypatch.setattr(views, "_FOLD_FROM", 0)
+
+
 def consensus(ledger: Ledger) -> tuple[Any, ...]:
     return {s: ledger.state_bytes(s) for s in ledger.subjects()}, ledger.root()
 

@@ -68,6 +68,8 @@ class _FoldEntry(msgspec.Struct, array_like=True):
 
 
 _fold_encoder = msgspec.msgpack.Encoder()
+#: Records with at least this many events (own and inbound) are folded (spec/storage.md §3.3).
+_FOLD_FROM = 256
 _fold_decoder = msgspec.msgpack.Decoder(Fold)
 _fold_citations_decoder = msgspec.msgpack.Decoder(FoldCitations)
 _fold_entry_decoder = msgspec.msgpack.Decoder(_FoldEntry)
@@ -106,8 +108,11 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
             old_keys = _stored_index_keys(subject, old)
         except LedgerError:  # a damaged stored state: its index entries cannot be known (fsck names them)
             pass
-    full = None if reference else fold_all(subject, entries, inbound_entries)
-    if full is None:  # a pending record (or fsck): the reducer
+    # A record worth folding keeps a Fold; a small one is derived in full each time, which costs less than
+    # keeping one (a Fold holds every event id: for a 20-event paper it would add a third to the ledger).
+    big = len(entries) + len(inbound_entries) >= _FOLD_FROM
+    full = fold_all(subject, entries, inbound_entries) if big and not reference else None
+    if full is None:  # small, pending (or fsck): the reducer
         state = reduce(subject, entries, inbound_entries)
         pair = record_pair((e.event_id for e in entries), state["state_sha256"])
         return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
