@@ -20,7 +20,7 @@ re-signed by a citer of an earlier run, which supersedes its citation there). Ru
 record_created (instead of one attestation). No revocation: a revocation of a held event makes a run
 derive the record in full (spec/merge.md §10). At the end every CLI's state of the hot record and digest
 roots are compared byte for byte. On a loaded machine one run's time is noisy: the table also gives the
-median writer CPU of the first three and the last three runs.
+median writer CPU of the first three and the last three runs, and a least-squares line through all of them.
 """
 
 from __future__ import annotations
@@ -119,6 +119,14 @@ def _cpu_sampler(pid: int, out: dict[str, float], done: threading.Event) -> None
         done.wait(0.005)
 
 
+def _fit(ys: list[float]) -> tuple[float, float]:
+    """Least-squares slope and value at the first point of ``ys`` against 0, 1, 2, ... (robust to one noisy run)."""
+    xs = range(len(ys))
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(sum((x - mx) ** 2 for x in xs), 1e-9)
+    return slope, my - slope * mx
+
+
 def apply(cli: str, ledger: Path, f: Path) -> dict[str, Any]:
     cpu: dict[str, float] = {}
     done = threading.Event()
@@ -191,10 +199,16 @@ def main() -> None:
                               "first_writer_cpu": first["writer_cpu"], "last_writer_cpu": last["writer_cpu"],
                               "writer_ratio": last["writer_cpu"] / max(first["writer_cpu"], 1e-9),
                               "median_writer_ratio": tail / max(head, 1e-9), "runs": rs}
+            slope, run1 = _fit([r["writer_cpu"] for r in rs])
+            summary[label] |= {"fit_run1_writer_cpu": run1, "fit_writer_cpu_per_run": slope,
+                               "fit_ratio": (run1 + (n - 1) * slope) / max(run1, 1e-9)}
             s = summary[label]
             print(f"| {label} | {s['first_wall']:.2f} s | {s['last_wall']:.2f} s | {s['ratio']:.2f} x | "
                   f"{s['first_writer_cpu']:.2f} s | {s['last_writer_cpu']:.2f} s | {s['writer_ratio']:.2f} x | "
                   f"{head:.2f} / {tail:.2f} s = {s['median_writer_ratio']:.2f} x |")
+        for label, s in summary.items():
+            print(f"{label}: least-squares line through the {n} runs' writer CPU: {s['fit_run1_writer_cpu']:.2f} s at run 1, "
+                  f"+{1000 * s['fit_writer_cpu_per_run']:.0f} ms a run (per 1 000 events held), run {n} / run 1 = {s['fit_ratio']:.2f} x")
         print(f"\nstate of the hot record ({len(next(iter(states.values()))):,} bytes) and digest roots "
               f"{'identical' if same else 'DIFFER'} across CLIs")
         if a.json:
