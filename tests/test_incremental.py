@@ -294,7 +294,7 @@ def _put_fold_entries(path: Path, entries: dict[bytes, bytes]) -> None:
 
 
 @pytest.mark.parametrize("mutation", ["garbage-bytes", "another-records-entry", "an-older-entry-of-the-same-record",
-                                      "a-truncated-fold"])
+                                      "a-truncated-fold", "a-fold-without-a-list"])
 def test_a_damaged_or_stale_fold_entry_means_a_full_derivation(tmp_path: Path, mutation: str) -> None:
     path = tmp_path / "l"
     batches = _batches()
@@ -312,8 +312,16 @@ def test_a_damaged_or_stale_fold_entry_means_a_full_derivation(tmp_path: Path, m
         bad = {k: now[keys[(i + 1) % len(keys)]] for i, k in enumerate(keys)}
     elif mutation == "an-older-entry-of-the-same-record":  # as if an older pithledger had derived since
         bad = {k: v for k, v in first.items() if k in now}
-    else:
+    elif mutation == "a-truncated-fold":
         bad = {k: v[:len(v) // 2] for k, v in now.items()}
+    else:  # decodes, but a list it must describe is gone
+        bad = {}
+        for k, v in now.items():
+            entry = msgspec.msgpack.decode(v, type=views._FoldEntry)
+            loose = msgspec.msgpack.decode(entry.fold)
+            del loose["lists"]["citations"], loose["members"]
+            loose["members"] = {"citation\0x\0y": []}
+            bad[k] = msgspec.msgpack.encode(msgspec.structs.replace(entry, fold=msgspec.msgpack.encode(loose)))
     _put_fold_entries(path, bad)
     with Ledger(path) as ledger:
         for batch in batches[4:]:

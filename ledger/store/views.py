@@ -94,7 +94,7 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
         try:
             got = fold(subject, _unpack_state(old), _fold_decoder.decode(inputs.fold), entries, inbound_entries,
                        inputs.inbound_removed)
-        except (LedgerError, msgspec.DecodeError):  # a damaged state or Fold: derive in full (fsck names a bad state)
+        except (LedgerError, msgspec.DecodeError, KeyError, ValueError):  # a damaged state or Fold: derive in full
             return None
         if got is None:
             return None
@@ -304,7 +304,10 @@ class _Views(_Environment):
             except msgspec.DecodeError:
                 light = None
             if light is not None:
-                got = fold_outbound(subject, light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                try:
+                    got = fold_outbound(subject, light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                except (KeyError, ValueError):  # a damaged Fold: from every event
+                    got = None
                 if got is not None:
                     return got
         entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
