@@ -40,6 +40,13 @@ def record_pair(event_ids: Iterable[str], state_sha256: str) -> Pair:
     return Pair(record_event_root(event_ids), bytes.fromhex(state_sha256))
 
 
+def leaves_pair(leaves: bytes, state_sha256: str) -> Pair:
+    """:func:`record_pair` from the event leaves already hashed (32 bytes each, in event id order, each
+    id once): what an incremental derivation keeps so that it hashes only the new ones."""
+    return Pair(merkle.root([leaves[i:i + merkle.HASH_LEN] for i in range(0, len(leaves), merkle.HASH_LEN)]),
+                bytes.fromhex(state_sha256))
+
+
 def bucket_pair(records: Mapping[str, Pair]) -> Pair:
     names = sorted(records)
     ev = [merkle.leaf_hash(b"pithledger-record-events\x00" + n.encode() + b"\x00" + records[n].events) for n in names]

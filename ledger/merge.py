@@ -9,13 +9,16 @@ Every rule is written in spec/merge.md.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from itertools import accumulate
+from typing import Any, NamedTuple
 
 import msgspec
 
 from . import ids
+from .audit import Pair, event_leaf, leaves_pair
 from .canonical import canonical_bytes
 from .events import Verdict
 
@@ -249,38 +252,63 @@ def _extra(e: Entry) -> dict[str, Any]:
 
 
 def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    authors = current["author_attestations"]
-    anchors = current["timestamp_anchors"]
-    strong = sum(a["strength"] == "strong" for a in authors)
+    return _status_of(_Counts(
+        authors=len(current["author_attestations"]),
+        strong=sum(a["strength"] == "strong" for a in current["author_attestations"]),
+        anchors=len(current["timestamp_anchors"]),
+        bitcoin=sum(a["anchor_state"] == "bitcoin" for a in current["timestamp_anchors"]),
+        citations=len(current["citations"]),
+        formal=sum(r["payload"]["replication_type"] == "formal_bridge" and r["payload"]["outcome"] == "succeeded"
+                   for r in current["replication_records"]),
+        snapshots=len(current["graph_snapshots"]),
+        receipts=len(current["record_receipts"]),
+        replications=len(current["replication_records"]),
+        storage=len(current["storage_attestations"]),
+    ))
+
+
+class _Counts(NamedTuple):
+    """What verification_status and badges read of ``current`` (so a fold can give them without views)."""
+
+    authors: int
+    strong: int
+    anchors: int
+    bitcoin: int
+    citations: int
+    formal: int
+    snapshots: int
+    receipts: int
+    replications: int
+    storage: int
+
+
+def _status_of(c: _Counts) -> tuple[dict[str, Any], dict[str, str]]:
     status = {
         "attestation_state": "computed",
-        "author_attested": bool(authors),
-        "citation_signatures": len(current["citations"]),
+        "author_attested": bool(c.authors),
+        "citation_signatures": c.citations,
         "content_addressed": True,
-        "externally_anchored": bool(anchors),
-        "formal_links_present": any(
-            r["payload"]["replication_type"] == "formal_bridge" and r["payload"]["outcome"] == "succeeded"
-            for r in current["replication_records"]
-        ),
-        "graph_snapshot": bool(current["graph_snapshots"]),
-        "pith_receipt": bool(current["record_receipts"]),
-        "references_resolved": bool(current["citations"]),
-        "replication_records": len(current["replication_records"]),
-        "storage_verified": bool(current["storage_attestations"]),
-        "strong_author_claims": strong,
-        "weak_author_claims": len(authors) - strong,
+        "externally_anchored": bool(c.anchors),
+        "formal_links_present": bool(c.formal),
+        "graph_snapshot": bool(c.snapshots),
+        "pith_receipt": bool(c.receipts),
+        "references_resolved": bool(c.citations),
+        "replication_records": c.replications,
+        "storage_verified": bool(c.storage),
+        "strong_author_claims": c.strong,
+        "weak_author_claims": c.authors - c.strong,
     }
     # Badge words say "claimed" where nothing was checked here: an OpenTimestamps proof's Bitcoin
     # attestation is not checked against the chain, a Wayback capture is not fetched, and a weak author
     # attestation is only its signer's word (spec/merge.md §5).
-    if any(a["anchor_state"] == "bitcoin" for a in anchors):
+    if c.bitcoin:
         anchor = "bitcoin anchor claimed"
     else:
-        anchor = "anchor pending" if anchors else "not anchored"
+        anchor = "anchor pending" if c.anchors else "not anchored"
     badges = {
-        "author": "attested (strong)" if strong else ("claimed" if authors else "not attested"),
-        "references": "refs signed" if current["citations"] else "refs pending",
-        "storage": "capture claimed" if current["storage_attestations"] else "not stored",
+        "author": "attested (strong)" if c.strong else ("claimed" if c.authors else "not attested"),
+        "references": "refs signed" if c.citations else "refs pending",
+        "storage": "capture claimed" if c.storage else "not stored",
         "timestamp": anchor,
     }
     return status, badges
@@ -296,3 +324,378 @@ def reduce_all(entries: Iterable[Entry]) -> dict[str, dict[str, Any]]:
         for e in outbound_citations(own):
             inbound[e.verdict.facts["cited"]].append(e)
     return {s: reduce(s, own, inbound.get(s, [])) for s, own in sorted(by_subject.items())}
+
+
+# --- incremental derivation (spec/merge.md §10) ---------------------------------------------------------
+#
+# A present record's state is a few lists of views sorted by (created_at, event_id), a few values only a
+# record_created or an effective revocation can change, and what is computed from the lists. A fold keeps,
+# beside the stored state bytes, a compact description of them (:class:`Fold`: not consensus, never read
+# by anything but the next fold) and splices the new events' views into the lists. Whatever could reorder
+# or undo what is already folded makes it say "fall back" (None), and the caller derives in full.
+
+FOLD_VERSION = 1
+#: the keys of ``current`` that are lists of views, kept item by item
+FOLD_LISTS = ("author_attestations", "challenges", "citations", "graph_snapshots", "inbound_citations", "integrity_findings",
+              "replication_records", "storage_attestations", "timestamp_anchors")
+#: the keys of ``current`` that only a fallback changes (a record_created or an effective revocation)
+_STATIC = ("canonical_record", "canonical_sha256", "record_receipts", "record_signers", "revocations", "source_aliases")
+#: single-valued slots: event_type -> (slot name in equivocations, list key)
+_SINGLE = {"citation_signature": ("citation", "citations"), "graph_snapshot": ("graph_snapshot", "graph_snapshots")}
+_CURRENT_AT = len(b'{"current":')  # "current" sorts first among the state's keys
+
+
+class Fold(msgspec.Struct):
+    """What folding new events into a present record's stored state needs beside the state bytes.
+
+    Outside consensus: it only locates and classifies what the state already holds. ``lists``: per key of
+    FOLD_LISTS, (created_at, event_id, flag, length of the view's canonical bytes) of each view in order
+    (flag: a strong author attestation, a Bitcoin-claiming anchor, a succeeded formal_bridge replication);
+    ``starts``: where each list's ``[`` is in the state bytes; ``members``: every standing event of each
+    single-valued slot ("slot\\0signer\\0cited"), as (created_at, event_id). Encoded as a map, so a
+    reader may decode only the fields it needs (:class:`FoldCitations`)."""
+
+    version: int
+    pith_number: str  # the record it describes
+    size: int  # length of the state bytes described
+    sha_at: int  # where their state_sha256 (hex) is
+    sha: str
+    digest: str  # the record's canonical_sha256 (anchors are bound to it)
+    receipts: int
+    ids: list[str]  # every own valid event id, sorted
+    leaves: bytes  # audit.event_leaf of each, in that order: the digest leaf's input (spec/audit.md)
+    starts: dict[str, int]
+    lists: dict[str, list[tuple[str, str, int, int]]]
+    members: dict[str, list[tuple[str, str]]]
+    static: dict[str, bytes]  # canonical bytes of the _STATIC keys of current
+    revoked: bytes  # canonical bytes of revoked_event_ids
+    ineffective: list[tuple[str, str, str]]  # (event_id, reason, revoked_event_id), event_id order
+    unknown: list[tuple[str, str]]  # (event_id, event_type), event_id order
+
+    def pair(self) -> Pair:
+        """The record's digest leaf (audit.record_pair of its ids and state), from the kept leaf hashes."""
+        return leaves_pair(self.leaves, self.sha)
+
+
+_Meta = tuple[str, str, int, int]  # (created_at, event_id, flag, length of the canonical view bytes)
+_Item = tuple[str, str, int, bytes]  # (created_at, event_id, flag, canonical view bytes)
+_List = tuple[bytes, list[_Meta]]  # a list's canonical bytes and what Fold keeps of its views
+
+
+class _Work(msgspec.Struct):
+    digest: str
+    receipts: int
+    ids: list[str]
+    leaves: bytes
+    lists: dict[str, _List]
+    members: dict[str, list[tuple[str, str]]]
+    static: dict[str, bytes]
+    revoked: bytes
+    ineffective: list[tuple[str, str, str]]
+    unknown: list[tuple[str, str]]
+
+
+def _flag(e: Entry) -> int:
+    f, kind = e.verdict.facts, e.verdict.event_type
+    if kind == "author_attestation":
+        return int(f["strength"] == "strong")
+    if kind == "timestamp_anchor":
+        return int(bool(f["bitcoin_heights"]))
+    if kind == "replication_record":
+        p = e.event["payload"]
+        return int(p["replication_type"] == "formal_bridge" and p["outcome"] == "succeeded")
+    return 0
+
+
+def _item(e: Entry, view: dict[str, Any]) -> _Item:
+    return (e.event["created_at"], e.event_id, _flag(e), canonical_bytes(view))
+
+
+def _inbound_item(e: Entry) -> _Item:
+    return _item(e, _view(e) | {"citing_pith_number": e.verdict.subject})
+
+
+def _slot_key(e: Entry) -> str | None:
+    single = _SINGLE.get(e.verdict.event_type)
+    if single is None:
+        return None
+    cited = e.verdict.facts["cited"] if e.verdict.event_type == "citation_signature" else ""
+    return f"{single[0]}\0{e.verdict.signer_key}\0{cited}"
+
+
+def _chosen(members: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """:func:`_pick_latest` on (created_at, event_id) pairs."""
+    latest = max(m[0] for m in members)
+    return min(m for m in members if m[0] == latest)
+
+
+def _as_list(items: list[_Item]) -> _List:
+    items.sort()  # (created_at, event_id) is unique: the order of §4, compared in C
+    return b"[" + b",".join(item[3] for item in items) + b"]", [(a, b, c, len(v)) for a, b, c, v in items]
+
+
+def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] = ()) -> tuple[bytes, Fold] | None:
+    """The canonical bytes of ``reduce(pith_number, entries, inbound)`` and their :class:`Fold`; None for a
+    pending record (it is derived in full until its record_created arrives)."""
+    events = dedup(entries)
+    eff = effective(events)
+    records = [e for e in eff.standing if e.verdict.event_type == "record_created"]
+    if not records:
+        return None
+    record = records[0].event["payload"]["canonical_record"]
+    digest = records[0].verdict.facts["canonical_sha256"]
+    rec = record["source"]
+    when = record["metadata"]["submitted_at"]
+    receipts = sorted({e.verdict.facts["receipt_key"] for e in records if e.verdict.facts["receipt_key"]})
+    static = {
+        "canonical_record": canonical_bytes(record),
+        "canonical_sha256": canonical_bytes(digest),
+        "record_receipts": canonical_bytes(receipts),
+        "record_signers": canonical_bytes(sorted({e.verdict.signer_key for e in records})),
+        "revocations": canonical_bytes([{"event_id": rid, "revoked_event_id": target}
+                                        for target, rid in sorted(eff.revoked.items(), key=lambda kv: kv[1])]),
+        "source_aliases": canonical_bytes([{"alias_kind": k, "alias_value": v, "created_at": when} for k, v in
+                                           ids.aliases(rec["id"], rec["version"], ids.suffix_of_pith_number(pith_number)).items()]),
+    }
+    items: dict[str, list[_Item]] = {key: [] for key in FOLD_LISTS}
+    members: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    best: dict[str, Entry] = {}
+    for e in eff.standing:
+        kind = e.verdict.event_type
+        key = _slot_key(e)
+        if key is not None:
+            members[key].append((e.event["created_at"], e.event_id))
+            b = best.get(key)
+            if b is None or _pick_latest([b, e]) is e:
+                best[key] = e
+        elif kind in SLOTS and (kind != "timestamp_anchor" or e.verdict.facts["digest"] == digest):
+            items[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
+    for key, e in best.items():
+        items[_SINGLE[e.verdict.event_type][1]].append(_item(e, _view(e)))
+    items["inbound_citations"] = [_inbound_item(e) for e in dedup(inbound)]
+    event_ids = [e.event_id for e in events]
+    work = _Work(digest=digest, receipts=len(receipts), ids=event_ids, leaves=b"".join(map(event_leaf, event_ids)),
+                 lists={key: _as_list(v) for key, v in items.items()}, members=dict(members), static=static,
+                 revoked=canonical_bytes(sorted(eff.revoked)),
+                 ineffective=[(r["event_id"], r["reason"], r["revoked_event_id"]) for r in eff.ineffective],
+                 unknown=[(e.event_id, e.verdict.event_type) for e in events if e.verdict.facts.get("unknown_kind")])
+    return _render(pith_number, work)
+
+
+def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], drop: set[str]) -> _List | None:
+    """A stored list (its views at ``start`` in ``data``, described by ``metas``) with ``added`` views
+    inserted in order and the views of ``drop`` removed. Runs of kept views are copied as they are, so the
+    cost is in the views added and dropped, not in the list's length. None if ``data`` does not hold it."""
+    ends = list(accumulate((m[3] + 1 for m in metas), initial=start + 1))  # where each view starts, and the end
+    close = ends[-1] - 1 if metas else ends[-1]
+    if data[start:start + 1] != b"[" or data[close:close + 1] != b"]":
+        return None
+    ops: list[tuple[int, int, _Item | None]] = [(bisect_left(metas, item[:2]), 1, item) for item in sorted(added)]
+    if drop:
+        ops += [(i, 0, None) for i, m in enumerate(metas) if m[1] in drop]
+    ops.sort(key=lambda op: (op[0], op[1]))
+    chunks: list[bytes] = []
+    out: list[_Meta] = []
+    at = 0
+
+    def keep(upto: int) -> None:
+        if upto > at:
+            chunks.append(data[ends[at]:ends[upto] - 1])
+            out.extend(metas[at:upto])
+
+    for index, kind, item in ops:
+        keep(index)
+        at = max(at, index)
+        if item is None:
+            at = index + 1
+        else:
+            chunks.append(item[3])
+            out.append((item[0], item[1], item[2], len(item[3])))
+    keep(len(metas))
+    return b"[" + b",".join(chunks) + b"]", out
+
+
+def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inbound_added: Iterable[Entry] = (),
+         inbound_removed: Iterable[str] = ()) -> tuple[bytes, Fold] | None:
+    """Fold a present record's new own events, and the changes of its inbound citations, into its stored
+    state: the canonical bytes of the state over all its valid events and the new inbound set (exactly what
+    :func:`reduce` gives), and their :class:`Fold`. None ("fall back": derive in full) where an arrival can
+    undo or reorder what is folded (spec/merge.md §10), or where ``state`` is not the state ``stored``
+    describes. ``new`` may hold junk and events already folded: only valid new ids count."""
+    if (stored.version != FOLD_VERSION or stored.pith_number != pith_number or len(state) != stored.size
+            or state[stored.sha_at:stored.sha_at + len(stored.sha)] != stored.sha.encode()):
+        return None
+    held = set(stored.ids)
+    waiting = {target for _, reason, target in stored.ineffective if reason == "target-not-held"}
+    fresh = [e for e in dedup(new) if e.event_id not in held]
+    fresh_ids = {e.event_id for e in fresh}
+    added: dict[str, list[_Item]] = defaultdict(list)
+    members = dict(stored.members)
+    touched: dict[str, Entry] = {}  # fresh events of single-valued slots, by id
+    ineffective = list(stored.ineffective)
+    unknown = list(stored.unknown)
+    for e in fresh:
+        kind = e.verdict.event_type
+        if e.event_id in waiting or kind == "record_created":
+            return None  # a held revocation now applies / who vouches for the record changes
+        if kind == "revocation":
+            target = e.verdict.facts["revokes"]
+            if target in held or target in fresh_ids:
+                return None  # it may undo a folded event (or be final, or not the signer's: the full rules say)
+            ineffective.append((e.event_id, "target-not-held", target))
+        elif e.verdict.facts.get("unknown_kind"):
+            unknown.append((e.event_id, kind))
+        elif (key := _slot_key(e)) is not None:
+            members[key] = [*members.get(key, []), (e.event["created_at"], e.event_id)]
+            touched[e.event_id] = e
+        elif kind in SLOTS and (kind != "timestamp_anchor" or e.verdict.facts["digest"] == stored.digest):
+            added[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
+    dropped: dict[str, set[str]] = defaultdict(set)
+    for key in {_slot_key(e) for e in touched.values()}:
+        assert key is not None
+        old = stored.members.get(key)
+        now = _chosen(members[key])
+        if old and _chosen(old) == now:
+            continue
+        e = touched[now[1]]  # a changed pick is a fresh event: nothing folded can overtake the old one
+        lst = _SINGLE[e.verdict.event_type][1]
+        if old:
+            dropped[lst].add(_chosen(old)[1])
+        added[lst].append(_item(e, _view(e)))
+    gone = set(inbound_removed)
+    have_in = {m[1] for m in stored.lists["inbound_citations"]} - gone
+    for e in dedup(inbound_added):
+        if e.event_id not in have_in:
+            added["inbound_citations"].append(_inbound_item(e))
+            have_in.add(e.event_id)
+    if gone:
+        dropped["inbound_citations"] |= gone
+    lists: dict[str, _List] = {}
+    for key in FOLD_LISTS:
+        metas, start = stored.lists[key], stored.starts[key]
+        if key in added or dropped.get(key):
+            spliced = _splice(state, start, metas, added.get(key, []), dropped.get(key, set()))
+            if spliced is None:
+                return None
+            lists[key] = spliced
+        else:
+            lists[key] = (state[start:start + sum(m[3] for m in metas) + max(len(metas) - 1, 0) + 2], metas)
+    # the id list and its leaf hashes, with the fresh ones inserted in id order
+    at, event_ids, leaves = 0, [], []
+    for eid in sorted(fresh_ids):
+        i = bisect_left(stored.ids, eid)
+        event_ids += stored.ids[at:i]
+        leaves.append(stored.leaves[32 * at:32 * i])
+        event_ids.append(eid)
+        leaves.append(event_leaf(eid))
+        at = i
+    event_ids += stored.ids[at:]
+    leaves.append(stored.leaves[32 * at:])
+    ineffective.sort()
+    unknown.sort()
+    work = _Work(digest=stored.digest, receipts=stored.receipts, ids=event_ids, leaves=b"".join(leaves), lists=lists,
+                 members=members, static=stored.static, revoked=stored.revoked, ineffective=ineffective, unknown=unknown)
+    return _render(pith_number, work)
+
+
+class FoldCitations(msgspec.Struct):
+    """The fields of a :class:`Fold` that :func:`fold_outbound` reads (decoding the views' part is skipped)."""
+
+    pith_number: str
+    ids: list[str]
+    members: dict[str, list[tuple[str, str]]]
+    ineffective: list[tuple[str, str, str]]
+
+
+def fold_outbound(pith_number: str, stored: Fold | FoldCitations, new: Iterable[Entry]) -> list[tuple[str, str]] | None:
+    """(cited, event_id) of the record's standing outbound citations once ``new`` is folded, sorted (what
+    :func:`outbound_citations` gives over all its events), from its Fold; None where a revocation could
+    apply (a new one, or a new event a held one waits for), or where ``stored`` is another record's."""
+    if stored.pith_number != pith_number:
+        return None
+    held = set(stored.ids)
+    waiting = {target for _, reason, target in stored.ineffective if reason == "target-not-held"}
+    members = dict(stored.members)
+    for e in dedup(new):
+        if e.event_id in held:
+            continue
+        if e.event_id in waiting or e.verdict.event_type == "revocation":
+            return None
+        if e.verdict.event_type == "citation_signature" and (key := _slot_key(e)) is not None:
+            members[key] = [*members.get(key, []), (e.event["created_at"], e.event_id)]
+    return sorted((key.rsplit("\0", 1)[1], _chosen(m)[1]) for key, m in members.items() if key.startswith("citation\0"))
+
+
+def _obj(pieces: dict[str, bytes]) -> tuple[list[bytes], dict[str, int]]:
+    """The canonical bytes of an object whose values are already canonical bytes (as parts to join), and
+    where each value starts. Keys are ASCII, so code-point order is the encoder's order."""
+    parts, at, pos = [b"{"], {}, 1
+    for i, key in enumerate(sorted(pieces)):
+        head = (b"," if i else b"") + canonical_bytes(key) + b":"
+        parts.append(head)
+        pos += len(head)
+        at[key] = pos
+        parts.append(pieces[key])
+        pos += len(pieces[key])
+    parts.append(b"}")
+    return parts, at
+
+
+def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
+    equivocations: list[dict[str, Any]] = []
+    for key, members in w.members.items():
+        if len(members) < 2:
+            continue
+        slot, signer, cited = key.split("\0")
+        by_time: dict[str, list[str]] = defaultdict(list)
+        for created_at, event_id in members:
+            by_time[created_at].append(event_id)
+        for created_at, event_ids in by_time.items():
+            if len(event_ids) > 1:
+                q = {"created_at": created_at, "event_ids": sorted(event_ids), "signer": signer, "slot": slot}
+                if cited:
+                    q["cited_pith_number"] = cited
+                equivocations.append(q)
+    equivocations.sort(key=lambda q: (q["slot"], q["signer"], q.get("cited_pith_number", ""), q["created_at"]))
+    metas = {k: m for k, (_, m) in w.lists.items()}
+
+    def marked(k: str) -> int:
+        return sum(m[2] for m in metas[k])
+
+    status, badges = _status_of(_Counts(
+        authors=len(metas["author_attestations"]), strong=marked("author_attestations"),
+        anchors=len(metas["timestamp_anchors"]), bitcoin=marked("timestamp_anchors"), citations=len(metas["citations"]),
+        formal=marked("replication_records"), snapshots=len(metas["graph_snapshots"]), receipts=w.receipts,
+        replications=len(metas["replication_records"]), storage=len(metas["storage_attestations"])))
+    pieces = dict(w.static) | {k: data for k, (data, _) in w.lists.items()}
+    pieces["verification_status"] = canonical_bytes(status)
+    pieces["badges"] = canonical_bytes(badges)
+    current_parts, current_at = _obj(pieces)
+    n = canonical_bytes(len(w.ids))
+    top = {
+        "current": b"".join(current_parts),
+        "equivocation_count": canonical_bytes(len(equivocations)),
+        "equivocations": canonical_bytes(equivocations),
+        "event_count": n,
+        "ineffective_revocations": canonical_bytes([{"event_id": a, "reason": b, "revoked_event_id": c} for a, b, c in w.ineffective]),
+        "merge_version": canonical_bytes(MERGE_VERSION),
+        "pending_event_ids": b"[]",
+        "pith_number": canonical_bytes(pith_number),
+        "record_status": b'"present"',
+        "revoked_event_ids": w.revoked,
+        "state_type": canonical_bytes(STATE_TYPE),
+        "state_version": canonical_bytes(STATE_VERSION),
+        "unknown_kinds": canonical_bytes([{"event_id": a, "event_type": b} for a, b in w.unknown]),
+        "valid_event_count": n,
+    }
+    h = hashlib.sha256()
+    for part in _obj(top)[0]:  # the document without state_sha256, hashed without joining it
+        h.update(part)
+    sha = h.hexdigest()
+    top["state_sha256"] = canonical_bytes(sha)
+    parts, at = _obj(top)
+    data = b"".join(parts)
+    return data, Fold(version=FOLD_VERSION, pith_number=pith_number, size=len(data), sha_at=at["state_sha256"] + 1, sha=sha, digest=w.digest,
+                      receipts=w.receipts, ids=w.ids, leaves=w.leaves, starts={k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS},
+                      lists=metas, members=w.members, static=w.static, revoked=w.revoked, ineffective=w.ineffective,
+                      unknown=w.unknown)

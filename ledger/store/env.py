@@ -57,6 +57,11 @@ _DBS = {
 }
 _PENDING = (b"pendcite", b"pendstate")
 _TLOG = (translog.ENTRIES_DB, translog.HASHES_DB)
+#: Optional databases, outside consensus and outside the layout: a ledger without one (written by an older
+#: pithledger, or opened read-only before a writer made it) works the same, only slower.
+_OPTIONAL = {
+    b"fold": False,  # pith_number -> _FoldEntry: what the next derivation of a present record folds onto (spec/storage.md §3.3)
+}
 _json_decoder = msgspec.json.Decoder()
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages

@@ -19,7 +19,7 @@ from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .. import translog
 from .pending import _PendingWork
 from .translog import _Translog
-from .views import _Inputs, _derive, _pair_decoder, _stored_index_keys, _unpack_state
+from .views import _Inputs, _derive_as, _pair_decoder, _stored_index_keys, _unpack_state
 from .workers import _PARALLEL_STATES
 
 
@@ -59,7 +59,8 @@ def _fsck_state_part(part: list[_Inputs]) -> list[tuple[str, bool, bytes]]:
     (``old_state`` holds the stored state), and the digest leaf derived with it. Pure."""
     out = []
     for inputs in part:
-        derived = _derive(inputs._replace(old_state=None))
+        derived = _derive_as(inputs._replace(old_state=None), reference=True)  # never a fold: fsck must catch a fold's fault
+        assert derived is not None  # without a Fold, a full derivation
         try:
             same = inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state
         except LedgerError:  # not even zlib: differs

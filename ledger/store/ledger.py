@@ -10,7 +10,7 @@ import lmdb
 from ..errors import LedgerError, NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _TLOG, _check_new_ledger_dir
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _check_new_ledger_dir
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -40,7 +40,8 @@ class Ledger(_Log, _Reads, _Fsck):
             _check_new_ledger_dir(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS), map_size=map_size, subdir=True, readonly=readonly)
+            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True,
+                                 readonly=readonly)
         except lmdb.Error as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
         except OSError as exc:
@@ -55,6 +56,11 @@ class Ledger(_Log, _Reads, _Fsck):
             absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
             self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
                             if name not in absent})
+            for name, dup in _OPTIONAL.items():
+                try:
+                    self.db[name] = self.env.open_db(name, dupsort=dup, create=not readonly)
+                except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
+                    pass
             if layout != LAYOUT_VERSION and not readonly:
                 self._upgrade()
             self.layout = LAYOUT_VERSION if not readonly else layout  # a reader's view of an older layout stays as it is

@@ -13,7 +13,7 @@ import lmdb
 from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
-from .views import _Views, _derive_part
+from .views import _Views, _derive, _derive_part, _packed
 from .workers import _PARALLEL_STATES, _Workers
 
 
@@ -98,9 +98,14 @@ class _PendingWork(_Views, _Workers):
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        parts = self._input_parts(txn, states)
+        parts = self._input_parts(txn, states, incremental=True)
         for results in self._fanout.map(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
-            for derived, packed in results:
+            for subject, derived, packed in results:
+                if derived is None:  # the fold fell back (spec/merge.md §10): the record's whole inputs, derived here
+                    inputs = self._gather(txn, subject)
+                    full = _derive(inputs)
+                    assert full is not None  # without a Fold, a full derivation
+                    derived, packed = _packed(inputs, full)
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)

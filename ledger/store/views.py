@@ -6,6 +6,7 @@ is the writer's part.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -17,9 +18,9 @@ from .. import ids
 from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..canonical import canonical_bytes
 from ..errors import LedgerError
-from ..merge import Entry, outbound_citations, reduce
+from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
-from .env import _Environment, _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import _Environment, _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
 from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES
 
 
@@ -35,21 +36,71 @@ class _Derived(NamedTuple):
     pair: bytes  # its digest leaf (msgpack Pair)
     old_keys: list[tuple[bytes, bytes]]  # lookup index entries of the state it replaces
     new_keys: list[tuple[bytes, bytes]]
+    fold: bytes | None = None  # the _FoldEntry to keep beside the state (None: delete any); see _packed
 
 
 class _Inputs(NamedTuple):
-    """What deriving one record reads, as stored (gathered by the writer, see Ledger._gather)."""
+    """What deriving one record reads, as stored (gathered by the writer, see Ledger._gather).
+
+    With ``fold`` (the Fold of its stored state, spec/storage.md §3.3), ``own`` and ``inbound`` hold only
+    what came since: its log entries after the last one folded, and its new standing inbound citations."""
 
     subject: str
     own: list[bytes]  # LogEntry (msgpack) of each of its events, in log order
     inbound: list[bytes]  # LogEntry of each standing citation naming it
     old_state: bytes | None  # its stored (compressed) state, if any
+    fold: bytes | None = None  # msgpack Fold of the stored state
+    inbound_removed: list[str] = []  # event ids of the folded inbound citations that no longer stand
+    last_seq: int = -1  # the record's last log entry read
+    inbound_ids: bytes = b""  # the 32-byte id digests of every standing inbound citation, sorted
+    segments: list[tuple[bytes, int]] = []  # how ``old_state`` is segmented (_pack_state), if it is
 
 
-def _derive(inputs: _Inputs) -> _Derived:
+class _FoldEntry(msgspec.Struct, array_like=True):
+    """A ``fold`` database value (spec/storage.md §3.3): the record's last log entry folded, the inbound
+    citations folded (32-byte id digests, sorted), and the Fold (msgpack) of its stored state."""
+
+    last_seq: int
+    inbound: bytes
+    fold: bytes
+    segments: list[tuple[bytes, int]] = []  # the stored state's segments (_pack_state): key, compressed length
+    packed_sha256: bytes = b""  # of the stored (compressed) state those segments make up
+
+
+_fold_encoder = msgspec.msgpack.Encoder()
+#: Records with at least this many events (own and inbound) are folded (spec/storage.md §3.3).
+_FOLD_FROM = 256
+_fold_decoder = msgspec.msgpack.Decoder(Fold)
+_fold_citations_decoder = msgspec.msgpack.Decoder(FoldCitations)
+_fold_entry_decoder = msgspec.msgpack.Decoder(_FoldEntry)
+
+
+def _derive(inputs: _Inputs) -> _Derived | None:
     """One record's state, digest leaf and lookup index entries from its stored inputs. Pure: the
-    same function runs on the writer's thread and on the worker processes."""
-    subject, own, inbound, old = inputs
+    same function runs on the writer's thread and on the worker processes. With a Fold, the new events
+    are folded into the stored state; None where the fold falls back (spec/merge.md §10): the writer then
+    derives from the record's whole inputs."""
+    return _derive_as(inputs, reference=False)
+
+
+def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
+    """:func:`_derive`; ``reference``: by the reducer itself, never a fold (fsck)."""
+    subject, own, inbound, old = inputs[:4]
+    entries = [_entry_decoder.decode(raw).entry() for raw in own]
+    inbound_entries = [_entry_decoder.decode(raw).entry() for raw in inbound]
+    if inputs.fold is not None and not reference:
+        if old is None:
+            return None
+        try:
+            got = fold(subject, _unpack_state(old), _fold_decoder.decode(inputs.fold), entries, inbound_entries,
+                       inputs.inbound_removed)
+        except (LedgerError, msgspec.DecodeError, KeyError, ValueError):  # a damaged state or Fold: derive in full
+            return None
+        if got is None:
+            return None
+        data, folded = got
+        # a fold never changes record_status or the aliases: the lookup index entries stay as they are
+        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], _fold_encoder.encode(folded))
     # the lookup indexes follow the state: a record revoked away leaves them all
     old_keys = []
     if old is not None:
@@ -57,25 +108,91 @@ def _derive(inputs: _Inputs) -> _Derived:
             old_keys = _stored_index_keys(subject, old)
         except LedgerError:  # a damaged stored state: its index entries cannot be known (fsck names them)
             pass
-    entries = [_entry_decoder.decode(raw).entry() for raw in own]
-    state = reduce(subject, entries, [_entry_decoder.decode(raw).entry() for raw in inbound])
-    pair = record_pair((e.event_id for e in entries), state["state_sha256"])
-    return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+    # A record worth folding keeps a Fold; a small one is derived in full each time, which costs less than
+    # keeping one (a Fold holds every event id: for a 20-event paper it would add a third to the ledger).
+    big = len(entries) + len(inbound_entries) >= _FOLD_FROM
+    full = fold_all(subject, entries, inbound_entries) if big and not reference else None
+    if full is None:  # small, pending (or fsck): the reducer
+        state = reduce(subject, entries, inbound_entries)
+        pair = record_pair((e.event_id for e in entries), state["state_sha256"])
+        return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+    data, folded = full
+    aliases = _json_decoder.decode(folded.static["source_aliases"])
+    new_keys = _index_keys(subject, {"record_status": "present", "current": {"source_aliases": aliases}})
+    return _Derived(subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_encoder.encode(folded))
 
 
-def _derive_part(part: list[_Inputs]) -> list[tuple[_Derived, bytes]]:
-    """Worker process: derive and compress a part of a finishing step's records."""
-    out = []
+def _packed(inputs: _Inputs, derived: _Derived) -> tuple[_Derived, bytes]:
+    """The derived state compressed, reusing the stored state's unchanged segments where it is segmented,
+    and the fold entry to keep beside it (in ``fold``, replacing the bare Fold)."""
+    old = inputs.old_state if inputs.segments else None
+    packed, segments = _pack_state(derived.state, old, inputs.segments)
+    if derived.fold is None:
+        return derived, packed
+    entry = _FoldEntry(inputs.last_seq, inputs.inbound_ids, derived.fold, segments,
+                       hashlib.sha256(packed).digest() if segments else b"")
+    return derived._replace(fold=_fold_encoder.encode(entry)), packed
+
+
+def _derive_part(part: list[_Inputs]) -> list[tuple[str, _Derived | None, bytes]]:
+    """Worker process: derive and compress a part of a finishing step's records (None: a fold fell back)."""
+    out: list[tuple[str, _Derived | None, bytes]] = []
     for inputs in part:
         derived = _derive(inputs)
-        out.append((derived, _pack_state(derived.state)))
+        if derived is None:
+            out.append((inputs.subject, None, b""))
+        else:
+            out.append((inputs.subject, *_packed(inputs, derived)))
     return out
 
 
-def _pack_state(data: bytes) -> bytes:
+#: States this long or longer are stored as segments compressed one by one, so that a fold recompresses only
+#: the segments it changed (spec/storage.md §2). A segment starts where a view's event id starts with "00"
+#: (about every 256th view, wherever it lands: the cuts move with the content, not with offsets).
+_SEGMENTED_FROM = 256 * 1024
+_CUT = b'","event_id":"sha256:00'
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KiB window, fastest level
+_FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block
+
+
+def _segments(data: bytes) -> list[bytes]:
+    cuts, at = [0], data.find(_CUT)
+    while at >= 0:
+        cuts.append(at)
+        at = data.find(_CUT, at + 1)
+    cuts.append(len(data))
+    return [data[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _pack_state(data: bytes, old: bytes | None = None, segments: list[tuple[bytes, int]] = []) -> tuple[bytes, list[tuple[bytes, int]]]:  # noqa: B006
     """States are stored zlib-compressed: a state repeats its record's events (views), so storing it
-    plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2)."""
-    return zlib.compress(data, 1)
+    plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2).
+
+    A long state is one zlib stream of raw deflate segments, each compressed alone and closed by a full
+    flush (so any segment may follow any other), then an empty final block and the Adler-32 of the whole:
+    what every inflater reads. ``old``, made of ``segments`` (key, compressed length): its segments whose
+    bytes recur are copied, not compressed again. Returns the bytes and their segments ([]: not segmented)."""
+    if len(data) < _SEGMENTED_FROM:
+        return zlib.compress(data, 1), []
+    have: dict[bytes, tuple[int, int]] = {}
+    if old is not None:
+        at = len(_ZLIB_HEADER)
+        for key, n in segments:
+            have[key] = (at, n)
+            at += n
+    parts, made = [_ZLIB_HEADER], []
+    for segment in _segments(data):
+        key = hashlib.sha256(segment).digest()[:16]
+        hit = have.get(key)
+        if hit is not None and old is not None:
+            chunk = old[hit[0]:hit[0] + hit[1]]
+        else:
+            z = zlib.compressobj(1, zlib.DEFLATED, -15)
+            chunk = z.compress(segment) + z.flush(zlib.Z_FULL_FLUSH)
+        parts.append(chunk)
+        made.append((key, len(chunk)))
+    parts.append(_FINAL_BLOCK + zlib.adler32(data).to_bytes(4, "big"))
+    return b"".join(parts), made
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -138,7 +255,7 @@ class _Views(_Environment):
         it receives events; the ``inbound`` index then lets a cited record's state read exactly its
         standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        new, old = self._outbound(txn, subject), self._stored_outbound(txn, subject)
+        new, old = self._outbound(txn, subject, incremental=True), self._stored_outbound(txn, subject)
         if new == old:
             return changed
         for cited, eid in set(old) - set(new):
@@ -153,7 +270,7 @@ class _Views(_Environment):
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
-    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str]) -> Iterator[list[_Inputs]]:
+    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str], *, incremental: bool = False) -> Iterator[list[_Inputs]]:
         """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of _DERIVE_PART records or
         _DERIVE_PART_ENTRIES log entries, for :func:`_derive` here or on the worker processes. A step
         writes no input of another record's derivation and reads each record's old state before
@@ -161,7 +278,7 @@ class _Views(_Environment):
         part: list[_Inputs] = []
         entries = read = 0
         for subject in subjects:
-            inputs = self._gather(txn, subject)
+            inputs = self._gather(txn, subject, incremental=incremental)
             part.append(inputs)
             entries += len(inputs.own) + len(inputs.inbound)
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
@@ -173,13 +290,40 @@ class _Views(_Environment):
         if part:
             yield part
 
-    def _outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
+    def _outbound(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> list[tuple[str, str]]:
         """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds.
 
         Only citations and revocations can decide which citations stand (a revocation of any other
-        event revokes no citation), so only they are decoded, picked by their stored facts."""
+        event revokes no citation), so only they are decoded, picked by their stored facts.
+        ``incremental``: from the record's stored Fold and its events since, where that is enough
+        (spec/merge.md §10)."""
+        stored = self._fold_entry(txn, subject) if incremental else None
+        if stored is not None:
+            try:
+                light = _fold_citations_decoder.decode(stored.fold)
+            except msgspec.DecodeError:
+                light = None
+            if light is not None:
+                try:
+                    got = fold_outbound(subject, light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                except (KeyError, ValueError):  # a damaged Fold: from every event
+                    got = None
+                if got is not None:
+                    return got
         entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
         return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
+
+    def _fold_entry(self, txn: lmdb.Transaction, subject: str) -> _FoldEntry | None:
+        """The record's stored fold entry; None where there is none or it is unreadable (derive in full)."""
+        if b"fold" not in self.db:
+            return None
+        raw = txn.get(subject.encode(), db=self.db[b"fold"])
+        if raw is None:
+            return None
+        try:
+            return _fold_entry_decoder.decode(raw)
+        except msgspec.DecodeError:
+            return None
 
     def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
         raw = txn.get(subject.encode(), db=self.db[b"outcite"])
@@ -199,16 +343,48 @@ class _Views(_Environment):
                     raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
                 yield bytes(seq)
 
-    def _gather(self, txn: lmdb.Transaction, subject: str) -> _Inputs:
+    def _gather(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> _Inputs:
         """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
-        only reads; the workers decode)."""
-        own = []
+        only reads; the workers decode). ``incremental``: where the record has a Fold, only what came
+        since it was made (spec/storage.md §3.3)."""
+        raw = txn.get(subject.encode(), db=self.db[b"state"])
+        old = bytes(raw) if raw is not None else None
+        stored = self._fold_entry(txn, subject) if incremental and old is not None else None
+        seqs = list(self._subject_seqs(txn, subject, after=stored.last_seq if stored is not None else -1))
+        own = [self._raw_entry(txn, seq) for seq in seqs]
+        last = int.from_bytes(seqs[-1], "big") if seqs else (stored.last_seq if stored is not None else -1)
+        digests = sorted(self._inbound_digests(txn, subject))
+        if stored is None:
+            inbound = [self._inbound_entry(txn, subject, d) for d in digests]
+            return _Inputs(subject, own, inbound, old, last_seq=last, inbound_ids=b"".join(digests))
+        before = {stored.inbound[i:i + 32] for i in range(0, len(stored.inbound), 32)}
+        inbound = [self._inbound_entry(txn, subject, d) for d in digests if d not in before]
+        removed = sorted("sha256:" + d.hex() for d in before.difference(digests))
+        # the stored state's segments are reused only if it is the state they describe
+        segments = stored.segments if old is not None and hashlib.sha256(old).digest() == stored.packed_sha256 else []
+        return _Inputs(subject, own, inbound, old, stored.fold, removed, last, b"".join(digests), segments)
+
+    def _subject_seqs(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[bytes]:
+        """The log keys of the record's events, in log order; ``after``: only those past that entry (the
+        ``subject`` index is a dupsort of big-endian seqs, so the cursor starts there)."""
         cursor = txn.cursor(db=self.db[b"subject"])
+        found = cursor.set_key(subject.encode()) if after < 0 else cursor.set_range_dup(subject.encode(), _u64(after + 1))
+        if found:
+            for seq in cursor.iternext_dup():
+                yield bytes(seq)
+
+    def _inbound_digests(self, txn: lmdb.Transaction, subject: str) -> Iterator[bytes]:
+        """The 32-byte id digests of the standing citations naming ``subject`` (the inbound index)."""
+        cursor = txn.cursor(db=self.db[b"inbound"])
         if cursor.set_key(subject.encode()):
-            own = [self._raw_entry(txn, bytes(seq)) for seq in cursor.iternext_dup()]
-        inbound = [self._raw_entry(txn, seq) for seq in self._inbound_seqs(txn, subject)]
-        old = txn.get(subject.encode(), db=self.db[b"state"])
-        return _Inputs(subject, own, inbound, bytes(old) if old is not None else None)
+            for digest in cursor.iternext_dup():
+                yield bytes(digest)
+
+    def _inbound_entry(self, txn: lmdb.Transaction, subject: str, digest: bytes) -> bytes:
+        seq = txn.get(digest, db=self.db[b"ids"])
+        if seq is None:
+            raise LedgerError(f"an inbound citation of {subject} names event {digest.hex()}, which the log lacks (damaged ledger)")
+        return self._raw_entry(txn, bytes(seq))
 
     def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
         raw = txn.get(seq, db=self.db[b"log"])
@@ -224,6 +400,11 @@ class _Views(_Environment):
         for index_key, db in d.new_keys:
             txn.put(index_key, key, db=self.db[db])
         txn.put(key, packed, db=self.db[b"state"])
+        if b"fold" in self.db:
+            if d.fold is not None:
+                txn.put(key, d.fold, db=self.db[b"fold"])
+            else:  # a pending record: derived in full until its record_created arrives
+                txn.delete(key, db=self.db[b"fold"])
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
@@ -261,11 +442,9 @@ class _Views(_Environment):
         """The entries of one subject."""
         return [entry.entry() for entry in self._log_entries(txn, subject)]
 
-    def _log_entries(self, txn: lmdb.Transaction, subject: str) -> Iterator[LogEntry]:
-        cursor = txn.cursor(db=self.db[b"subject"])
-        if cursor.set_key(subject.encode()):
-            for seq in cursor.iternext_dup():
-                yield self._log_entry(txn, bytes(seq))
+    def _log_entries(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[LogEntry]:
+        for seq in self._subject_seqs(txn, subject, after=after):
+            yield self._log_entry(txn, seq)
 
     def _log_entry(self, txn: lmdb.Transaction, seq: bytes) -> LogEntry:
         return _entry_decoder.decode(self._raw_entry(txn, seq))
