@@ -240,6 +240,82 @@ class SourceError(PithledgerError):
     hint = "check the path or URL; if the source is being re-published right now, run the command again"
 
 
+# --- transparency log: signed notes, checkpoints, cosignatures (ledger/note.py) --------------------
+
+
+class NoteError(PithledgerError):
+    """A signed note (C2SP signed-note), checkpoint or cosignature that cannot be accepted."""
+
+    code = "bad-note"
+    hint = "fetch the checkpoint again from the mirror; if it stays refused, the mirror or the key you trust is wrong"
+
+
+class MalformedNote(NoteError):
+    code = "malformed-note"
+
+
+class BadVerifierKey(NoteError):
+    code = "bad-verifier-key"
+    hint = "a verifier key is written name+hex8+base64 (C2SP signed-note); copy it again from the mirror's manifest"
+
+
+class UnknownNoteKey(NoteError):
+    code = "unknown-note-key"
+    hint = "the signature is by a key you did not configure: check the name and verifier key you trust"
+
+
+class BadNoteSignature(NoteError):
+    code = "bad-note-signature"
+    hint = "the note was changed after signing, or signed by another key of the same name: do not trust it"
+
+
+class NoVerifiedSignature(NoteError):
+    code = "unverified-note"
+    hint = "no signature on the note is by a key you trust: check the verifier key (the log_key of the mirror)"
+
+
+class MalformedCheckpoint(NoteError):
+    code = "malformed-checkpoint"
+
+
+class UnexpectedOrigin(NoteError):
+    code = "unexpected-origin"
+    hint = "the checkpoint names another log: check the origin you expect (--origin) and the mirror you read"
+
+
+# --- transparency log: tree, tiles, entry bundles (ledger/tlog.py) -----------------------------------
+
+
+class TlogError(PithledgerError):
+    """A tile, entry bundle or tree request that is malformed or does not match the signed tree."""
+
+    code = "bad-tlog"
+    hint = "fetch the log again; if it stays refused, the mirror's published log does not match its checkpoint"
+
+
+class BadTilePath(TlogError):
+    code = "bad-tile-path"
+    hint = "tile paths are tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>] (C2SP tlog-tiles)"
+
+
+class MalformedTile(TlogError):
+    code = "malformed-tile"
+
+
+class MalformedEntryBundle(TlogError):
+    code = "malformed-entry-bundle"
+
+
+class TileMismatch(TlogError):
+    code = "tile-mismatch"
+    hint = "the mirror's tiles do not hash to the root it signed: do not trust this copy of the log; report it"
+
+
+class OutsideTree(TlogError):
+    code = "outside-tree"
+    hint = "ask for an index below the tree size (and an old size not above the new one)"
+
+
 # --- where the parallel work runs (ledger/fanout.py) ---------------------------------------------------
 
 
