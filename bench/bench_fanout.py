@@ -82,7 +82,7 @@ def main() -> None:
             print(f"apply {label:<24} {wall:6.2f} s  {n / wall:8,.0f} events/s  CPU {everything / n * 1e6:5.0f} µs/event (all processes)")
         from distributed import LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
             address = str(cluster.scheduler_address)
             digest, wall, own, everything = apply(tmp, "dask", source, "--scheduler", address)
             digests.add(digest)

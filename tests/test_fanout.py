@@ -135,8 +135,8 @@ def cluster() -> Iterator[str]:
     """A LocalCluster of 2 worker processes for this module's tests, closed after them."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      worker_dashboard_address=None) as local:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      worker_dashboard_address=":0") as local:
         yield str(local.scheduler_address)
 
 
@@ -167,7 +167,7 @@ def test_dask_a_scheduler_gone_mid_run_changes_nothing() -> None:
 
     parts = [(i, 0.05) for i in range(60)]
     out: list[int] = []
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
     with Fanout.dask(str(cluster.scheduler_address)) as fan:
         started = time.monotonic()
         for r in fan.map(_slow_square, iter(parts)):
