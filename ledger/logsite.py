@@ -37,10 +37,10 @@ CACHE_CHECKPOINT = "no-cache"
 CACHE_PARTIAL = "public, max-age=60"
 
 
-class LogFork(PithledgerError):
+class PublishedLogDiffers(PithledgerError):
     """The directory already holds a log that this ledger's log does not extend."""
 
-    code = "log-fork"
+    code = "published-log-differs"
     hint = ("the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
             "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
             "or find out which history is right before publishing over it")
@@ -75,7 +75,7 @@ def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
     """The tree to publish (the ledger's log at its size now) and the checks that come first: the
     directory's checkpoint, when it is this log's (same key and origin), must be a prefix of ours (its
     root equals our tree's at its size), and every tile already there that we would write must hold
-    our bytes. Raises :class:`LogFork` otherwise; nothing is written either way."""
+    our bytes. Raises :class:`PublishedLogDiffers` otherwise; nothing is written either way."""
     with ledger.snapshot():
         size = ledger.tlog_size()
         root = tree_hash(ledger, size)
@@ -89,18 +89,18 @@ def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
             theirs = None  # another key's or origin's log (or damaged): its tiles are still checked below
         if theirs is not None:
             if theirs.size > size:
-                raise LogFork(f"{directory}/{CHECKPOINT_FILE} signs a log of {theirs.size:,} entries; this ledger's has {size:,}")
+                raise PublishedLogDiffers(f"{directory}/{CHECKPOINT_FILE} signs a log of {theirs.size:,} entries; this ledger's has {size:,}")
             with ledger.snapshot():
                 ours = tree_hash(ledger, theirs.size)
             if ours != theirs.root:
-                raise LogFork(f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
+                raise PublishedLogDiffers(f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
                               f"ledger's at that size")
             old_size = theirs.size
     if (directory / TILE_DIR).exists():
         for rel, data in _tiles(ledger, size, old_size):
             there = _read_file(directory, rel, len(data))
             if there is not None and there != data:
-                raise LogFork(f"{directory}/{rel} holds other bytes than this ledger's log has there")
+                raise PublishedLogDiffers(f"{directory}/{rel} holds other bytes than this ledger's log has there")
     return LogPlan(size, old_size, signer.sign(checkpoint.body()), checkpoint)
 
 

@@ -215,7 +215,7 @@ def test_a_tile_already_there_that_differs_is_a_fork_and_nothing_is_written(publ
     _flip(site / "tile/entries/000")
     before = _files(site)
     proc = pl(published.tmp, "--ledger", str(published.ledger), "publish", str(site), "--key", KEY, check=False)
-    assert proc.returncode == 1 and "error[log-fork]" in proc.stderr and "tile/entries/000" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "error[published-log-differs]" in proc.stderr and "tile/entries/000" in proc.stderr, proc.stderr
     assert _files(site) == before, "a refused publish writes nothing"
 
 
@@ -231,7 +231,7 @@ def test_another_history_under_the_same_key_is_a_fork(published: Published, tmp_
     site = _copy(published, tmp_path)
     before = _files(site)
     proc = pl(published.tmp, "--ledger", str(other), "publish", str(site), "--key", KEY, check=False)
-    assert proc.returncode == 1 and "error[log-fork]" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "error[published-log-differs]" in proc.stderr, proc.stderr
     assert _files(site) == before
 
 
