@@ -1,0 +1,247 @@
+"""The ledger's LMDB environment: its databases (_DBS), the layout check and in-place upgrade,
+transactions (snapshots, adopting a map another process grew, growing it), the release of mapped
+pages, and the key encodings every table shares. Layout: spec/storage.md.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import Any, cast
+
+import lmdb
+import msgspec
+
+from .. import ids
+from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
+from ..merge import MERGE_VERSION
+
+
+LAYOUT_VERSION = 4
+#: Layouts this version opens: layout 3 is layout 4 without the two pending sets (both empty), so a
+#: writer upgrades it in place and a reader reads it as it is.
+_UPGRADABLE_IN_PLACE = (3,)
+DEFAULT_MAP_SIZE = 1 << 30  # address space, not disk: LMDB files grow as pages are used
+_RESIZE_TRIES = 8  # times a transaction is begun again after another process grew the map
+_U64 = 8
+
+_DBS = {
+    # name: dupsort
+    b"meta": False,
+    b"log": False,  # seq -> LogEntry (msgpack): valid events only
+    b"ids": False,  # event_id digest (32 bytes) -> seq
+    b"subject": True,  # pith_number -> seq of each of its events
+    b"suffix": True,  # 26-char suffix -> pith_number of each PRESENT record (pruned when it stops being one)
+    b"alias": True,  # "arxiv:<id>" | "arxiv_version:<id>vN" | "doi:<doi>" -> pith_number (present records)
+    b"state": False,  # pith_number -> canonical state bytes
+    b"outcite": False,  # citing pith_number -> msgpack [[cited, event_id], ...]: its standing outbound citations
+    b"inbound": True,  # cited pith_number -> event id digest (32 bytes) of each standing citation naming it
+    b"extra": False,  # pith_number + "\0" + sha256 -> canonical unknown bundle top-level fields
+    b"rec": False,  # suffix + "\0" + pith_number -> Pair(event_root, state_sha256) (spec/audit.md)
+    b"node": False,  # "/" + suffix prefix (0..DEPTH chars) -> Pair(events, states) digest of that subtree
+    # Evidence: outside consensus (never in a state or digest), bounded by EvidenceLimits.
+    b"evidence": False,  # sha256 of a received copy (32 bytes) -> EvidenceEntry (msgpack)
+    b"evsubj": True,  # pith_number -> copy digest of each evidence entry about it
+    b"evsize": False,  # pith_number -> Usage(entries, bytes) of its evidence
+    # Pending derivation (spec/storage.md §3.1): what a deferred batch left for ``finish``.
+    b"pendcite": False,  # pith_number -> b"c" (a citation or revocation among them) | b"": it received events
+    b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
+}
+_PENDING = (b"pendcite", b"pendstate")
+_json_decoder = msgspec.json.Decoder()
+_RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
+_RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
+
+
+def _release_mapped_pages(ledger: _Environment) -> None:
+    """Unmap the pages of the ledger's file that this process has touched (Linux; elsewhere nothing).
+
+    A write transaction reads the pages it modifies through LMDB's read-only shared map, and the kernel
+    maps up to 16 cached neighbours of each page it faults in, so after a few batches into a large
+    ledger most of the file is mapped and counted in the RSS, although those are clean page-cache pages
+    that any memory pressure reclaims. MADV_DONTNEED on a shared file mapping only drops the mappings
+    (the data stays in the file and the cache; the next access maps it again), so the RSS shows what
+    the process holds. The map's address range is looked up in /proc/self/maps once per handle and map
+    size (LMDB maps again only when the size changes), never reused across handles: advising an address
+    that has since been reused for private memory would zero it."""
+    global _madvise
+    if _madvise is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _madvise = libc.madvise
+            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
+            _madvise = False
+    if not _madvise:
+        return
+    size = ledger.env.info()["map_size"]
+    if ledger._map_ranges is None or ledger._map_ranges[0] != size:
+        try:
+            with open("/proc/self/maps") as maps:
+                found = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(ledger._data_file))]
+        except OSError:  # pragma: no cover - no /proc
+            return
+        ledger._map_ranges = (size, [(int(a, 16), int(b, 16)) for a, b in (r.split("-") for r in found)])
+    for start, end in ledger._map_ranges[1]:
+        _madvise(start, end - start, 4)  # MADV_DONTNEED
+
+
+_madvise: Any = None
+
+
+def _rec_key(subject: str) -> bytes:
+    return ids.suffix_of_pith_number(subject).encode() + b"\0" + subject.encode()
+
+
+def _u64(n: int) -> bytes:
+    return n.to_bytes(_U64, "big")
+
+
+def _event_key(event_id: str) -> bytes:
+    return bytes.fromhex(event_id[len("sha256:"):])
+
+
+#: What a directory may hold for a new ledger to be created in it: LMDB's lock file, left by an
+#: opener that stopped before creating the data file.
+_NEW_LEDGER_MAY_HOLD = frozenset({"lock.mdb"})
+
+
+def _check_new_ledger_dir(path: Path) -> None:
+    """A new ledger is created only where nothing else lives: a directory that does not exist yet, or
+    an empty one. Anything else (a published tree, a home directory, a typo) would silently become a
+    ledger, and in a served tree its files would be served (spec/storage.md §1)."""
+    try:
+        if not path.exists():
+            return
+        if not path.is_dir():
+            raise NotALedger(f"{path} is a file, not a ledger directory")
+        others = sorted(p.name for p in islice(path.iterdir(), 64) if p.name not in _NEW_LEDGER_MAY_HOLD)
+    except OSError as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise NotALedger(f"{path} is not a ledger (it holds no data.mdb) and is not empty: it holds {shown}")
+
+
+def default_ledger_path() -> Path:
+    if env := os.environ.get("PITHLEDGER_LEDGER"):
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "pithledger"
+
+
+class _Pinned:
+    """A snapshot's read transaction lent to one read: leaving the read's ``with`` does not end it."""
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self._txn = txn
+
+    def __enter__(self) -> lmdb.Transaction:
+        return self._txn
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+
+class _Environment:
+    """Opening, checking and reading the LMDB environment: transactions for every other part."""
+
+    path: Path
+    env: lmdb.Environment
+    db: dict[bytes, Any]
+    _data_file: Path
+    _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
+    _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread
+
+    def _check_layout(self) -> int:
+        """The ledger's layout version, once it is known to be one this version reads (else raise).
+        A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
+        # A read transaction first: readers must not queue behind a writer just to open the ledger.
+        with self._begin(db=self.db[b"meta"]) as txn:
+            layout = txn.get(b"layout_version")
+            merge = bytes(txn.get(b"merge_version", b"")).decode()
+        readonly = self.env.flags()["readonly"]
+        if layout is None and readonly:
+            self.env.close()
+            raise NoLedger(f"no complete ledger at {self.path} (yet)")
+        if layout is None:
+            with self._begin(write=True, db=self.db[b"meta"]) as txn:
+                layout = txn.get(b"layout_version")
+                if layout is None:
+                    txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
+                    txn.put(b"merge_version", MERGE_VERSION.encode())
+                    return LAYOUT_VERSION
+                merge = bytes(txn.get(b"merge_version", b"")).decode()
+        layout = bytes(layout)
+        number = int(layout) if layout.isdigit() and layout.isascii() and len(layout) < 6 else -1
+        if number in _UPGRADABLE_IN_PLACE and merge == MERGE_VERSION:
+            if readonly:
+                return number
+            with self._begin(write=True, db=self.db[b"meta"]) as txn:
+                txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
+            return LAYOUT_VERSION
+        if 0 <= number < LAYOUT_VERSION or (merge != MERGE_VERSION and merge.startswith("pithledger-merge-v")):
+            raise LayoutMismatch(
+                f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "
+                f"this pithledger computes {MERGE_VERSION} (layout {LAYOUT_VERSION})",
+                hint=f"rebuild it from its log, which keeps everything it received: `pithledger --ledger {self.path} rebuild` "
+                     f"(the old ledger is kept beside it as {self.path.name}.{(merge or 'old').rsplit('-', 1)[-1]}-backup)",
+            )
+        if number != LAYOUT_VERSION or merge != MERGE_VERSION:
+            raise LayoutMismatch(f"the ledger at {self.path} has layout {layout.decode()!r} and merge {merge!r}; "
+                                 f"this pithledger reads layout {LAYOUT_VERSION}, {MERGE_VERSION}",
+                                 hint="use the pithledger version that wrote this ledger")
+        return number
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read this thread makes inside the block reads one LMDB snapshot (one read transaction),
+        so a document built from several reads is consistent while another process commits (a node
+        document's records and its digest, a page's state and events). Re-entrant."""
+        if getattr(self._pinned, "txn", None) is not None:
+            yield
+            return
+        txn = self._begin()
+        self._pinned.txn = txn
+        try:
+            yield
+        finally:
+            self._pinned.txn = None
+            txn.abort()
+
+    def _begin(self, *, write: bool = False, db: Any = None) -> lmdb.Transaction:
+        """A transaction (inside :meth:`snapshot`, a read is the snapshot's own). When another process has grown the ledger past this handle's map since it was
+        opened (MDB_MAP_RESIZED: a writer opened before another one grew the file), the grown size is
+        adopted and the transaction begun again (spec/storage.md §3.2)."""
+        pinned = getattr(self._pinned, "txn", None)
+        if pinned is not None and not write and db is None:
+            return cast(lmdb.Transaction, _Pinned(pinned))
+        for _ in range(_RESIZE_TRIES):
+            try:
+                return self.env.begin(write=write, db=db)
+            except lmdb.MapResizedError:
+                self._map_ranges = None
+                try:
+                    self.env.set_mapsize(0)  # LMDB: 0 adopts the size the other process set
+                except lmdb.Error as exc:  # a transaction of this handle is still open
+                    raise LedgerError(f"another process grew the ledger at {self.path} while this one was reading it ({exc})",
+                                      hint="nothing was written by this run's last step; run the same command again") from None
+        raise LedgerError(f"the ledger at {self.path} kept growing in another process while this one tried to write",
+                          hint="nothing was written by this run's last step; run the same command again")
+
+    def _grow(self) -> None:
+        self._map_ranges = None
+        size = self.env.info()["map_size"] * 2
+        try:
+            self.env.set_mapsize(size)
+        except lmdb.Error as exc:
+            raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None

@@ -1,0 +1,248 @@
+"""fsck: every check of the ledger against its log (log entries, event index, citation indexes,
+states, lookup indexes, evidence and its accounting, digest tree), pure parts run on the workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from itertools import islice
+from typing import Any
+
+import lmdb
+
+from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
+from ..errors import LedgerError
+from ..events import Verdict, check_event, valid_verdict, verify_event
+from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
+from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .pending import _PendingWork
+from .views import _Inputs, _derive, _pair_decoder, _stored_index_keys, _unpack_state
+from .workers import _PARALLEL_STATES
+
+
+_FSCK_PART = 512  # log entries per fsck task
+
+
+def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None]]:
+    """fsck of log entries (sequence key, stored entry): each one's faults, and the event id key the
+    ids index must map to it (None for an entry that is not a valid event). Pure: runs on workers.
+
+    Every check of spec/events.md §2.2 runs again; the Ed25519 check only with ``reverify`` (the
+    log holds only events whose signature verified on arrival)."""
+    out: list[tuple[bytes, list[str], bytes | None]] = []
+    for seq, raw in items:
+        entry = _entry_decoder.decode(raw)
+        event = _json_decoder.decode(entry.event)
+        verdict = check_event(event, signature_known_good=not reverify)
+        # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
+        # that still verifies; for any other, "valid" is what was stored.
+        logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
+        where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
+        faults = []
+        if int.from_bytes(seq, "big") != entry.seq:
+            faults.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
+        if logged is None or _verdict_key(verdict) != _verdict_key(logged):
+            faults.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
+        if verdict.status != "valid":
+            faults.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
+        out.append((seq, faults, _event_key(verdict.event_id) if verdict.status == "valid" else None))
+    return out
+
+
+def _fsck_state_part(part: list[_Inputs]) -> list[tuple[str, bool, bytes]]:
+    """fsck of stored states: whether each equals its derivation from the record's stored inputs
+    (``old_state`` holds the stored state), and the digest leaf derived with it. Pure."""
+    out = []
+    for inputs in part:
+        derived = _derive(inputs._replace(old_state=None))
+        try:
+            same = inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state
+        except LedgerError:  # not even zlib: differs
+            same = False
+        out.append((inputs.subject, same, derived.pair))
+    return out
+
+
+def _verdict_key(v: Verdict) -> tuple[Any, ...]:
+    """What fsck compares: everything but the message, which explains the first fault found and may
+    name another fault of the same code when the copy's keys come in another order."""
+    return (v.event_id, v.event_type, v.subject, v.status, v.reason, v.trust, v.signer_key, v.facts)
+
+
+#: fsck names at most this many records whose evidence usage is miscounted (then how many more).
+_NAMED_MISCOUNTS = 20
+
+
+def _usage_text(u: Usage) -> str:
+    return f"{u.entries:,} cop{'y' if u.entries == 1 else 'ies'} ({u.bytes:,} bytes)"
+
+
+class _Fsck(_PendingWork):
+    """Checking a ledger against its log, and repairing the evidence accounting."""
+
+    def fsck(self, *, reverify: bool = False) -> list[str]:
+        """Re-verify every logged event and recompute every state; return every mismatch found.
+
+        Every check of spec/events.md §2.2 runs again, except, unless ``reverify``, the Ed25519 check
+        of a logged event: the log holds only events whose signature verified on arrival, and that
+        check is most of the cost (spec/storage.md §6)."""
+        dbs = self._pending_dbs()
+        problems: list[str] = []
+        with self._begin() as txn:
+            seen = 0
+            log = txn.cursor(db=self.db[b"log"]).iternext()
+
+            def log_part() -> list[tuple[bytes, bytes]]:
+                _release_mapped_pages(self)  # a reader of the whole file would otherwise map all of it
+                return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, _FSCK_PART)]
+
+            parts = iter(log_part, [])
+            check = functools.partial(_fsck_log_part, reverify=reverify)
+            many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
+            for checked in self._on_workers(check, parts, parallel=many):
+                for seq, faults, key in checked:
+                    seen += 1
+                    problems += faults
+                    if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
+                        problems.append(f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it")
+            if txn.stat(self.db[b"ids"])["entries"] != seen:
+                problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
+            pending = sum(txn.stat(db)["entries"] for db in dbs)
+            if pending:  # the derived views are checked once derived: open_settled() / finish() first
+                problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
+                return problems + self._fsck_evidence(txn)
+            problems += self._fsck_citations(txn)
+            # each record's inputs as stored, its stored state as "old": compared with, not replaced
+            subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
+            many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
+            leaves: dict[str, Pair] = {}
+            for found in self._on_workers(_fsck_state_part, self._input_parts(txn, subjects), parallel=many):
+                for subject, same, pair in found:
+                    if not same:
+                        problems.append(f"state of {subject} differs from its recomputation from the log")
+                    leaves[subject] = _pair_decoder.decode(pair)
+            cursor = txn.cursor(db=self.db[b"subject"])
+            for subject_key in cursor.iternext_nodup(values=False):
+                if txn.get(subject_key, db=self.db[b"state"]) is None:
+                    problems.append(f"{bytes(subject_key).decode()} has events but no stored state")
+            problems += self._fsck_indexes(txn)
+            problems += self._fsck_evidence(txn)
+            problems += self._fsck_tree(txn, leaves)
+        return problems
+
+    def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
+        """The citation indexes equal a recomputation from every record's own events."""
+        problems: list[str] = []
+        want_in: set[tuple[bytes, bytes]] = set()
+        cursor = txn.cursor(db=self.db[b"subject"])
+        for key in cursor.iternext_nodup(values=False):
+            subject = bytes(key).decode()
+            new = self._outbound(txn, subject)
+            if new != self._stored_outbound(txn, subject):
+                problems.append(f"the outbound citation index of {subject} differs from its recomputation")
+            want_in |= {(cited.encode(), _event_key(eid)) for cited, eid in new}
+        have_in = {(bytes(k), bytes(v)) for k, v in txn.cursor(db=self.db[b"inbound"]).iternext()}
+        if have_in != want_in:
+            problems.append(f"the inbound citation index differs from its recomputation ({len(have_in - want_in)} stale, "
+                            f"{len(want_in - have_in)} missing)")
+        return problems
+
+    def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
+        """The suffix and alias indexes hold exactly what the stored states imply."""
+        want: set[tuple[bytes, bytes, bytes]] = set()
+        unreadable = []
+        for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
+            try:
+                for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
+                    want.add((db, ikey, bytes(key)))
+            except LedgerError as exc:
+                unreadable.append(exc.message)
+        have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
+        return unreadable + ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
+                + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in sorted(have - want)])
+
+    def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
+        problems: list[str] = []
+        for key, raw in txn.cursor(db=self.db[b"evidence"]).iternext():
+            held = _evidence_decoder.decode(raw)
+            where = f"evidence {bytes(key).hex()}"
+            if hashlib.sha256(held.event).digest() != bytes(key):
+                problems.append(f"{where}: its bytes do not hash to its key")
+            verdict = verify_event(_json_decoder.decode(held.event))
+            if _verdict_key(verdict) != _verdict_key(held.verdict):
+                problems.append(f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+        return problems + self._fsck_evidence_usage(txn)
+
+    def _evidence_held(self, txn: lmdb.Transaction) -> tuple[dict[str, Usage], Usage]:
+        """What the evidence area holds, counted from the entries: per record and in all."""
+        usage: dict[str, Usage] = {}
+        entries = size = 0
+        for raw in txn.cursor(db=self.db[b"evidence"]).iternext(keys=False):
+            held = _evidence_decoder.decode(raw)
+            u = usage.get(held.verdict.subject, Usage())
+            usage[held.verdict.subject] = Usage(u.entries + 1, u.bytes + len(held.event))
+            entries, size = entries + 1, size + len(held.event)
+        return usage, Usage(entries, size)
+
+    def _fsck_evidence_usage(self, txn: lmdb.Transaction) -> list[str]:
+        """The evidence usage counters (what the caps are checked against) against what is held, each
+        miscount named: a counter above the truth fills a cap early, one below lets it overflow."""
+        usage, total = self._evidence_held(txn)
+        stored = {bytes(k).decode(): _usage_decoder.decode(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
+        wrong = sorted(s for s in usage.keys() | stored.keys() if usage.get(s, Usage()) != stored.get(s, Usage()))
+        problems = [f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
+                    f"are held" for s in wrong[:_NAMED_MISCOUNTS]]
+        if len(wrong) > _NAMED_MISCOUNTS:
+            problems.append(f"... and the evidence usage of {len(wrong) - _NAMED_MISCOUNTS:,} more records is miscounted")
+        raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
+        counted = _usage_decoder.decode(raw) if raw is not None else Usage()
+        if counted != total:
+            problems.append(f"the total evidence usage counts {_usage_text(counted)} but {_usage_text(total)} are held")
+        return problems
+
+    def repair_evidence_usage(self) -> list[str]:
+        """Recount the evidence usage counters from the evidence held (one write transaction); return
+        what was wrong, as fsck names it. Only these counters are repaired: they are local bookkeeping
+        of the caps, outside consensus, and the entries they count are the truth. Everything else fsck
+        checks is derived from the log, which ``rebuild`` re-derives."""
+        while True:
+            try:
+                with self._begin(write=True) as txn:
+                    found = self._fsck_evidence_usage(txn)
+                    if not found:
+                        return []
+                    usage, total = self._evidence_held(txn)
+                    txn.drop(self.db[b"evsize"], delete=False)
+                    for subject, u in sorted(usage.items()):
+                        txn.put(subject.encode(), _entry_encoder.encode(u), db=self.db[b"evsize"])
+                    txn.put(b"evidence_usage", _entry_encoder.encode(total), db=self.db[b"meta"])
+                    return found
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise LedgerError(f"the evidence usage was not repaired: {exc}",
+                                  hint="the ledger is as it was; if the disk is full, free space and run it again") from None
+
+    def _fsck_tree(self, txn: lmdb.Transaction, leaves: dict[str, Pair]) -> list[str]:
+        """Recompute every digest-tree node from the records' leaves derived from the log."""
+        problems: list[str] = []
+        buckets: dict[str, dict[str, Pair]] = {}
+        for subject, pair in leaves.items():
+            buckets.setdefault(bucket_of(subject), {})[subject] = pair
+            raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
+            if raw is None or _pair_decoder.decode(raw) != pair:
+                problems.append(f"digest entry of {subject} differs from its recomputation")
+        level: dict[str, Pair] = {b: bucket_pair(r) for b, r in buckets.items()}
+        for depth in range(DEPTH, -1, -1):
+            for prefix, pair in level.items():
+                raw = txn.get(b"/" + prefix.encode(), db=self.db[b"node"])
+                if raw is None or _pair_decoder.decode(raw) != pair:
+                    problems.append(f"digest node {prefix or '(root)'} differs from its recomputation")
+            if depth == 0:
+                break
+            parents: dict[str, dict[str, Pair]] = {}
+            for prefix, pair in level.items():
+                parents.setdefault(prefix[:-1], {})[prefix[-1]] = pair
+            level = {p: inner_pair(p, ch) for p, ch in parents.items()}
+        return problems

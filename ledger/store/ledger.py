@@ -1,0 +1,91 @@
+"""The Ledger: one class composed of its parts, each in its own module (see ledger/store/__init__.py)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import lmdb
+
+from ..errors import LedgerError, NoLedger, PithledgerError
+from .entries import EvidenceLimits
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _PENDING, _check_new_ledger_dir
+from .fsck import _Fsck
+from .log import _Log
+from .reads import _Reads
+
+if TYPE_CHECKING:  # imported where used: `state` starts without them (tens of ms)
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+
+class Ledger(_Log, _Reads, _Fsck):
+    """A ledger directory. Open one per process; any number of processes may read while one writes.
+
+    Its methods live in the parts it is composed of, one module each (listed in ledger/store/__init__.py);
+    each part's class builds on the parts it calls. This class opens and closes the handle."""
+
+    def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
+                 evidence_limits: EvidenceLimits = EvidenceLimits()) -> None:  # noqa: B008 - frozen
+        """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
+        for an apply in another process (LMDB gives it the last committed snapshot)."""
+        self.path = Path(path)
+        self._data_file = self.path.resolve() / "data.mdb"
+        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
+        self.evidence_limits = evidence_limits
+        if not (self.path / "data.mdb").exists():
+            if not create:
+                raise NoLedger(f"no ledger at {self.path}")
+            _check_new_ledger_dir(self.path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS), map_size=map_size, subdir=True, readonly=readonly)
+        except lmdb.Error as exc:
+            raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
+        self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
+        self._pool: ThreadPoolExecutor | None = None
+        self._procs: ProcessPoolExecutor | None = None  # signature checks of big runs (see _signature_pool)
+        self._chunks_checked = 0
+        self._no_procs = False
+        try:
+            self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
+            layout = self._check_layout()  # before the other databases: an older layout may lack some
+            self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
+                            if layout == LAYOUT_VERSION or name not in _PENDING})
+        except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
+            self.env.close()
+            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
+        except PithledgerError:
+            self.env.close()
+            raise
+
+    def close(self) -> None:
+        self._map_ranges = None
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._procs is not None:
+            self._procs.shutdown(cancel_futures=True)
+            self._procs = None
+        self.env.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_settled(path: Path) -> Ledger:
+    """Open a ledger read-only for a reader that needs its derived views whole (digest tree, fsck,
+    publish, audit): if derivation is pending (an apply or sync was killed, or is running), finish it
+    first, as a writer, which waits for a running one (spec/storage.md §3.1)."""
+    ledger = Ledger(path, readonly=True)
+    if not ledger.pending():
+        return ledger
+    ledger.close()
+    with Ledger(path) as writer:
+        writer.finish()
+    return Ledger(path, readonly=True)

@@ -1,0 +1,287 @@
+"""The append-only log and the evidence area: THE SERIAL WRITE PATH.
+
+Everything here runs on the one writer, in one LMDB write transaction per batch (group commit: a
+crash leaves the ledger exactly as before or after a batch). It is serial because it must be: the
+log's sequence numbers, the dedup of a copy against what the ledger (and the batch) already hold, and
+the evidence caps are decided in order, one copy after the other. A Batch hands each bundle's copies
+to the workers for their signature checks as it is added (workers.py) and only orders, dedups and
+commits what comes back; deriving the views of the touched records (views.py, through pending.py's
+``_finish_some``) follows in the same transaction, or is left pending for ``finish``. What the log
+and the evidence hold: entries.py. Rules: spec/storage.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import lmdb
+
+from ..bundle import Bundle
+from ..canonical import canonical_bytes
+from ..errors import LedgerError
+from ..events import Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope
+from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Rejection, Usage, _entry_encoder,
+                      _evidence_decoder, _usage_decoder)
+from .env import _RELEASE_EVERY, _event_key, _release_mapped_pages, _u64
+from .pending import _PendingWork
+from .workers import _Pending, _VERIFY_CHUNK, _outcome
+
+
+#: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
+MAX_EXTRA_BYTES = 64 * 1024
+MAX_EXTRA_PER_RECORD = 8
+
+
+class _Offer(NamedTuple):
+    """An offered copy that needs verifying: its subject, value, recomputed id (ours) and canonical bytes."""
+
+    subject: str
+    event: dict[str, Any]
+    claimed_id: str
+    data: bytes
+
+
+class BatchWithdrawn(Exception):
+    """A batch's ``admit`` callback declined it once the write lock was held: nothing was written."""
+
+
+def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
+    return Rejection(copy_sha256=copy, subject=verdict.subject, event_type=verdict.event_type, declared_event_id=verdict.event_id,
+                     status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
+
+
+class _Log(_PendingWork):
+    """Appending batches: the log, its event index, the evidence area and the pending marks."""
+
+    evidence_limits: EvidenceLimits
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    def apply_batch(self, bundles: Iterable[Bundle], *, defer: bool = False) -> BatchResult:
+        """Append the new valid events of ``bundles``, keep the rest as evidence, and recompute touched
+        states, in ONE transaction.
+
+        ``defer``: leave the derived views (citation indexes, states, lookup indexes, digest tree) of
+        the touched records pending, in the same transaction, for :meth:`finish` to derive once per
+        record however many batches touched it (spec/storage.md §3.1). Without it the batch also
+        finishes every pending record, so the ledger is fully derived when it returns.
+        """
+        batch = self.batch()
+        try:
+            for bundle in bundles:
+                batch.add(bundle)
+        except BaseException:
+            batch.abandon()
+            raise
+        return batch.commit(defer=defer)
+
+    def batch(self) -> Batch:
+        """A batch to fill bundle by bundle and commit as one transaction (what :meth:`apply_batch`
+        does at once): each bundle's events are looked up and handed to the verifying threads as it
+        is added, so signature checks run while the caller reads and decodes the next bundles."""
+        self._start_pool()
+        return Batch(self)
+
+    def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer], verdicts: dict[str, Verdict], offers: list[str],
+               held: dict[str, Verdict], duplicate: int, defer: bool,
+               admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
+        result = BatchResult(duplicate=duplicate)
+        touched: set[str] = set()
+        citing: set[str] = set()
+        outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
+        try:
+            with self._begin(write=True) as txn:
+                if admit is not None and not admit(txn):  # the writer lock is held: last chance to withdraw
+                    raise BatchWithdrawn()
+                seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
+                for n, (copy, c) in enumerate(candidates.items(), 1):
+                    if n % (32 * _RELEASE_EVERY) == 0:
+                        _release_mapped_pages(self)
+                    verdict = verdicts[copy]
+                    if verdict.status != "valid":
+                        kept = self._keep_evidence(txn, copy, c.subject, c.data, verdict)
+                        outcome[copy] = _rejection(copy, verdict, kept)
+                        continue
+                    if not txn.put(_event_key(verdict.event_id), _u64(seq), db=self.db[b"ids"], overwrite=False):
+                        outcome[copy] = "duplicate"  # held already: another copy of a Pith record, or another writer
+                        continue
+                    entry = LogEntry(seq=seq, event=c.data, facts=verdict.facts,
+                                     event_id="" if is_pithledger_envelope(c.event) else verdict.event_id)
+                    txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
+                    txn.put(c.subject.encode(), _u64(seq), db=self.db[b"subject"])
+                    seq += 1
+                    outcome[copy] = "new"
+                    touched.add(c.subject)
+                    if "cited" in verdict.facts or "revokes" in verdict.facts:
+                        citing.add(c.subject)
+                for copy, verdict in held.items():
+                    outcome[copy] = _rejection(copy, verdict, True)
+                counted: set[str] = set()
+                for copy in offers:  # every offer is answered, not only the first
+                    done = outcome[copy]
+                    if isinstance(done, Rejection):
+                        result.rejected.append(done)
+                        if done.status == "invalid":
+                            result.invalid += 1
+                        else:
+                            result.unverified += 1
+                    elif done == "new" and copy not in counted:
+                        result.new += 1
+                        counted.add(copy)
+                    else:
+                        result.duplicate += 1
+                for bundle in bundles:
+                    if bundle.extra:
+                        self._keep_extra(txn, bundle.pith_number, canonical_bytes(bundle.extra))
+                txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
+                for subject in touched:  # b"c": it received a citation or a revocation, which may change what it cites
+                    if subject in citing:
+                        txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
+                    else:
+                        txn.put(subject.encode(), b"", db=self.db[b"pendcite"], overwrite=False)
+                if not defer:
+                    while self._finish_some(txn, None) is not None:
+                        pass
+                result.touched = sorted(touched)
+        except lmdb.MapFullError:
+            raise
+        except lmdb.Error as exc:
+            raise LedgerError(
+                f"the batch was not written: {exc}",
+                hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
+            ) from None
+        return result
+
+    def _keep_extra(self, txn: lmdb.Transaction, subject: str, blob: bytes) -> None:
+        """Keep a bundle's unknown top-level fields for export, within caps (spec/storage.md §2): only
+        for a record that holds valid events, at most MAX_EXTRA_BYTES a blob and MAX_EXTRA_PER_RECORD
+        blobs a record, so bundles without events cannot fill the disk."""
+        if len(blob) > MAX_EXTRA_BYTES or txn.get(subject.encode(), db=self.db[b"subject"]) is None:
+            return
+        prefix = subject.encode() + b"\0"
+        key = prefix + hashlib.sha256(blob).hexdigest().encode()
+        if txn.get(key, db=self.db[b"extra"]) is not None:
+            return
+        cursor, held = txn.cursor(db=self.db[b"extra"]), 0
+        if cursor.set_range(prefix):
+            for k in cursor.iternext(values=False):
+                if not bytes(k).startswith(prefix) or held >= MAX_EXTRA_PER_RECORD:
+                    break
+                held += 1
+        if held < MAX_EXTRA_PER_RECORD:
+            txn.put(key, blob, db=self.db[b"extra"])
+
+    def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, data: bytes, verdict: Verdict) -> bool:
+        """Hold one rejected copy (its canonical bytes) as evidence, within the caps; False when a cap is reached.
+
+        Everything is read in the write transaction: another writer may have kept the same copy since
+        this batch looked it up, and a copy already held is not counted again (spec/storage.md §2.1)."""
+        if txn.get(bytes.fromhex(copy), db=self.db[b"evidence"]) is not None:
+            return True
+        lim = self.evidence_limits
+        raw = txn.get(subject.encode(), db=self.db[b"evsize"])
+        mine = _usage_decoder.decode(raw) if raw is not None else Usage()
+        raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
+        total = _usage_decoder.decode(raw) if raw is not None else Usage()
+        if (mine.entries + 1 > lim.per_record_entries or mine.bytes + len(data) > lim.per_record_bytes
+                or total.entries + 1 > lim.total_entries or total.bytes + len(data) > lim.total_bytes):
+            return False
+        txn.put(bytes.fromhex(copy), _entry_encoder.encode(EvidenceEntry(event=data, verdict=verdict)), db=self.db[b"evidence"])
+        txn.put(subject.encode(), bytes.fromhex(copy), db=self.db[b"evsubj"])
+        txn.put(subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + len(data))), db=self.db[b"evsize"])
+        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
+        return True
+
+
+class Batch:
+    """A batch being filled bundle by bundle (:meth:`Ledger.batch`), then committed as one transaction.
+
+    Identity (spec/storage.md §3): a copy whose declared event_id equals its recomputed id and is
+    already held is byte-identical to a held valid event, so it is a duplicate without verifying.
+    Anything else is looked up by the hash of the copy itself in the evidence area (an input offered
+    again is reported again, from its stored verdict), and only then verified, outside the write lock,
+    on the ledger's threads while the caller goes on. Nothing an input declares decides where it is
+    filed: only verification does."""
+
+    def __init__(self, ledger: _Log) -> None:
+        self._ledger = ledger
+        self._txn = ledger._begin()  # lookups; ended before the write transaction begins
+        self._bundles: list[Bundle] = []
+        self._offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
+        self._candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing (insertion = verify order)
+        self._held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
+        self._duplicate = 0
+        self._chunk: list[tuple[bytes, str, bool]] = []  # candidates not yet handed to the workers
+        self._parts: list[_Pending[list[Verdict]]] = []  # verdicts of the candidates, a chunk each, in order
+        self._items: list[list[tuple[bytes, str, bool]]] = []  # what each part verifies (verified here if a worker died)
+        self.events = 0  # events added
+        self._released = 0  # self.events at the last _release_mapped_pages
+        self.fill = 0  # what a batch closes on: events, a bundle without events counting one
+        self.bytes = 0  # canonical bytes of the bundles added
+
+    def add(self, bundle: Bundle, *, signatures_verified: bool = False) -> None:
+        """Add a bundle's events. ``signatures_verified``: the caller vouches that every Ed25519
+        signature of these exact bytes verified before (``rebuild`` re-applying its own log, which holds
+        only events that verified): step 7 is taken as passed, every other step runs again."""
+        self._bundles.append(bundle)
+        self.events += len(bundle.events)
+        self.fill += max(1, len(bundle.events))
+        self.bytes += bundle.size
+        txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
+        if self.events - self._released >= 32 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
+            _release_mapped_pages(self._ledger)
+            self._released = self.events
+        for event in bundle.events:
+            cid = claimed_event_id(event)
+            if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=ids_db) is not None:
+                self._duplicate += 1
+                continue
+            data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
+            copy = copy_sha256(data)
+            self._offers.append(copy)
+            if copy in self._candidates or copy in self._held:
+                continue
+            raw = txn.get(bytes.fromhex(copy), db=evidence_db)
+            if raw is not None:
+                self._held[copy] = _evidence_decoder.decode(raw).verdict
+                continue
+            self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
+            self._chunk.append((data, cid, signatures_verified))
+            if len(self._chunk) >= _VERIFY_CHUNK:
+                self._submit()
+
+    def _submit(self) -> None:
+        if not self._chunk:
+            return
+        self._parts.append(self._ledger._verify(self._chunk))
+        self._items.append(self._chunk)
+        self._chunk = []
+
+    def commit(self, *, defer: bool = False, admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
+        """Wait for the verdicts, then append, keep evidence and (unless ``defer``) derive, in one
+        durable transaction (see :meth:`Ledger.apply_batch`).
+
+        ``admit``: called in the write transaction as soon as it holds the writer lock, before anything
+        is written; when it returns False the transaction is aborted and :class:`BatchWithdrawn` raised
+        (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written)."""
+        self._submit()
+        self._txn.abort()
+        checked = [v for part, items in zip(self._parts, self._items, strict=True)
+                   for v in _outcome(part, items)]
+        verdicts = dict(zip(self._candidates, checked, strict=True))
+        while True:
+            try:
+                result = self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
+                                             self._duplicate, defer, admit)
+                _release_mapped_pages(self._ledger)
+                return result
+            except lmdb.MapFullError:
+                self._ledger._grow()
+
+    def abandon(self) -> None:
+        """Drop the batch unwritten (the caller was interrupted)."""
+        self._txn.abort()
+        for part in self._parts:
+            part.cancel()

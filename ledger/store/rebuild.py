@@ -1,0 +1,148 @@
+"""Rebuilding a ledger from its log (after a merge-version change, or to re-verify everything): a new
+ledger is filled from the old log's events and swapped in, the old one kept beside it as a backup.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+
+from ..bundle import Bundle
+from ..errors import LedgerError, NoLedger
+from ..merge import MERGE_VERSION
+from .entries import BatchResult
+from .env import DEFAULT_MAP_SIZE, _json_decoder
+from .ledger import Ledger
+
+
+# --- rebuilding from the log ---------------------------------------------------------------------
+
+_REBUILT_MARK = "REBUILT"
+
+
+def _copy_sidecars(old: Path, new: Path) -> None:
+    """Carry the sidecars beside a ledger (the LMDB environments in its subdirectories: display
+    metadata, pull's cache; outside consensus, spec/storage.md §8) into its rebuilt copy, each as a
+    consistent snapshot (``Environment.copy``), so a rebuild loses no title and re-fetches nothing."""
+    for side in sorted(old.iterdir()):
+        if not (side.is_dir() and not side.is_symlink() and (side / "data.mdb").is_file()):
+            continue
+        (new / side.name).mkdir()
+        try:
+            env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
+            try:
+                env.copy(str(new / side.name))
+            finally:
+                env.close()
+        except lmdb.Error as exc:
+            raise LedgerError(f"the rebuild could not copy {side}: {exc}",
+                              hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+
+
+def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False) -> dict[str, Any]:
+    """Rebuild the ledger at ``path`` under this merge version from what its log received.
+
+    The log of every layout keeps each received event's bytes (layout 1 kept every class of event
+    there; layouts 2 to 4 keep valid events there and the rest as evidence), so re-applying them all
+    loses nothing. Every check of spec/events.md §2.2 runs again under this version's rules, except,
+    unless ``reverify``, the Ed25519 check of an event the old ledger held as valid: the same bytes
+    verified under the same signature rule when they arrived. The new ledger is built beside the old
+    one and swapped in by two renames; the old one stays as ``<name>.<old merge>-backup``. While it
+    reads, it holds the old ledger's writer lock, so nothing is applied to the old ledger meanwhile.
+    Re-running after an interruption finishes the job. A ledger already at this merge version is left
+    as it is (``already_current``), unless ``force``: rebuilding it would only pile up backups.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".rebuild-tmp")
+    if not (path / "data.mdb").exists():
+        if (tmp / _REBUILT_MARK).exists():  # interrupted between the two renames
+            os.rename(tmp, path)
+            return {"finished_interrupted_rebuild": True, "backup": "", "events_read": 0, "new": 0, "duplicate": 0,
+                    "invalid": 0, "unverified": 0}
+        raise NoLedger(f"no ledger at {path}")
+    try:
+        env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
+    except lmdb.Error as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
+    counts = {"events_read": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "signatures_reused": 0}
+    try:
+        txn = env.begin(write=True)  # the writer lock: no apply lands in the old ledger while we read it
+        try:
+            meta = env.open_db(b"meta", txn=txn, create=False)
+            old_merge = bytes(txn.get(b"merge_version", b"", db=meta)).decode() or "unknown"
+            if old_merge == MERGE_VERSION and not force:
+                return counts | {"already_current": True, "backup": "", "old_merge_version": old_merge}
+            shutil.rmtree(tmp, ignore_errors=True)
+            with Ledger(tmp, create=True) as new:
+                batch = new.batch()
+                for raw, was_valid in _old_events(env, txn):
+                    event = _json_decoder.decode(raw)
+                    counts["events_read"] += 1
+                    reuse = was_valid and not reverify
+                    counts["signatures_reused"] += reuse
+                    batch.add(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event]), signatures_verified=reuse)
+                    if batch.events >= batch_events:
+                        _tally(counts, batch.commit(defer=True))
+                        batch = new.batch()
+                _tally(counts, batch.commit(defer=True))
+                new.finish()
+                _copy_db(env, txn, new, b"extra")
+        finally:
+            txn.abort()
+    except lmdb.Error as exc:
+        raise LedgerError(f"the rebuild failed: {exc}", hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+    finally:
+        env.close()
+    _copy_sidecars(path, tmp)
+    (tmp / _REBUILT_MARK).write_text(old_merge + "\n")
+    backup = path.with_name(f"{path.name}.{old_merge.rsplit('-', 1)[-1]}-backup")
+    n = 1
+    while backup.exists():
+        backup = path.with_name(f"{path.name}.{old_merge.rsplit('-', 1)[-1]}-backup{n}")
+        n += 1
+    os.rename(path, backup)
+    os.rename(tmp, path)
+    (path / _REBUILT_MARK).unlink()
+    return counts | {"backup": str(backup), "old_merge_version": old_merge}
+
+
+def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
+    """Every received event's bytes in a ledger of any layout, and whether that ledger held it as
+    valid: its log (layouts 2 to 4 log valid events only; layout 1 logged every class with its verdict),
+    then (layout 2 on) its evidence."""
+    generic = msgspec.msgpack.Decoder()
+    log = env.open_db(b"log", txn=txn, create=False)
+    for _, raw in txn.cursor(db=log).iternext():
+        entry = generic.decode(raw)  # layouts 1 and 2: a map; layouts 3 and 4: an array [seq, event, facts, event_id]
+        if isinstance(entry, list):
+            yield bytes(entry[1]), True
+        else:
+            verdict = entry.get("verdict")
+            yield bytes(entry["event"]), not isinstance(verdict, dict) or verdict.get("status") == "valid"
+    try:
+        evidence = env.open_db(b"evidence", txn=txn, create=False)
+    except lmdb.NotFoundError:
+        return
+    for _, raw in txn.cursor(db=evidence).iternext():
+        yield bytes(generic.decode(raw)["event"]), False
+
+
+def _copy_db(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, name: bytes) -> None:
+    try:
+        old = env.open_db(name, txn=txn, create=False)
+    except lmdb.NotFoundError:
+        return
+    with new.env.begin(write=True, db=new.db[name]) as out:
+        for key, value in txn.cursor(db=old).iternext():
+            out.put(bytes(key), bytes(value))
+
+
+def _tally(counts: dict[str, int], result: BatchResult) -> None:
+    for key in ("new", "duplicate", "invalid", "unverified"):
+        counts[key] += getattr(result, key)
