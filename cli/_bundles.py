@@ -21,7 +21,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -30,7 +30,7 @@ from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_dec
 from pithledger.display import DisplayMetadata
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.events import copy_sha256
-from pithledger.store import Rejection, ignore_interrupts
+from pithledger.store import Prepared, Rejection, ignore_interrupts, prepare
 
 from ._output import Input, cannot_read, lines_framed, located, read_bytes
 
@@ -53,6 +53,8 @@ class Plan:
 
     def __init__(self) -> None:
         self.files: list[tuple[bool, list[_Region]] | None] = []
+        # pass 1's worker processes, kept for pass 2 (forked once, while this process is small)
+        self.checker: _Checker | None = None
 
 
 class Checked(NamedTuple):
@@ -73,8 +75,10 @@ def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] 
             if n:
                 file_done()
             yield from _check_file(item, plan, checker)
-    finally:
+    except BaseException:  # a fault stops the run (or the caller stopped reading): no pass 2
         checker.close()
+        raise
+    plan.checker = checker
 
 
 class _Checker:
@@ -99,23 +103,23 @@ class _Checker:
         except (OSError, ValueError):  # pragma: no cover - no processes here
             self.pool = None
 
-    def submit(self, region: bytes, lineno: int, label: str) -> tuple[Future[_Found] | None, bytes, int, str]:
+    def submit(self, func: Callable[..., _R], *args: Any) -> tuple[Future[_R] | None, Callable[..., _R], tuple[Any, ...]]:
         future = None
         if self.pool is not None:
             try:
-                future = self.pool.submit(_check_region, region, lineno, label)
+                future = self.pool.submit(func, *args)
             except (BrokenExecutor, RuntimeError):
                 self.close()
-        return future, region, lineno, label
+        return future, func, args
 
-    def result(self, task: tuple[Future[_Found] | None, bytes, int, str]) -> _Found:
-        future, region, lineno, label = task
+    def result(self, task: tuple[Future[_R] | None, Callable[..., _R], tuple[Any, ...]]) -> _R:
+        future, func, args = task
         if future is not None:
             try:
                 return future.result()
             except BrokenExecutor:
                 self.close()
-        return _check_region(region, lineno, label)
+        return func(*args)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -124,6 +128,8 @@ class _Checker:
 
 
 _Found = tuple[bytes, list[tuple[str, "Checked | PithledgerError"]]]
+_R = TypeVar("_R")
+_Task = tuple[int, int, tuple["Future[Any] | None", Callable[..., Any], tuple[Any, ...]]]
 
 
 def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[str, Checked | PithledgerError]]:
@@ -141,7 +147,7 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
         regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
         yield item.label, result
         return
-    running: deque[tuple[Future[_Found] | None, bytes, int, str]] = deque()
+    running: deque[tuple[Future[_Found] | None, Callable[..., _Found], tuple[Any, ...]]] = deque()
 
     def take() -> Iterator[tuple[str, Checked | PithledgerError]]:
         digest, found = checker.result(running.popleft())
@@ -151,7 +157,7 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
     with source:
         try:
             for lineno, region in _regions(source, item.label):
-                running.append(checker.submit(region, lineno, item.label))
+                running.append(checker.submit(_check_region, region, lineno, item.label))
                 while running and (len(running) > _AHEAD or running[0][0] is None or running[0][0].done()):
                     yield from take()
             while running:
@@ -172,10 +178,21 @@ def _checked(result: Bundle | PithledgerError, size: int) -> Checked | Pithledge
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
 
-def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle | None]]:
-    """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, and
-    (where, None) for one it did not. Raises :class:`InputChanged` before yielding anything of a
-    region whose bytes differ from what pass 1 read."""
+def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Prepared | None]]:
+    """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, prepared for
+    the writer (:func:`pithledger.store.prepare`: canonical bytes, ids, copy digests), and (where, None)
+    for one it did not. Raises :class:`InputChanged` before yielding anything of a region whose bytes
+    differ from what pass 1 read. The regions are compared, decoded and prepared on worker processes
+    when the input is big (as in pass 1), so the writer's process only reads the files and hands the
+    bytes over."""
+    checker, plan.checker = plan.checker or _Checker(files), None
+    try:
+        yield from _reread(files, plan, checker)
+    finally:
+        checker.close()
+
+
+def _reread(files: list[Input], plan: Plan, checker: _Checker) -> Iterator[tuple[str, Prepared | None]]:
     for item, seen in zip(files, plan.files, strict=True):
         if seen is None:
             continue
@@ -184,6 +201,16 @@ def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle
             stream = open(item.path, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise InputChanged(f"{item.label} cannot be read again ({exc.strerror})") from None
+        running: deque[_Task] = deque()
+
+        def take() -> Iterator[tuple[str, Prepared | None]]:
+            index, lineno, task = running.popleft()
+            found = checker.result(task)
+            if found is None:
+                raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
+                                   f"from line {lineno or '?'})")
+            yield from _prepared_decoder.decode(found)
+
         with stream:
             got = _regions(stream, item.label, whole=single)
             for index, expected in enumerate(regions):
@@ -191,26 +218,46 @@ def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle
                     lineno, region = next(got)
                 except (StopIteration, PithledgerError):
                     lineno, region = 0, None
-                if region is None or hashlib.sha256(region).digest() != expected.sha256:
-                    if not expected.clean and not expected.sha256:
-                        break  # pass 1 stopped reading this file here (a line over the size limit)
+                if not expected.clean and not expected.sha256:
+                    break  # pass 1 stopped reading this file here (a line over the size limit)
+                if region is None:
+                    while running:  # what was read before, then the change
+                        yield from take()
                     raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
                                        f"from line {lineno or '?'})")
-                if single:
-                    yield item.label, _fast(region, item.label) if expected.clean else None
-                    continue
-                for where, line in _lines(region, lineno, item.label):
-                    if expected.clean:
-                        yield where, _fast(line, where)
-                    else:
-                        result = _strict(line, where)
-                        if isinstance(result, PithledgerError):
-                            yield where, None
-                        else:
-                            result.size = len(line)  # as the clean regions' (and pass 1's plan)
-                            yield where, result
+                running.append((index, lineno, checker.submit(_reread_region, region, lineno, item.label, expected, single)))
+                while running and (len(running) > _AHEAD or running[0][2][0] is None or running[0][2][0].done()):
+                    yield from take()
+            while running:
+                yield from take()
             if next(got, None) is not None:
                 raise InputChanged(f"{item.label} grew while it was being applied")
+
+
+def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool) -> bytes | None:
+    """None if a region's bytes are not those pass 1 read (then nothing of it is decoded), else (where,
+    prepared bundle or None) of each of its documents, msgpack-encoded: the writer decodes one bytes
+    object in one call instead of unpickling many small objects (runs on a worker process)."""
+    if hashlib.sha256(region).digest() != expected.sha256:
+        return None
+    if single:
+        return _prepared_encoder.encode([(label, prepare(_fast(region, label)) if expected.clean else None)])
+    out: list[tuple[str, Prepared | None]] = []
+    for where, line in _lines(region, lineno, label):
+        if expected.clean:
+            out.append((where, prepare(_fast(line, where))))
+            continue
+        result = _strict(line, where)
+        if isinstance(result, PithledgerError):
+            out.append((where, None))
+        else:
+            result.size = len(line)  # as the clean regions' (and pass 1's plan)
+            out.append((where, prepare(result)))
+    return _prepared_encoder.encode(out)
+
+
+_prepared_encoder = msgspec.msgpack.Encoder()
+_prepared_decoder = msgspec.msgpack.Decoder(list[tuple[str, Prepared | None]])
 
 
 def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
@@ -268,7 +315,15 @@ def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[
                 cut = len(buf) - 1
         region, buf = buf[:cut + 1], buf[cut + 1:]
         yield lineno, region
-        lineno += len(region.splitlines())
+        lineno += _line_count(region)
+
+
+def _line_count(region: bytes) -> int:
+    """len(region.splitlines()) without making the lines (a region without \r: its \n, and a last
+    line without one)."""
+    if b"\r" in region:
+        return len(region.splitlines())
+    return region.count(b"\n") + (not region.endswith(b"\n") and bool(region))
 
 
 def _lines(region: bytes, lineno: int, label: str) -> Iterator[tuple[str, bytes]]:
@@ -303,11 +358,11 @@ def _fast(data: bytes, where: str) -> Bundle:
     return checked_bundle(value, len(data))
 
 
-def committed_display(bundles: list[Bundle], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
+def committed_display(bundles: list[Prepared], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
     """(canonical record, paper block) of each record document of a committed batch whose record
     event was not rejected (new or already held): what ``apply`` keeps as display metadata. A document
     whose record event is invalid or unverified supplies nothing (spec/serve.md §6)."""
     refused = {r.copy_sha256 for r in rejected}
     return [(b.canonical_record, b.display) for b in bundles
             if b.display is not None and b.canonical_record is not None and b.events
-            and copy_sha256(canonical_bytes(b.events[0])) not in refused]
+            and b.events[0].copy.hex() not in refused]

@@ -22,10 +22,9 @@ from ._output import (Input, emit_json, expand_inputs, iter_documents, printable
                       write_file_atomically)
 
 if TYPE_CHECKING:
-    from pithledger.bundle import Bundle
     from pithledger.display import DisplayMetadata
     from pithledger.keys import KeyStore
-    from pithledger.store import Batch, Ledger, Rejection
+    from pithledger.store import Batch, Ledger, Prepared, Rejection
 
 app = typer.Typer(
     name="pithledger",
@@ -588,7 +587,7 @@ def apply(
         logged_before = ledger.counts()["events"]
         progress.applying(total)
         batch: Batch | None = None
-        documents: list[Bundle] = []  # record documents of the batch: their paper blocks are kept once it commits
+        documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
 
         def flush() -> None:
             nonlocal batch, committed_events, documents

@@ -12,8 +12,8 @@ import lmdb
 
 from ..audit import bucket_of
 from ..errors import LedgerError
-from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
-from .views import _Views, _derive_part
+from .env import _PENDING, _release_mapped_pages
+from .views import _Views, _derive_part, _outbound_part
 from .workers import _PARALLEL_STATES, _Workers
 
 
@@ -87,12 +87,16 @@ class _PendingWork(_Views, _Workers):
         A step of _PARALLEL_STATES records or more derives its states on the worker processes."""
         cites = self._take(txn, b"pendcite", limit)
         if cites:
-            for n, (subject, flag) in enumerate(cites, 1):
-                if n % _RELEASE_EVERY == 0:
-                    _release_mapped_pages(self)
-                # Only a new citation or revocation can change which of a record's citations stand.
-                for cited in self._update_citations(txn, subject) if flag else ():
-                    txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
+            # Only a new citation or revocation can change which of a record's citations stand. What a
+            # record cites is a function of its own log entries (computed on the workers for a big step);
+            # no record's update changes another's, so reading ahead of storing changes nothing.
+            flagged = [subject for subject, flag in cites if flag]
+            owns = self._own_parts(txn, flagged)
+            for cited_now in self._on_workers(_outbound_part, owns, parallel=len(flagged) >= _PARALLEL_STATES):
+                for subject, new, encoded in cited_now:
+                    for cited in self._update_citations(txn, subject, new, encoded):
+                        txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
+            for subject, _ in cites:
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]

@@ -64,11 +64,33 @@ def _derive(inputs: _Inputs) -> _Derived:
 
 
 def _derive_part(part: list[_Inputs]) -> list[tuple[_Derived, bytes]]:
-    """Worker process: derive and compress a part of a finishing step's records."""
+    """Worker process: derive and compress a part of a finishing step's records; what the writer
+    stores (the compressed state, not its canonical bytes, which would only cross the pipe)."""
     out = []
     for inputs in part:
         derived = _derive(inputs)
-        out.append((derived, _pack_state(derived.state)))
+        out.append((derived._replace(state=b""), _pack_state(derived.state)))
+    return out
+
+
+def _outbound_of(log: Iterable[LogEntry]) -> list[tuple[str, str]]:
+    """(cited, event_id) of a record's standing outbound citations, sorted (what ``outcite`` holds),
+    from its log entries.
+
+    Only citations and revocations can decide which citations stand (a revocation of any other
+    event revokes no citation), so only they are decoded, picked by their stored facts."""
+    entries = [entry.entry() for entry in log if "cited" in entry.facts or "revokes" in entry.facts]
+    return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
+
+
+def _outbound_part(part: list[tuple[str, list[bytes]]]) -> list[tuple[str, list[tuple[str, str]], bytes]]:
+    """Finishing's first step for a part of its records (subject, stored log entries): each one's
+    standing outbound citations and their canonical bytes, what ``outcite`` holds. Pure: runs on the
+    workers, or in place (the same function)."""
+    out = []
+    for subject, own in part:
+        new = _outbound_of(_entry_decoder.decode(raw) for raw in own)
+        out.append((subject, new, canonical_bytes(new)))
     return out
 
 
@@ -130,17 +152,20 @@ def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]
 class _Views(_Environment):
     """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes."""
 
-    def _update_citations(self, txn: lmdb.Transaction, subject: str) -> set[str]:
-        """Bring the citation indexes up to date for one record whose events changed; return the records
-        whose inbound citations changed and that hold events (their states must be derived again).
+    def _update_citations(self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]], encoded: bytes) -> set[str]:
+        """Bring the citation indexes up to date for one record whose events changed, whose standing
+        outbound citations are ``new`` (``encoded``: their canonical bytes; :func:`_outbound_part`);
+        return the records whose inbound citations changed and that hold events (their states must be
+        derived again).
 
         A record's standing outbound citations depend on its own events only, so they change only when
         it receives events; the ``inbound`` index then lets a cited record's state read exactly its
         standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        new, old = self._outbound(txn, subject), self._stored_outbound(txn, subject)
-        if new == old:
-            return changed
+        raw = txn.get(subject.encode(), db=self.db[b"outcite"])
+        if (not new and raw is None) or (raw is not None and bytes(raw) == encoded):
+            return changed  # the same canonical bytes of a sorted list: the same citations, nothing decoded
+        old = [(cited, eid) for cited, eid in _json_decoder.decode(raw)] if raw is not None else []
         for cited, eid in set(old) - set(new):
             txn.delete(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
             changed.add(cited)
@@ -148,7 +173,7 @@ class _Views(_Environment):
             txn.put(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
             changed.add(cited)
         if new:
-            txn.put(subject.encode(), canonical_bytes(new), db=self.db[b"outcite"])
+            txn.put(subject.encode(), encoded, db=self.db[b"outcite"])
         else:
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
@@ -174,12 +199,27 @@ class _Views(_Environment):
             yield part
 
     def _outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
-        """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds.
+        """(cited, event_id) of the record's standing outbound citations, sorted: what ``outcite`` holds."""
+        return _outbound_of(self._log_entries(txn, subject))
 
-        Only citations and revocations can decide which citations stand (a revocation of any other
-        event revokes no citation), so only they are decoded, picked by their stored facts."""
-        entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
-        return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
+    def _own_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> Iterator[list[tuple[str, list[bytes]]]]:
+        """(subject, its log entries as stored) of each of ``subjects``, for :func:`_outbound_part`, in
+        parts as :meth:`_input_parts`; the writer only reads."""
+        part: list[tuple[str, list[bytes]]] = []
+        entries = read = 0
+        cursor = txn.cursor(db=self.db[b"subject"])
+        for subject in subjects:
+            own = self._raw_entries(txn, [bytes(seq) for seq in cursor.iternext_dup()] if cursor.set_key(subject.encode()) else [])
+            part.append((subject, own))
+            entries += len(own)
+            if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
+                _release_mapped_pages(self)
+                read = entries
+            if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
+                yield part
+                part, entries, read = [], 0, 0
+        if part:
+            yield part
 
     def _stored_outbound(self, txn: lmdb.Transaction, subject: str) -> list[tuple[str, str]]:
         raw = txn.get(subject.encode(), db=self.db[b"outcite"])
@@ -202,13 +242,23 @@ class _Views(_Environment):
     def _gather(self, txn: lmdb.Transaction, subject: str) -> _Inputs:
         """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
         only reads; the workers decode)."""
-        own = []
         cursor = txn.cursor(db=self.db[b"subject"])
-        if cursor.set_key(subject.encode()):
-            own = [self._raw_entry(txn, bytes(seq)) for seq in cursor.iternext_dup()]
-        inbound = [self._raw_entry(txn, seq) for seq in self._inbound_seqs(txn, subject)]
+        own = self._raw_entries(txn, [bytes(seq) for seq in cursor.iternext_dup()] if cursor.set_key(subject.encode()) else [])
+        inbound = self._raw_entries(txn, list(self._inbound_seqs(txn, subject)))
         old = txn.get(subject.encode(), db=self.db[b"state"])
         return _Inputs(subject, own, inbound, bytes(old) if old is not None else None)
+
+    def _raw_entries(self, txn: lmdb.Transaction, seqs: list[bytes]) -> list[bytes]:
+        """The stored log entries at ``seqs``, in that order, read in one call (py-lmdb's getmulti)."""
+        if not seqs:
+            return []
+        found = txn.cursor(db=self.db[b"log"]).getmulti(seqs)
+        if len(found) != len(seqs):  # some is missing: name it
+            held = {bytes(k) for k, _ in found}
+            for seq in seqs:
+                if seq not in held:
+                    self._raw_entry(txn, seq)
+        return [bytes(v) for _, v in found]  # copies: the worker's input outlives the transaction
 
     def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
         raw = txn.get(seq, db=self.db[b"log"])

@@ -12,8 +12,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, Protocol, TYPE_CHECKING, TypeVar
 
-from ..events import Verdict, check_event
-from .env import _json_decoder
+from ..events import check_event, is_pithledger_envelope
+from .entries import EvidenceEntry, LogEntry, _Checked, _checked_decoder, _checked_encoder, _entry_encoder
+from .env import _event_key, _json_decoder
 
 if TYPE_CHECKING:  # imported where used: `state` starts without them (tens of ms)
     from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -35,14 +36,24 @@ _DERIVE_PART_ENTRIES = 2048  # a part also closes at this many log entries gathe
 _DERIVE_AHEAD = 2 * _WORKERS
 
 
-def _verify_offers(items: list[tuple[bytes, str, bool]]) -> list[Verdict]:
-    """The verdicts of a chunk of offered copies: (canonical bytes, recomputed id or "", whether the
-    caller vouches that the Ed25519 signature of these exact bytes verified before: rebuild), run on the
-    ledger's worker processes (or threads) while the thread that reads the input goes on. Every copy
-    is verified from its canonical bytes (what the log and the evidence hold, what fsck re-verifies),
-    decoded plainly: they are the encoding of a strictly decoded value."""
-    return [check_event(_json_decoder.decode(data), event_id=cid or None, size=len(data), signature_known_good=known)
-            for data, cid, known in items]
+def _verify_offers(items: list[tuple[bytes, str, bool]]) -> bytes:
+    """What the writer stores for a chunk of offered copies (a msgpack list of :class:`_Checked`):
+    each copy's verdict, and for a valid one its ids key and its log entry's bytes, for another its
+    evidence entry's. Items: (canonical bytes, recomputed id or "", whether the caller vouches that
+    the Ed25519 signature of these exact bytes verified before: rebuild). Runs on the ledger's worker
+    processes (or threads) while the thread that reads the input goes on. Every copy is verified from
+    its canonical bytes (what the log and the evidence hold, what fsck re-verifies), decoded plainly:
+    they are the encoding of a strictly decoded value."""
+    out = []
+    for data, cid, known in items:
+        event = _json_decoder.decode(data)
+        v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)
+        if v.status == "valid":
+            entry = LogEntry(seq=0, event=data, facts=v.facts, event_id="" if is_pithledger_envelope(event) else v.event_id)
+            out.append(_Checked(_event_key(v.event_id), _entry_encoder.encode(entry), "cited" in v.facts or "revokes" in v.facts))
+        else:
+            out.append(_Checked(None, _entry_encoder.encode(EvidenceEntry(event=data, verdict=v)), verdict=v))
+    return _checked_encoder.encode(out)
 
 
 _T = TypeVar("_T", covariant=True)
@@ -74,13 +85,14 @@ class _Done(Generic[_T]):
         return False
 
 
-def _outcome(part: _Pending[list[Verdict]], items: list[tuple[bytes, str, bool]]) -> list[Verdict]:
+def _outcome(part: _Pending[bytes], items: list[tuple[bytes, str, bool]]) -> list[_Checked]:
     from concurrent.futures import BrokenExecutor
 
     try:
-        return part.result()
+        encoded = part.result()
     except BrokenExecutor:  # a worker process died (killed, out of memory): verify here instead
-        return _verify_offers(items)
+        encoded = _verify_offers(items)
+    return _checked_decoder.decode(encoded)
 
 
 def ignore_interrupts(deathsig: bool = True) -> None:
@@ -175,7 +187,7 @@ class _Workers:
                 self._no_procs = True
         return self._procs
 
-    def _verify(self, items: list[tuple[bytes, str, bool]]) -> _Pending[list[Verdict]]:
+    def _verify(self, items: list[tuple[bytes, str, bool]]) -> _Pending[bytes]:
         pool = self._signature_pool()
         if pool is None:
             return _Done(_verify_offers(items))
