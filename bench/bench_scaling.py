@@ -206,6 +206,61 @@ def ledger_dump(path: Path) -> dict[str, str]:
     return out
 
 
+def dask_probe(f: Path, events: int) -> dict[str, Any]:
+    """The hand-over cost of the cluster, measured apart from the CLI: the verification tasks apply
+    hands its workers (store._verify_offers over chunks of 512 prepared copies of the workload's first
+    ``events`` events), computed here in this process, then submitted to a Dask LocalCluster (scheduler
+    and 2 worker processes) from this process with Client.submit and gathered; the results must be the
+    same bytes. Per event: the CPU this process spent handing over and gathering (what a writer would
+    pay), the scheduler's, and the workers' beyond the work itself (serialisation, comms)."""
+    import msgspec
+    from distributed import Client
+
+    from pithledger.store import prepare
+    from pithledger.bundle import checked_bundle
+    from pithledger.store import _verify_offers
+
+    items: list[tuple[bytes, str, bool]] = []
+    with f.open("rb") as fh:
+        for line in fh:
+            for c in prepare(checked_bundle(msgspec.json.decode(line), len(line))).events:
+                items.append((c.data, c.claimed_id, False))
+            if len(items) >= events:
+                break
+    chunks_ = [items[i:i + 512] for i in range(0, len(items), 512)]
+    t = time.process_time()
+    local = [_verify_offers(c) for c in chunks_]
+    work = time.process_time() - t
+    cluster = Cluster()
+    try:
+        with Client(cluster.address) as client:
+            client.run(lambda: None)  # warm: connections up, the function's module imported on the workers
+            client.gather([client.submit(_verify_offers, chunks_[0], pure=False)])
+            idle_tree, idle_sched = cluster.cpu()  # what the cluster spends idle (heartbeats, ticks), per second
+            time.sleep(2.0)
+            idle_tree2, idle_sched2 = cluster.cpu()
+            idle_rate, idle_sched_rate = _cpu_delta(idle_tree, idle_tree2) / 2.0, (idle_sched2 - idle_sched) / 2.0
+            before_tree, before_sched = cluster.cpu()
+            me = resource.getrusage(resource.RUSAGE_SELF)
+            t = time.perf_counter()
+            got = client.gather([client.submit(_verify_offers, c, pure=False) for c in chunks_])
+            wall = time.perf_counter() - t
+            me2 = resource.getrusage(resource.RUSAGE_SELF)
+            after_tree, after_sched = cluster.cpu()
+    finally:
+        cluster.close()
+    assert got == local, "the cluster's results differ from the in-place results"
+    n = len(items)
+    client_cpu = (me2.ru_utime - me.ru_utime) + (me2.ru_stime - me.ru_stime)
+    tree = max(0.0, _cpu_delta(before_tree, after_tree) - idle_rate * wall)  # net of what it spends idle
+    sched = max(0.0, after_sched - before_sched - idle_sched_rate * wall)
+    return {"events": n, "tasks": len(chunks_), "idle_cpu_per_s": idle_rate, "wall": wall, "work_us": 1e6 * work / n, "client_us": 1e6 * client_cpu / n,
+            "scheduler_us": 1e6 * sched / n, "workers_us": 1e6 * (tree - sched) / n,
+            "workers_overhead_us": 1e6 * (tree - sched - work) / n, "rate": n / wall,
+            "bytes_out_per_event": sum(len(d) + len(c) for d, c, _ in items) / n,
+            "bytes_back_per_event": sum(len(x) for x in local) / n}
+
+
 def options(command: str) -> set[str]:
     p = subprocess.run([PROJECT_PY, "-m", "pithledger.cli", command, "--help"], capture_output=True, text=True,
                        env=os.environ | {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
@@ -225,7 +280,7 @@ def per_event(r: dict[str, Any], n: int, startup: float) -> dict[str, float]:
             "others_us": 1e6 * (r["all_cpu"] - r["writer_cpu"]) / n, "scheduler_us": 1e6 * r["scheduler_cpu"] / n}
 
 
-def project(runs: dict[str, dict[str, Any]], what: str) -> list[str]:
+def project(runs: dict[str, dict[str, Any]], what: str, probe: dict[str, Any] | None = None) -> list[str]:
     """The projection, as lines of text with their arithmetic."""
     base = runs.get("--workers 2") or runs["default"]
     w, k = base["writer_net_us"], base["others_us"]
@@ -239,6 +294,10 @@ def project(runs: dict[str, dict[str, Any]], what: str) -> list[str]:
             hand = max(0.0, d["all_us"] - base["all_us"])  # serialisation, TCP, scheduling, per event, over all processes
             sched = d["scheduler_us"]
             w_c = d["writer_net_us"]
+        elif cores > 16 and probe:  # no --scheduler here: the probe's figures for the verification hand-over
+            hand = probe["workers_overhead_us"]
+            sched = probe["scheduler_us"]
+            w_c = w + probe["client_us"]
         else:
             w_c = w
         workers = cores - 1  # the writer holds one core
@@ -351,6 +410,13 @@ def main() -> None:
             finally:
                 if cluster:
                     cluster.close()
+        if not args.no_dask:
+            R["dask_probe"] = dp = dask_probe(f, min(N, 10240))
+            print(f"Dask hand-over ({dp['tasks']} verification tasks of 512 events, 2 workers): this process "
+                  f"{dp['client_us']:.1f} us/ev to hand over and gather, scheduler {dp['scheduler_us']:.1f}, workers "
+                  f"{dp['workers_us']:.1f} (the work itself {dp['work_us']:.1f} here, so {dp['workers_overhead_us']:.1f} of "
+                  f"overhead); {dp['bytes_out_per_event']:.0f} B out and {dp['bytes_back_per_event']:.0f} B back per event",
+                  flush=True)
         R["digests"], R["dumps"] = digests, dumps
         first = next(iter(digests.values()))
         same = all(d == first for d in digests.values())
@@ -360,9 +426,9 @@ def main() -> None:
         print(f"digests equal across {len(digests)} ledgers: {same}; databases byte-equal: "
               f"{all(same_dump.values())} {'' if all(same_dump.values()) else same_dump}", flush=True)
         assert same, digests
-        lines = project(R["apply"], "apply")
+        lines = project(R["apply"], "apply", R.get("dask_probe"))
         if R["rebuild"]:
-            lines += project(R["rebuild"], "rebuild")
+            lines += project(R["rebuild"], "rebuild", R.get("dask_probe"))
         R["projection"] = lines
         print("\nprojection (rate = min(1 / writer CPU per event, (cores - 1) / CPU per event of the other processes)):")
         print("\n".join(lines))

@@ -10,7 +10,10 @@ every document the strict decoder accepts the plain one yields the same value
 (tests/test_cli_apply_reading.py proves it), at a third of the cost. A region that held a fault in
 the first pass is read strictly again, its faulty documents skipped. An input that changed between
 the passes is refused where it changed (``input-changed``): what was written before came from
-checked bytes. Memory: one region (or one document of at most 64 MiB) and a digest per region.
+checked bytes. Both passes run on the same worker processes for a big input (forked once, for pass 1):
+the second compares, decodes and prepares each region there (:func:`pithledger.store.prepare`), so
+the writer's process only reads the files and commits (spec/storage.md §3.2). Memory: a few regions
+in flight (or one document of at most 64 MiB) and a digest per region.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ class _Environment:
     def _begin(self, *, write: bool = False, db: Any = None) -> lmdb.Transaction:
         """A transaction (inside :meth:`snapshot`, a read is the snapshot's own). When another process has grown the ledger past this handle's map since it was
         opened (MDB_MAP_RESIZED: a writer opened before another one grew the file), the grown size is
-        adopted and the transaction begun again (spec/storage.md §3.2)."""
+        adopted and the transaction begun again (spec/storage.md §7.2)."""
         pinned = getattr(self._pinned, "txn", None)
         if pinned is not None and not write and db is None:
             return cast(lmdb.Transaction, _Pinned(pinned))

@@ -101,7 +101,7 @@ def ignore_interrupts(deathsig: bool = True) -> None:
     Workers leave Ctrl-C to the process that started them, which stops them cleanly (a worker
     interrupted mid-task would print a traceback), and they end when that process dies: a killed
     apply or sync (kill -9, the OOM killer) would otherwise leave them blocked on their task queue
-    forever, each holding its memory and the ledger's deleted files open (spec/storage.md §3.2).
+    forever, each holding its memory and the ledger's deleted files open (spec/storage.md §7.1).
     ``deathsig``: the pool was started on the main thread (see :func:`_exit_with_parent`)."""
     import signal
 
