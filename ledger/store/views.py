@@ -25,7 +25,6 @@ from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES
 
 _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)
-_CITED, _REVOKES = msgspec.msgpack.encode("cited"), msgspec.msgpack.encode("revokes")  # how a facts key is encoded
 
 
 class _Derived(NamedTuple):
@@ -204,18 +203,15 @@ class _Views(_Environment):
         return _outbound_of(self._log_entries(txn, subject))
 
     def _own_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> Iterator[list[tuple[str, list[bytes]]]]:
-        """(subject, those of its log entries as stored that may be a citation or a revocation) of each
-        of ``subjects``, for :func:`_outbound_part`, in parts as :meth:`_input_parts`; the writer only
-        reads. An entry whose facts hold the key ``cited`` or ``revokes`` holds its msgpack encoding
-        (a fixstr: b"\\xa5cited", b"\\xa7revokes"), so the others are left out without decoding
-        (a superset is handed over: the worker picks by the decoded facts)."""
+        """(subject, its log entries as stored) of each of ``subjects``, for :func:`_outbound_part`, in
+        parts as :meth:`_input_parts`; the writer only reads."""
         part: list[tuple[str, list[bytes]]] = []
         entries = read = 0
         cursor = txn.cursor(db=self.db[b"subject"])
         for subject in subjects:
             own = self._raw_entries(txn, [bytes(seq) for seq in cursor.iternext_dup()] if cursor.set_key(subject.encode()) else [])
+            part.append((subject, own))
             entries += len(own)
-            part.append((subject, [raw for raw in own if _CITED in raw or _REVOKES in raw]))
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
                 _release_mapped_pages(self)
                 read = entries
