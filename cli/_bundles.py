@@ -10,7 +10,10 @@ every document the strict decoder accepts the plain one yields the same value
 (tests/test_cli_apply_reading.py proves it), at a third of the cost. A region that held a fault in
 the first pass is read strictly again, its faulty documents skipped. An input that changed between
 the passes is refused where it changed (``input-changed``): what was written before came from
-checked bytes. Memory: one region (or one document of at most 64 MiB) and a digest per region.
+checked bytes. Both passes run on the run's fan-out for a big input (ledger/fanout.py): the second
+compares, decodes and prepares each region there (:func:`pithledger.store.prepare`), so the writer's
+process only reads the files and commits (spec/storage.md §3.2). Memory: a few regions in flight (or
+one document of at most 64 MiB) and a digest per region.
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from pithledger.bundle import Bundle, checked_bundle, read_bundle
-from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
+from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.display import DisplayMetadata
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
-from pithledger.events import copy_sha256
 from pithledger.fanout import Fanout, current
-from pithledger.store import Rejection
+from pithledger.store import Prepared, Rejection, prepare
 
 from ._output import Input, cannot_read, lines_framed, located, read_bytes
 
@@ -146,45 +148,96 @@ def _checked(result: Bundle | PithledgerError, size: int) -> Checked | Pithledge
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
 
-def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Bundle | None]]:
-    """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, and
-    (where, None) for one it did not. Raises :class:`InputChanged` before yielding anything of a
-    region whose bytes differ from what pass 1 read."""
-    for item, seen in zip(files, plan.files, strict=True):
-        if seen is None:
-            continue
-        single, regions = seen
-        try:
-            stream = open(item.path, "rb")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise InputChanged(f"{item.label} cannot be read again ({exc.strerror})") from None
-        with stream:
-            got = _regions(stream, item.label, whole=single)
+def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Prepared | None]]:
+    """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, prepared for
+    the writer (:func:`pithledger.store.prepare`: canonical bytes, ids, copy digests), and (where, None)
+    for one it did not. Raises :class:`InputChanged` before yielding anything of a region whose bytes
+    differ from what pass 1 read. The regions are compared, decoded and prepared on the run's fan-out
+    when the input is big (as in pass 1), so the writer's process only reads the files and hands the
+    bytes over."""
+    fan = current()
+    owned = fan is None
+    fan = fan or Fanout.processes()
+    try:
+        total = sum(os.stat(item.path).st_size for item in files)
+    except OSError:
+        total = 0
+    parallel = total >= 2 * REGION_BYTES
+    try:
+        for item, seen in zip(files, plan.files, strict=True):
+            if seen is not None:
+                yield from _reread_file(item, seen, fan, parallel)
+    finally:
+        if owned:
+            fan.close()
+
+
+def _reread_file(item: Input, seen: tuple[bool, list[_Region]], fan: Fanout, parallel: bool
+                 ) -> Iterator[tuple[str, Prepared | None]]:
+    single, regions = seen
+    try:
+        stream = open(item.path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise InputChanged(f"{item.label} cannot be read again ({exc.strerror})") from None
+    changed: list[InputChanged] = []
+    with stream:
+        got = _regions(stream, item.label, whole=single)
+
+        def parts() -> Iterator[tuple[int, bytes, int, str, _Region, bool]]:
             for index, expected in enumerate(regions):
                 try:
                     lineno, region = next(got)
                 except (StopIteration, PithledgerError):
                     lineno, region = 0, None
-                if region is None or hashlib.sha256(region).digest() != expected.sha256:
-                    if not expected.clean and not expected.sha256:
-                        break  # pass 1 stopped reading this file here (a line over the size limit)
-                    raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
-                                       f"from line {lineno or '?'})")
-                if single:
-                    yield item.label, _fast(region, item.label) if expected.clean else None
-                    continue
-                for where, line in _lines(region, lineno, item.label):
-                    if expected.clean:
-                        yield where, _fast(line, where)
-                    else:
-                        result = _strict(line, where)
-                        if isinstance(result, PithledgerError):
-                            yield where, None
-                        else:
-                            result.size = len(line)  # as the clean regions' (and pass 1's plan)
-                            yield where, result
-            if next(got, None) is not None:
-                raise InputChanged(f"{item.label} grew while it was being applied")
+                if not expected.clean and not expected.sha256:
+                    return  # pass 1 stopped reading this file here (a line over the size limit)
+                if region is None:  # what was read before is yielded, then the change
+                    changed.append(InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
+                                                f"from line {lineno or '?'})"))
+                    return
+                yield index, region, lineno, item.label, expected, single
+
+        for index, lineno, found in fan.map(_reread_part, parts(), parallel=parallel, ahead=max(_AHEAD, fan.workers)):
+            if found is None:
+                raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
+                                   f"from line {lineno or '?'})")
+            yield from _prepared_decoder.decode(found)
+        if changed:
+            raise changed[0]
+        if next(got, None) is not None:
+            raise InputChanged(f"{item.label} grew while it was being applied")
+
+
+def _reread_part(part: tuple[int, bytes, int, str, _Region, bool]) -> tuple[int, int, bytes | None]:
+    """:func:`_reread_region` of a part, with the region's index and first line: what runs on a worker."""
+    index, region, lineno, label, expected, single = part
+    return index, lineno, _reread_region(region, lineno, label, expected, single)
+
+
+def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool) -> bytes | None:
+    """None if a region's bytes are not those pass 1 read (then nothing of it is decoded), else (where,
+    prepared bundle or None) of each of its documents, msgpack-encoded: the writer decodes one bytes
+    object in one call instead of unpickling many small objects (runs on a worker process)."""
+    if hashlib.sha256(region).digest() != expected.sha256:
+        return None
+    if single:
+        return _prepared_encoder.encode([(label, prepare(_fast(region, label)) if expected.clean else None)])
+    out: list[tuple[str, Prepared | None]] = []
+    for where, line in _lines(region, lineno, label):
+        if expected.clean:
+            out.append((where, prepare(_fast(line, where))))
+            continue
+        result = _strict(line, where)
+        if isinstance(result, PithledgerError):
+            out.append((where, None))
+        else:
+            result.size = len(line)  # as the clean regions' (and pass 1's plan)
+            out.append((where, prepare(result)))
+    return _prepared_encoder.encode(out)
+
+
+_prepared_encoder = msgspec.msgpack.Encoder()
+_prepared_decoder = msgspec.msgpack.Decoder(list[tuple[str, Prepared | None]])
 
 
 def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
@@ -242,7 +295,17 @@ def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[
                 cut = len(buf) - 1
         region, buf = buf[:cut + 1], buf[cut + 1:]
         yield lineno, region
-        lineno += len(region.splitlines())
+        lineno += _line_count(region)
+
+
+def _line_count(region: bytes) -> int:
+    """len(region.splitlines()) without making the lines (a region without \r: its \n, and a last
+    line without one)."""
+    if b"\r" in region:
+        return len(region.splitlines())
+    return region.count(b"\n") + (not region.endswith(b"\n") and bool(region))
+
+
 
 
 def _lines(region: bytes, lineno: int, label: str) -> Iterator[tuple[str, bytes]]:
@@ -277,11 +340,11 @@ def _fast(data: bytes, where: str) -> Bundle:
     return checked_bundle(value, len(data))
 
 
-def committed_display(bundles: list[Bundle], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
+def committed_display(bundles: list[Prepared], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
     """(canonical record, paper block) of each record document of a committed batch whose record
     event was not rejected (new or already held): what ``apply`` keeps as display metadata. A document
     whose record event is invalid or unverified supplies nothing (spec/serve.md §6)."""
     refused = {r.copy_sha256 for r in rejected}
     return [(b.canonical_record, b.display) for b in bundles
             if b.display is not None and b.canonical_record is not None and b.events
-            and copy_sha256(canonical_bytes(b.events[0])) not in refused]
+            and b.events[0].copy.hex() not in refused]

@@ -5,6 +5,7 @@ every command: parse, call ledger/logproof.py and ledger/logsite.py, render.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -128,7 +129,9 @@ def verify_proof(
     the signed checkpoint's, never the document's.
     """
     from pithledger.events import is_pithledger_envelope, verify_event
-    from pithledger.logproof import BadProof, event_sha256, verify_inclusion_document
+    from pithledger.canonical import canonical_bytes
+    from pithledger.logproof import BadProof, verify_inclusion_document
+    from pithledger.translog import served_bytes
     from pithledger.mirror import ledger_id
 
     verifier = _verifier(log_key, "verify-proof")
@@ -145,14 +148,14 @@ def verify_proof(
             raise BadProof(f"the event in {event} is not valid: {verdict.reason} {verdict.message}".strip())
         if verdict.subject != e.record:
             raise BadProof(f"the event in {event} is about {verdict.subject}, not the entry's record {e.record}")
-        if event_sha256(held[0]) == e.sha256:
-            event_check = "the given event is the copy logged (its bytes hash to the entry's sha256) and valid (signature checked)"
-        elif not is_pithledger_envelope(held[0]):
-            event_check = ("the given event is valid and has the entry's id, which Pith's receipt authenticates; it is another "
-                           "copy than the one logged (a Pith-envelope record_created: spec/bundle.md §6)")
-        else:
-            raise BadProof(f"the event in {event} has the entry's id but not its bytes (sha256 {event_sha256(held[0])}, "
+        served = hashlib.sha256(served_bytes(held[0], canonical_bytes(held[0]))).hexdigest()
+        if served != e.sha256:
+            raise BadProof(f"the event in {event} has the entry's id but not its bytes (served, sha256 {served}; "
                            f"the entry names {e.sha256})")
+        event_check = ("the given event is the one logged (its bytes, as the mirror serves them, hash to the entry's sha256) "
+                       "and valid (signature checked)")
+        if not is_pithledger_envelope(held[0]):
+            event_check += "; a Pith record_created, compared in its served form (spec/bundle.md §6)"
     not_proven = ("that the event is valid under the merge rules" + ("" if event_check else " (give --event FILE to check the event itself)")
                   + "; that the mirror still serves it; that the mirror shows every reader this same log "
                   "(compare its checkpoints over time: pithledger consistency OLD NEW; witnesses)")
@@ -279,9 +282,8 @@ def verify_log(
         for f in report.faults:
             where = f"entry {f['index']:,}" if "index" in f else f"record {f['record']}"
             say(f"BAD-ENTRY {where} {f.get('event_id', '')} [{f['reason']}] {f['message']}".replace("  ", " "))
-        served = f", {report.events_served_form:,} as their served form" if report.events_served_form else ""
         verdict = "every entry's event is published and matches" if not report.faults else f"{len(report.faults):,} fault(s)"
         say(f"log {report.origin} at {source}: size {report.size:,}, root {report.root} recomputed from the entry tiles; "
-            f"{report.events_matched:,} event(s) matched{served} across {report.records:,} record(s): {verdict}")
+            f"{report.events_matched:,} event(s) matched across {report.records:,} record(s): {verdict}")
     if report.faults:
         raise typer.Exit(1)

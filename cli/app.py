@@ -18,15 +18,14 @@ import typer
 from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
-from ._output import (Input, emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
+from ._output import (emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
                       write_file_atomically)
 
 if TYPE_CHECKING:
-    from pithledger.bundle import Bundle
     from pithledger.display import DisplayMetadata
     from pithledger.keys import KeyStore
     from pithledger.logcheck import Check
-    from pithledger.store import Batch, Ledger, Rejection
+    from pithledger.store import Batch, Ledger, Prepared, Rejection
 
 app = typer.Typer(
     name="pithledger",
@@ -623,7 +622,7 @@ def apply(
         logged_before = ledger.counts()["events"]
         progress.applying(total)
         batch: Batch | None = None
-        documents: list[Bundle] = []  # record documents of the batch: their paper blocks are kept once it commits
+        documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
 
         def flush() -> None:
             nonlocal batch, committed_events, documents

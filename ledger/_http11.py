@@ -42,7 +42,6 @@ from ._transport import (
     follow_redirect,
     read_errors,
 )
-from .errors import SourceError
 
 _RECV = 256 * 1024
 #: Bytes of an error or 304 body read (and dropped) to keep the connection; beyond it the connection is closed.

@@ -12,7 +12,7 @@ extend each other are a fork: named (:class:`LogFork`), evidence written, nothin
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

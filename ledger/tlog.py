@@ -27,10 +27,12 @@ MAX_LEVEL = 63
 MAX_INDEX = 2**64 - 1  # tile indices are uint64 (as in cloudflare/azul's tlog_tiles)
 
 
-def log_entry(event_id: str, record: str, event: bytes) -> bytes:
-    """The log entry of one logged event (spec/transparency.md §1): canonical JSON naming its event id,
-    its record's long Pith Number and the SHA-256 of the event's bytes as the log holds them."""
-    return canonical_bytes({"event_id": event_id, "record": record, "sha256": hashlib.sha256(event).hexdigest()})
+def log_entry(event_id: str, record: str, served: bytes) -> bytes:
+    """The log entry of one logged event (spec/transparency.md §1): canonical JSON naming its ledger id
+    (64 lowercase hex; a ``sha256:`` prefix is dropped), its record's long Pith Number and the SHA-256 of
+    the event's canonical bytes as this mirror serves them (``served``)."""
+    return canonical_bytes({"event_id": event_id.removeprefix("sha256:"), "record": record,
+                            "sha256": hashlib.sha256(served).hexdigest()})
 
 
 class HashReader(Protocol):

@@ -26,9 +26,12 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
+from .bundle import served_pith_record_event
 from .canonical import canonical_bytes
 from .errors import LedgerError
+from .events import is_pithledger_envelope
 from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
+from .tlog import log_entry
 
 _U64 = 8
 ENTRIES_DB = b"tlog"
@@ -67,10 +70,25 @@ class TlogDbs(NamedTuple):
 # --- entry bytes (pure) ------------------------------------------------------------------------------
 
 def entry_bytes(event_id: str, record: str, event_sha256: str) -> bytes:
-    """The entry of one logged event: canonical JSON of its ledger id (64 lowercase hex, without the
-    ``sha256:`` prefix Verdict.event_id carries), its subject's long Pith Number and the SHA-256 (hex)
-    of the event's bytes as the log holds them."""
+    """The entry of one logged event from the SHA-256 (hex) of its served bytes (tlog.log_entry)."""
     return canonical_bytes({"event_id": event_id.removeprefix("sha256:"), "record": record, "sha256": event_sha256})
+
+
+def served_bytes(event: dict[str, Any], data: bytes) -> bytes:
+    """The canonical bytes of a valid event as this mirror serves it (spec/bundle.md §6): ours as held
+    (``data``), a Pith-envelope ``record_created`` in its served form. The entry hashes these, so anyone
+    can fetch every logged event from the mirror and check it against its entry."""
+    if is_pithledger_envelope(event):
+        return data
+    try:
+        return canonical_bytes(served_pith_record_event(event))
+    except (KeyError, TypeError, AttributeError):  # not a Pith record_created: only in a damaged log, which fsck names
+        return data
+
+
+def entry_of_event(event_id: str, record: str, event: dict[str, Any], data: bytes) -> bytes:
+    """The entry of a valid event being logged: its ledger id, subject, decoded value and held bytes."""
+    return log_entry(event_id, record, served_bytes(event, data))
 
 
 class _Names(msgspec.Struct):
@@ -79,13 +97,18 @@ class _Names(msgspec.Struct):
 
 
 _names_decoder = msgspec.json.Decoder(_Names)
+_json_decoder = msgspec.json.Decoder()
 
 
 def entry_of_logged(event: bytes, ledger_event_id: str = "") -> bytes:
     """The entry of a log entry, from what the log holds: the event's canonical bytes and, for a Pith
-    envelope, the ledger id stored beside them (LogEntry.event_id; ours carries its own)."""
+    envelope, the ledger id stored beside them (LogEntry.event_id; ours carries its own, and is served
+    as held, so it is not decoded whole)."""
+    if ledger_event_id:
+        value = _json_decoder.decode(event)
+        return entry_of_event(ledger_event_id, value["subject_pith_number"], value, event)
     names = _names_decoder.decode(event)
-    return entry_bytes(ledger_event_id or names.event_id, names.subject_pith_number, hashlib.sha256(event).hexdigest())
+    return entry_bytes(names.event_id, names.subject_pith_number, hashlib.sha256(event).hexdigest())
 
 
 class _Logged(msgspec.Struct, array_like=True):

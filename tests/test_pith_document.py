@@ -27,7 +27,7 @@ from pithledger.events import make_event, pith_record_event_id, verify_event
 from pithledger.keys import LocalKey
 from pithledger.mint import mint
 from pithledger.model import record_ids
-from pithledger.store import Ledger, open_settled
+from pithledger.store import Ledger, open_settled, prepare
 
 from conftest import FIXTURES, LMDB_EXAMPLES, VECTORS
 
@@ -101,8 +101,8 @@ def test_what_the_receipt_does_not_authenticate_changes_nothing_and_what_it_does
 
 
 def test_both_readings_of_apply_give_equal_bundles(tmp_path: Path) -> None:
-    """Pass 1 (strict decode, read_bundle) and pass 2 (plain decode, checked_bundle) agree on documents,
-    as one pretty-printed file, and as lines of a .jsonl beside a bundle."""
+    """Pass 1 (strict decode, read_bundle) and pass 2 (plain decode, checked_bundle, prepared for the
+    writer) agree on documents, as one pretty-printed file, and as lines of a .jsonl beside a bundle."""
     data = DOC_PATH.read_bytes()
     strict, plain = read_bundle(strict_decode(data)), checked_bundle(msgspec.json.decode(data), len(data))
     plain.size = strict.size
@@ -117,7 +117,7 @@ def test_both_readings_of_apply_give_equal_bundles(tmp_path: Path) -> None:
     again = list(_bundles.reread_bundles(files, plan))
     assert [w for w, _ in again] == [w for w, _ in checked] == ["doc.json", "mix.jsonl:1", "mix.jsonl:2", "mix.jsonl:3"]
     for (where, bundle), line in zip(again, [json.dumps(DOC, indent=2).encode(), *lines], strict=True):
-        expect = read_bundle(strict_decode(line))
+        expect = prepare(read_bundle(strict_decode(line)))
         assert bundle is not None and bundle.size == len(line), where
         bundle.size = expect.size
         assert bundle == expect, where

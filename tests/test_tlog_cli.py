@@ -117,7 +117,7 @@ def test_verify_proof_checks_the_event_itself_when_given(grown: Grown, tmp_path:
     bundle = tmp_path / "b.json"
     bundle.write_text(json.dumps(write_bundle(SUBJECT, mine)))
     out = json.loads(pl(grown.tmp, "verify-proof", str(path), "--log-key", grown.vkey, "--event", str(bundle), "--json").stdout)
-    assert out["event_checked"].startswith("the given event is the copy logged")
+    assert out["event_checked"].startswith("the given event is the one logged")
     other = tmp_path / "other.json"
     other.write_text(json.dumps(write_bundle(SUBJECT, attestations(1, 900))))
     proc = pl(grown.tmp, "verify-proof", str(path), "--log-key", grown.vkey, "--event", str(other), check=False)

@@ -276,6 +276,16 @@ RECORD = PITH_RECORDS[0]
 NUMBER = RECORD["pith_number"]
 
 
+def served(data: bytes) -> bytes:
+    """The canonical bytes of a logged event as the mirror serves it (spec/bundle.md §6): ours as held, a
+    Pith-envelope record_created in its served form, which is what its entry hashes (spec/transparency.md §1)."""
+    from pithledger.bundle import served_pith_record_event
+
+    event = json.loads(data)
+    pith = "signature_b64" not in event and "event_version" not in event
+    return canonical_bytes(served_pith_record_event(event)) if pith else data
+
+
 def contract_entries(ledger: Ledger) -> list[bytes]:
     """The entry bytes the contract says each log entry has (spec/storage.md §2.2), computed here from
     the log, independently of ledger/translog.py."""
@@ -284,7 +294,7 @@ def contract_entries(ledger: Ledger) -> list[bytes]:
         v = e.verdict
         assert v.event_id.startswith("sha256:")
         out.append(canonical_bytes({"event_id": v.event_id[len("sha256:"):], "record": v.subject,
-                                    "sha256": hashlib.sha256(e.event).hexdigest()}))
+                                    "sha256": hashlib.sha256(served(e.event)).hexdigest()}))
     return out
 
 
@@ -696,7 +706,7 @@ def test_the_ledger_serves_tlog_py_roots_proofs_and_tiles(tmp_path: Path) -> Non
             ledger.apply_batch([Bundle(pith_number=NUMBER, events=events[i:i + 97])], defer=True)
         entries = assert_tlog_is_the_log(ledger)
         for e, entry in zip(ledger.log(), entries, strict=True):
-            assert tlog.log_entry(e.verdict.event_id.removeprefix("sha256:"), e.verdict.subject, e.event) == entry
+            assert tlog.log_entry(e.verdict.event_id.removeprefix("sha256:"), e.verdict.subject, served(e.event)) == entry
         leaves = [merkle.leaf_hash(e) for e in entries]
         roots = [merkle.root(leaves[:n]) for n in range(len(leaves) + 1)]
         for n, want in enumerate(roots):

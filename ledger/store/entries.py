@@ -1,16 +1,22 @@
 """What the log and the evidence area hold, and what a batch reports: log entries, evidence entries
-and their accounting (Usage, EvidenceLimits), rejections and batch results, with their encodings.
+and their accounting (Usage, EvidenceLimits), rejections and batch results, with their encodings;
+and what the workers hand the writer to commit (Copy, Prepared, _Checked: spec/storage.md "The
+serial path").
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgspec
 
-from ..events import Verdict, copy_sha256, valid_verdict
+from ..bundle import Bundle
+from ..canonical import canonical_bytes
+from ..display import DisplayMetadata
+from ..events import Verdict, claimed_event_id, valid_verdict
 from ..merge import Entry
-from .env import _json_decoder
+from .env import _event_key, _json_decoder
 
 
 class LogEntry(msgspec.Struct, frozen=True, array_like=True):
@@ -76,3 +82,63 @@ _entry_encoder = msgspec.msgpack.Encoder()
 _entry_decoder = msgspec.msgpack.Decoder(LogEntry)
 _evidence_decoder = msgspec.msgpack.Decoder(EvidenceEntry)
 _usage_decoder = msgspec.msgpack.Decoder(Usage)
+
+
+# --- what the workers hand the writer ---------------------------------------------------------------
+
+
+class Copy(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One offered event as the writer needs it (:func:`prepare`): computed from the event value by a
+    pure function, on a worker process for apply's input, so the writer decodes and encodes nothing."""
+
+    copy: bytes  # sha256 of its canonical bytes: its evidence key (spec/storage.md §2.1)
+    data: bytes  # its canonical bytes: what is verified, and what the log or the evidence holds
+    claimed_id: str  # the recomputed id of our envelope, else ""
+    held_key: bytes | None  # the ids key of claimed_id when the declared event_id equals it (if held: a duplicate)
+
+
+class Prepared(msgspec.Struct, array_like=True):
+    """A bundle as the writer needs it: each event as a :class:`Copy`, the unknown top-level fields as
+    canonical bytes; a record document's record and paper block only for apply's display metadata."""
+
+    pith_number: str
+    events: list[Copy]
+    extra: bytes = b""  # canonical bytes of the unknown top-level fields; b"": none
+    size: int = 0  # as Bundle.size: what batches close on
+    canonical_record: dict[str, Any] | None = None
+    display: DisplayMetadata | None = None
+
+
+def prepare(bundle: Bundle) -> Prepared:
+    """Everything of ``bundle`` the writer needs, with nothing left to decode or encode. Pure: apply
+    runs it on its reading workers (cli/_bundles.py), every other caller of Batch.add in place."""
+    copies = []
+    for event in bundle.events:
+        cid = claimed_event_id(event)
+        data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
+        copies.append(Copy(hashlib.sha256(data).digest(), data, cid,
+                           _event_key(cid) if cid and event.get("event_id") == cid else None))
+    return Prepared(bundle.pith_number, copies, canonical_bytes(bundle.extra) if bundle.extra else b"", bundle.size,
+                    bundle.canonical_record, bundle.display)
+
+
+class _Checked(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """What verifying one copy yields, as the writer stores it (workers.py, ``_verify_offers``)."""
+
+    key: bytes | None  # valid: its ids key; None: not valid
+    value: bytes  # valid: its log entry encoded at sequence 0 (see _log_value); else its evidence entry
+    citing: bool = False  # valid, and a citation or a revocation (finishing recomputes what its record cites)
+    verdict: Verdict | None = None  # not valid: its verdict, what is reported
+    tlog: bytes = b""  # valid: its transparency-log entry (translog.entry_of_event)
+
+
+# One bytes object crosses the pipe for a chunk (decoded in one call), not a pickle of small objects.
+_checked_encoder = msgspec.msgpack.Encoder()
+_checked_decoder = msgspec.msgpack.Decoder(list[_Checked])
+_int_encoder = msgspec.msgpack.Encoder()
+
+
+def _log_value(seq: int, zero_seq_entry: bytes) -> bytes:
+    """The log entry of a verified copy at ``seq``: its entry encoded at sequence 0 (a msgpack array of
+    four whose second byte is that 0) with ``seq`` in its place, the bytes of encoding it at ``seq``."""
+    return b"\x94" + _int_encoder.encode(seq) + zero_seq_entry[2:]

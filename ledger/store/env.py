@@ -77,7 +77,12 @@ def _release_mapped_pages(ledger: _Environment) -> None:
     (the data stays in the file and the cache; the next access maps it again), so the RSS shows what
     the process holds. The map's address range is looked up in /proc/self/maps once per handle and map
     size (LMDB maps again only when the size changes), never reused across handles: advising an address
-    that has since been reused for private memory would zero it."""
+    that has since been reused for private memory would zero it.
+
+    Dropping them costs the kernel a walk of the map's page tables and every later read a page fault
+    (the B-tree's upper pages, faulted in again after every call), so it is done only once the process
+    maps _MAPPED_BUDGET more bytes of files than when the handle first looked (its libraries, mostly):
+    the RSS stays bounded by that, and the writer does not pay for it per 256 events."""
     global _madvise
     if _madvise is None:
         try:
@@ -89,6 +94,15 @@ def _release_mapped_pages(ledger: _Environment) -> None:
         except (OSError, AttributeError):  # pragma: no cover - no libc madvise
             _madvise = False
     if not _madvise:
+        return
+    try:  # statm's third field: this process's resident pages of file mappings (the ledger's map, mostly)
+        with open("/proc/self/statm", "rb") as statm:
+            mapped: int | None = int(statm.read().split()[2]) * _PAGE
+    except (OSError, ValueError, IndexError):  # pragma: no cover - no /proc: drop them every time
+        mapped = None
+    if ledger._mapped_floor is None:
+        ledger._mapped_floor = mapped or 0
+    if mapped is not None and mapped - ledger._mapped_floor < _MAPPED_BUDGET:
         return
     size = ledger.env.info()["map_size"]
     if ledger._map_ranges is None or ledger._map_ranges[0] != size:
@@ -103,6 +117,9 @@ def _release_mapped_pages(ledger: _Environment) -> None:
 
 
 _madvise: Any = None
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: File-backed resident bytes a handle may add before _release_mapped_pages drops the map's pages.
+_MAPPED_BUDGET = 64 * 1024 * 1024
 
 
 def _rec_key(subject: str) -> bytes:
@@ -170,6 +187,7 @@ class _Environment:
     db: dict[bytes, Any]
     _data_file: Path
     _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
+    _mapped_floor: int | None  # file-backed resident bytes when _release_mapped_pages first looked
     _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread
 
     def _check_layout(self) -> int:
@@ -227,7 +245,7 @@ class _Environment:
     def _begin(self, *, write: bool = False, db: Any = None) -> lmdb.Transaction:
         """A transaction (inside :meth:`snapshot`, a read is the snapshot's own). When another process has grown the ledger past this handle's map since it was
         opened (MDB_MAP_RESIZED: a writer opened before another one grew the file), the grown size is
-        adopted and the transaction begun again (spec/storage.md §3.2)."""
+        adopted and the transaction begun again (spec/storage.md §7.2)."""
         pinned = getattr(self._pinned, "txn", None)
         if pinned is not None and not write and db is None:
             return cast(lmdb.Transaction, _Pinned(pinned))

@@ -33,6 +33,7 @@ class Ledger(_Log, _Reads, _Fsck):
         self.path = Path(path)
         self._data_file = self.path.resolve() / "data.mdb"
         self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
+        self._mapped_floor: int | None = None  # file-backed resident bytes when first looked: _release_mapped_pages
         self.evidence_limits = evidence_limits
         if not (self.path / "data.mdb").exists():
             if not create:

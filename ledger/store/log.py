@@ -7,25 +7,25 @@ the evidence caps are decided in order, one copy after the other. A Batch hands 
 to the workers for their signature checks as it is added (workers.py) and only orders, dedups and
 commits what comes back; deriving the views of the touched records (views.py, through pending.py's
 ``_finish_some``) follows in the same transaction, or is left pending for ``finish``. What the log
-and the evidence hold: entries.py. Rules: spec/storage.md.
+and the evidence hold: entries.py. Rules: spec/storage.md ("The serial path": what the writer does
+per event and per batch; everything it writes was computed by the workers: entries.prepare and
+workers._verify_offers).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
 
 import lmdb
 
 from .. import translog
 from ..bundle import Bundle
-from ..canonical import canonical_bytes
 from ..errors import LedgerError
-from ..events import Verdict, claimed_event_id, copy_sha256, is_pithledger_envelope
-from .entries import (BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Rejection, Usage, _entry_encoder,
-                      _evidence_decoder, _usage_decoder)
-from .env import _RELEASE_EVERY, _event_key, _release_mapped_pages, _u64
+from ..events import Verdict
+from .entries import (BatchResult, EvidenceLimits, Prepared, Rejection, Usage, _Checked, _checked_decoder, _entry_encoder,
+                      _evidence_decoder, _log_value, _usage_decoder, prepare)
+from .env import _RELEASE_EVERY, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .translog import _Translog
 from .workers import _PROCESS_AFTER_CHUNKS, _VERIFY_CHUNK, _verify_offers
@@ -34,15 +34,6 @@ from .workers import _PROCESS_AFTER_CHUNKS, _VERIFY_CHUNK, _verify_offers
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
 MAX_EXTRA_BYTES = 64 * 1024
 MAX_EXTRA_PER_RECORD = 8
-
-
-class _Offer(NamedTuple):
-    """An offered copy that needs verifying: its subject, value, recomputed id (ours) and canonical bytes."""
-
-    subject: str
-    event: dict[str, Any]
-    claimed_id: str
-    data: bytes
 
 
 class BatchWithdrawn(Exception):
@@ -85,13 +76,20 @@ class _Log(_PendingWork, _Translog):
         is added, so signature checks run while the caller reads and decodes the next bundles."""
         return Batch(self)
 
-    def _write(self, bundles: list[Bundle], candidates: dict[str, _Offer], verdicts: dict[str, Verdict], offers: list[str],
-               held: dict[str, Verdict], duplicate: int, defer: bool,
+    def _write(self, extras: list[tuple[str, bytes]], candidates: dict[bytes, tuple[str, bytes]], checked: list[_Checked],
+               offers: list[bytes], held: dict[bytes, Verdict], duplicate: int, defer: bool,
                admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
+        """THE serial path (spec/storage.md "The serial path"). ``checked`` is what the workers made of
+        each candidate, in candidate order: per copy, the writer only dedups it against the ledger (a
+        put with overwrite=False), gives a valid one the next sequence number and writes what was
+        computed for it; per batch, the offers' tally, the unknown fields, the pending marks."""
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
         citing: set[str] = set()
-        outcome: dict[str, Rejection | str] = {}  # copy -> "new" | "duplicate" | Rejection
+        outcome: dict[bytes, Rejection | bool] = {}  # copy -> True (new) | False (a duplicate) | Rejection
+        log: list[tuple[bytes, bytes]] = []
+        subjects: list[tuple[bytes, bytes]] = []
+        ids_db = self.db[b"ids"]
         try:
             with self._begin(write=True) as txn:
                 if admit is not None and not admit(txn):  # the writer lock is held: last chance to withdraw
@@ -99,30 +97,32 @@ class _Log(_PendingWork, _Translog):
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 # the tlog's index is the log's seq: both count the events appended, in this transaction
                 tlog = translog.Appender(txn, self._tlog_dbs(), expected_size=seq)
-                for n, (copy, c) in enumerate(candidates.items(), 1):
+                put = txn.put
+                for n, ((copy, (subject, data)), c) in enumerate(zip(candidates.items(), checked, strict=True), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
                         _release_mapped_pages(self)
-                    verdict = verdicts[copy]
-                    if verdict.status != "valid":
-                        kept = self._keep_evidence(txn, copy, c.subject, c.data, verdict)
-                        outcome[copy] = _rejection(copy, verdict, kept)
+                    if c.key is None:
+                        assert c.verdict is not None
+                        outcome[copy] = _rejection(copy.hex(), c.verdict, self._keep_evidence(txn, copy, subject, len(data), c.value))
                         continue
-                    if not txn.put(_event_key(verdict.event_id), _u64(seq), db=self.db[b"ids"], overwrite=False):
-                        outcome[copy] = "duplicate"  # held already: another copy of a Pith record, or another writer
+                    key = _u64(seq)
+                    if not put(c.key, key, db=ids_db, overwrite=False):
+                        outcome[copy] = False  # held already: another copy of a Pith record, or another writer
                         continue
-                    entry = LogEntry(seq=seq, event=c.data, facts=verdict.facts,
-                                     event_id="" if is_pithledger_envelope(c.event) else verdict.event_id)
-                    txn.put(_u64(seq), _entry_encoder.encode(entry), db=self.db[b"log"], append=True)
-                    tlog.append(translog.entry_bytes(verdict.event_id, verdict.subject, copy))  # copy: sha256 of c.data
-                    txn.put(c.subject.encode(), _u64(seq), db=self.db[b"subject"])
+                    log.append((key, _log_value(seq, c.value)))
+                    subjects.append((subject.encode(), key))
+                    tlog.append(c.tlog)
                     seq += 1
-                    outcome[copy] = "new"
-                    touched.add(c.subject)
-                    if "cited" in verdict.facts or "revokes" in verdict.facts:
-                        citing.add(c.subject)
+                    outcome[copy] = True
+                    touched.add(subject)
+                    if c.citing:
+                        citing.add(subject)
+                # in sequence order: appended at the end of the log's B-tree, in one call each
+                txn.cursor(db=self.db[b"log"]).putmulti(log, append=True)
+                txn.cursor(db=self.db[b"subject"]).putmulti(subjects, dupdata=True)
                 for copy, verdict in held.items():
-                    outcome[copy] = _rejection(copy, verdict, True)
-                counted: set[str] = set()
+                    outcome[copy] = _rejection(copy.hex(), verdict, True)
+                counted: set[bytes] = set()
                 for copy in offers:  # every offer is answered, not only the first
                     done = outcome[copy]
                     if isinstance(done, Rejection):
@@ -131,14 +131,13 @@ class _Log(_PendingWork, _Translog):
                             result.invalid += 1
                         else:
                             result.unverified += 1
-                    elif done == "new" and copy not in counted:
+                    elif done and copy not in counted:
                         result.new += 1
                         counted.add(copy)
                     else:
                         result.duplicate += 1
-                for bundle in bundles:
-                    if bundle.extra:
-                        self._keep_extra(txn, bundle.pith_number, canonical_bytes(bundle.extra))
+                for subject, blob in extras:
+                    self._keep_extra(txn, subject, blob)
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
                 for subject in touched:  # b"c": it received a citation or a revocation, which may change what it cites
                     if subject in citing:
@@ -177,25 +176,26 @@ class _Log(_PendingWork, _Translog):
         if held < MAX_EXTRA_PER_RECORD:
             txn.put(key, blob, db=self.db[b"extra"])
 
-    def _keep_evidence(self, txn: lmdb.Transaction, copy: str, subject: str, data: bytes, verdict: Verdict) -> bool:
-        """Hold one rejected copy (its canonical bytes) as evidence, within the caps; False when a cap is reached.
+    def _keep_evidence(self, txn: lmdb.Transaction, copy: bytes, subject: str, size: int, entry: bytes) -> bool:
+        """Hold one rejected copy as evidence (``entry``: its evidence entry, made on a worker; ``size``:
+        its canonical bytes), within the caps; False when a cap is reached.
 
         Everything is read in the write transaction: another writer may have kept the same copy since
         this batch looked it up, and a copy already held is not counted again (spec/storage.md §2.1)."""
-        if txn.get(bytes.fromhex(copy), db=self.db[b"evidence"]) is not None:
+        if txn.get(copy, db=self.db[b"evidence"]) is not None:
             return True
         lim = self.evidence_limits
         raw = txn.get(subject.encode(), db=self.db[b"evsize"])
         mine = _usage_decoder.decode(raw) if raw is not None else Usage()
         raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
         total = _usage_decoder.decode(raw) if raw is not None else Usage()
-        if (mine.entries + 1 > lim.per_record_entries or mine.bytes + len(data) > lim.per_record_bytes
-                or total.entries + 1 > lim.total_entries or total.bytes + len(data) > lim.total_bytes):
+        if (mine.entries + 1 > lim.per_record_entries or mine.bytes + size > lim.per_record_bytes
+                or total.entries + 1 > lim.total_entries or total.bytes + size > lim.total_bytes):
             return False
-        txn.put(bytes.fromhex(copy), _entry_encoder.encode(EvidenceEntry(event=data, verdict=verdict)), db=self.db[b"evidence"])
-        txn.put(subject.encode(), bytes.fromhex(copy), db=self.db[b"evsubj"])
-        txn.put(subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + len(data))), db=self.db[b"evsize"])
-        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + len(data))), db=self.db[b"meta"])
+        txn.put(copy, entry, db=self.db[b"evidence"])
+        txn.put(subject.encode(), copy, db=self.db[b"evsubj"])
+        txn.put(subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + size)), db=self.db[b"evsize"])
+        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + size)), db=self.db[b"meta"])
         return True
 
 
@@ -212,10 +212,10 @@ class Batch:
     def __init__(self, ledger: _Log) -> None:
         self._ledger = ledger
         self._txn = ledger._begin()  # lookups; ended before the write transaction begins
-        self._bundles: list[Bundle] = []
-        self._offers: list[str] = []  # copy digest of each offered input that is not a plain duplicate
-        self._candidates: dict[str, _Offer] = {}  # copy -> what it is, for verifying and writing (insertion = verify order)
-        self._held: dict[str, Verdict] = {}  # copy -> verdict of evidence offered again
+        self._extras: list[tuple[str, bytes]] = []  # (pith number, canonical unknown top-level fields) of the bundles with some
+        self._offers: list[bytes] = []  # copy digest of each offered input that is not a plain duplicate
+        self._candidates: dict[bytes, tuple[str, bytes]] = {}  # copy -> (subject, canonical bytes), in verify order
+        self._held: dict[bytes, Verdict] = {}  # copy -> verdict of evidence offered again
         self._duplicate = 0
         self._chunk: list[tuple[bytes, str, bool]] = []  # candidates not yet handed to the workers
         # the verdicts of the candidates, a chunk each, in order (ledger/fanout.py): on threads for a
@@ -226,34 +226,36 @@ class Batch:
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
         self.bytes = 0  # canonical bytes of the bundles added
 
-    def add(self, bundle: Bundle, *, signatures_verified: bool = False) -> None:
-        """Add a bundle's events. ``signatures_verified``: the caller vouches that every Ed25519
-        signature of these exact bytes verified before (``rebuild`` re-applying its own log, which holds
-        only events that verified): step 7 is taken as passed, every other step runs again."""
-        self._bundles.append(bundle)
-        self.events += len(bundle.events)
-        self.fill += max(1, len(bundle.events))
-        self.bytes += bundle.size
+    def add(self, bundle: Bundle | Prepared, *, signatures_verified: bool = False) -> None:
+        """Add a bundle's events: a :class:`Bundle` (prepared here) or what :func:`prepare` made of one
+        elsewhere (apply's reading workers). ``signatures_verified``: the caller vouches that every
+        Ed25519 signature of these exact bytes verified before (``rebuild`` re-applying its own log,
+        which holds only events that verified): step 7 is taken as passed, every other step runs again."""
+        p = bundle if isinstance(bundle, Prepared) else prepare(bundle)
+        if p.extra:
+            self._extras.append((p.pith_number, p.extra))
+        self.events += len(p.events)
+        self.fill += max(1, len(p.events))
+        self.bytes += p.size
         txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
         if self.events - self._released >= 32 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
             _release_mapped_pages(self._ledger)
             self._released = self.events
-        for event in bundle.events:
-            cid = claimed_event_id(event)
-            if cid and event.get("event_id") == cid and txn.get(_event_key(cid), db=ids_db) is not None:
+        candidates, held = self._candidates, self._held
+        for c in p.events:
+            if c.held_key is not None and txn.get(c.held_key, db=ids_db) is not None:
                 self._duplicate += 1
                 continue
-            data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
-            copy = copy_sha256(data)
+            copy = c.copy
             self._offers.append(copy)
-            if copy in self._candidates or copy in self._held:
+            if copy in candidates or copy in held:
                 continue
-            raw = txn.get(bytes.fromhex(copy), db=evidence_db)
+            raw = txn.get(copy, db=evidence_db)
             if raw is not None:
-                self._held[copy] = _evidence_decoder.decode(raw).verdict
+                held[copy] = _evidence_decoder.decode(raw).verdict
                 continue
-            self._candidates[copy] = _Offer(bundle.pith_number, event, cid, data)
-            self._chunk.append((data, cid, signatures_verified))
+            candidates[copy] = (p.pith_number, c.data)
+            self._chunk.append((c.data, c.claimed_id, signatures_verified))
             if len(self._chunk) >= _VERIFY_CHUNK:
                 self._submit()
 
@@ -264,19 +266,18 @@ class Batch:
         self._chunk = []
 
     def commit(self, *, defer: bool = False, admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
-        """Wait for the verdicts, then append, keep evidence and (unless ``defer``) derive, in one
-        durable transaction (see :meth:`Ledger.apply_batch`).
+        """Wait for the workers' results, then append, keep evidence and (unless ``defer``) derive, in
+        one durable transaction (see :meth:`Ledger.apply_batch`).
 
         ``admit``: called in the write transaction as soon as it holds the writer lock, before anything
         is written; when it returns False the transaction is aborted and :class:`BatchWithdrawn` raised
         (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written)."""
         self._submit()
         self._txn.abort()
-        checked = [v for part in self._verdicts.results() for v in part]
-        verdicts = dict(zip(self._candidates, checked, strict=True))
+        checked = [c for part in self._verdicts.results() for c in _checked_decoder.decode(part)]
         while True:
             try:
-                result = self._ledger._write(self._bundles, self._candidates, verdicts, self._offers, self._held,
+                result = self._ledger._write(self._extras, self._candidates, checked, self._offers, self._held,
                                              self._duplicate, defer, admit)
                 _release_mapped_pages(self._ledger)
                 return result

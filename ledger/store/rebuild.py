@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,39 @@ from .. import translog
 from ..bundle import Bundle
 from ..errors import LedgerError, NoLedger
 from ..merge import MERGE_VERSION
-from .entries import BatchResult
+from .entries import BatchResult, Prepared, prepare
 from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _TLOG, _json_decoder
 from .ledger import Ledger
+from .workers import _PARALLEL_STATES
 
 
 # --- rebuilding from the log ---------------------------------------------------------------------
 
 _REBUILT_MARK = "REBUILT"
+#: Received events per task of rebuild's preparing (decoding and encoding them: on the workers).
+_REBUILD_PART = 512
+
+
+def _prepare_received(part: list[tuple[bytes, bool]]) -> bytes:
+    """Each received event of ``part`` (an old log entry, or evidence entry, as stored: :func:`_old_raw`)
+    as the writer needs it, with whether the old ledger held it as valid: a bundle of that one event
+    about its subject, :func:`prepare`d; msgpack-encoded (one bytes object crosses the pipe). Pure:
+    runs on the new ledger's workers."""
+    out = []
+    for stored, logged in part:
+        raw, was_valid = _received(stored, logged)
+        event = _json_decoder.decode(raw)
+        out.append((prepare(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event])), was_valid))
+    return _received_encoder.encode(out)
+
+
+_received_encoder = msgspec.msgpack.Encoder()
+_received_decoder = msgspec.msgpack.Decoder(list[tuple[Prepared, bool]])
+
+
+def _parts_of(items: Iterator[tuple[bytes, bool]], size: int) -> Iterator[list[tuple[bytes, bool]]]:
+    while part := list(islice(items, size)):
+        yield part
 
 
 def _copy_sidecars(old: Path, new: Path) -> None:
@@ -82,15 +108,19 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
             shutil.rmtree(tmp, ignore_errors=True)
             with Ledger(tmp, create=True) as new:
                 batch = new.batch()
-                for raw, was_valid in _old_events(env, txn):
-                    event = _json_decoder.decode(raw)
-                    counts["events_read"] += 1
-                    reuse = was_valid and not reverify
-                    counts["signatures_reused"] += reuse
-                    batch.add(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event]), signatures_verified=reuse)
-                    if batch.events >= batch_events:
-                        _tally(counts, batch.commit(defer=True))
-                        batch = new.batch()
+                # the writer reads the old ledger and commits; decoding and encoding each event (what
+                # Batch.add would do in place) runs on the new ledger's workers, in order
+                big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= _PARALLEL_STATES * 8
+                parts = _parts_of(_old_raw(env, txn), _REBUILD_PART)
+                for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
+                    for prepared, was_valid in _received_decoder.decode(encoded):
+                        counts["events_read"] += 1
+                        reuse = was_valid and not reverify
+                        counts["signatures_reused"] += reuse
+                        batch.add(prepared, signatures_verified=reuse)
+                        if batch.events >= batch_events:
+                            _tally(counts, batch.commit(defer=True))
+                            batch = new.batch()
                 _tally(counts, batch.commit(defer=True))
                 new.finish()
                 _copy_db(env, txn, new, b"extra")
@@ -132,21 +162,36 @@ def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[
     """Every received event's bytes in a ledger of any layout, and whether that ledger held it as
     valid: its log (layouts 2 to 4 log valid events only; layout 1 logged every class with its verdict),
     then (layout 2 on) its evidence."""
-    generic = msgspec.msgpack.Decoder()
+    return (_received(stored, logged) for stored, logged in _old_raw(env, txn))
+
+
+def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
+    """What :func:`_old_events` reads, as stored, undecoded (the writer only reads; :func:`_received`
+    decodes): each log entry (True), then each evidence entry (False)."""
     log = env.open_db(b"log", txn=txn, create=False)
     for _, raw in txn.cursor(db=log).iternext():
-        entry = generic.decode(raw)  # layouts 1 and 2: a map; layouts 3 and 4: an array [seq, event, facts, event_id]
-        if isinstance(entry, list):
-            yield bytes(entry[1]), True
-        else:
-            verdict = entry.get("verdict")
-            yield bytes(entry["event"]), not isinstance(verdict, dict) or verdict.get("status") == "valid"
+        yield bytes(raw), True
     try:
         evidence = env.open_db(b"evidence", txn=txn, create=False)
     except lmdb.NotFoundError:
         return
     for _, raw in txn.cursor(db=evidence).iternext():
-        yield bytes(generic.decode(raw)["event"]), False
+        yield bytes(raw), False
+
+
+_generic = msgspec.msgpack.Decoder()
+
+
+def _received(stored: bytes, logged: bool) -> tuple[bytes, bool]:
+    """A received event's bytes from its old log entry (``logged``) or evidence entry, and whether the
+    old ledger held it as valid. Pure."""
+    entry = _generic.decode(stored)
+    if not logged:
+        return bytes(entry["event"]), False
+    if isinstance(entry, list):  # layouts 3 and 4: an array [seq, event, facts, event_id]
+        return bytes(entry[1]), True
+    verdict = entry.get("verdict")  # layouts 1 and 2: a map
+    return bytes(entry["event"]), not isinstance(verdict, dict) or verdict.get("status") == "valid"
 
 
 def _copy_db(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, name: bytes) -> None:
