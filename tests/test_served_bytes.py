@@ -6,6 +6,7 @@ shown as Pith's. Every check runs the real command line and real `serve` process
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,28 @@ def test_two_mirrors_with_the_same_valid_events_serve_the_same_bytes(tmp_path: P
     finally:
         for s in servers:
             s.stop()
+
+
+def test_the_transparency_log_entry_of_a_pith_record_hashes_what_is_served(tmp_path: Path) -> None:
+    """Two ledgers reached by different copies of Pith's record_created hold the same transparency-log
+    entries (spec/transparency.md §1: the entry hashes the event as served, never the copy that came
+    first), and the entry of the record is the SHA-256 of the served form a reader fetches."""
+    from pithledger.canonical import canonical_bytes
+    from pithledger.store import Ledger
+
+    real = pith_record_event(DOC)
+    author = make_event("author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-07-06T00:00:00Z")
+    a = _ledger(tmp_path, "a", write_bundle(NUMBER, [real]), [author])
+    b = _ledger(tmp_path, "b", write_bundle(NUMBER, [_relayed(real)]), [author])
+    entries = []
+    for path in (a, b):
+        with Ledger(path, readonly=True) as ledger:
+            entries.append(ledger.tlog_entries(0, ledger.tlog_size()))
+    assert entries[0] == entries[1] and len(entries[0]) == 2
+    first = json.loads(entries[0][0])
+    served = canonical_bytes(served_pith_record_event(_relayed(real)))
+    assert first["record"] == NUMBER and first["sha256"] == hashlib.sha256(served).hexdigest()
+    assert first["sha256"] != hashlib.sha256(canonical_bytes(_relayed(real))).hexdigest()  # not b's first copy
 
 
 # --- human output: no string of an event reaches a terminal as control characters (issue #20 §3) --------
