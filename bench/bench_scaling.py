@@ -295,7 +295,7 @@ def project(runs: dict[str, dict[str, Any]], what: str, probe: dict[str, Any] | 
             sched = d["scheduler_us"]
             w_c = d["writer_net_us"]
         elif cores > 16 and probe:  # no --scheduler here: the probe's figures for the verification hand-over
-            hand = probe["workers_overhead_us"]
+            hand = max(0.0, probe["workers_overhead_us"])
             sched = probe["scheduler_us"]
             w_c = w + probe["client_us"]
         else:

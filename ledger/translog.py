@@ -353,9 +353,10 @@ class Checker:
         if self._stored_hashes != stored_hashes(self._size):
             self._fault(f"the transparency log holds {self._stored_hashes:,} hashes; a tree of {self._size:,} entries has "
                         f"{stored_hashes(self._size):,}")
-        more = [f"... and {self._more:,} more faults of the transparency log"] if self._more else []
-        hint = ["the transparency log is derived from the log: `pithledger rebuild --force` rebuilds it"] if self._faults else []
-        return self._faults + more + hint
+        faults = self._faults + ([f"... and {self._more:,} more faults of the transparency log"] if self._more else [])
+        if faults:  # the remedy, once (fsck --repair does not repair the tlog: it is derived from the log)
+            faults[-1] += "; the transparency log is derived from the log: `pithledger rebuild --force` rebuilds it"
+        return faults
 
 
 def compare(old_txn: lmdb.Transaction, old: TlogDbs, new_txn: lmdb.Transaction, new: TlogDbs) -> dict[str, Any]:
