@@ -38,8 +38,9 @@ from ._output import Input, cannot_read, lines_framed, located, read_bytes
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024
 #: Inputs of two regions or more are checked on the run's workers, at most _AHEAD regions (or one per
-#: worker, if more) ahead.
+#: worker, if more, up to _MAX_AHEAD: 64 MiB) ahead.
 _AHEAD = 4
+_MAX_AHEAD = 16
 
 _plain = msgspec.json.Decoder()
 
@@ -69,14 +70,8 @@ def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] 
     """Pass 1: (where, what was found) for every document of every file, or (where, error) for a
     file, line or bundle that cannot be read, decoded or is structurally wrong; fills ``plan``. The
     regions of a big input are checked on worker processes (all cores), in order."""
-    fan = current()
-    owned = fan is None
-    fan = fan or Fanout.processes()
-    try:
-        total = sum(os.stat(item.path).st_size for item in files)
-    except OSError:
-        total = 0
-    checker = _Checker(fan, parallel=total >= 2 * REGION_BYTES)
+    fan, owned, parallel = _fan_for(files)
+    checker = _Checker(fan, parallel=parallel)
     try:
         for n, item in enumerate(files):
             if n:
@@ -87,6 +82,17 @@ def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] 
             fan.close()
 
 
+def _fan_for(files: list[Input]) -> tuple[Fanout, bool, bool]:
+    """The run's fan-out (or this pass's own, which it closes: ``owned``), and whether the inputs are big
+    enough to fan out (two regions or more; fewer are read here)."""
+    fan = current()
+    try:
+        total = sum(os.stat(item.path).st_size for item in files)
+    except OSError:
+        total = 0
+    return fan or Fanout.processes(), fan is None, total >= 2 * REGION_BYTES
+
+
 class _Checker(NamedTuple):
     """Where regions are checked: on the run's fan-out (ledger/fanout.py) when the inputs hold several
     regions, else here; a region whose worker was lost is checked here, in its place."""
@@ -95,7 +101,7 @@ class _Checker(NamedTuple):
     parallel: bool
 
     def map(self, regions: Iterator[tuple[bytes, int, str]]) -> Iterator[_Found]:
-        return self.fan.map(_check_part, regions, parallel=self.parallel, ahead=max(_AHEAD, self.fan.workers))
+        return self.fan.map(_check_part, regions, parallel=self.parallel, ahead=_ahead(self.fan))
 
 
 _Found = tuple[bytes, list[tuple[str, "Checked | PithledgerError"]]]
@@ -134,6 +140,12 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
         yield item.label, stopped[0]
 
 
+def _ahead(fan: Fanout) -> int:
+    """Regions in flight: one per worker, at least _AHEAD, at most _MAX_AHEAD (each is REGION_BYTES of
+    input, so a big cluster does not make the writer's process hold hundreds of MiB)."""
+    return min(max(_AHEAD, fan.workers), _MAX_AHEAD)
+
+
 def _check_part(part: tuple[bytes, int, str]) -> _Found:
     """:func:`_check_region` of (region, number of its first line, label): what runs on a worker."""
     return _check_region(*part)
@@ -155,14 +167,7 @@ def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Prepar
     differ from what pass 1 read. The regions are compared, decoded and prepared on the run's fan-out
     when the input is big (as in pass 1), so the writer's process only reads the files and hands the
     bytes over."""
-    fan = current()
-    owned = fan is None
-    fan = fan or Fanout.processes()
-    try:
-        total = sum(os.stat(item.path).st_size for item in files)
-    except OSError:
-        total = 0
-    parallel = total >= 2 * REGION_BYTES
+    fan, owned, parallel = _fan_for(files)
     try:
         for item, seen in zip(files, plan.files, strict=True):
             if seen is not None:
@@ -197,7 +202,7 @@ def _reread_file(item: Input, seen: tuple[bool, list[_Region]], fan: Fanout, par
                     return
                 yield index, region, lineno, item.label, expected, single
 
-        for index, lineno, found in fan.map(_reread_part, parts(), parallel=parallel, ahead=max(_AHEAD, fan.workers)):
+        for index, lineno, found in fan.map(_reread_part, parts(), parallel=parallel, ahead=_ahead(fan)):
             if found is None:
                 raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
                                    f"from line {lineno or '?'})")

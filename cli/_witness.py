@@ -70,10 +70,11 @@ def check_evidence(
     under the log's key. Exit 0 when the file proves a fork (two roots for one size, or a proof that
     reaches the new root from another old root), 1 otherwise (an observation that proves nothing by
     itself, a consistent pair, or a damaged file)."""
-    from pithledger.witness import BadEvidence, ForkNotProven, check_evidence as check
+    from pithledger.witness import MAX_FILE, BadEvidence, ForkNotProven, check_evidence as check
 
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as fh:
+            data = fh.read(MAX_FILE + 1)  # bounded: a file of any size (/dev/zero) is refused, not read whole
     except OSError as exc:
         raise BadEvidence(f"cannot read {file}: {exc.strerror}") from None
     verdict = check(data, log_key)

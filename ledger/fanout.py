@@ -54,6 +54,9 @@ _T = TypeVar("_T", covariant=True)
 CONNECT_TIMEOUT = 10.0
 #: Seconds a part may take on a Dask cluster before it is taken back and done in place.
 TASK_TIMEOUT = 300.0
+#: The most parts a map keeps in flight by default (twice the workers, up to this): what waits in the
+#: writer's memory must not grow with the size of a cluster.
+MAX_AHEAD = 32
 
 
 def default_workers() -> int:
@@ -134,7 +137,12 @@ class Fanout:
             raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} within {connect_timeout:g} s "
                                        f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None
         threads = sum(client.nthreads().values())
-        return cls("dask", workers=max(1, threads), scheduler=address, client=client, task_timeout=task_timeout)
+        if threads == 0:  # every part would wait out the task timeout, then run here: say so now instead
+            client.close()
+            raise SchedulerUnreachable(f"the Dask scheduler at {address} has no workers",
+                                       hint="start workers (dask worker " + address + ") with pithledger installed, "
+                                            "or leave --scheduler out to work on this machine's cores (--workers N)")
+        return cls("dask", workers=threads, scheduler=address, client=client, task_timeout=task_timeout)
 
     @classmethod
     def choose(cls, workers: int | None, scheduler: str | None) -> Fanout:
@@ -152,7 +160,7 @@ class Fanout:
         are taken from ``parts`` and not yet yielded, which bounds what waits in memory; a finished
         head is yielded before more parts are read."""
         stream = self.stream(func, parallel=parallel)
-        bound = max(1, ahead if ahead is not None else 2 * self.workers)
+        bound = max(1, ahead if ahead is not None else min(2 * self.workers, MAX_AHEAD))
         try:
             while True:
                 if len(stream) and stream.head_done():

@@ -402,6 +402,12 @@ def check_pair(ledger_path: Path | None, a: str, b: str, *, witness_keys: Sequen
         assert la is not None and lb is not None and pa is not None and pb is not None
         if pa.size > pb.size:
             (ca, la, pa), (cb, lb, pb) = (cb, lb, pb), (ca, la, pa)
+        key_a, key_b = (ca.pending.log_key if ca.pending else ""), (cb.pending.log_key if cb.pending else "")
+        if key_a != key_b:  # two keys under one origin: an impostor or a key change, not a fork either side signed
+            raise LogKeyChanged(f"{ca.source} and {cb.source} publish logs of the same origin {pa.origin[:200]!r} under "
+                                f"different keys ({key_a[:120]} and {key_b[:120]}): they cannot be compared as one log",
+                                hint="audit each side against the key its operator gives (sync --log-key VKEY); "
+                                     "at most one of them is the log you trust")
         old = Seen(pa.origin, ca.pending.log_key if ca.pending else "", pa.size, pa.root, pa.note, ca.source)
         compare(lb, cb.source, old, pb, cb.pending.log_key if cb.pending else "", _evidence_at(ledger_path, evidence), "pithledger audit")
     return [s[0] for s in sides]
@@ -469,6 +475,7 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
     cp = w.Signed(note=note.decode(), text=text, origin=parsed.origin, size=parsed.size, root=parsed.root)
     run = Deadline(None)
     answers: list[Asked] = []
+    accepted: list[str] = []
     client = Client()
     try:
         for url in urls:
@@ -485,11 +492,11 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
                 body = resp.body.decode("utf-8", "replace")
                 if resp.status == 200:
                     lines = [line + "\n" for line in body.split("\n") if line]
-                    try:
-                        add_signatures(note, lines)
-                    except PithledgerError as exc:
-                        asked = Asked(url, [], f"the witness answered 200 with no signature lines ({exc.message})")
+                    refused = _foreign_lines(note, accepted, lines)
+                    if refused:
+                        asked = Asked(url, [], f"the witness answered 200 with {refused}: not added")
                         break
+                    accepted += lines
                     asked = Asked(url, lines)
                     break
                 if resp.status == 409 and body.strip().isdigit():
@@ -506,8 +513,39 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
             answers.append(asked or Asked(url, [], "the witness kept naming another size"))
     finally:
         client.close()
-    lines = [line for a in answers for line in a.lines]
-    if lines:
+    if accepted:
         # readable by a web server running as another user, like every file publish writes (spec/serve.md §7)
-        w.write_atomic(Path(log.files.base) / log.name, add_signatures(note, lines), mode=0o666)
+        w.write_atomic(Path(log.files.base) / log.name, add_signatures(note, accepted), mode=0o666)
     return answers
+
+
+#: The most cosignature lines one witness's answer may add (C2SP: one per key the witness holds).
+MAX_WITNESS_LINES = 4
+_COSIGNATURE_BYTES = 8 + 64  # cosignature/v1 after the key ID: timestamp, Ed25519 signature
+
+
+def _foreign_lines(note: bytes, accepted: Sequence[str], lines: Sequence[str]) -> str:
+    """Why a witness's answer cannot be added to the checkpoint ("" if it can). A reader refuses a whole
+    note when a signature by a key it trusts fails (spec/transparency.md §2.1), so an answer may add only
+    cosignatures (cosignature/v1's length) under names and key IDs the note does not carry yet: a line in
+    the log's name, or another witness's, would make the checkpoint unverifiable for its readers."""
+    from .note import add_signatures, parse_signature_line, split_note
+
+    if not lines:
+        return "no signature lines"
+    if len(lines) > MAX_WITNESS_LINES:
+        return f"{len(lines)} signature lines (at most {MAX_WITNESS_LINES})"
+    try:
+        taken = {(s.name, s.key_id) for s in split_note(add_signatures(note, accepted))[1]}
+        names = {name for name, _ in taken}  # before this answer: one witness may hold several keys
+        for line in lines:
+            sig = parse_signature_line(line[:-1])
+            if len(sig.sig) != _COSIGNATURE_BYTES:
+                return f"a line that is not a cosignature/v1 ({sig.name})"
+            if sig.name in names or (sig.name, sig.key_id) in taken:
+                return f"a line under a name already on the checkpoint ({sig.name})"
+            taken.add((sig.name, sig.key_id))
+        add_signatures(note, [*accepted, *lines])  # within the note's limits
+    except PithledgerError as exc:
+        return f"lines that cannot be added ({exc.message})"
+    return ""

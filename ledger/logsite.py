@@ -22,7 +22,8 @@ from .errors import PithledgerError
 from .logproof import BadProof, event_sha256, parse_entry, verifier_of
 from .merkle import EMPTY_ROOT, leaf_hash, node_hash
 from .note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
-from .tlog import TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entry_bundle, hash_tile, parse_tile_path, tiles_for, tree_hash
+from .tlog import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, entry_bundle, hash_tile, parse_tile_path,
+                   tile_path, tiles_for, tree_hash)
 
 if TYPE_CHECKING:
     from .store import Ledger
@@ -96,12 +97,29 @@ def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
                 raise PublishedLogDiffers(f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
                               f"ledger's at that size")
             old_size = theirs.size
+            kept = set(tile_paths(old_size)).intersection(tile_paths(size))  # what the new tree takes from before
+            if any(_read_file(directory, rel, 0) is None for rel in kept):
+                # a tile the new checkpoint needs from before is absent (deleted, a partial copy): publish
+                # every tile again, each one there still compared, rather than sign a tree a reader cannot read
+                old_size = 0
     if (directory / TILE_DIR).exists():
         for rel, data in _tiles(ledger, size, old_size):
             there = _read_file(directory, rel, len(data))
             if there is not None and there != data:
                 raise PublishedLogDiffers(f"{directory}/{rel} holds other bytes than this ledger's log has there")
     return LogPlan(size, old_size, signer.sign(checkpoint.body()), checkpoint)
+
+
+def tile_paths(size: int) -> Iterator[str]:
+    """The path of every tile of the tree at ``size`` (tlog.tiles_for's, without their contents)."""
+    level = 0
+    while hashes := size >> (TILE_HEIGHT * level):
+        full, partial = divmod(hashes, TILE_WIDTH)
+        for n, width in [(n, TILE_WIDTH) for n in range(full)] + ([(full, partial)] if partial else []):
+            yield tile_path(level, n, width)
+            if level == 0:
+                yield entries_path(n, width)
+        level += 1
 
 
 def _tiles(ledger: Ledger, size: int, old_size: int) -> Iterator[tuple[str, bytes]]:

@@ -214,6 +214,11 @@ def _parse_signature_line(line: str) -> NoteSignature:
     return NoteSignature(name, raw[:4], raw[4:])
 
 
+def parse_signature_line(line: str) -> NoteSignature:
+    """One signature line (without its newline), parsed, not verified."""
+    return _parse_signature_line(line)
+
+
 def _index(verifiers: Iterable[NoteVerifier]) -> dict[tuple[str, bytes], NoteVerifier]:
     known: dict[tuple[str, bytes], NoteVerifier] = {}
     for v in verifiers:

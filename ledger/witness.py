@@ -409,12 +409,18 @@ def evidence_doc(*, origin: str, log_key: str, old: str, new: str, proof: Sequen
             "new_tree_old_root": b64(prefix) if prefix is not None else None, "observer": observer, "observed_at": observed_at}
 
 
+#: The kinds of inconsistency that the two signed checkpoints and the proof prove by themselves (judge).
+PROVEN_KINDS = frozenset({"same-size-different-root", "inconsistent-proof"})
+
+
 def write_evidence(directory: Path, doc: dict[str, Any]) -> Path:
-    """Write an evidence file, named by its content (the same fork seen twice is one file)."""
-    core = {k: doc[k] for k in ("origin", "old_checkpoint", "new_checkpoint", "proof")}
+    """Write an evidence file, named by its content (the same fork seen twice is one file). A file already
+    there is kept as it is: evidence is never replaced (another copy could say less)."""
+    core = {k: doc.get(k) for k in ("origin", "old_checkpoint", "new_checkpoint", "proof", "kind", "new_tree_old_root")}
     tag = hashlib.sha256(canonical_bytes(core)).hexdigest()[:16]
     path = directory / f"fork-{origin_hash(doc['origin'])[:16]}-{tag}.json"
-    write_atomic(path, canonical_bytes(doc) + b"\n")
+    if not path.exists():
+        write_atomic(path, canonical_bytes(doc) + b"\n")
     return path
 
 
@@ -539,9 +545,12 @@ class Witness:
                 verdict = judge(last, new, proof, prefix)
                 if verdict is not None:
                     kind, x = verdict
+                    # The proof is the sender's, and anyone may send one: only evidence that proves a fork by
+                    # itself is kept (a proof that reaches no root proves nothing of the log, and keeping
+                    # each would let anyone fill this disk).
                     path = write_evidence(self.evidence_dir, evidence_doc(
                         origin=origin, log_key=log.vkey, old=last.note, new=new.note, proof=proof, prefix=x,
-                        observer=self.name, observed_at=now_iso(self.clock), kind=kind))
+                        observer=self.name, observed_at=now_iso(self.clock), kind=kind)) if kind in PROVEN_KINDS else None
                     raise Inconsistent(f"{origin[:200]}: size {new.size} does not extend the size {last.size} this "
                                        f"witness cosigned ({kind})", path)
             self._persist(new)  # durable before any answer (C2SP: MUST persist before responding)

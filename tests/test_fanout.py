@@ -188,6 +188,18 @@ def test_an_unreachable_scheduler_is_a_named_error_in_bounded_time() -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_scheduler_without_workers_is_a_named_error_not_a_five_minute_stall() -> None:
+    from distributed import LocalCluster
+
+    from pithledger.errors import SchedulerUnreachable
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        started = time.monotonic()
+        with pytest.raises(SchedulerUnreachable, match="no workers"):
+            Fanout.dask(empty.scheduler_address, connect_timeout=5)
+        assert time.monotonic() - started < 30
+
+
 # --- through the CLI: the same inputs on every executor give the same ledger byte for byte -----------
 
 import hashlib  # noqa: E402

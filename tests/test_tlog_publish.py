@@ -219,6 +219,33 @@ def test_a_tile_already_there_that_differs_is_a_fork_and_nothing_is_written(publ
     assert _files(site) == before, "a refused publish writes nothing"
 
 
+def test_a_tile_deleted_from_the_directory_is_written_again_before_the_next_checkpoint(published: Published, tmp_path: Path) -> None:
+    """A tile the new checkpoint needs from before is absent (deleted, a partial copy of the tree): publish
+    writes every tile again rather than sign a tree a reader cannot read, and the result verifies."""
+    site = _copy(published, tmp_path)
+    os.unlink(site / "tile/0/000")
+    os.unlink(site / "tile/entries/000")
+    pl(published.tmp, "--ledger", str(published.ledger), "publish", str(site), "--key", KEY)
+    assert (site / "tile/0/000").is_file() and (site / "tile/entries/000").is_file()
+    code, report, err = _verify_log(published, site, check=False)
+    assert code == 0 and report["consistent"] is True, err
+
+
+def test_tile_paths_name_exactly_the_tiles_of_a_tree() -> None:
+    from pithledger import merkle, tlog
+    from pithledger.logsite import tile_paths
+
+    leaves = [merkle.leaf_hash(str(i).encode()) for i in range(600)]
+
+    class Reader:
+        def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
+            return [merkle.root(leaves[i << level:(i + 1) << level]) for i in range(start, end)]
+
+    for n in (0, 1, 255, 256, 257, 511, 512, 513, 600):
+        want = {rel for rel, _ in tlog.tiles_for(Reader(), lambda a, b: [b"x"] * (b - a), n)}
+        assert set(tile_paths(n)) == want, n
+
+
 def test_another_history_under_the_same_key_is_a_fork(published: Published, tmp_path: Path) -> None:
     """A second ledger with other events (of the same count and more) published by the same key into the
     first one's directory: its tree at the published checkpoint's size has another root."""

@@ -285,11 +285,37 @@ def test_fork_is_refused_with_evidence(witness: w.Witness, log_signer: NoteSigne
     answer, path = _fork(witness, log_signer, old, new)
     assert answer.status == 422 and b"inconsistent-checkpoint" in answer.body
     assert witness.state(LOG).size == old  # type: ignore[union-attr]
+    if kind == "bad-proof":
+        # a power-of-two old size: the log's proof omits the old root, so a pushed proof cannot show another
+        # one; it proves nothing of the log (anyone may send any proof), so nothing is kept
+        assert path is None
+        return
     assert path is not None
     verdict = w.check_evidence(path.read_bytes(), log_signer.vkey)
-    assert verdict.kind == kind and (verdict.old_size, verdict.new_size) == (old, new)
-    # a power-of-two old size: the log's proof omits the old root, so a pushed proof cannot show another one
-    assert verdict.proven is (kind != "bad-proof")
+    assert verdict.kind == kind and (verdict.old_size, verdict.new_size) == (old, new) and verdict.proven
+
+
+def test_random_proofs_sent_by_anyone_leave_no_evidence_and_never_replace_a_proven_one(
+        witness: w.Witness, log_signer: NoteSigner) -> None:
+    """The proof of a push is the sender's: a flood of proofs that reach no root writes nothing, and the
+    evidence of a proven fork is never overwritten by a weaker copy of the same request."""
+    honest = Tree(entries(11))
+    cosigned(witness, honest, log_signer, 3)
+    new = checkpoint(log_signer, 5, honest.root(5))
+    for n in range(40):
+        junk = [hashlib.sha256(f"{n}-{i}".encode()).digest() for i in range(3)]
+        assert post(witness, 3, junk, new).status == 422
+    assert list(witness.evidence_dir.glob("*.json")) == []
+    forked = Tree(entries(11, tag="b"))
+    fork = checkpoint(log_signer, 11, forked.root(11))
+    with pytest.raises(w.Inconsistent):
+        witness.add_checkpoint(3, forked.proof(3, 11), fork, prefix=forked.root(3))
+    [path] = witness.evidence_dir.glob("*.json")
+    kept = path.read_bytes()
+    for prefix in (forked.root(3), None):
+        with pytest.raises(w.Inconsistent):
+            witness.add_checkpoint(3, forked.proof(3, 11), fork, prefix=prefix)
+    assert path.read_bytes() == kept and w.check_evidence(kept, log_signer.vkey).proven
 
 
 def test_evidence_of_a_power_of_two_old_size_is_proven_with_the_new_trees_prefix_root(
@@ -631,6 +657,21 @@ def test_sync_names_a_fork_and_syncs_nothing(tmp_path: Path, cli: Any) -> None:
     assert again.code == 1 and "log-fork" in again.out + again.err
 
 
+def test_audit_of_an_impostor_under_the_same_origin_is_a_key_change_not_a_fork(tmp_path: Path, cli: Any) -> None:
+    """B signs another history under A's origin with another key: that is no fork of A's log (A never signed
+    it), so audit names the two keys and writes no evidence that would blame A."""
+    events = pool()
+    with ledger_with(tmp_path / "a", events[:6]) as a:
+        publish(a, tmp_path / "pub1")
+    with ledger_with(tmp_path / "b", events) as b:
+        publish(b, tmp_path / "pub2")
+    publish_log(tmp_path / "pub1", _signer_file(tmp_path), entries(6))
+    publish_log(tmp_path / "pub2", NoteSigner(LOG, nacl.signing.SigningKey(b"\x07" * 32)), entries(9, tag="b"))
+    r = cli("--ledger", str(tmp_path / "c"), "audit", str(tmp_path / "pub1"), str(tmp_path / "pub2"))
+    assert r.code == 1 and "error[log-key-changed]" in r.err and "log-fork" not in r.err, r.err
+    assert not list(tmp_path.rglob("fork-*.json"))
+
+
 def test_sync_from_an_unlogged_source_says_so(tmp_path: Path, cli: Any) -> None:
     with ledger_with(tmp_path / "a", pool()[:3]) as a:
         publish(a, tmp_path / "pub")
@@ -865,3 +906,29 @@ def test_a_damaged_memory_or_a_checkpoint_that_is_no_note_is_named(tmp_path: Pat
     (src / "checkpoint").write_bytes(b"no newline at all")
     with pytest.raises(logcheck.BadCheckpoint):
         logcheck.check_source(ledger, str(src))
+
+
+# --- publish --witness: what a witness's answer may add to the checkpoint --------------------------------
+
+
+def test_a_witness_answer_adds_only_cosignatures_under_new_names(log_signer: NoteSigner) -> None:
+    """A reader refuses a whole note on a failing signature by a key it trusts (spec §2.1), so an answer
+    in the log's name, in another witness's, or that is not a cosignature at all is refused whole: the
+    checkpoint stays verifiable for every reader."""
+    from pithledger.logcheck import _foreign_lines
+
+    tree = Tree(entries(5))
+    note = checkpoint(log_signer, 5, tree.root(5))
+    text = Checkpoint(LOG, 5, tree.root(5)).body()
+    w1 = NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate())
+    w2 = NoteSigner("witness.example/w2", nacl.signing.SigningKey.generate())
+    good = cosign(text, w1, 1_700_000_000)
+    assert _foreign_lines(note, [], [good]) == ""
+    forged_log = "\u2014 " + LOG + " " + base64.b64encode(log_signer.key_id + bytes(72)).decode() + "\n"
+    assert "already on the checkpoint" in _foreign_lines(note, [], [forged_log])
+    assert "already on the checkpoint" in _foreign_lines(note, [good], [cosign(text, NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate()), 1)])
+    plain = w2.sign(text).decode().split("\n\n", 1)[1]  # an Ed25519 note signature, not a cosignature
+    assert "not a cosignature" in _foreign_lines(note, [], [plain])
+    assert "at most" in _foreign_lines(note, [], [cosign(text, w2, 1)] * 5)
+    assert _foreign_lines(note, [good], [cosign(text, w2, 1_700_000_001)]) == ""
+    assert _foreign_lines(note, [], []) == "no signature lines"
