@@ -30,13 +30,17 @@ def _entries(n: int, salt: str = "") -> list[bytes]:
                           hashlib.sha256(f"event {salt}{i}".encode()).hexdigest()) for i in range(n)]
 
 
-def _append(env: lmdb.Environment, dbs: T.TlogDbs, entries: list[bytes], batches: list[int]) -> None:
+def _append(env: lmdb.Environment, dbs: T.TlogDbs, entries: list[bytes], batches: list[int], *, extend: bool = False) -> None:
+    """``extend``: each batch in one Appender.extend call (the writer's path), else entry by entry."""
     done = 0
     for b in batches:
         with env.begin(write=True) as txn:
             appender = T.Appender(txn, dbs, expected_size=done)
-            for e in entries[done:done + b]:
-                appender.append(e)
+            if extend:
+                appender.extend(entries[done:done + b])
+            else:
+                for e in entries[done:done + b]:
+                    appender.append(e)
         done += b
 
 
@@ -185,10 +189,23 @@ def test_compare_finds_the_first_difference(tmp_path: Path) -> None:
             e.close()
 
 
+def test_extend_refuses_a_tlog_holding_an_entry_beyond_its_size(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
+    """An entry stored past the tree's end (a damaged ledger): the batch's append is refused, not
+    silently short."""
+    env, dbs = raw
+    _append(env, dbs, _entries(5), [5])
+    with env.begin(write=True) as txn:
+        appender = T.Appender(txn, dbs, expected_size=5)
+        txn.put((7).to_bytes(8, "big"), b"stray", db=dbs.entries)
+        with pytest.raises(T.TlogDamaged, match="already holds an entry"):
+            appender.extend(_entries(4, salt="y"))
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=70), max_size=12))
-def test_any_batching_gives_the_same_tree(batches: list[int]) -> None:
-    """Appending in any batches stores exactly the hashes all_hashes streams for the same leaves."""
+@given(st.lists(st.integers(min_value=0, max_value=70), max_size=12), st.booleans())
+def test_any_batching_gives_the_same_tree(batches: list[int], extend: bool) -> None:
+    """Appending in any batches, entry by entry or a batch at a time, stores exactly the hashes
+    all_hashes streams for the same leaves."""
     import tempfile
 
     total = sum(batches)
@@ -197,9 +214,10 @@ def test_any_batching_gives_the_same_tree(batches: list[int]) -> None:
         env = lmdb.open(d, max_dbs=4, map_size=1 << 26)
         try:
             dbs = T.TlogDbs(env.open_db(T.ENTRIES_DB), env.open_db(T.HASHES_DB))
-            _append(env, dbs, entries, batches)
+            _append(env, dbs, entries, batches, extend=extend)
             with env.begin() as txn:
                 stored = [bytes(v) for v in txn.cursor(db=dbs.hashes).iternext(keys=False)]
+                assert [bytes(v) for v in txn.cursor(db=dbs.entries).iternext(keys=False)] == entries
                 assert T.tree_hash(txn, dbs) == merkle.root([merkle.leaf_hash(e) for e in entries])
         finally:
             env.close()

@@ -89,6 +89,7 @@ class _Log(_PendingWork, _Translog):
         outcome: dict[bytes, Rejection | bool] = {}  # copy -> True (new) | False (a duplicate) | Rejection
         log: list[tuple[bytes, bytes]] = []
         subjects: list[tuple[bytes, bytes]] = []
+        tlog_entries: list[bytes] = []
         ids_db = self.db[b"ids"]
         try:
             with self._begin(write=True) as txn:
@@ -111,7 +112,7 @@ class _Log(_PendingWork, _Translog):
                         continue
                     log.append((key, _log_value(seq, c.value)))
                     subjects.append((subject.encode(), key))
-                    tlog.append(c.tlog)
+                    tlog_entries.append(c.tlog)
                     seq += 1
                     outcome[copy] = True
                     touched.add(subject)
@@ -120,6 +121,7 @@ class _Log(_PendingWork, _Translog):
                 # in sequence order: appended at the end of the log's B-tree, in one call each
                 txn.cursor(db=self.db[b"log"]).putmulti(log, append=True)
                 txn.cursor(db=self.db[b"subject"]).putmulti(subjects, dupdata=True)
+                tlog.extend(tlog_entries)
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy.hex(), verdict, True)
                 counted: set[bytes] = set()
