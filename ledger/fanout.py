@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -154,7 +154,7 @@ class Fanout:
     # --- the ordered map ---------------------------------------------------------------------------
 
     def map(self, func: Callable[[_A], _R], parts: Iterator[_A], *, parallel: bool = True,
-            ahead: int | None = None) -> Iterator[_R]:
+            ahead: int | None = None) -> Generator[_R, None, None]:
         """``func(part)`` of each part, in order. ``parallel``: the work is big enough to pay for the
         executor (else everything runs here). At most ``ahead`` parts (default: twice the workers)
         are taken from ``parts`` and not yet yielded, which bounds what waits in memory; a finished
@@ -249,6 +249,18 @@ class Fanout:
             except (OSError, ValueError):  # pragma: no cover - no processes here: threads where allowed
                 self._no_procs = True
         return self._procs
+
+    def start(self) -> None:
+        """Fork the local worker processes now, if not yet (other executors: nothing). A command that is
+        about to open a ledger and finish big steps calls it first, so that its workers, which hold no
+        handle of that ledger, may open one of their own and read its snapshot (store/snapshot.py)."""
+        if self.kind == "processes" and self._procs is None and not self.lost:
+            procs = self._processes()
+            if procs is not None:
+                try:  # with fork, the first task starts every worker process, before it returns
+                    procs.submit(int)
+                except (RuntimeError, OSError):  # pragma: no cover - cannot start them now: they start when needed
+                    pass
 
     def _thread_pool(self) -> ThreadPoolExecutor:
         if self._threads is None:

@@ -220,17 +220,21 @@ ROOT = Path(__file__).parent.parent
 #: The CLI with every threshold lowered, so that these small inputs take the parallel path of every
 #: pass (regions checked, chunks verified, states derived, fsck's parts): the path big runs take.
 SMALL_PARTS = """
-import sys
+import atexit, json, os, sys
 from pithledger.cli import _bundles
 from pithledger import store
+from pithledger.store import pending, snapshot
 _bundles.REGION_BYTES = 4000
 for name, value in {settings}.items():
     setattr(store, name, value)
+{patch}
+atexit.register(lambda: print("snapshot-parts " + json.dumps(pending._snapshot_stats), file=sys.stderr))
 sys.argv = ["pithledger"] + sys.argv[1:]
 from pithledger.cli import main
 main()
 """
-SMALL = {"_VERIFY_CHUNK": 8, "_PROCESS_AFTER_CHUNKS": 2, "_PARALLEL_STATES": 1, "_DERIVE_PART": 3, "_FSCK_PART": 4}
+SMALL = {"_VERIFY_CHUNK": 8, "_PROCESS_AFTER_CHUNKS": 2, "_PARALLEL_STATES": 1, "_DERIVE_PART": 3, "_FSCK_PART": 4,
+         "_SNAPSHOT_PART": 2, "_START_WORKERS_FROM": 0}
 
 
 def _key(i: int) -> LocalKey:
@@ -294,8 +298,8 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _start(tmp: Path, ledger: Path, *args: str) -> subprocess.Popen[str]:
-    code = SMALL_PARTS.replace("{settings}", repr(SMALL))
+def _start(tmp: Path, ledger: Path, *args: str, patch: str = "") -> subprocess.Popen[str]:
+    code = SMALL_PARTS.replace("{settings}", repr(SMALL)).replace("{patch}", patch)
     return subprocess.Popen([sys.executable, "-c", code, "--ledger", str(ledger), *args], env=_env(tmp),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -444,3 +448,66 @@ def test_scheduler_errors_are_named_not_tracebacks(tmp_path: Path, workload: lis
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "error[dask-not-installed]" in r.stderr and "pithledger[dask]" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+# --- finishing's inputs read on the workers (ledger/store/snapshot.py, spec/storage.md §3.4) ------------
+
+def _apply_with(tmp: Path, ledger: Path, patch: str = "", *, rebuild: bool = False
+                ) -> tuple[dict[str, list[tuple[bytes, bytes]]], dict[str, int]]:
+    """apply the workload on 2 local workers (or ``rebuild`` the ledger) with ``patch`` run first in the
+    CLI's process (its workers are forked from it); the ledger's databases, and how many finishing
+    parts the workers read."""
+    args = (("rebuild", "--force", "--json") if rebuild else
+            ("apply", "--keep-going", "--batch-size", "40", "--json", *map(str, workload_paths))) + ("--workers", "2")
+    proc = _start(tmp, ledger, *args, patch=patch)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == (0 if rebuild else 1), err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    stats = json.loads(err.rsplit("snapshot-parts ", 1)[1].splitlines()[0])
+    return _dump(ledger), stats
+
+
+def test_workers_read_finishings_inputs_from_the_snapshot(reference: dict[str, Any], tmp_path: Path) -> None:
+    """apply forks its workers while it checks its input, before it opens the ledger: they read every
+    part of every finishing step themselves, and the ledger is the in-place one, byte for byte."""
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger")
+    assert stats["read"] > 0 and stats["fallback"] == 0, stats
+    assert dump == reference["dump"]
+    # rebuild starts its workers before it opens a ledger (Fanout.start): they read the new one's snapshots
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger", rebuild=True)
+    assert stats["read"] > 0 and stats["fallback"] == 0, stats
+    assert dump == reference["rebuilt"]
+
+
+@pytest.mark.parametrize("mutation", [
+    # the snapshot another transaction began from: every worker refuses it, the writer reads every part
+    "snapshot-of-another-transaction:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(txn_id=s.txn_id + 1))(f(l, t)))(snapshot.snapshot_of)",
+    # other files at the same path (rebuild swapped the ledger in): refused the same way
+    "snapshot-of-other-files:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(files=(0, 0)))(f(l, t)))(snapshot.snapshot_of)",
+    # a worker that cannot open the ledger (forked after the writer opened it: py-lmdb refuses a second open)
+    "ledger-already-open:snapshot._reader = lambda snap: None",
+])
+def test_a_snapshot_the_workers_cannot_read_is_read_by_the_writer(reference: dict[str, Any], tmp_path: Path, mutation: str) -> None:
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=mutation.split(":", 1)[1])
+    assert stats["read"] == 0 and stats["fallback"] > 0, stats
+    assert dump == reference["dump"]
+
+
+def test_a_worker_killed_while_it_reads_the_snapshot_changes_nothing(reference: dict[str, Any], tmp_path: Path) -> None:
+    """The first worker to read a states step's part dies there (as if killed): its part, and every
+    later one, is read and derived by the writer; the ledger is the in-place one."""
+    marker = tmp_path / "killed"
+    patch = f"""
+_derive_states = snapshot.derive_states
+def _dies_once(task):
+    try:
+        fd = os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return _derive_states(task)
+    os.close(fd)
+    os._exit(1)
+pending.derive_states = _dies_once
+"""
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=patch)
+    assert marker.exists() and stats["fallback"] > 0, stats
+    assert dump == reference["dump"]

@@ -12,6 +12,7 @@ One ``Ledger`` class, composed of one part per concern, each in its own module, 
 - ``views``    derived views: derivation inputs and results, citation and lookup indexes, digest tree
 - ``reads``    queries: log, states, evidence, the audit Source interface, identifier resolution, exports
 - ``pending``  pending derivation and ``finish``
+- ``snapshot`` finishing's inputs read on the worker processes from the last committed snapshot
 - ``translog`` the transparency log's methods (tlog_size, tlog_hashes, ...) and the in-place upgrade
                that builds it (its storage and tree: ledger/translog.py)
 - ``fsck``     checking a ledger against its log
@@ -33,7 +34,8 @@ from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, 
                   _json_decoder, _rec_key, _release_mapped_pages, _u64, default_ledger_path)
 from .entries import (BatchResult, Copy, EvidenceEntry, EvidenceLimits, LogEntry, Prepared, Rejection, Usage, _Checked,
                       _entry_decoder, _entry_encoder, _evidence_decoder, _log_value, _usage_decoder, prepare)
-from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _PROCESS_AFTER_CHUNKS, _VERIFY_CHUNK, _verify_offers
+from .workers import (_DERIVE_PART, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _PROCESS_AFTER_CHUNKS, _SNAPSHOT_PART, _VERIFY_CHUNK,
+                      _verify_offers)
 from .views import (_CurrentView, _Derived, _IndexView, _Inputs, _derive, _derive_part, _index_keys,
                     _index_view_decoder, _pack_state, _pair_decoder, _pair_encoder, _stored_index_keys,
                     _unpack_state)
@@ -51,7 +53,7 @@ __all__ = [
     "Usage", "_Candidate", "_CurrentView", "_DBS", "_DERIVE_PART", "_DERIVE_PART_ENTRIES",
     "_Derived", "_FSCK_PART", "_IndexView", "_Inputs", "_NAMED_MISCOUNTS", "_NEW_LEDGER_MAY_HOLD",
     "Prepared", "_Checked", "_PARALLEL_STATES", "_PENDING", "_PROCESS_AFTER_CHUNKS", "_Pinned", "_REBUILT_MARK",
-    "_RELEASE_ENTRIES", "_RELEASE_EVERY", "_RESIZE_TRIES", "_TLOG", "_U64", "_UPGRADABLE_IN_PLACE", "_VERIFY_CHUNK",
+    "_RELEASE_ENTRIES", "_RELEASE_EVERY", "_RESIZE_TRIES", "_SNAPSHOT_PART", "_TLOG", "_U64", "_UPGRADABLE_IN_PLACE", "_VERIFY_CHUNK",
     "_check_new_ledger_dir", "_choose", "_copy_db", "_copy_sidecars", "_derive",
     "_derive_part", "_entry_decoder", "_entry_encoder", "_event_key", "_evidence_decoder",
     "_fsck_log_part", "_fsck_state_part", "_log_value", "_index_keys", "_index_view_decoder", "_json_decoder", "_old_events",
@@ -76,5 +78,5 @@ class _Package(types.ModuleType):
 
 _PARTS = tuple(sys.modules[f"{__name__}.{part}"]
                for part in ("env", "entries", "workers", "views", "pending", "translog", "reads", "log", "fsck", "ledger",
-                             "rebuild"))
+                             "rebuild", "snapshot"))
 sys.modules[__name__].__class__ = _Package

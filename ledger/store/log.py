@@ -141,7 +141,7 @@ class _Log(_PendingWork, _Translog):
                 for subject, blob in extras:
                     self._keep_extra(txn, subject, blob)
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                for subject in touched:  # b"c": it received a citation or a revocation, which may change what it cites
+                for subject in sorted(touched):  # (in key order: the same pages in every process) b"c": it received a citation or a revocation, which may change what it cites
                     if subject in citing:
                         txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
                     else:

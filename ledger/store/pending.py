@@ -4,25 +4,34 @@ derives each one once however many batches touched it, in write transactions of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import lmdb
 
 from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
-from .views import _Views, _derive, _derive_part, _packed
-from .workers import _PARALLEL_STATES, _Workers
+from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
+from .views import _Derived, _Views, _derive, _derive_part, _packed
+from .workers import _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
 
 
 #: Records derived per write transaction when pending work is finished (bounds one transaction).
 FINISH_CHUNK = 2048
+#: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
+_snapshot_stats = {"read": 0, "fallback": 0}
 
 
 class _PendingWork(_Views, _Workers):
     """The pending sets, and finishing them."""
+
+    _snapshot_refused = False  # a worker could not read this ledger's snapshot: hand the inputs over (snapshot.py)
 
     def _pending_dbs(self) -> list[Any]:
         """The pending sets; on a handle opened on a layout-3 ledger, opened once a writer has
@@ -65,7 +74,7 @@ class _PendingWork(_Views, _Workers):
         for _ in count() if steps is None else range(steps):
             try:
                 with self._begin(write=True) as txn:
-                    n = self._finish_some(txn, FINISH_CHUNK)
+                    n = self._finish_some(txn, FINISH_CHUNK, committed=True)
             except lmdb.MapFullError:
                 self._grow()
                 continue
@@ -81,25 +90,28 @@ class _PendingWork(_Views, _Workers):
                 progress(done)
         return done
 
-    def _finish_some(self, txn: lmdb.Transaction, limit: int | None) -> int | None:
+    def _finish_some(self, txn: lmdb.Transaction, limit: int | None, *, committed: bool = False) -> int | None:
         """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
         non-empty pending set. Returns the states derived in this step, or None when nothing is pending.
-        A step of _PARALLEL_STATES records or more derives its states on the worker processes."""
+        A step of _PARALLEL_STATES records or more derives its states on the worker processes.
+        ``committed``: ``txn`` has written nothing yet, so every input of the step is in the snapshot it
+        began from, and local workers may read their parts' inputs from it themselves (snapshot.py)."""
         cites = self._take(txn, b"pendcite", limit)
         if cites:
+            flagged = [subject for subject, flag in cites if flag]
+            outbound = self._outbound_on_workers(txn, flagged) if committed else {}
             for n, (subject, flag) in enumerate(cites, 1):
                 if n % _RELEASE_EVERY == 0:
                     _release_mapped_pages(self)
                 # Only a new citation or revocation can change which of a record's citations stand.
-                for cited in self._update_citations(txn, subject) if flag else ():
+                for cited in sorted(self._update_citations(txn, subject, outbound.get(subject))) if flag else ():
                     txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
         states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
         if not states:
             return None
-        parts = self._input_parts(txn, states, incremental=True)
-        for results in self._fanout.map(_derive_part, parts, parallel=len(states) >= _PARALLEL_STATES):
+        for results in self._derived_parts(txn, states, committed):
             for subject, derived, packed in results:
                 if derived is None:  # the fold fell back (spec/merge.md §10): the record's whole inputs, derived here
                     inputs = self._gather(txn, subject)
@@ -109,6 +121,58 @@ class _PendingWork(_Views, _Workers):
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
+
+    def _snapshot_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> list[tuple[Snapshot, list[str]]] | None:
+        """The parts of a step whose inputs local workers are to read themselves (snapshot.py), or None
+        where they cannot: another executor, a step too small to hand over, files that cannot be named."""
+        if (self._fanout.kind != "processes" or self._fanout.lost or len(subjects) < _PARALLEL_STATES
+                or self._snapshot_refused):
+            return None
+        snap = snapshot_of(cast("Ledger", self), txn)
+        if snap is None:
+            return None
+        return [(snap, subjects[i:i + _SNAPSHOT_PART]) for i in range(0, len(subjects), _SNAPSHOT_PART)]
+
+    def _outbound_on_workers(self, txn: lmdb.Transaction, subjects: list[str]) -> dict[str, list[tuple[str, str]]]:
+        """The standing outbound citations of ``subjects``, as far as the workers read them from the
+        snapshot (the others: the writer computes them in :meth:`_update_citations`)."""
+        tasks = self._snapshot_parts(txn, subjects)
+        out: dict[str, list[tuple[str, str]]] = {}
+        with closing(self._fanout.map(outbound_citations, iter(tasks or ()))) as results:
+            for (_, part), got in zip(tasks or (), results, strict=False):
+                if got is None:  # the workers cannot read this ledger: the writer computes the rest
+                    self._refuse_snapshots()
+                    break
+                _snapshot_stats["read"] += 1
+                out.update(zip(part, got, strict=True))
+        return out
+
+    def _refuse_snapshots(self) -> None:
+        """A part came back unread (snapshot.py: the workers cannot open this ledger, or read another
+        snapshot): this handle hands its parts' inputs over from now on, and cleans the reader table of
+        any worker that died holding a slot (a dead reader would keep LMDB from reusing pages)."""
+        _snapshot_stats["fallback"] += 1
+        self._snapshot_refused = True
+        self.env.reader_check()
+
+    def _derived_parts(self, txn: lmdb.Transaction, states: list[str], committed: bool
+                       ) -> Iterator[list[tuple[str, _Derived | None, bytes]]]:
+        """What :func:`_derive_part` makes of each part of a states step, in order: read and derived on the
+        workers from the snapshot where they can, else gathered here and derived here or on the workers."""
+        tasks = self._snapshot_parts(txn, states) if committed else None
+        done = 0
+        with closing(self._fanout.map(derive_states, iter(tasks or ()))) as results:
+            for (_, part), got in zip(tasks or (), results, strict=False):
+                if got is None:  # not read there: this part and the rest go the usual way
+                    self._refuse_snapshots()
+                    break
+                _snapshot_stats["read"] += 1
+                done += len(part)
+                yield got
+        rest = states[done:]
+        if rest:
+            parts = self._input_parts(txn, rest, incremental=True)
+            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES)
 
     def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
         """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""

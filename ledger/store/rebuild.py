@@ -17,6 +17,7 @@ import msgspec
 from .. import translog
 from ..bundle import Bundle
 from ..errors import LedgerError, NoLedger
+from ..fanout import current
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
 from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _TLOG, _json_decoder
@@ -29,6 +30,16 @@ from .workers import _PARALLEL_STATES
 _REBUILT_MARK = "REBUILT"
 #: Received events per task of rebuild's preparing (decoding and encoding them: on the workers).
 _REBUILD_PART = 512
+#: A ledger file this big has finishing steps worth handing over whole: the run's workers are started
+#: before it is opened (Fanout.start), so that they can read its snapshots themselves.
+_START_WORKERS_FROM = 8 * 1024 * 1024
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _prepare_received(part: list[tuple[bytes, bool]]) -> bytes:
@@ -93,6 +104,9 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
             return {"finished_interrupted_rebuild": True, "backup": "", "events_read": 0, "new": 0, "duplicate": 0,
                     "invalid": 0, "unverified": 0}
         raise NoLedger(f"no ledger at {path}")
+    fan = current()
+    if fan is not None and _file_size(path / "data.mdb") >= _START_WORKERS_FROM:
+        fan.start()  # before any handle is open: the workers may then read the new ledger's snapshots
     try:
         env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
     except lmdb.Error as exc:

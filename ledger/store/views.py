@@ -142,7 +142,9 @@ def _derive_part(part: list[_Inputs]) -> list[tuple[str, _Derived | None, bytes]
         if derived is None:
             out.append((inputs.subject, None, b""))
         else:
-            out.append((inputs.subject, *_packed(inputs, derived)))
+            packed_as, packed = _packed(inputs, derived)
+            # the writer stores the compressed state only: the canonical bytes (5 x as many) stay here
+            out.append((inputs.subject, packed_as._replace(state=b""), packed))
     return out
 
 
@@ -247,21 +249,24 @@ def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]
 class _Views(_Environment):
     """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes."""
 
-    def _update_citations(self, txn: lmdb.Transaction, subject: str) -> set[str]:
+    def _update_citations(self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]] | None = None) -> set[str]:
         """Bring the citation indexes up to date for one record whose events changed; return the records
         whose inbound citations changed and that hold events (their states must be derived again).
+        ``new``: its standing outbound citations (:meth:`_outbound`) if a worker read them already.
 
         A record's standing outbound citations depend on its own events only, so they change only when
         it receives events; the ``inbound`` index then lets a cited record's state read exactly its
         standing inbound citations, never every event of every record that cites it."""
         changed: set[str] = set()
-        new, old = self._outbound(txn, subject, incremental=True), self._stored_outbound(txn, subject)
+        if new is None:
+            new = self._outbound(txn, subject, incremental=True)
+        old = self._stored_outbound(txn, subject)
         if new == old:
             return changed
-        for cited, eid in set(old) - set(new):
+        for cited, eid in sorted(set(old) - set(new)):  # sorted: the same pages in every process
             txn.delete(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
             changed.add(cited)
-        for cited, eid in set(new) - set(old):
+        for cited, eid in sorted(set(new) - set(old)):
             txn.put(cited.encode(), _event_key(eid), db=self.db[b"inbound"])
             changed.add(cited)
         if new:
@@ -408,12 +413,14 @@ class _Views(_Environment):
 
     def _update_tree(self, txn: lmdb.Transaction, buckets: set[str]) -> None:
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
-        for bucket in buckets:
+        # in key order: the B-tree's pages then split the same way in every process (a set's order
+        # follows the interpreter's string hashing), so equal ledgers are equal files too
+        for bucket in sorted(buckets):
             txn.put(b"/" + bucket.encode(), _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))), db=self.db[b"node"])
         dirty = buckets
         for level in range(DEPTH - 1, -1, -1):
             dirty = {b[:level] for b in dirty}
-            for prefix in dirty:
+            for prefix in sorted(dirty):
                 pair = inner_pair(prefix, self._children(txn, prefix))
                 txn.put(b"/" + prefix.encode(), _pair_encoder.encode(pair), db=self.db[b"node"])
 

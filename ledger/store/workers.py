@@ -25,6 +25,9 @@ _PROCESS_AFTER_CHUNKS = 4  # a run's 4th chunk starts the worker processes (Fano
 _PARALLEL_STATES = 256
 _DERIVE_PART = 256
 _DERIVE_PART_ENTRIES = 2048  # a part also closes at this many log entries gathered
+#: Records per part where the workers read a finishing step's inputs themselves (snapshot.py): the writer
+#: hands over names only, so parts are cut by records (a worker holds one part's inputs at a time).
+_SNAPSHOT_PART = 64
 
 
 def _verify_offers(items: list[tuple[bytes, str, bool]]) -> bytes:

@@ -1,0 +1,119 @@
+"""Finishing's inputs read on the workers, from the ledger's last committed snapshot (spec/storage.md §3.4).
+
+A step of ``finish`` (pending.py) derives records from inputs that earlier transactions committed: the
+log entries of a batch were committed with it, a citations step commits before the states it marks
+are derived, and a step writes no input of another record's derivation. So a worker process can read
+those inputs itself, in a read-only transaction of its own, instead of the writer reading them and
+handing them over: the writer's serial path then carries record names out and derived states back,
+not every log entry (ADR 0013). What a worker reads is exactly what the writer would have read:
+
+* the task names the ledger's files (device and inode of ``data.mdb``) and the writer's transaction
+  id; the worker's read transaction must be the snapshot that transaction started from (id − 1), and
+  the worker's handle must hold the optional ``fold`` database exactly when the writer's does;
+* otherwise, or where the worker cannot open the ledger, the part comes back as None and the writer
+  reads and derives it itself, as it does for the in-place and Dask executors.
+
+py-lmdb refuses to open an environment a process already holds, and a process forked from one that
+holds it inherits that: a worker forked after the writer opened the ledger gets None every time and
+the writer does the part, so results never depend on when the workers were forked (apply forks them
+during its first reading, before it opens the ledger).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from .views import _Derived, _derive_part
+
+if TYPE_CHECKING:
+    import lmdb
+
+    from .ledger import Ledger
+
+
+class Snapshot(NamedTuple):
+    """Which committed snapshot a finishing step's parts are to be read from."""
+
+    path: str  # the ledger directory
+    files: tuple[int, int]  # (st_dev, st_ino) of its data.mdb: the same files, not only the same path
+    txn_id: int  # the writer's write transaction: the parts read the snapshot it began from
+    fold: bool  # whether the writer's handle holds the optional ``fold`` database
+
+
+def snapshot_of(ledger: Ledger, txn: lmdb.Transaction) -> Snapshot | None:
+    """The snapshot the writer's ``txn`` began from, for workers to read; None if its files cannot be named."""
+    try:
+        st = os.stat(ledger.path / "data.mdb")
+    except OSError:
+        return None
+    return Snapshot(str(ledger.path), (st.st_dev, st.st_ino), txn.id(), b"fold" in ledger.db)
+
+
+# One read-only handle per worker process and ledger, opened on the first part (the process's life).
+_handles: dict[str, tuple[tuple[int, int], Ledger]] = {}
+
+
+def _reader(snap: Snapshot) -> Ledger | None:
+    import lmdb
+
+    from ..errors import PithledgerError
+    from ..fanout import Fanout
+    from .ledger import Ledger
+
+    held = _handles.get(snap.path)
+    if held is not None and held[0] == snap.files:
+        return held[1]
+    try:
+        st = os.stat(Path(snap.path) / "data.mdb")
+        if (st.st_dev, st.st_ino) != snap.files:
+            return None
+        if held is not None:  # another ledger at that path since (rebuild swapped it in)
+            del _handles[snap.path]
+            held[1].close()
+        handle = Ledger(Path(snap.path), readonly=True, fanout=Fanout.in_place())
+    except (PithledgerError, OSError, lmdb.Error):  # e.g. py-lmdb's "already open in this process": the writer reads it
+        return None
+    _handles[snap.path] = (snap.files, handle)
+    return handle
+
+
+def _begin(snap: Snapshot) -> tuple[Ledger, lmdb.Transaction] | None:
+    """A read transaction on exactly the writer's snapshot, or None."""
+    handle = _reader(snap)
+    if handle is None:
+        return None
+    txn = handle._begin()
+    if txn.id() != snap.txn_id - 1 or (b"fold" in handle.db) != snap.fold:
+        txn.abort()
+        return None
+    return handle, txn
+
+
+def derive_states(task: tuple[Snapshot, list[str]]) -> list[tuple[str, _Derived | None, bytes]] | None:
+    """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
+    as the writer gathers them), derived and compressed (views._derive_part); None: not read here."""
+    snap, subjects = task
+    begun = _begin(snap)
+    if begun is None:
+        return None
+    handle, txn = begun
+    try:
+        return _derive_part([handle._gather(txn, subject, incremental=True) for subject in subjects])
+    finally:
+        txn.abort()
+
+
+def outbound_citations(task: tuple[Snapshot, list[str]]) -> list[list[tuple[str, str]]] | None:
+    """A citations step's part, on a worker: each record's standing outbound citations (views._outbound)
+    from the snapshot; None: not read here."""
+    snap, subjects = task
+    begun = _begin(snap)
+    if begun is None:
+        return None
+    handle, txn = begun
+    try:
+        return [handle._outbound(txn, subject, incremental=True) for subject in subjects]
+    finally:
+        txn.abort()
