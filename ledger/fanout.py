@@ -153,12 +153,12 @@ class Fanout:
 
     # --- the ordered map ---------------------------------------------------------------------------
 
-    def map(self, func: Callable[[_A], _R], parts: Iterator[_A], *, parallel: bool = True,
+    def map(self, func: Callable[[_A], _R], parts: Iterator[_A], *, parallel: bool | Callable[[_A], bool] = True,
             ahead: int | None = None) -> Generator[_R, None, None]:
         """``func(part)`` of each part, in order. ``parallel``: the work is big enough to pay for the
-        executor (else everything runs here). At most ``ahead`` parts (default: twice the workers)
-        are taken from ``parts`` and not yet yielded, which bounds what waits in memory; a finished
-        head is yielded before more parts are read."""
+        executor (else everything runs here), or which parts are. At most ``ahead`` parts (default:
+        twice the workers) are taken from ``parts`` and not yet yielded, which bounds what waits in
+        memory; a finished head is yielded before more parts are read."""
         stream = self.stream(func, parallel=parallel)
         bound = max(1, ahead if ahead is not None else min(2 * self.workers, MAX_AHEAD))
         try:
@@ -174,7 +174,8 @@ class Fanout:
         finally:
             stream.cancel()
 
-    def stream(self, func: Callable[[_A], _R], *, parallel: bool = True, threads_first: int = 0) -> Stream[_A, _R]:
+    def stream(self, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool] = True,
+               threads_first: int = 0) -> Stream[_A, _R]:
         """Parts added one by one (started at once), results taken in order: a map whose caller
         bounds the look-ahead itself (a batch's verification: a batch is bounded)."""
         return Stream(self, func, parallel=parallel, threads_first=threads_first)
@@ -301,7 +302,8 @@ _END: Any = object()
 class Stream(Generic[_A, _R]):
     """Parts started as they are added, results taken back in the order they were added."""
 
-    def __init__(self, fanout: Fanout, func: Callable[[_A], _R], *, parallel: bool, threads_first: int) -> None:
+    def __init__(self, fanout: Fanout, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool],
+                 threads_first: int) -> None:
         self._fanout = fanout
         self._func = func
         self._parallel = parallel
@@ -313,7 +315,7 @@ class Stream(Generic[_A, _R]):
 
     def add(self, part: _A) -> None:
         pending = None
-        if self._parallel:
+        if self._parallel is True or (callable(self._parallel) and self._parallel(part)):
             pending = self._fanout._start(self._func, part, threads_first=self._threads_first)
         self._tasks.append((part, pending))
 

@@ -15,8 +15,8 @@ from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
-from .views import _Derived, _Views, _derive, _derive_part, _packed
-from .workers import _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
+from .views import _Derived, _Inputs, _Views, _derive_part
+from .workers import _BIG_STATE, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
 
 if TYPE_CHECKING:
     from .ledger import Ledger
@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 FINISH_CHUNK = 2048
 #: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
 _snapshot_stats = {"read": 0, "fallback": 0}
+
+
+def _worth_handing_over(part: list[_Inputs]) -> bool:
+    """A part of a small step that is big work all the same (a hot record: thousands of events, a state
+    of megabytes): it is derived on a worker, not in the writer's thread."""
+    return sum(len(i.own) + len(i.inbound) for i in part) >= _DERIVE_PART_ENTRIES or \
+        sum(len(i.old_state or b"") for i in part) >= _BIG_STATE
 
 
 class _PendingWork(_Views, _Workers):
@@ -113,14 +120,19 @@ class _PendingWork(_Views, _Workers):
             return None
         for results in self._derived_parts(txn, states, committed):
             for subject, derived, packed in results:
-                if derived is None:  # the fold fell back (spec/merge.md §10): the record's whole inputs, derived here
-                    inputs = self._gather(txn, subject)
-                    full = _derive(inputs)
-                    assert full is not None  # without a Fold, a full derivation
-                    derived, packed = _packed(inputs, full)
+                if derived is None:  # the fold fell back (spec/merge.md §10): from the record's whole inputs
+                    derived, packed = self._derive_whole(txn, subject)
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
+
+    def _derive_whole(self, txn: lmdb.Transaction, subject: str) -> tuple[_Derived, bytes]:
+        """A record derived from its whole inputs (no fold), on a worker: a record whose fold fell back
+        is a big one."""
+        part = [self._gather(txn, subject)]
+        [(_, derived, packed)] = next(self._fanout.map(_derive_part, iter([part]), parallel=_worth_handing_over))
+        assert derived is not None  # without a Fold, a full derivation
+        return derived, packed
 
     def _snapshot_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> list[tuple[Snapshot, list[str]]] | None:
         """The parts of a step whose inputs local workers are to read themselves (snapshot.py), or None
@@ -172,7 +184,7 @@ class _PendingWork(_Views, _Workers):
         rest = states[done:]
         if rest:
             parts = self._input_parts(txn, rest, incremental=True)
-            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES)
+            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES or _worth_handing_over)
 
     def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
         """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""

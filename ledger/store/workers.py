@@ -28,6 +28,9 @@ _DERIVE_PART_ENTRIES = 2048  # a part also closes at this many log entries gathe
 #: Records per part where the workers read a finishing step's inputs themselves (snapshot.py): the writer
 #: hands over names only, so parts are cut by records (a worker holds one part's inputs at a time).
 _SNAPSHOT_PART = 64
+#: A part of a smaller step holding this many bytes of stored (compressed) states, or _DERIVE_PART_ENTRIES
+#: log entries, is derived on the workers all the same (a hot record's fold).
+_BIG_STATE = 256 * 1024
 
 
 def _verify_offers(items: list[tuple[bytes, str, bool]]) -> bytes:
