@@ -251,6 +251,11 @@ class Fanout:
                 self._no_procs = True
         return self._procs
 
+    @property
+    def started(self) -> bool:
+        """Whether parts go to workers already running (local processes started, or a cluster)."""
+        return not self.lost and (self.kind == "dask" or self._procs is not None)
+
     def start(self) -> None:
         """Fork the local worker processes now, if not yet (other executors: nothing). A command that is
         about to open a ledger and finish big steps calls it first, so that its workers, which hold no

@@ -130,7 +130,7 @@ class _PendingWork(_Views, _Workers):
         """A record derived from its whole inputs (no fold), on a worker: a record whose fold fell back
         is a big one."""
         part = [self._gather(txn, subject)]
-        [(_, derived, packed)] = next(self._fanout.map(_derive_part, iter([part]), parallel=_worth_handing_over))
+        [(_, derived, packed)] = next(self._fanout.map(_derive_part, iter([part]), parallel=self._hand_over_big))
         assert derived is not None  # without a Fold, a full derivation
         return derived, packed
 
@@ -184,7 +184,12 @@ class _PendingWork(_Views, _Workers):
         rest = states[done:]
         if rest:
             parts = self._input_parts(txn, rest, incremental=True)
-            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES or _worth_handing_over)
+            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES or self._hand_over_big)
+
+    def _hand_over_big(self, part: list[_Inputs]) -> bool:
+        """Whether a part of a small step goes to the workers: only if it is big work (a hot record's fold)
+        and the workers run already (a run that started none would pay more to start them than it saves)."""
+        return self._fanout.started and _worth_handing_over(part)
 
     def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
         """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""
