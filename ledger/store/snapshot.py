@@ -22,15 +22,20 @@ during its first reading, before it opens the ledger).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
+from .env import _release_mapped_pages
 from .views import _Derived, _derive_part
 
 if TYPE_CHECKING:
     import lmdb
 
     from .ledger import Ledger
+
+
+_T = TypeVar("_T")
 
 
 class Snapshot(NamedTuple):
@@ -79,41 +84,31 @@ def _reader(snap: Snapshot) -> Ledger | None:
     return handle
 
 
-def _begin(snap: Snapshot) -> tuple[Ledger, lmdb.Transaction] | None:
-    """A read transaction on exactly the writer's snapshot, or None."""
+def _read(task: tuple[Snapshot, list[str]], read: Callable[[Ledger, lmdb.Transaction, str], _T]) -> list[_T] | None:
+    """``read(handle, txn, subject)`` of each record of a part, in a read transaction on exactly the
+    writer's snapshot; None where this process cannot read it (the writer then does)."""
+    snap, subjects = task
     handle = _reader(snap)
     if handle is None:
         return None
     txn = handle._begin()
-    if txn.id() != snap.txn_id - 1 or (b"fold" in handle.db) != snap.fold:
+    try:
+        if txn.id() != snap.txn_id - 1 or (b"fold" in handle.db) != snap.fold:
+            return None
+        return [read(handle, txn, subject) for subject in subjects]
+    finally:
         txn.abort()
-        return None
-    return handle, txn
+        _release_mapped_pages(handle)  # as the writer's: what a part touched of the file is not kept mapped
 
 
 def derive_states(task: tuple[Snapshot, list[str]]) -> list[tuple[str, _Derived | None, bytes]] | None:
     """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
     as the writer gathers them), derived and compressed (views._derive_part); None: not read here."""
-    snap, subjects = task
-    begun = _begin(snap)
-    if begun is None:
-        return None
-    handle, txn = begun
-    try:
-        return _derive_part([handle._gather(txn, subject, incremental=True) for subject in subjects])
-    finally:
-        txn.abort()
+    inputs = _read(task, lambda handle, txn, subject: handle._gather(txn, subject, incremental=True))
+    return None if inputs is None else _derive_part(inputs)
 
 
 def outbound_citations(task: tuple[Snapshot, list[str]]) -> list[list[tuple[str, str]]] | None:
     """A citations step's part, on a worker: each record's standing outbound citations (views._outbound)
     from the snapshot; None: not read here."""
-    snap, subjects = task
-    begun = _begin(snap)
-    if begun is None:
-        return None
-    handle, txn = begun
-    try:
-        return [handle._outbound(txn, subject, incremental=True) for subject in subjects]
-    finally:
-        txn.abort()
+    return _read(task, lambda handle, txn, subject: handle._outbound(txn, subject, incremental=True))
