@@ -55,13 +55,23 @@ class Ledger(_Log, _Reads, _Fsck):
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
             layout = self._check_layout()  # before the other databases: an older layout may lack some
             absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
-            self.db.update({name: self.env.open_db(name, dupsort=dup, create=not readonly) for name, dup in _DBS.items()
-                            if name not in absent})
-            for name, dup in _OPTIONAL.items():
-                try:
-                    self.db[name] = self.env.open_db(name, dupsort=dup, create=not readonly)
-                except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
-                    pass
+            # a writer opens them in one transaction (a transaction each costs a durable commit each); a
+            # reader one by one (py-lmdb drops the handles a read transaction opened when it ends)
+            txn = self._begin(write=True) if not readonly else None
+            try:
+                self.db.update({name: self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
+                                for name, dup in _DBS.items() if name not in absent})
+                for name, dup in _OPTIONAL.items():
+                    try:
+                        self.db[name] = self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
+                    except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
+                        pass
+            except BaseException:
+                if txn is not None:
+                    txn.abort()
+                raise
+            if txn is not None:
+                txn.commit()
             if layout != LAYOUT_VERSION and not readonly:
                 self._upgrade()
             self.layout = LAYOUT_VERSION if not readonly else layout  # a reader's view of an older layout stays as it is
