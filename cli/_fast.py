@@ -51,12 +51,19 @@ def try_state(argv: list[str]) -> int | None:
         return None
     option, ident = parsed
     from pithledger.errors import PithledgerError
-    from pithledger.store import Ledger, default_ledger_path
+    from pithledger.store.env import default_ledger_path
+    from pithledger.store.lookup import StatePending, StateReader
 
     ledger_path = option if option is not None else default_ledger_path()
     try:
-        with Ledger(ledger_path, readonly=True) as ledger:
-            data = ledger.state_bytes(ledger.resolve(ident))
+        try:  # a handle that reads stored states alone: no import of the merge algorithm or the writer's code
+            with StateReader(ledger_path) as reader:
+                data = reader.state_bytes(reader.resolve(ident))
+        except StatePending:  # derivation pending (an apply is running, or was killed): from the events held
+            from pithledger.store import Ledger
+
+            with Ledger(ledger_path, readonly=True) as ledger:
+                data = ledger.state_bytes(ledger.resolve(ident))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

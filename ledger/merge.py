@@ -21,8 +21,7 @@ from . import ids
 from .audit import Pair, event_leaf, leaves_pair
 from .canonical import canonical_bytes
 from .events import Verdict
-
-MERGE_VERSION = "pithledger-merge-v2"
+from .layout import MERGE_VERSION as MERGE_VERSION  # re-exported: where it is defined, ledger/layout.py
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"
 

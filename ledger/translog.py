@@ -30,12 +30,13 @@ from .bundle import served_pith_record_event
 from .canonical import canonical_bytes
 from .errors import LedgerError
 from .events import is_pithledger_envelope
+from .layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
 from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
 from .tlog import log_entry
 
 _U64 = 8
-ENTRIES_DB = b"tlog"
-HASHES_DB = b"tlogh"
+ENTRIES_DB = TLOG_ENTRIES_DB
+HASHES_DB = TLOG_HASHES_DB
 #: fsck names at most this many faults of the tlog one by one (then how many more).
 NAMED_FAULTS = 20
 

@@ -7,6 +7,7 @@ crash leaves the ledger exactly as before or after a batch. Layout and rules: sp
 One ``Ledger`` class, composed of one part per concern, each in its own module, from the bottom up:
 
 - ``env``      the LMDB environment: tables, layout check, transactions, map growth, page release, keys
+- ``lookup``   finding a record and reading its state (and ``StateReader``, a handle for that alone)
 - ``workers``  how the pure work (signature checks, derivation, fsck) is cut into parts, for ledger/fanout.py
 - ``log``      the append-only log and evidence: Batch and ``_write``, the single writer's serial path
 - ``views``    derived views: derivation inputs and results, citation and lookup indexes, digest tree
@@ -20,47 +21,47 @@ One ``Ledger`` class, composed of one part per concern, each in its own module, 
 - ``rebuild``  rebuilding a ledger from its log
 
 Every name the package held before it was split is importable from here, but the pool code, which
-ledger/fanout.py replaced (``ignore_interrupts`` is there).
+ledger/fanout.py replaced (``ignore_interrupts`` is there). They are loaded (``_all``) the first time one is
+asked for, not when a part is imported: ``pithledger state`` imports ``lookup`` (and what it needs) alone.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .env import (DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _NEW_LEDGER_MAY_HOLD, _PENDING, _Pinned, _RELEASE_ENTRIES,
-                  _RELEASE_EVERY, _RESIZE_TRIES, _TLOG, _U64, _UPGRADABLE_IN_PLACE, _check_new_ledger_dir, _event_key,
-                  _json_decoder, _rec_key, _release_mapped_pages, _u64, default_ledger_path)
-from .entries import (BatchResult, Copy, EvidenceEntry, EvidenceLimits, LogEntry, Prepared, Rejection, Usage, _Checked,
-                      _entry_decoder, _entry_encoder, _evidence_decoder, _log_value, _usage_decoder, prepare)
-from .workers import (_DERIVE_PART, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _PROCESS_AFTER_CHUNKS, _SNAPSHOT_PART, _VERIFY_CHUNK,
-                      _verify_offers)
-from .views import (_CurrentView, _Derived, _IndexView, _Inputs, _derive, _derive_part, _index_keys,
-                    _index_view_decoder, _pack_state, _pair_decoder, _pair_encoder, _stored_index_keys,
-                    _unpack_state)
-from .pending import FINISH_CHUNK
-from .translog import UPGRADE_CHUNK
-from .reads import PART_BYTES, _Candidate, _choose
-from .log import Batch, BatchWithdrawn, MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD, _rejection
-from .fsck import _FSCK_PART, _NAMED_MISCOUNTS, _fsck_log_part, _fsck_state_part, _usage_text, _verdict_key
-from .ledger import Ledger, open_settled
-from .rebuild import _REBUILT_MARK, _copy_db, _copy_sidecars, _old_events, _tally, rebuild
+if TYPE_CHECKING:
+    from ._all import *  # noqa: F403 - what type checkers see; at run time __getattr__ loads it
+    from ._all import __all__ as __all__
 
-__all__ = [
-    "Batch", "BatchResult", "BatchWithdrawn", "Copy", "DEFAULT_MAP_SIZE", "EvidenceEntry", "EvidenceLimits", "FINISH_CHUNK",
-    "LAYOUT_VERSION", "Ledger", "UPGRADE_CHUNK", "LogEntry", "MAX_EXTRA_BYTES", "MAX_EXTRA_PER_RECORD", "PART_BYTES", "Rejection",
-    "Usage", "_Candidate", "_CurrentView", "_DBS", "_DERIVE_PART", "_DERIVE_PART_ENTRIES",
-    "_Derived", "_FSCK_PART", "_IndexView", "_Inputs", "_NAMED_MISCOUNTS", "_NEW_LEDGER_MAY_HOLD",
-    "Prepared", "_Checked", "_PARALLEL_STATES", "_PENDING", "_PROCESS_AFTER_CHUNKS", "_Pinned", "_REBUILT_MARK",
-    "_RELEASE_ENTRIES", "_RELEASE_EVERY", "_RESIZE_TRIES", "_SNAPSHOT_PART", "_TLOG", "_U64", "_UPGRADABLE_IN_PLACE", "_VERIFY_CHUNK",
-    "_check_new_ledger_dir", "_choose", "_copy_db", "_copy_sidecars", "_derive",
-    "_derive_part", "_entry_decoder", "_entry_encoder", "_event_key", "_evidence_decoder",
-    "_fsck_log_part", "_fsck_state_part", "_log_value", "_index_keys", "_index_view_decoder", "_json_decoder", "_old_events",
-    "_pack_state", "_pair_decoder", "_pair_encoder", "_rec_key", "_rejection", "_release_mapped_pages",
-    "_stored_index_keys", "_tally", "_u64", "_unpack_state", "_usage_decoder", "_usage_text", "_verdict_key",
-    "_verify_offers", "default_ledger_path", "open_settled", "prepare", "rebuild"
-]
+#: parts named like a function the package offers: the name stays the function's (as before the split)
+_SHADOWED = frozenset({"rebuild"})
+_PART_NAMES = ("env", "lookup", "entries", "workers", "views", "pending", "snapshot", "translog", "reads", "log", "fsck",
+               "ledger", "rebuild")
+
+
+def _load() -> types.ModuleType:
+    """Every part loaded, and every name of ``__all__`` made an attribute of the package, as before the
+    names were loaded lazily (so that monkeypatching one here records and restores it)."""
+    _all = importlib.import_module(f"{__name__}._all")  # (not `from . import`: that asks __getattr__ again)
+    namespace = globals()
+    if "__all__" not in namespace:
+        for name in _all.__all__:
+            namespace.setdefault(name, getattr(_all, name))
+        namespace["__all__"] = _all.__all__
+    return _all
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the package, from its parts, all loaded the first time one is asked for."""
+    if (name.startswith("__") and name != "__all__") or name == "_all":
+        raise AttributeError(name)
+    try:
+        return getattr(_load(), name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 class _Package(types.ModuleType):
@@ -69,14 +70,18 @@ class _Package(types.ModuleType):
     set as well in each module of the package that holds it, where the code reads it."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType):  # the import system, setting a submodule
+            if name not in _SHADOWED:
+                super().__setattr__(name, value)
+            return
         if not name.startswith("__"):
-            for part in _PARTS:
-                if name in vars(part):
-                    setattr(part, name, value)
+            _load()  # every part loaded, so that every holder of the name is found
+
+            for part in _PART_NAMES:
+                module = sys.modules.get(f"{__name__}.{part}")
+                if module is not None and name in vars(module):
+                    setattr(module, name, value)
         super().__setattr__(name, value)
 
 
-_PARTS = tuple(sys.modules[f"{__name__}.{part}"]
-               for part in ("env", "entries", "workers", "views", "pending", "translog", "reads", "log", "fsck", "ledger",
-                             "rebuild", "snapshot"))
 sys.modules[__name__].__class__ = _Package

@@ -16,9 +16,9 @@ from typing import Any, cast
 import lmdb
 import msgspec
 
-from .. import ids, translog
+from .. import ids
 from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
-from ..merge import MERGE_VERSION
+from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
 
 LAYOUT_VERSION = 5
@@ -52,11 +52,11 @@ _DBS = {
     b"pendcite": False,  # pith_number -> b"c" (a citation or revocation among them) | b"": it received events
     b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
     # The transparency log (spec/storage.md §2.2, ledger/translog.py): written with the log, in its order.
-    translog.ENTRIES_DB: False,  # index (= log seq) -> entry bytes
-    translog.HASHES_DB: False,  # post-order position -> 32-byte complete-subtree hash
+    TLOG_ENTRIES_DB: False,  # index (= log seq) -> entry bytes
+    TLOG_HASHES_DB: False,  # post-order position -> 32-byte complete-subtree hash
 }
 _PENDING = (b"pendcite", b"pendstate")
-_TLOG = (translog.ENTRIES_DB, translog.HASHES_DB)
+_TLOG = (TLOG_ENTRIES_DB, TLOG_HASHES_DB)
 #: Optional databases, outside consensus and outside the layout: a ledger without one (written by an older
 #: pithledger, or opened read-only before a writer made it) works the same, only slower.
 _OPTIONAL = {
@@ -65,6 +65,21 @@ _OPTIONAL = {
 _json_decoder = msgspec.json.Decoder()
 _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as many events looked up or written)
 _RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
+
+
+def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False) -> lmdb.Environment:
+    """The LMDB environment of the ledger at ``path`` (``create``: a new one, in an empty directory)."""
+    if not (path / "data.mdb").exists():
+        if not create:
+            raise NoLedger(f"no ledger at {path}")
+        _check_new_ledger_dir(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return lmdb.open(str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly)
+    except lmdb.Error as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
+    except OSError as exc:
+        raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
 
 
 def _release_mapped_pages(ledger: _Environment) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import lmdb
 
-from ..errors import LedgerError, NoLedger, PithledgerError
+from ..errors import NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _check_new_ledger_dir
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _open_env
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -35,18 +35,7 @@ class Ledger(_Log, _Reads, _Fsck):
         self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
         self._mapped_floor: int | None = None  # file-backed resident bytes when first looked: _release_mapped_pages
         self.evidence_limits = evidence_limits
-        if not (self.path / "data.mdb").exists():
-            if not create:
-                raise NoLedger(f"no ledger at {self.path}")
-            _check_new_ledger_dir(self.path)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self.env = lmdb.open(str(self.path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True,
-                                 readonly=readonly)
-        except lmdb.Error as exc:
-            raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from None
-        except OSError as exc:
-            raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror}") from None
+        self.env = _open_env(self.path, readonly=readonly, map_size=map_size, create=create)
         self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
         shared = fanout or current()
         self._own_fanout = shared is None

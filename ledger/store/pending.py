@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from itertools import count
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import lmdb
 
 from ..audit import bucket_of
 from ..errors import LedgerError
-from .env import _PENDING, _RELEASE_EVERY, _release_mapped_pages
+from .env import _RELEASE_EVERY, _release_mapped_pages
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
 from .views import _Derived, _Inputs, _Views, _derive_part
 from .workers import _BIG_STATE, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
@@ -40,19 +40,6 @@ class _PendingWork(_Views, _Workers):
 
     _snapshot_refused = False  # a worker could not read this ledger's snapshot: hand the inputs over (snapshot.py)
 
-    def _pending_dbs(self) -> list[Any]:
-        """The pending sets; on a handle opened on a layout-3 ledger, opened once a writer has
-        upgraded it (until then there are none, and nothing is pending)."""
-        if b"pendstate" not in self.db:
-            try:
-                for name in _PENDING:
-                    self.db[name] = self.env.open_db(name, create=False)
-            except lmdb.NotFoundError:
-                for name in _PENDING:
-                    self.db.pop(name, None)
-                return []
-        return [self.db[name] for name in _PENDING]
-
     def pending(self) -> int:
         """How many records have derivation pending (0 once every apply and sync has finished)."""
         dbs = self._pending_dbs()
@@ -64,11 +51,6 @@ class _PendingWork(_Views, _Workers):
         self._pending_dbs()
         with self._begin() as txn:
             return [s for s in subjects if self.is_pending(txn, s)]
-
-    def is_pending(self, txn: lmdb.Transaction, subject: str) -> bool:
-        key = subject.encode()
-        # the sets of a handle opened on layout 3 are opened by the readers before their transaction
-        return any(txn.get(key, db=self.db[name]) is not None for name in _PENDING if name in self.db)
 
     def finish(self, progress: Callable[[int], None] | None = None, *, steps: int | None = None) -> int:
         """Derive everything pending (spec/storage.md §3.1), in transactions of FINISH_CHUNK records:

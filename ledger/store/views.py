@@ -20,7 +20,9 @@ from ..canonical import canonical_bytes
 from ..errors import LedgerError
 from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
-from .env import _Environment, _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
+from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
+from .lookup import _Lookup
+from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
 from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES
 
 
@@ -197,13 +199,6 @@ def _pack_state(data: bytes, old: bytes | None = None, segments: list[tuple[byte
     return b"".join(parts), made
 
 
-def _unpack_state(raw: bytes | memoryview) -> bytes:
-    try:
-        return zlib.decompress(raw)
-    except zlib.error:
-        raise LedgerError("a stored state is not readable (damaged ledger)") from None
-
-
 class _CurrentView(msgspec.Struct):
     source_aliases: Any = None
 
@@ -246,7 +241,7 @@ def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]
     return out
 
 
-class _Views(_Environment):
+class _Views(_Lookup):
     """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes."""
 
     def _update_citations(self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]] | None = None) -> set[str]:

@@ -1,0 +1,225 @@
+"""Finding a record and reading its state: identifier resolution (spec/identifiers.md §7), the stored
+state, whether a record's derivation is pending. The base of every ledger handle, and, with
+:class:`StateReader`, a handle of its own for ``pithledger state``, which then imports nothing of the
+merge algorithm, the log's writing or the transparency log (issue #23: `state` <= 2 x the bare import).
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+
+from .. import ids
+from ..canonical import canonical_bytes
+from ..errors import AmbiguousId, LedgerError, NotFound
+from ..ids import parse_id
+from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder, _open_env
+
+
+def _unpack_state(raw: bytes | memoryview) -> bytes:
+    try:
+        return zlib.decompress(raw)
+    except zlib.error:
+        raise LedgerError("a stored state is not readable (damaged ledger)") from None
+
+
+
+class _Candidate(msgspec.Struct, frozen=True):
+    pith_number: str
+    version: int
+    registry: bool  # a standing record_created carries a verifying Pith receipt
+    signers: tuple[str, ...]
+
+    def describe(self) -> str:
+        trust = "Pith receipt" if self.registry else "self-signed by " + ", ".join(s[:24] + "…" for s in self.signers)
+        return f"{self.pith_number} (v{self.version}, {trust})"
+
+
+def _choose(text: str, cands: list[_Candidate], *, by_version: bool) -> str:
+    """Pick the record an identifier names, or raise ``ambiguous-id`` listing the candidates with their trust.
+
+    Records with a Pith receipt win over self-signed ones. Among the winners, ``by_version`` (an arXiv
+    id or DOI without a version) takes the highest version, as arXiv does, provided no two records
+    share it and, for self-signed records, one single key signed them all."""
+    cands = sorted(set(cands), key=lambda c: c.pith_number)
+    pool = [c for c in cands if c.registry] or cands
+    if len(pool) == 1:
+        return pool[0].pith_number
+    if by_version:
+        top = max(c.version for c in pool)
+        at_top = [c for c in pool if c.version == top]
+        one_signer = len({k for c in pool for k in c.signers}) == 1
+        if len(at_top) == 1 and (pool[0].registry or one_signer):
+            return at_top[0].pith_number
+    listed = "; ".join(c.describe() for c in pool[:20])
+    raise AmbiguousId(f"{text!r} matches {len(pool)} records: {listed}",
+                      hint="name one of them by its long Pith Number; records without a Pith receipt are only claims of their signers")
+
+
+def _usage_entries(raw: bytes | memoryview) -> int:
+    """The entry count of an ``evsize`` value (entries.Usage, msgpack ``[entries, bytes]``), read here
+    without the store's entry types."""
+    value = msgspec.msgpack.decode(raw)
+    return int(value[0]) if isinstance(value, list) and value and isinstance(value[0], int) else 0
+
+
+class StatePending(Exception):
+    """The record's derivation is pending: a :class:`StateReader` cannot compute its state (a full
+    ledger handle does, from its events)."""
+
+
+class _Lookup(_Environment):
+    """Resolution and state reads, over the databases that hold them."""
+
+    def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
+        """The state of a record whose derivation is pending, from its events (ledger handles: reads.py)."""
+        raise StatePending(subject)
+
+    def _pending_dbs(self) -> list[Any]:
+        """The pending sets; on a handle opened on a layout-3 ledger, opened once a writer has
+        upgraded it (until then there are none, and nothing is pending)."""
+        if b"pendstate" not in self.db:
+            try:
+                for name in _PENDING:
+                    self.db[name] = self.env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                for name in _PENDING:
+                    self.db.pop(name, None)
+                return []
+        return [self.db[name] for name in _PENDING]
+
+    def is_pending(self, txn: lmdb.Transaction, subject: str) -> bool:
+        key = subject.encode()
+        # the sets of a handle opened on layout 3 are opened by the readers before their transaction
+        return any(txn.get(key, db=self.db[name]) is not None for name in _PENDING if name in self.db)
+
+    def state_bytes(self, subject: str) -> bytes:
+        """The record's canonical state bytes. For a record whose derivation is pending (an apply or
+        sync is running or was killed), the state is computed here from its events as held: citations
+        made by other records still pending are counted once the run is finished (spec/storage.md §3.1)."""
+        self._pending_dbs()
+        with self._begin() as txn:
+            if self.is_pending(txn, subject):
+                return canonical_bytes(self.compute_state(txn, subject))
+            data = txn.get(subject.encode(), db=self.db[b"state"])
+            if data is None:
+                raise NotFound(f"no events for {subject} in this ledger")
+            return _unpack_state(data)
+
+    def resolve(self, text: str) -> str:
+        """The long Pith Number that an identifier of any form names in this ledger (spec/identifiers.md §7).
+
+        A function of the stored states alone, so of the valid event set: a record with a verifying Pith
+        receipt is always preferred to self-signed ones, and self-signed claims that disagree are listed
+        (``ambiguous-id``) rather than picked from."""
+        self._pending_dbs()
+        q = parse_id(text)
+        with self._begin() as txn:
+            if q.kind == "pith_number":
+                if txn.get(q.value.encode(), db=self.db[b"state"]) is None and not self.is_pending(txn, q.value):
+                    raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
+                return q.value
+            if q.kind == "suffix":
+                cands = [c for p in self._by_suffix(txn, q.suffix) if (c := self._candidate(txn, p)) is not None]
+                if not cands:
+                    raise NotFound(f"no record whose suffix starts with {q.suffix} in this ledger",
+                                   hint="a record whose record_created event has not arrived is found by its long Pith Number only")
+                return _choose(text, cands, by_version=False)
+            if q.version is not None:
+                cands = self._candidates(txn, f"arxiv_version:{q.value}v{q.version}".lower())
+                if not cands:
+                    known = self._candidates(txn, f"arxiv:{q.value}".lower())
+                    versions = ", ".join(f"v{c.version} ({c.pith_number})" for c in known[:20])
+                    raise NotFound(f"no record of arXiv {q.value}v{q.version} in this ledger" + (f"; it holds {versions}" if known else ""))
+                return _choose(text, cands, by_version=False)
+            key = f"doi:{ids.arxiv_doi(q.value)}" if q.kind == "doi" else f"arxiv:{q.value}"
+            cands = self._candidates(txn, key.lower())
+            if not cands:
+                raise NotFound(f"no record of arXiv {q.value} in this ledger")
+            return _choose(text, cands, by_version=True)
+
+    def _candidates(self, txn: lmdb.Transaction, key: str) -> list[_Candidate]:
+        cursor = txn.cursor(db=self.db[b"alias"])
+        if not cursor.set_key(key.encode()):
+            return []
+        return [c for v in cursor.iternext_dup() if (c := self._candidate(txn, bytes(v).decode())) is not None]
+
+    def _candidate(self, txn: lmdb.Transaction, subject: str) -> _Candidate | None:
+        """The record as a lookup candidate; None when it is not present (possible only while its
+        derivation is pending: the indexes are those of the last finished run, its state is current)."""
+        state = self._stored_state(txn, subject)
+        if state.get("record_status") != "present":
+            return None
+        current = state["current"]
+        return _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
+                          tuple(current["record_signers"]))
+
+    def _by_suffix(self, txn: lmdb.Transaction, prefix: str) -> list[str]:
+        """Present records whose suffix starts with ``prefix``. Not capped: each entry is a present record,
+        which costs a record hash with that prefix, and capping would let such records hide the real one."""
+        cursor = txn.cursor(db=self.db[b"suffix"])
+        found: set[str] = set()
+        if cursor.set_range(prefix.encode()):
+            for key, value in cursor.iternext():
+                if not bytes(key).startswith(prefix.encode()):
+                    break
+                found.add(bytes(value).decode())
+        return sorted(found)
+
+    def _evidence_note(self, txn: lmdb.Transaction, subject: str) -> str:
+        raw = txn.get(subject.encode(), db=self.db[b"evsize"])
+        if raw is None:
+            return ""
+        n = _usage_entries(raw)
+        return f"; {n} rejected input{'s' if n != 1 else ''} about it {'are' if n != 1 else 'is'} held as evidence (`pithledger evidence {subject}`)"
+
+    def _stored_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
+        if self.is_pending(txn, subject):
+            return self.compute_state(txn, subject)
+        raw = txn.get(subject.encode(), db=self.db[b"state"])
+        if raw is None:
+            raise NotFound(f"no events for {subject} in this ledger")
+        state: dict[str, Any] = _json_decoder.decode(_unpack_state(raw))
+        return state
+
+
+class StateReader(_Lookup):
+    """A read-only handle that resolves identifiers and reads stored states, and nothing else (``pithledger
+    state``). Opened and checked as a ledger handle is (the same errors); a record whose derivation is
+    pending raises :class:`StatePending`, for the caller to ask a full :class:`~pithledger.store.Ledger`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._data_file = self.path.resolve() / "data.mdb"
+        self._map_ranges = None
+        self._mapped_floor = None
+        self.env = _open_env(self.path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+        import threading
+
+        self._pinned = threading.local()
+        try:
+            self.db = {b"meta": self.env.open_db(b"meta", create=False)}
+            self.layout = self._check_layout()
+            for name in (b"state", b"suffix", b"alias", b"evsize"):
+                self.db[name] = self.env.open_db(name, dupsort=_DBS[name], create=False)
+        except lmdb.NotFoundError:
+            self.env.close()
+            from ..errors import NoLedger
+
+            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
+        except BaseException:
+            self.env.close()
+            raise
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> StateReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
