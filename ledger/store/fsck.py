@@ -145,7 +145,7 @@ def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
     return at + len(_FINAL_BLOCK) + 4 == len(packed) and b"".join(pieces) == state
 
 
-def _copy(raw: bytes | None) -> bytes | None:
+def _copy(raw: bytes | memoryview | None) -> bytes | None:
     return None if raw is None else bytes(raw)  # the worker's input outlives the transaction
 
 
