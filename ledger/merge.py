@@ -514,6 +514,13 @@ def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], dro
     return b"[" + b",".join(chunks) + b"]", out
 
 
+def describes(stored: Fold, pith_number: str, state: bytes) -> bool:
+    """Whether ``stored`` is the Fold of this record's ``state`` (else a fold falls back): its version,
+    its record, the state's length and its state_sha256 where the Fold says it is."""
+    return (stored.version == FOLD_VERSION and stored.pith_number == pith_number and len(state) == stored.size
+            and state[stored.sha_at:stored.sha_at + len(stored.sha)] == stored.sha.encode())
+
+
 def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inbound_added: Iterable[Entry] = (),
          inbound_removed: Iterable[str] = ()) -> tuple[bytes, Fold] | None:
     """Fold a present record's new own events, and the changes of its inbound citations, into its stored
@@ -521,8 +528,7 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
     :func:`reduce` gives), and their :class:`Fold`. None ("fall back": derive in full) where an arrival can
     undo or reorder what is folded (spec/merge.md §10), or where ``state`` is not the state ``stored``
     describes. ``new`` may hold junk and events already folded: only valid new ids count."""
-    if (stored.version != FOLD_VERSION or stored.pith_number != pith_number or len(state) != stored.size
-            or state[stored.sha_at:stored.sha_at + len(stored.sha)] != stored.sha.encode()):
+    if not describes(stored, pith_number, state):
         return None
     held = set(stored.ids)
     waiting = {target for _, reason, target in stored.ineffective if reason == "target-not-held"}

@@ -1,25 +1,31 @@
 """fsck: every check of the ledger against its log (log entries, event index, citation indexes,
-states, lookup indexes, evidence and its accounting, digest tree), pure parts run on the workers.
+states and their fold entries, lookup indexes, evidence and its accounting, digest tree), pure parts run
+on the workers.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import zlib
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
 import lmdb
+import msgspec
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError
 from ..events import Verdict, check_event, valid_verdict, verify_event
+from ..merge import Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .. import translog
 from .pending import _PendingWork
 from .translog import _Translog
-from .views import _Inputs, _derive_as, _pair_decoder, _stored_index_keys, _unpack_state
+from .views import (_FINAL_BLOCK, _ZLIB_HEADER, _FoldEntry, _Inputs, _derive_as, _fold_decoder, _fold_entry_decoder,
+                    _pair_decoder, _stored_index_keys, _unpack_state)
 from .workers import _PARALLEL_STATES
 
 
@@ -54,19 +60,93 @@ def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[
     return out
 
 
-def _fsck_state_part(part: list[_Inputs]) -> list[tuple[str, bool, bytes]]:
+#: A record's stored inputs and its stored ``fold`` entry, as stored (None: it has none).
+_StateInputs = tuple[_Inputs, bytes | None]
+
+
+def _fsck_state_part(part: list[_StateInputs]) -> list[tuple[str, bool, bytes, str | None]]:
     """fsck of stored states: whether each equals its derivation from the record's stored inputs
-    (``old_state`` holds the stored state), and the digest leaf derived with it. Pure."""
+    (``old_state`` holds the stored state), the digest leaf derived with it, and what is wrong with its
+    fold entry (None: nothing). Pure."""
     out = []
-    for inputs in part:
+    for inputs, entry in part:
         derived = _derive_as(inputs._replace(old_state=None), reference=True)  # never a fold: fsck must catch a fold's fault
         assert derived is not None  # without a Fold, a full derivation
         try:
             same = inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state
         except LedgerError:  # not even zlib: differs
             same = False
-        out.append((inputs.subject, same, derived.pair))
+        fault = None if entry is None else _fold_fault(inputs, entry, derived.state)
+        out.append((inputs.subject, same, derived.pair, fault))
     return out
+
+
+def _fold_fault(inputs: _Inputs, raw: bytes, state: bytes) -> str | None:
+    """What is wrong with a record's stored fold entry ``raw``, against what a full derivation from its
+    stored inputs would store beside ``state`` (the reference state); None if nothing. Pure.
+
+    The next apply derives the record from this entry and only what came since (spec/storage.md §3.3),
+    so an entry that decodes but says something else (another last entry, other inbound citations,
+    another Fold, segments that are not the stored state's) would derive a wrong state there, which no
+    other mirror holding the same events derives. An entry the next derivation would not use is no fault:
+    one that does not decode, or whose Fold is not that of the stored state (another record's, a stale
+    one), means a full derivation, as does no entry (a ledger written before entries existed has none).
+    Only records with an entry in use pay for this."""
+    try:
+        stored = _fold_entry_decoder.decode(raw)
+        stored_fold = _fold_decoder.decode(stored.fold)
+        stored_state = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
+    except (msgspec.DecodeError, LedgerError):  # never used: the next derivation is a full one
+        return None
+    if stored_state is None or not describes(stored_fold, inputs.subject, stored_state):
+        return None  # not the Fold of the stored state (of another record, or stale): never used either
+    full = _derive_as(inputs._replace(old_state=None), reference=False)  # fold=None (not incremental): fold_all
+    assert full is not None  # without a Fold, a full derivation
+    if full.fold is None:
+        return "is kept for a record that keeps none (fewer than 256 events, or pending)"
+    faults = []
+    if stored.last_seq != inputs.last_seq:
+        faults.append(f"names log entry {stored.last_seq} as the last folded, but the record's last is {inputs.last_seq}")
+    if stored.inbound != inputs.inbound_ids:
+        faults.append("names other inbound citations than the standing ones")
+    if _comparable(stored_fold) != _comparable(_fold_decoder.decode(full.fold)):
+        faults.append("holds a Fold that differs from its recomputation from the log")
+    if inputs.old_state is not None and not _segments_describe(stored, inputs.old_state, state):
+        faults.append("has segments that are not those of the stored state")
+    return "; ".join(faults) or None
+
+
+def _comparable(f: Fold) -> Fold:
+    """A Fold with its order-free parts sorted: a fold appends where a full derivation sorts (the
+    members of a slot are a set, see merge._chosen), and the bytes of either describe the same state."""
+    return msgspec.structs.replace(f, members={k: sorted(v) for k, v in f.members.items()}, ineffective=sorted(f.ineffective),
+                                   unknown=sorted(f.unknown))
+
+
+def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
+    """Whether an entry's segments are the stored (compressed) state's, where the next fold would copy
+    them from it (views._pack_state): only when ``packed_sha256`` is that state's hash (else they are not
+    used). Each segment is inflated on its own, so this holds whatever zlib compressed it."""
+    if not entry.segments or entry.packed_sha256 != hashlib.sha256(packed).digest():
+        return True
+    if packed[:len(_ZLIB_HEADER)] != _ZLIB_HEADER:
+        return False
+    at, pieces = len(_ZLIB_HEADER), []
+    for key, n in entry.segments:
+        inflater = zlib.decompressobj(-15)
+        try:
+            piece = inflater.decompress(packed[at:at + n])
+        except zlib.error:
+            return False
+        if n <= 0 or hashlib.sha256(piece).digest()[:16] != key:
+            return False
+        pieces.append(piece)
+        at += n
+    return at + len(_FINAL_BLOCK) + 4 == len(packed) and b"".join(pieces) == state
+
+
+def _copy(raw: bytes | memoryview | None) -> bytes | None:
+    return None if raw is None else bytes(raw)  # the worker's input outlives the transaction
 
 
 def _verdict_key(v: Verdict) -> tuple[Any, ...]:
@@ -131,10 +211,13 @@ class _Fsck(_PendingWork, _Translog):
             subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
             many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
             leaves: dict[str, Pair] = {}
-            for found in self._fanout.map(_fsck_state_part, self._input_parts(txn, subjects), parallel=many):
-                for subject, same, pair in found:
+            for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
+                for subject, same, pair, fold_fault in found:
                     if not same:
                         problems.append(f"state of {subject} differs from its recomputation from the log")
+                    if fold_fault is not None:
+                        problems.append(f"the fold entry of {subject} {fold_fault} (the next apply would derive its state from it): "
+                                        "`pithledger rebuild --force` rebuilds it")
                     leaves[subject] = _pair_decoder.decode(pair)
             cursor = txn.cursor(db=self.db[b"subject"])
             for subject_key in cursor.iternext_nodup(values=False):
@@ -144,6 +227,12 @@ class _Fsck(_PendingWork, _Translog):
             problems += self._fsck_evidence(txn)
             problems += self._fsck_tree(txn, leaves)
         return problems
+
+    def _with_fold_entries(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
+        """Each record's stored inputs, in parts, with its stored fold entry (bytes, checked on the workers)."""
+        fold = self.db.get(b"fold")  # optional: a ledger of an older pithledger has none
+        for part in self._input_parts(txn, subjects):
+            yield [(inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part]
 
     def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
         """The citation indexes equal a recomputation from every record's own events."""
