@@ -12,8 +12,16 @@ the first pass is read strictly again, its faulty documents skipped. An input th
 the passes is refused where it changed (``input-changed``): what was written before came from
 checked bytes. Both passes run on the run's fan-out for a big input (ledger/fanout.py): the second
 compares, decodes and prepares each region there (:func:`pithledger.store.prepare`), so the writer's
-process only reads the files and commits (spec/storage.md §3.2). Memory: a few regions in flight (or
-one document of at most 64 MiB) and a digest per region.
+process only cuts, orders and commits (spec/storage.md §3.2). On local worker processes and a regular
+file, the workers read their regions from the file themselves, handed (path, offset, length): the writer
+finds each cut by reading near it (:func:`_spans`: the cut :func:`_regions` makes of the same bytes), a
+worker returns its region's line count and its documents numbered within it, and the writer, which takes
+the results in order, numbers them in the file. Pass 2 hands the workers pass 1's ranges; a worker cuts
+at its offset by the same rule and compares the digest before decoding, so a region is accepted exactly
+when a reading of the whole file would accept it. A Dask cluster (which may not see the file), the
+writer's own thread (nothing to save) and a pipe are handed the bytes, as before. Memory: a few regions
+in flight (or one document of at most 64 MiB) and a digest per region; a worker reads one region (and
+the rest of its window, or a long line up to the size limit).
 """
 
 from __future__ import annotations
@@ -23,8 +31,7 @@ import io
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import closing
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any, NamedTuple
 
 import msgspec
@@ -224,7 +231,8 @@ def _check_spans(item: Input, seen: _File, checker: _Checker) -> Iterator[tuple[
             stopped.append(("changed", exc.offset))
 
     lineno = 1
-    with closing(checker.map_spans(parts())) as results:
+    results = checker.map_spans(parts())
+    try:
         for offset, length, found in results:
             if found is None:  # the worker read fewer bytes than the writer saw
                 stopped[:] = [("changed", offset)]
@@ -235,6 +243,9 @@ def _check_spans(item: Input, seen: _File, checker: _Checker) -> Iterator[tuple[
                 where = f"{label}:{lineno + n}"
                 yield where, result if not isinstance(result, PithledgerError) else _placed(result, nonce, where)
             lineno += lines
+    finally:
+        if isinstance(results, Generator):  # stopped early: the regions in flight are dropped now
+            results.close()
     seen.lines_end = lineno
     if not stopped:
         return
