@@ -12,8 +12,16 @@ the first pass is read strictly again, its faulty documents skipped. An input th
 the passes is refused where it changed (``input-changed``): what was written before came from
 checked bytes. Both passes run on the run's fan-out for a big input (ledger/fanout.py): the second
 compares, decodes and prepares each region there (:func:`pithledger.store.prepare`), so the writer's
-process only reads the files and commits (spec/storage.md §3.2). Memory: a few regions in flight (or
-one document of at most 64 MiB) and a digest per region.
+process only cuts, orders and commits (spec/storage.md §3.2). On local worker processes and a regular
+file, the workers read their regions from the file themselves, handed (path, offset, length): the writer
+finds each cut by reading near it (:func:`_spans`: the cut :func:`_regions` makes of the same bytes), a
+worker returns its region's line count and its documents numbered within it, and the writer, which takes
+the results in order, numbers them in the file. Pass 2 hands the workers pass 1's ranges; a worker cuts
+at its offset by the same rule and compares the digest before decoding, so a region is accepted exactly
+when a reading of the whole file would accept it. A Dask cluster (which may not see the file), the
+writer's own thread (nothing to save) and a pipe are handed the bytes, as before. Memory: a few regions
+in flight (or one document of at most 64 MiB) and a digest per region; a worker reads one region (and
+the rest of its window, or a long line up to the size limit).
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Callable, Iterator
+import secrets
+import stat
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any, NamedTuple
 
 import msgspec
@@ -41,6 +51,10 @@ REGION_BYTES = 4 * 1024 * 1024
 #: worker, if more, up to _MAX_AHEAD: 64 MiB) ahead.
 _AHEAD = 4
 _MAX_AHEAD = 16
+#: The writer looks for a region's cut in reads of this many bytes (backwards from the end of its window).
+_STEP = 64 * 1024
+#: ``_Region.length`` of the mark left where pass 1 found the input changed (the other mark: a line too long).
+_CHANGED = -1
 
 _plain = msgspec.json.Decoder()
 
@@ -48,6 +62,29 @@ _plain = msgspec.json.Decoder()
 class _Region(msgspec.Struct, array_like=True):
     sha256: bytes
     clean: bool  # every document in it decoded and was a structurally sound bundle
+    offset: int = 0  # where it starts in the input, its length, the number of its first line (0: one document);
+    length: int = 0  # recorded when the workers read the file themselves (pass 2 hands them these ranges)
+    lineno: int = 0
+
+
+def _stop(region: _Region) -> bool:
+    """Whether ``region`` is the mark of where pass 1 stopped reading a file (a line over the size limit,
+    or the input changed): nothing of it or after it is read again."""
+    return not region.clean and not region.sha256
+
+
+class _File:
+    """What pass 1 read of one input: whether it is one document, each region, and whether the workers
+    read the regions from the file themselves (``by_path``; then ``lines_end``, the number the line
+    after the last region has)."""
+
+    __slots__ = ("by_path", "lines_end", "regions", "single")
+
+    def __init__(self, single: bool, by_path: bool) -> None:
+        self.single = single
+        self.by_path = by_path
+        self.regions: list[_Region] = []
+        self.lines_end = 1
 
 
 class Plan:
@@ -55,7 +92,7 @@ class Plan:
     --keep-going), else whether it is one document and the digest of each region."""
 
     def __init__(self) -> None:
-        self.files: list[tuple[bool, list[_Region]] | None] = []
+        self.files: list[_File | None] = []
 
 
 class Checked(NamedTuple):
@@ -103,24 +140,50 @@ class _Checker(NamedTuple):
     def map(self, regions: Iterator[tuple[bytes, int, str]]) -> Iterator[_Found]:
         return self.fan.map(_check_part, regions, parallel=self.parallel, ahead=_ahead(self.fan))
 
+    def map_spans(self, spans: Iterator[tuple[str, int, int, str]]) -> Iterator[_Spanned]:
+        return self.fan.map(_check_span, spans, parallel=self.parallel, ahead=_ahead(self.fan))
+
+    def by_path(self, path: str) -> bool:
+        """Whether the workers read this input's regions from the file themselves, so that the writer's
+        process does not read (or pipe) its bytes: they are local processes, which see this machine's
+        files (a Dask worker may not), and it is a regular file (a pipe cannot be read at an offset)."""
+        if self.fan.kind != "processes" or not self.parallel:
+            return False
+        return _regular(path)
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
 
 _Found = tuple[bytes, list[tuple[str, "Checked | PithledgerError"]]]
+#: (offset, length, found): what a worker found of the region it read, None if it read fewer bytes (the
+#: input changed); found: (digest, number of lines, (index of the line in the region, what it is)).
+_Spanned = tuple[int, int, tuple[bytes, int, list[tuple[int, Checked | PithledgerError]]] | None]
 
 
 def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[str, Checked | PithledgerError]]:
-    regions: list[_Region] = []
     try:
-        single, source = _open(item)
+        opened = _open(item)
+        by_path = not isinstance(opened, tuple) and checker.by_path(item.path)
+        source = None if by_path or isinstance(opened, tuple) else _source(item, opened)
     except PithledgerError as exc:
         plan.files.append(None)
         yield item.label, exc
         return
-    plan.files.append((single is not None, regions))
-    if single is not None:
-        data, value = single
+    seen = _File(isinstance(opened, tuple), by_path)
+    plan.files.append(seen)
+    if isinstance(opened, tuple):
+        data, value = opened
         result = _checked(_bundle(value, item.label), len(data))
-        regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError)))
+        seen.regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError), 0, len(data)))
         yield item.label, result
+        return
+    if source is None:
+        yield from _check_spans(item, seen, checker)
         return
     stopped: list[PithledgerError] = []
 
@@ -133,11 +196,78 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
 
     with source:
         for digest, found in checker.map(parts()):
-            regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
+            seen.regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in found)))
             yield from found
     if stopped:
-        regions.append(_Region(b"", False))
+        seen.regions.append(_Region(b"", False))
         yield item.label, stopped[0]
+
+
+def _source(item: Input, data: bytes | None) -> IO[bytes]:
+    """The bytes of JSON lines for the writer to cut: those already read, else the file."""
+    if data is not None:
+        return io.BytesIO(data)
+    try:
+        return open(item.path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise cannot_read(exc, item.label) from None
+
+
+def _check_spans(item: Input, seen: _File, checker: _Checker) -> Iterator[tuple[str, Checked | PithledgerError]]:
+    """Pass 1 of JSON lines whose regions the workers read from the file: the writer finds each cut by
+    reading near it (:func:`_spans`), a worker reads the region, checks it and numbers its lines from 0,
+    and the writer, which takes the results in order, gives them their numbers in the file. A worker's
+    messages name the line by ``nonce`` (random: no input can hold it), replaced here by ``label:LINE``."""
+    label, nonce = item.label, secrets.token_hex(16)
+    stopped: list[tuple[str, int]] = []  # ("long" or "changed", offset) where the cutting stopped
+
+    def parts() -> Iterator[tuple[str, int, int, str]]:
+        try:
+            for offset, length in _spans(item.path):
+                yield item.path, offset, length, nonce
+        except _TooLong as exc:
+            stopped.append(("long", exc.offset))
+        except _Changed as exc:
+            stopped.append(("changed", exc.offset))
+
+    lineno = 1
+    results = checker.map_spans(parts())
+    try:
+        for offset, length, found in results:
+            if found is None:  # the worker read fewer bytes than the writer saw
+                stopped[:] = [("changed", offset)]
+                break
+            digest, lines, docs = found
+            seen.regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in docs), offset, length, lineno))
+            for n, result in docs:
+                where = f"{label}:{lineno + n}"
+                yield where, result if not isinstance(result, PithledgerError) else _placed(result, nonce, where)
+            lineno += lines
+    finally:
+        if isinstance(results, Generator):  # stopped early: the regions in flight are dropped now
+            results.close()
+    seen.lines_end = lineno
+    if not stopped:
+        return
+    why, offset = stopped[0]
+    if why == "long":
+        seen.regions.append(_Region(b"", False, offset, 0, lineno))
+        yield label, DocumentTooLarge(f"{label}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
+        return
+    seen.regions.append(_Region(b"", False, offset, _CHANGED, lineno))
+    yield label, InputChanged(f"{label} changed while it was being checked (in region {len(seen.regions)}, from line {lineno})",
+                              hint="something wrote to the input while it was being checked, before anything was written: "
+                                   "let the writer finish, then run the same command again")
+
+
+def _placed(exc: PithledgerError, nonce: str, where: str) -> PithledgerError:
+    """A worker's error about the line it named ``nonce``, as :func:`_strict` would have made it for
+    ``where``: the decoder's message names its input, and :func:`located` puts ``where`` first."""
+    exc.message = exc.message.replace(nonce, where)
+    exc.args = tuple(a.replace(nonce, where) if isinstance(a, str) else a for a in exc.args)
+    if nonce in exc.hint:
+        exc.hint = exc.hint.replace(nonce, where)
+    return located(exc, where)
 
 
 def _ahead(fan: Fanout) -> int:
@@ -156,6 +286,33 @@ def _check_region(region: bytes, lineno: int, label: str) -> _Found:
     return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)]
 
 
+def _check_span(part: tuple[str, int, int, str]) -> _Spanned:
+    """What runs on a worker when it reads the input itself: the region at (path, offset, length) read
+    from the file, its digest, its number of lines and what each of its documents is, by its index in the
+    region, errors naming it ``nonce`` (not yet ``label:LINE``, which the writer alone can number); None
+    if the file holds fewer bytes there now."""
+    path, offset, length, nonce = part
+    region = _read_at(path, offset, length)
+    if region is None:
+        return offset, length, None
+    docs = [(n, _checked(_raw(line, nonce), len(line))) for n, line in _numbered(region)]
+    return offset, length, (hashlib.sha256(region).digest(), _line_count(region), docs)
+
+
+def _read_at(path: str, offset: int, length: int) -> bytes | None:
+    """Exactly ``length`` bytes of ``path`` from ``offset``, or None (fewer there, or unreadable now)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return _pread(fd, length, offset)
+    except _Changed:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _checked(result: Bundle | PithledgerError, size: int) -> Checked | PithledgerError:
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
@@ -165,27 +322,37 @@ def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Prepar
     the writer (:func:`pithledger.store.prepare`: canonical bytes, ids, copy digests), and (where, None)
     for one it did not. Raises :class:`InputChanged` before yielding anything of a region whose bytes
     differ from what pass 1 read. The regions are compared, decoded and prepared on the run's fan-out
-    when the input is big (as in pass 1), so the writer's process only reads the files and hands the
-    bytes over."""
+    when the input is big (as in pass 1); on local worker processes the workers read them from the file
+    themselves, if pass 1's did, else the writer's process reads the file and hands the bytes over."""
     fan, owned, parallel = _fan_for(files)
     try:
         for item, seen in zip(files, plan.files, strict=True):
-            if seen is not None:
+            if seen is None:
+                continue
+            if seen.by_path and fan.kind == "processes":
+                yield from _reread_spans(item, seen, fan, parallel)
+            else:
                 yield from _reread_file(item, seen, fan, parallel)
     finally:
         if owned:
             fan.close()
 
 
-def _reread_file(item: Input, seen: tuple[bool, list[_Region]], fan: Fanout, parallel: bool
-                 ) -> Iterator[tuple[str, Prepared | None]]:
-    single, regions = seen
+def _reopen(item: Input) -> IO[bytes]:
     try:
-        stream = open(item.path, "rb")  # noqa: SIM115 - closed below
+        return open(item.path, "rb")  # noqa: SIM115 - the caller closes it
     except OSError as exc:
         raise InputChanged(f"{item.label} cannot be read again ({exc.strerror})") from None
+
+
+def _changed(item: Input, index: int, lineno: int) -> InputChanged:
+    return InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, from line {lineno or '?'})")
+
+
+def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Iterator[tuple[str, Prepared | None]]:
+    single, regions = seen.single, seen.regions
     changed: list[InputChanged] = []
-    with stream:
+    with _reopen(item) as stream:
         got = _regions(stream, item.label, whole=single)
 
         def parts() -> Iterator[tuple[int, bytes, int, str, _Region, bool]]:
@@ -194,21 +361,56 @@ def _reread_file(item: Input, seen: tuple[bool, list[_Region]], fan: Fanout, par
                     lineno, region = next(got)
                 except (StopIteration, PithledgerError):
                     lineno, region = 0, None
-                if not expected.clean and not expected.sha256:
+                if _stop(expected):
                     return  # pass 1 stopped reading this file here (a line over the size limit)
                 if region is None:  # what was read before is yielded, then the change
-                    changed.append(InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
-                                                f"from line {lineno or '?'})"))
+                    changed.append(_changed(item, index, lineno))
                     return
                 yield index, region, lineno, item.label, expected, single
 
         for index, lineno, found in fan.map(_reread_part, parts(), parallel=parallel, ahead=_ahead(fan)):
             if found is None:
-                raise InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, "
-                                   f"from line {lineno or '?'})")
+                raise _changed(item, index, lineno)
             yield from _prepared_decoder.decode(found)
         if changed:
             raise changed[0]
+        if next(got, None) is not None:
+            raise InputChanged(f"{item.label} grew while it was being applied")
+
+
+def _reread_spans(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Iterator[tuple[str, Prepared | None]]:
+    """Pass 2 of an input whose regions the workers read themselves, at the ranges pass 1 recorded. A
+    worker cuts the region at its offset by the rule of :func:`_regions` (reading its window, a few
+    bytes past its end), so a region is accepted exactly when the writer's reading of the file from the
+    start would have cut and accepted it; what follows the last region is read here, as it would be."""
+    stop: list[_Region] = []
+
+    def parts() -> Iterator[tuple[str, int, _Region, str, bool]]:
+        for index, expected in enumerate(seen.regions):
+            if _stop(expected):
+                stop.append(expected)
+                return
+            yield item.path, index, expected, item.label, seen.single
+
+    with _reopen(item) as stream:
+        for index, lineno, found in fan.map(_reread_span, parts(), parallel=parallel, ahead=_ahead(fan)):
+            if found is None:
+                raise _changed(item, index, lineno)
+            yield from _prepared_decoder.decode(found)
+        if seen.single or (stop and stop[0].length == _CHANGED):
+            return
+        if stop:
+            offset, lineno = stop[0].offset, stop[0].lineno
+        else:
+            last = seen.regions[-1] if seen.regions else _Region(b"", True)
+            offset, lineno = last.offset + last.length, seen.lines_end
+        stream.seek(offset)
+        got = _regions(stream, item.label, lineno=lineno)
+        if stop:  # where pass 1 met a line over the size limit: as the writer's own reading goes on there
+            try:
+                next(got)
+            except (StopIteration, PithledgerError):
+                return
         if next(got, None) is not None:
             raise InputChanged(f"{item.label} grew while it was being applied")
 
@@ -217,6 +419,28 @@ def _reread_part(part: tuple[int, bytes, int, str, _Region, bool]) -> tuple[int,
     """:func:`_reread_region` of a part, with the region's index and first line: what runs on a worker."""
     index, region, lineno, label, expected, single = part
     return index, lineno, _reread_region(region, lineno, label, expected, single)
+
+
+def _reread_span(part: tuple[str, int, _Region, str, bool]) -> tuple[int, int, bytes | None]:
+    """:func:`_reread_region` of the region a worker reads itself at pass 1's offset, cut there by the
+    same rule (None with line 0: no region there now)."""
+    path, index, expected, label, single = part
+    region = _region_at(path, expected.offset, single)
+    if region is None:
+        return index, 0, None
+    if len(region) != expected.length:  # not the bytes pass 1 read (nor their digest, then)
+        return index, expected.lineno, None
+    return index, expected.lineno, _reread_region(region, expected.lineno, label, expected, single)
+
+
+def _region_at(path: str, offset: int, single: bool) -> bytes | None:
+    """The region :func:`_regions` cuts at ``offset`` of the file (the whole file if ``single``), or None."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            return next(_regions(stream, "", whole=single), (0, None))[1]
+    except (OSError, PithledgerError):  # unreadable now, or a line there over the size limit
+        return None
 
 
 def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool) -> bytes | None:
@@ -245,42 +469,71 @@ _prepared_encoder = msgspec.msgpack.Encoder()
 _prepared_decoder = msgspec.msgpack.Decoder(list[tuple[str, Prepared | None]])
 
 
-def _open(item: Input) -> tuple[tuple[bytes, Any] | None, IO[bytes]]:
-    """A file of at most MAX_DOCUMENT_BYTES is tried as one document first (pretty-printed or not);
-    one that holds more than its first document is read as JSON lines, as is any larger file."""
+def _open(item: Input) -> tuple[bytes, Any] | bytes | None:
+    """A file of at most MAX_DOCUMENT_BYTES is tried as one document first (pretty-printed or not):
+    (its bytes, its value). One that holds more than its first document is JSON lines, as is any larger
+    file: its bytes if they were read whole to find that out, else None (to be read region by region)."""
     try:
         with open(item.path, "rb") as fh:
             fh.seek(0, io.SEEK_END)
-            big = fh.tell() > MAX_DOCUMENT_BYTES
+            if fh.tell() > MAX_DOCUMENT_BYTES:
+                return None
+            fh.seek(0)
+            if _lines_first(fh):
+                return None
     except OSError as exc:
         raise cannot_read(exc, item.label) from None
-    if big:
-        try:
-            return None, open(item.path, "rb")  # noqa: SIM115 - the caller closes it
-        except OSError as exc:
-            raise cannot_read(exc, item.label) from None
     data = read_bytes(item.path, label=item.label)
     try:
-        return (data, strict_decode(data, what=item.label)), io.BytesIO()
+        return data, strict_decode(data, what=item.label)
     except TrailingData:
-        return None, io.BytesIO(data)
+        return data
     except PithledgerError as exc:
         if lines_framed(data):  # JSON lines whose first line holds the fault
-            return None, io.BytesIO(data)
+            return data
         raise located(exc, item.label) from None
 
 
-def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[tuple[int, bytes]]:
+def _lines_first(fh: IO[bytes]) -> bool:
+    """Whether the file's first line (to its first \\n or \\r) is alone a strictly valid JSON document
+    and non-blank bytes follow it: then reading the whole file would find the same (the whole is not one
+    document, so its decoding fails, with TrailingData or, for bytes after the first line, an error for
+    which :func:`lines_framed` holds), so it is JSON lines, found out from its first line and the next
+    non-blank byte instead of all its bytes. False: not known so, read it whole."""
+    head, searched = bytearray(), 0
+    while not (ends := [i for i in (head.find(b"\n", searched), head.find(b"\r", searched)) if i >= 0]):
+        more = fh.read(_STEP)
+        if not more:
+            return False
+        searched = len(head)
+        head += more
+    end = min(ends)
+    head = head[:end + _STEP]  # what follows the first line is looked at a step at a time
+    first = bytes(head[:end])
+    try:
+        strict_decode(first)
+        msgspec.json.decode(first)  # as lines_framed reads it
+    except (PithledgerError, msgspec.DecodeError, ValueError):
+        return False
+    rest = bytes(head[end + 1:])
+    while not rest.strip():
+        rest = fh.read(_STEP)
+        if not rest:
+            return False
+    return True
+
+
+def _regions(stream: IO[bytes], label: str, *, whole: bool = False, lineno: int = 1) -> Iterator[tuple[int, bytes]]:
     """(number of its first line, bytes) of each region of ``stream``: whole lines, cut after the last
     newline within REGION_BYTES of the region's start (after the first one beyond, for a longer line).
     A function of the bytes alone, so both passes cut the same bytes the same way. ``whole``: the
-    stream is one document, one region."""
+    stream is one document, one region. ``lineno``: the number of the stream's first line."""
     if whole:
         data = stream.read(MAX_DOCUMENT_BYTES + 1)
         if data:
             yield 0, data
         return
-    lineno, buf, eof = 1, b"", False
+    buf, eof = b"", False
     while True:
         while not eof and len(buf) < REGION_BYTES:  # a region's length, however the stream hands it out
             more = stream.read(REGION_BYTES - len(buf))
@@ -303,6 +556,104 @@ def _regions(stream: IO[bytes], label: str, *, whole: bool = False) -> Iterator[
         lineno += _line_count(region)
 
 
+class _TooLong(Exception):
+    """A line over the size limit starts the region at ``offset`` (:func:`_regions`' DocumentTooLarge)."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+class _Changed(Exception):
+    """The file holds fewer bytes than it did (or cannot be read now): it changed while it was read."""
+
+    def __init__(self, offset: int = 0) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+def _spans(path: str) -> Iterator[tuple[int, int]]:
+    """(offset, length) of each region of the file at ``path``: the cuts :func:`_regions` makes of its
+    bytes, found by reading only near each cut (:func:`_cut`), so the writer does not read the regions."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        raise _Changed from None
+    try:
+        size, start = os.fstat(fd).st_size, 0
+        while start < size:
+            try:
+                end = _cut(fd, start, size)
+            except _Changed:
+                raise _Changed(start) from None
+            yield start, end - start
+            start = end
+    finally:
+        os.close(fd)
+
+
+def _cut(fd: int, start: int, size: int) -> int:
+    """Where the region at ``start`` ends, by :func:`_regions`' rule: after the last newline of its
+    window (REGION_BYTES, or what is left); with none there, after the first one beyond, and a line whose
+    bytes without a newline exceed MAX_DOCUMENT_BYTES + 1 when _regions looks (after each REGION_BYTES it
+    reads, before learning the file ended) is too long (:class:`_TooLong`)."""
+    left = size - start
+    if left < REGION_BYTES:  # _regions read all that is left and saw the end
+        at = _rfind_newline(fd, start, size)
+        return at + 1 if at >= 0 else size
+    at = _rfind_newline(fd, start, start + REGION_BYTES)
+    if at >= 0:
+        return at + 1
+    seen = REGION_BYTES
+    while True:
+        if seen > MAX_DOCUMENT_BYTES + 1:
+            raise _TooLong(start)
+        if seen == left:  # _regions reads once more, finds nothing: the last line, without a newline
+            return size
+        further = min(seen + REGION_BYTES, left)
+        at = _find_newline(fd, start + seen, start + further)
+        if at >= 0:
+            return at + 1
+        seen = further
+
+
+def _rfind_newline(fd: int, lo: int, hi: int) -> int:
+    """The offset of the last \\n in [lo, hi) of the file, or -1 (read backwards, _STEP at a time)."""
+    while hi > lo:
+        at = max(lo, hi - _STEP)
+        found = _pread(fd, hi - at, at).rfind(b"\n")
+        if found >= 0:
+            return at + found
+        hi = at
+    return -1
+
+
+def _find_newline(fd: int, lo: int, hi: int) -> int:
+    """The offset of the first \\n in [lo, hi) of the file, or -1 (read forwards, _STEP at a time)."""
+    while lo < hi:
+        n = min(_STEP, hi - lo)
+        found = _pread(fd, n, lo).find(b"\n")
+        if found >= 0:
+            return lo + found
+        lo += n
+    return -1
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    """Exactly ``length`` bytes at ``offset``; :class:`_Changed` if the file holds fewer there now."""
+    parts, got = [], 0
+    while got < length:
+        try:
+            more = os.pread(fd, length - got, offset + got)
+        except OSError:
+            raise _Changed(offset) from None
+        if not more:
+            raise _Changed(offset)
+        parts.append(more)
+        got += len(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _line_count(region: bytes) -> int:
     """len(region.splitlines()) without making the lines (a region without \r: its \n, and a last
     line without one)."""
@@ -311,22 +662,31 @@ def _line_count(region: bytes) -> int:
     return region.count(b"\n") + (not region.endswith(b"\n") and bool(region))
 
 
+def _numbered(region: bytes) -> Iterator[tuple[int, bytes]]:
+    """(index from 0, line) of each non-blank line; lines end at \n, \r\n or a lone \r (bytes.splitlines,
+    as every other reader of JSON lines here). Regions are cut after a \n, which never splits a \r\n."""
+    for n, line in enumerate(region.splitlines()):
+        if line.strip():
+            yield n, line
 
 
 def _lines(region: bytes, lineno: int, label: str) -> Iterator[tuple[str, bytes]]:
-    """(where, line) of each non-blank line; lines end at \n, \r\n or a lone \r (bytes.splitlines, as
-    every other reader of JSON lines here). Regions are cut after a \n, which never splits a \r\n."""
-    for n, line in enumerate(region.splitlines(), lineno):
-        if line.strip():
-            yield f"{label}:{n}", line
+    """(where, line) of each non-blank line (:func:`_numbered`), the region's first line being ``lineno``."""
+    for n, line in _numbered(region):
+        yield f"{label}:{lineno + n}", line
 
 
 def _strict(line: bytes, where: str) -> Bundle | PithledgerError:
+    result = _raw(line, where)
+    return located(result, where) if isinstance(result, PithledgerError) else result
+
+
+def _raw(line: bytes, what: str) -> Bundle | PithledgerError:
+    """The bundle of a line, or its error as raised (its decoding's message naming the line ``what``)."""
     try:
-        value = strict_decode(line, what=where)
+        return read_bundle(strict_decode(line, what=what))
     except PithledgerError as exc:
-        return located(exc, where)
-    return _bundle(value, where)
+        return exc
 
 
 def _bundle(value: Any, where: str) -> Bundle | PithledgerError:

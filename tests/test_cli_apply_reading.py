@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -87,16 +89,31 @@ class _Trickle(io.BytesIO):
 # --- through the command line, with small regions -------------------------------------------------
 
 RUN = """
-import sys
+import os, sys
 from pithledger.cli import _bundles
 _bundles.REGION_BYTES = int(sys.argv[1])
+if os.environ.get("MAXDOC"):
+    _bundles.MAX_DOCUMENT_BYTES = int(os.environ["MAXDOC"])
+if os.environ.get("SPY"):  # which route the writer took: workers reading the file (spans) or not
+    for name in ("_spans", "_reread_spans"):
+        def spying(*a, _f=getattr(_bundles, name), _n=name):
+            open(os.environ["SPY"], "a").write(_n + "\\n")
+            return _f(*a)
+        setattr(_bundles, name, spying)
 change = sys.argv[2]
 if change:
     reread = _bundles.reread_bundles
-    def changing(files, plan):  # the input is rewritten between the two readings
-        path, old, new = change.split("|")
-        data = open(path, "rb").read()
-        open(path, "wb").write(data.replace(old.encode(), new.encode()))
+    def changing(files, plan):  # the input is changed between the two readings
+        kind, path, *args = change.split("|")
+        if kind == "sub":
+            data = open(path, "rb").read()
+            open(path, "wb").write(data.replace(args[0].encode(), args[1].encode()))
+        elif kind == "truncate":
+            os.truncate(path, int(args[0]))
+        elif kind == "append":
+            open(path, "ab").write(args[0].encode())
+        elif kind == "replace":
+            os.replace(args[0], path)
         return reread(files, plan)
     _bundles.reread_bundles = changing
 sys.argv = ["pithledger"] + sys.argv[3:]
@@ -105,8 +122,9 @@ main()
 """
 
 
-def run(*args: str, region: int = 4096, change: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", RUN, str(region), change, *args], capture_output=True, text=True, timeout=120)
+def run(*args: str, region: int = 4096, change: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", RUN, str(region), change, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
 
 
 def digest(ledger: Path) -> str:
@@ -150,7 +168,7 @@ def test_an_input_changed_between_the_readings_is_refused_where_it_changed(tmp_p
     # verifies): applying it would be applying bytes nobody checked
     old = json.loads(lines[40])["events"][0]["signature_b64"]
     new = old[:10] + ("A" if old[10] != "A" else "B") + old[11:]
-    r = run("--ledger", str(ledger), "apply", "--batch-size", "20", str(f), region=3000, change=f"{f}|{old}|{new}")
+    r = run("--ledger", str(ledger), "apply", "--batch-size", "20", str(f), region=3000, change=f"sub|{f}|{old}|{new}")
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith(f"error[input-changed]: {f} changed while it was being applied")
     assert "committed" in r.stderr and "hint: " in r.stderr and "Traceback" not in r.stderr
@@ -207,3 +225,157 @@ def test_a_pretty_printed_document_with_a_fault_is_still_refused_whole(tmp_path:
     r = run("--ledger", str(tmp_path / "L"), "apply", "--keep-going", str(f))
     assert r.returncode == 1 and "float-not-allowed" in r.stderr and f"{f}:" in r.stderr
     assert f"{f}:2:" not in r.stderr  # the whole file, not a line of it
+
+
+# --- the workers read the regions from the file: the same cuts, lines, messages and refusals ------------
+
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")) | st.just(b"") | st.just(b"\r")
+                | st.integers(20, 120).map(lambda n: b"x" * n), max_size=25),
+       st.booleans(), st.integers(8, 48), st.integers(10, 90), st.integers(1, 9))
+def test_the_writer_finds_the_cuts_the_reading_of_every_byte_makes(parts: list[bytes], final_newline: bool, region: int,
+                                                                   limit: int, step: int) -> None:
+    """_spans (reading near each cut) cuts as _regions (reading every byte) does, long lines and the size limit included."""
+    data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    saved = _bundles.REGION_BYTES, _bundles.MAX_DOCUMENT_BYTES, _bundles._STEP
+    _bundles.REGION_BYTES, _bundles.MAX_DOCUMENT_BYTES, _bundles._STEP = region, limit, step
+    with tempfile.NamedTemporaryFile() as fh:
+        fh.write(data)
+        fh.flush()
+        try:
+            read: list[tuple[Any, int]] = []
+            try:
+                for _, r in _bundles._regions(io.BytesIO(data), "x"):
+                    read.append((sum(n for _, n in read), len(r)))
+            except _bundles.DocumentTooLarge:
+                read.append(("long", sum(n for _, n in read)))
+            cut: list[tuple[Any, int]] = []
+            try:
+                cut.extend(_bundles._spans(fh.name))
+            except _bundles._TooLong as exc:
+                cut.append(("long", exc.offset))
+        finally:
+            _bundles.REGION_BYTES, _bundles.MAX_DOCUMENT_BYTES, _bundles._STEP = saved
+    assert cut == read
+
+
+DOC = FIFTY.read_bytes().splitlines()[0]
+PRETTY = json.dumps(json.loads(DOC), indent=2).encode()
+FIRSTS = [DOC, b'{"a":1,"a":2}', b"", b"  ", PRETTY, b"1", b'"x"', b"{}\x0c", b"\xff", b"\xef\xbb\xbf{}", b"[1.5]", b"{"]
+RESTS = [b"", b"\n", b"\r\n", b"\n\x0c\x0b \n", b"\n{}\n", b"\nzz", b"\n\xff\n", b"\r" + DOC, b"\n" + PRETTY, b"\n\n\n" + DOC]
+
+
+@given(st.sampled_from(FIRSTS), st.lists(st.sampled_from(RESTS), max_size=3))
+def test_a_file_is_found_to_be_json_lines_or_one_document_as_when_it_was_read_whole(first: bytes, rest: list[bytes]) -> None:
+    """_open finds JSON lines from the first line when it can: the same outcome as reading the file whole
+    and decoding it as one document first (what it did before)."""
+    from pithledger.cli._output import lines_framed, located
+    from pithledger.errors import PithledgerError, TrailingData
+
+    data = first + b"".join(rest)
+    with tempfile.NamedTemporaryFile() as fh:
+        fh.write(data)
+        fh.flush()
+        try:
+            expected: tuple[str, Any] = ("one", typed(strict_decode(data, what="in")))
+        except TrailingData:
+            expected = ("lines", None)
+        except PithledgerError as exc:
+            expected = ("lines", None) if lines_framed(data) else ("error", located(exc, "in").message)
+        try:
+            opened = _bundles._open(Input(fh.name, "in"))
+            got: tuple[str, Any] = ("one", typed(opened[1])) if isinstance(opened, tuple) else ("lines", None)
+            if isinstance(opened, bytes):
+                assert opened == data
+        except PithledgerError as exc:
+            got = ("error", exc.message)
+    assert got == expected
+
+
+NASTY = (b"\n\n" + b"\r\n".join(FIFTY.read_bytes().splitlines()[:6]) + b"\r\n  \n{\"a\":1,\"a\":2}\n[1.5]\r"
+         + b"\n".join(FIFTY.read_bytes().splitlines()[6:30]) + b"\nnot json\n" + b"\n".join(FIFTY.read_bytes().splitlines()[30:]))
+
+
+def both_routes(tmp_path: Path, data: bytes, *args: str, change: str = "", before: Any = None, env: dict[str, str] | None = None
+                ) -> list[tuple[int, str, str, str]]:
+    """(exit code, stdout, stderr, ledger digest or "") of `apply ARGS in.jsonl` with workers that read the file
+    (--workers 2) and with the writer reading it (--workers 0), the same file at the same path each time."""
+    out = []
+    for workers in ("2", "0"):
+        f, ledger, spy = tmp_path / "in.jsonl", tmp_path / f"L{workers}", tmp_path / f"spy{workers}"
+        f.write_bytes(data)
+        if before is not None:
+            before()
+        r = run("--ledger", str(ledger), "apply", "--workers", workers, *args, str(f), region=3000, change=change,
+                env={"SPY": str(spy), **(env or {})})
+        routes = set(spy.read_text().split()) if spy.exists() else set()
+        assert routes == ({"_spans", "_reread_spans"} if workers == "2" else set()) or (workers == "2" and routes == {"_spans"}
+                                                                                      and r.returncode), (workers, routes, r.stderr)
+        held = digest(ledger) if ledger.exists() else ""
+        out.append((r.returncode, r.stdout.replace(str(ledger), "LEDGER"), r.stderr, held))
+    assert out[0] == out[1]
+    return out
+
+
+def test_workers_that_read_the_file_give_what_the_writer_s_reading_gives(tmp_path: Path) -> None:
+    """Blank lines, CRLF, a lone \\r, faulty lines, a last line without newline, in regions of ~3000 bytes:
+    the same messages (file:LINE), summary and ledger whichever process reads the regions."""
+    (code, stdout, stderr, held), _ = both_routes(tmp_path, NASTY, "--keep-going", "--json")
+    assert code == 1 and json.loads(stdout)["bundles"] == 50 and held
+    assert f"{tmp_path / 'in.jsonl'}:10:" in stderr and ":11:" in stderr and ":36:" in stderr and "Traceback" not in stderr
+
+
+def test_a_line_over_the_size_limit_stops_the_file_where_it_stops_the_writer_s_reading(tmp_path: Path) -> None:
+    lines = FIFTY.read_bytes().splitlines()
+    data = b"\n".join(lines[:10]) + b"\n" + b"x" * 20000 + b"\n" + b"\n".join(lines[10:]) + b"\n"
+    (code, stdout, stderr, _), _ = both_routes(tmp_path, data, "--keep-going", "--json", env={"MAXDOC": "9000"})
+    assert code == 1 and "a line is larger than 9,000 bytes" in stderr and f"{tmp_path / 'in.jsonl'}:11:" in stderr
+    assert json.loads(stdout)["bundles"] == 10
+
+
+@pytest.mark.parametrize("kind", ["sub", "truncate-mid", "truncate-cut", "append-newline", "append-line", "replace-other", "replace-same"])
+def test_an_input_changed_between_the_readings_is_refused_alike_on_both_routes(tmp_path: Path, kind: str) -> None:
+    """Changed in place, truncated (within a region, or at a cut), grown, replaced by another file: refused
+    with input-changed, the same message, nothing written; replaced by the same bytes: applied."""
+    data = FIFTY.read_bytes()
+    f, other = tmp_path / "in.jsonl", tmp_path / "other.jsonl"
+    first = data.splitlines()[0]
+    old = json.loads(first)["events"][0]["signature_b64"]
+    new = old[:10] + ("A" if old[10] != "A" else "B") + old[11:]
+    change = {"sub": f"sub|{f}|{old}|{new}", "truncate-mid": f"truncate|{f}|100", "truncate-cut": f"truncate|{f}|{len(first) + 1}",
+              "append-newline": f"append|{f}|\n", "append-line": f"append|{f}|{first.decode()}\n",
+              "replace-other": f"replace|{f}|{other}", "replace-same": f"replace|{f}|{other}"}[kind]
+    body = data if kind == "replace-same" else data.replace(old.encode(), new.encode())
+    (code, _, stderr, held), _ = both_routes(tmp_path, data, change=change, before=lambda: other.write_bytes(body))
+    if kind == "replace-same":
+        assert code == 0 and held == digest_of_fifty(tmp_path)
+        return
+    assert code == 1 and stderr.startswith(f"error[input-changed]: {f} ") and "; 0 of 1 batch committed" in stderr, stderr
+    number = json.loads(first)["pith_number"]
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L2"), "state", number],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "error[not-found]" in r.stderr  # nothing written
+
+
+KILL = """
+import os, signal, sys
+from pithledger.cli import _bundles
+_bundles.REGION_BYTES = 3000
+flag = sys.argv[1]
+checked = _bundles._check_span
+def dying(part):  # a worker reading its region from the file is killed (kill -9, the OOM killer)
+    if part[1] > 40000 and not os.path.exists(flag):
+        open(flag, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return checked(part)
+_bundles._check_span = dying
+sys.argv = ["pithledger"] + sys.argv[2:]
+from pithledger.cli import main
+main()
+"""
+
+
+def test_a_worker_killed_while_it_reads_its_region_from_the_file_is_replaced_by_the_writer(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-c", KILL, str(tmp_path / "killed"), "--ledger", str(tmp_path / "l"), "apply",
+                        "--workers", "2", str(FIFTY)], capture_output=True, text=True, timeout=120)
+    assert (tmp_path / "killed").exists()
+    assert "Traceback" not in r.stderr and r.returncode == 0 and "50 new" in r.stderr + r.stdout, r.stderr[-600:]
