@@ -32,13 +32,13 @@ import os, signal, sys
 from pithledger.cli import _bundles
 _bundles.REGION_BYTES = 3000  # demo-50-records.jsonl is ~32 regions: checked on worker processes
 flag = sys.argv[1]
-checked = _bundles._check_region
-def dying(region, lineno, label):  # the OOM killer, or a user's kill -9, takes one worker mid-region
-    if lineno > 20 and not os.path.exists(flag):
+checked = _bundles._check_span  # the workers read their regions from the file (path, offset, length)
+def dying(part):  # the OOM killer, or a user's kill -9, takes one worker mid-region
+    if part[1] > 40000 and not os.path.exists(flag):
         open(flag, "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
-    return checked(region, lineno, label)
-_bundles._check_region = dying
+    return checked(part)
+_bundles._check_span = dying
 sys.argv = ["pithledger"] + sys.argv[2:]
 from pithledger.cli import main
 main()
