@@ -354,28 +354,3 @@ def test_an_input_changed_between_the_readings_is_refused_alike_on_both_routes(t
     r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L2"), "state", number],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "error[not-found]" in r.stderr  # nothing written
-
-
-KILL = """
-import os, signal, sys
-from pithledger.cli import _bundles
-_bundles.REGION_BYTES = 3000
-flag = sys.argv[1]
-checked = _bundles._check_span
-def dying(part):  # a worker reading its region from the file is killed (kill -9, the OOM killer)
-    if part[1] > 40000 and not os.path.exists(flag):
-        open(flag, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
-    return checked(part)
-_bundles._check_span = dying
-sys.argv = ["pithledger"] + sys.argv[2:]
-from pithledger.cli import main
-main()
-"""
-
-
-def test_a_worker_killed_while_it_reads_its_region_from_the_file_is_replaced_by_the_writer(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-c", KILL, str(tmp_path / "killed"), "--ledger", str(tmp_path / "l"), "apply",
-                        "--workers", "2", str(FIFTY)], capture_output=True, text=True, timeout=120)
-    assert (tmp_path / "killed").exists()
-    assert "Traceback" not in r.stderr and r.returncode == 0 and "50 new" in r.stderr + r.stdout, r.stderr[-600:]
