@@ -1,11 +1,15 @@
-"""fsck checks each record's stored fold entry (spec/storage.md §6): an entry that decodes but says
-something else than a full derivation from the log would have the next apply derive a wrong state, which
-no other mirror holding the same events derives. Vectors are named after the mutation they carry."""
+"""fsck checks each record's stored fold entry (spec/storage.md §6): the next apply derives a record of 256
+events or more from its entry and only what came since (§3.3), so an entry that decodes but says something
+else than the log would give a state no other mirror holding the same events derives. Vectors are named
+after the mutation they carry; each corrupts one entry of a real ledger (really signed records of 700 events,
+segmented states) and runs the real ``pithledger``."""
 
 from __future__ import annotations
 
-import hashlib
+import shutil
+import zlib
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -13,50 +17,81 @@ import lmdb
 import msgspec
 import pytest
 
-from pithledger.store import Ledger, rebuild, views
+from pithledger.events import make_event
+from pithledger.store import Ledger, views
 
-from eventpool import bundles_of, pool
+from eventpool import ALICE, BOB, EVE, IDS, P, RECS, bundles_of, t
 
+BIG, OTHER, SMALL = P[0], P[1], P[2]
 REMEDY = "`pithledger rebuild --force` rebuilds it"
 
 
-@pytest.fixture(autouse=True)
-def fold_every_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ledger folds only records of 256 events or more, and segments states of 256 KiB or more; the
-    pool's records are small: fold them all, and segment their states."""
-    monkeypatch.setattr(views, "_FOLD_FROM", 0)
-    monkeypatch.setattr(views, "_SEGMENTED_FROM", 512)
-    monkeypatch.setattr(views, "_CUT", b'","event_id":"sha256:')  # a segment per view, not per 256th
+@lru_cache(maxsize=1)
+def _events() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(first batch, second batch, what a later apply brings): two records of 700 events (a fold entry
+    each, their states segmented), one small record citing the big one (an inbound citation)."""
+    first = [make_event("record_created", P[i], {"canonical_record": RECS[i], "canonical_sha256": IDS[i].canonical_sha256},
+                        ALICE, created_at=t(1, i)) for i in range(3)]
+    signers = [ALICE, BOB, EVE]
+    for n in range(700):
+        when = f"2026-06-{2 + n % 27:02d}T{n % 24:02d}:{n % 60:02d}:00Z"
+        for subject in (BIG, OTHER):
+            first.append(make_event("author_attestation", subject, {"author_name": f"Author {n:04d}"}, signers[n % 3], created_at=when))
+    first.append(make_event("citation_signature", SMALL, {"cited_pith_number": BIG, "relation": "supports"}, ALICE, created_at=t(3)))
+    # the second batch is folded onto the first's entries: the ledger's entries are a fold's, not fold_all's
+    second = [make_event("author_attestation", s, {"author_name": f"Second {s}"}, BOB, created_at=t(28, 1)) for s in (BIG, OTHER)]
+    later = [make_event("author_attestation", s, {"author_name": f"Later {s}"}, EVE, created_at=t(28, 2)) for s in (BIG, OTHER)]
+    return first, second, later
 
 
-def _batches() -> list[list[dict[str, Any]]]:
-    events = sorted(pool(), key=lambda e: e["event_type"] != "record_created")
-    return [events[:4]] + [events[i:i + 3] for i in range(4, len(events), 3)]
-
-
-def _ledger(path: Path) -> None:
+def _build(path: Path, batches: list[list[dict[str, Any]]]) -> None:
     with Ledger(path, create=True) as ledger:
-        for batch in _batches():
+        for batch in batches:
             ledger.apply_batch(bundles_of(batch))
 
 
-def _entries(path: Path) -> dict[bytes, views._FoldEntry]:
-    env = lmdb.open(str(path), max_dbs=32, readonly=True)
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sound ledger, built once (each test corrupts a copy)."""
+    path = tmp_path_factory.mktemp("sound") / "l"
+    first, second, _ = _events()
+    _build(path, [first, second])
+    return path
+
+
+@pytest.fixture(scope="module")
+def full_after_later(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[bytes, bytes]]:
+    """Every event, the later ones too, applied in one batch: the full derivation the next apply must equal."""
+    path = tmp_path_factory.mktemp("full") / "l"
+    first, second, later = _events()
+    _build(path, [first + second + later])
+    return _dbs(path)
+
+
+def _dbs(path: Path) -> dict[str, dict[bytes, bytes]]:
+    """The stored states (inflated), digest leaves and fold entries."""
+    env = lmdb.open(str(path), max_dbs=32, readonly=True, lock=False)
     with env.begin() as txn:
-        out = {bytes(k): msgspec.msgpack.decode(bytes(v), type=views._FoldEntry) for k, v in txn.cursor(db=env.open_db(b"fold", txn=txn))}
+        out = {name: {bytes(k): bytes(v) for k, v in txn.cursor(db=env.open_db(name.encode(), txn=txn))} for name in ("state", "rec", "fold")}
     env.close()
+    out["state"] = {k: zlib.decompress(v) for k, v in out["state"].items()}
     return out
 
 
-def _put(path: Path, key: bytes, value: bytes) -> None:
+def _entries(path: Path) -> dict[bytes, views._FoldEntry]:
+    return {k: msgspec.msgpack.decode(v, type=views._FoldEntry) for k, v in _dbs(path)["fold"].items()}
+
+
+def _put(path: Path, key: str, value: bytes | None) -> None:
+    """Corrupt one fold entry in a write transaction (None: delete it)."""
     env = lmdb.open(str(path), max_dbs=32)
     with env.begin(write=True) as txn:
-        txn.put(key, value, db=env.open_db(b"fold", txn=txn))
+        db = env.open_db(b"fold", txn=txn)
+        if value is None:
+            txn.delete(key.encode(), db=db)
+        else:
+            txn.put(key.encode(), value, db=db)
     env.close()
-
-
-def _segmented(entries: dict[bytes, views._FoldEntry]) -> bytes:
-    return next(k for k, e in entries.items() if len(e.segments) >= 2)
 
 
 def _enc(entry: views._FoldEntry) -> bytes:
@@ -67,76 +102,85 @@ def _fold_of(entry: views._FoldEntry) -> dict[str, Any]:
     return msgspec.msgpack.decode(entry.fold)  # type: ignore[no-any-return]
 
 
-#: mutation -> (which record, the bad entry bytes), from the entries of a sound ledger
-MUTATIONS: dict[str, Callable[[dict[bytes, views._FoldEntry]], tuple[bytes, bytes]]] = {
-    "fold-wrong-last-seq": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], last_seq=es[k].last_seq + 3))),
-    "fold-of-a-later-state": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], fold=msgspec.msgpack.encode(
-        {**_fold_of(es[k]), "ids": _fold_of(es[k])["ids"] + ["sha256:" + "f" * 64]})))),
-    "fold-wrong-inbound": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], inbound=es[k].inbound + hashlib.sha256(b"x").digest()))),
-    "fold-wrong-members": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], fold=msgspec.msgpack.encode(
-        {**_fold_of(es[k]), "members": {**_fold_of(es[k])["members"], "author\0someone\0": [["2026-01-01T00:00:00Z", "sha256:" + "0" * 64]]}})))),
-    "fold-stale-segments": lambda es: (k := _segmented(es), _enc(msgspec.structs.replace(
-        es[k], segments=[es[k].segments[1], es[k].segments[0], *es[k].segments[2:]]))),
+def _with_fold(entry: views._FoldEntry, **changes: Any) -> bytes:
+    return _enc(msgspec.structs.replace(entry, fold=msgspec.msgpack.encode({**_fold_of(entry), **changes})))
+
+
+Mutation = Callable[[dict[bytes, views._FoldEntry], dict[bytes, bytes]], tuple[str, bytes]]
+B, O = BIG.encode(), OTHER.encode()
+
+#: mutation -> (the record whose entry it replaces, the bad entry bytes), given a sound ledger's entries (decoded, raw)
+MUTATIONS: dict[str, Mutation] = {
+    "fold-wrong-last-seq": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], last_seq=es[B].last_seq - 1))),
+    "fold-of-another-record": lambda es, raw: (BIG, raw[O]),
+    "fold-truncated": lambda es, raw: (BIG, raw[B][:-7]),
+    "fold-wrong-inbound": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], inbound=b""))),  # SMALL's citation stands
+    "fold-stale-segments": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], segments=[es[B].segments[1], es[B].segments[0],
+                                                                                                 *es[B].segments[2:]]))),
+    "fold-for-a-small-record": lambda es, raw: (SMALL, raw[B]),
+    "fold-wrong-ids": lambda es, raw: (BIG, _with_fold(es[B], ids=_fold_of(es[B])["ids"][1:])),  # as if one event were not held
 }
+
+
+def test_the_sound_ledger_keeps_segmented_entries_for_its_big_records_only(sound: Path, cli: Any) -> None:
+    entries = _entries(sound)
+    assert sorted(entries) == sorted([B, O]) and all(len(e.segments) >= 2 for e in entries.values())
+    assert entries[B].inbound  # SMALL's citation
+    r = cli("--ledger", str(sound), "fsck", "--json")
+    assert r.code == 0 and r.json()["problems"] == [], r.out + r.err
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_fsck_names_a_fold_entry_that_would_derive_another_state(tmp_path: Path, mutation: str) -> None:
+def test_fsck_names_the_record_of_a_bad_fold_entry_and_rebuild_force_repairs_it(
+        tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], cli: Any, mutation: str) -> None:
     path = tmp_path / "l"
-    _ledger(path)
-    with Ledger(path, readonly=True) as ledger:
-        assert ledger.fsck() == []  # sound, with an entry for every present record
-    key, bad = MUTATIONS[mutation](_entries(path))
+    shutil.copytree(sound, path)
+    before = _dbs(path)
+    key, bad = MUTATIONS[mutation](_entries(path), before["fold"])
+    assert bad != before["fold"].get(key.encode())
     _put(path, key, bad)
-    with Ledger(path, readonly=True) as ledger:
-        problems = ledger.fsck()
-    assert len(problems) == 1, problems
-    assert problems[0].startswith(f"the fold entry of {key.decode()} ") and problems[0].endswith(REMEDY)
-    # the remedy: rebuilt, fsck is clean and the entries are those of a ledger that never held the bad
-    # one, given the same events in one batch (as rebuild re-applies its log)
-    rebuild(path, force=True)
-    with Ledger(path, readonly=True) as ledger:
-        assert ledger.fsck() == []
-    with Ledger(tmp_path / "fresh", create=True) as fresh:
-        fresh.apply_batch(bundles_of([e for batch in _batches() for e in batch]))
-    assert _entries(path) == _entries(tmp_path / "fresh")
+    r = cli("--ledger", str(path), "fsck", "--json")
+    problems = r.json()["problems"]
+    assert r.code == 1 and "Traceback" not in r.err
+    assert len(problems) == 1 and problems[0].startswith(f"the fold entry of {key} ") and problems[0].endswith(REMEDY), problems
+    r = cli("--ledger", str(path), "rebuild", "--force")
+    assert r.code == 0, r.out + r.err
+    r = cli("--ledger", str(path), "fsck", "--json")
+    assert r.code == 0 and r.json()["problems"] == [], r.out + r.err
+    assert _dbs(path) == before  # rebuilt identically: the states, leaves and fold entries of the sound ledger
+    with Ledger(path) as ledger:  # the next apply folds onto the rebuilt entries
+        ledger.apply_batch(bundles_of(_events()[2]))
+    assert _dbs(path) == full_after_later
 
 
-def test_a_fold_entry_for_a_record_that_keeps_none_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """fold-for-a-small-record: entries kept where this pithledger keeps none (a record under 256 events)."""
-    path = tmp_path / "l"
-    _ledger(path)
-    monkeypatch.setattr(views, "_FOLD_FROM", 256)
-    with Ledger(path, readonly=True) as ledger:
-        problems = ledger.fsck()
-    assert problems and all("is kept for a record that keeps none" in p and p.endswith(REMEDY) for p in problems)
-    assert len(problems) == len(_entries(path))
-
-
-def test_the_cli_exits_1_naming_the_record(tmp_path: Path, cli: Any) -> None:
+def test_the_cli_says_what_repairs_it(tmp_path: Path, sound: Path, cli: Any) -> None:
     path = tmp_path / "L"
-    _ledger(path)
-    key, bad = MUTATIONS["fold-wrong-last-seq"](_entries(path))
+    shutil.copytree(sound, path)
+    key, bad = MUTATIONS["fold-wrong-last-seq"](_entries(path), _dbs(path)["fold"])
     _put(path, key, bad)
     r = cli("--ledger", str(path), "fsck")
     assert r.code == 1 and "Traceback" not in r.err
-    assert f"the fold entry of {key.decode()} " in r.out + r.err and "rebuild --force" in r.out + r.err
+    assert f"MISMATCH the fold entry of {BIG} names log entry " in r.out + r.err and "rebuild --force" in r.out + r.err
 
 
-#: entries the next derivation would not use (it derives in full, spec/storage.md §3.3): no fault
-UNUSED: dict[str, Callable[[dict[bytes, views._FoldEntry]], tuple[bytes, bytes]]] = {
-    "fold-truncated": lambda es: (k := sorted(es)[0], _enc(es[k])[:-7]),
-    "fold-of-another-record": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], fold=es[sorted(es)[1]].fold))),
-    "fold-of-another-state-length": lambda es: (k := sorted(es)[0], _enc(msgspec.structs.replace(es[k], fold=msgspec.msgpack.encode(
-        {**_fold_of(es[k]), "size": _fold_of(es[k])["size"] + 1})))),
+#: entries a sound writer may leave, which mean a full derivation next (spec/storage.md §3.3): no fault
+FINE: dict[str, Callable[[dict[bytes, views._FoldEntry], dict[bytes, bytes]], tuple[str, bytes | None]]] = {
+    "fold-missing": lambda es, raw: (BIG, None),  # a ledger written before entries existed
+    "fold-of-an-earlier-state": lambda es, raw: (BIG, _with_fold(es[B], size=_fold_of(es[B])["size"] - 1)),  # an older pithledger derived since
+    "fold-of-another-version": lambda es, raw: (BIG, _with_fold(es[B], version=_fold_of(es[B])["version"] + 1)),
 }
 
 
-@pytest.mark.parametrize("mutation", sorted(UNUSED))
-def test_a_fold_entry_the_next_derivation_would_not_use_is_no_fault(tmp_path: Path, mutation: str) -> None:
+@pytest.mark.parametrize("mutation", sorted(FINE))
+def test_an_entry_that_only_means_a_full_derivation_is_no_fault(
+        tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], mutation: str) -> None:
     path = tmp_path / "l"
-    _ledger(path)
-    key, bad = UNUSED[mutation](_entries(path))
+    shutil.copytree(sound, path)
+    key, bad = FINE[mutation](_entries(path), _dbs(path)["fold"])
     _put(path, key, bad)
     with Ledger(path, readonly=True) as ledger:
         assert ledger.fsck() == []
+    with Ledger(path) as ledger:
+        ledger.apply_batch(bundles_of(_events()[2]))
+        assert ledger.fsck() == []
+    assert _dbs(path) == full_after_later

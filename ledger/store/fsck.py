@@ -18,7 +18,7 @@ import msgspec
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError
 from ..events import Verdict, check_event, valid_verdict, verify_event
-from ..merge import Fold, describes
+from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .. import translog
@@ -73,45 +73,50 @@ def _fsck_state_part(part: list[_StateInputs]) -> list[tuple[str, bool, bytes, s
         derived = _derive_as(inputs._replace(old_state=None), reference=True)  # never a fold: fsck must catch a fold's fault
         assert derived is not None  # without a Fold, a full derivation
         try:
-            same = inputs.old_state is not None and _unpack_state(inputs.old_state) == derived.state
+            stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
         except LedgerError:  # not even zlib: differs
-            same = False
-        fault = None if entry is None else _fold_fault(inputs, entry, derived.state)
-        out.append((inputs.subject, same, derived.pair, fault))
+            stored = None
+        fault = None if entry is None else _fold_fault(inputs, entry, stored)  # no entry: nothing more to pay
+        out.append((inputs.subject, stored == derived.state, derived.pair, fault))
     return out
 
 
-def _fold_fault(inputs: _Inputs, raw: bytes, state: bytes) -> str | None:
+def _fold_fault(inputs: _Inputs, raw: bytes, stored_state: bytes | None) -> str | None:
     """What is wrong with a record's stored fold entry ``raw``, against what a full derivation from its
-    stored inputs would store beside ``state`` (the reference state); None if nothing. Pure.
+    stored inputs would store beside its state (``stored_state``, inflated; None: unreadable, which the
+    state check names); None if nothing. Pure.
 
-    The next apply derives the record from this entry and only what came since (spec/storage.md §3.3),
-    so an entry that decodes but says something else (another last entry, other inbound citations,
-    another Fold, segments that are not the stored state's) would derive a wrong state there, which no
-    other mirror holding the same events derives. An entry the next derivation would not use is no fault:
-    one that does not decode, or whose Fold is not that of the stored state (another record's, a stale
-    one), means a full derivation, as does no entry (a ledger written before entries existed has none).
-    Only records with an entry in use pay for this."""
+    The next apply derives the record from this entry and only what came since (spec/storage.md §3.3), so
+    an entry that says something else than the log (another last entry, other inbound citations, another
+    Fold, segments that are not the stored state's) would derive a state no other mirror holding the same
+    events derives. An entry that does not decode, that holds another record's Fold, or that is kept for a
+    record that keeps none cannot arise from a sound writer: named too. Two kinds are no fault, as they
+    only mean a full derivation next: a Fold of another FOLD_VERSION, and a Fold of an earlier state of
+    this record (an older pithledger may have derived it since without updating the entry, §3.3); nor is
+    a missing entry (a ledger written before entries existed has none)."""
     try:
-        stored = _fold_entry_decoder.decode(raw)
-        stored_fold = _fold_decoder.decode(stored.fold)
-        stored_state = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
-    except (msgspec.DecodeError, LedgerError):  # never used: the next derivation is a full one
+        entry = _fold_entry_decoder.decode(raw)
+        stored_fold = _fold_decoder.decode(entry.fold)
+    except msgspec.DecodeError:  # (msgspec.ValidationError is one)
+        return "does not decode"
+    if stored_fold.version != FOLD_VERSION:
         return None
-    if stored_state is None or not describes(stored_fold, inputs.subject, stored_state):
-        return None  # not the Fold of the stored state (of another record, or stale): never used either
     full = _derive_as(inputs._replace(old_state=None), reference=False)  # fold=None (not incremental): fold_all
     assert full is not None  # without a Fold, a full derivation
     if full.fold is None:
         return "is kept for a record that keeps none (fewer than 256 events, or pending)"
+    if stored_fold.pith_number != inputs.subject:
+        return f"holds the Fold of another record ({stored_fold.pith_number})"
+    if stored_state is None or inputs.old_state is None or not describes(stored_fold, inputs.subject, stored_state):
+        return None  # an earlier state's: the next fold falls back (or the state itself is named)
     faults = []
-    if stored.last_seq != inputs.last_seq:
-        faults.append(f"names log entry {stored.last_seq} as the last folded, but the record's last is {inputs.last_seq}")
-    if stored.inbound != inputs.inbound_ids:
+    if entry.last_seq != inputs.last_seq:
+        faults.append(f"names log entry {entry.last_seq} as the last folded, but the record's last is {inputs.last_seq}")
+    if entry.inbound != inputs.inbound_ids:
         faults.append("names other inbound citations than the standing ones")
     if _comparable(stored_fold) != _comparable(_fold_decoder.decode(full.fold)):
         faults.append("holds a Fold that differs from its recomputation from the log")
-    if inputs.old_state is not None and not _segments_describe(stored, inputs.old_state, state):
+    if not _segments_describe(entry, inputs.old_state, stored_state):
         faults.append("has segments that are not those of the stored state")
     return "; ".join(faults) or None
 
@@ -124,21 +129,24 @@ def _comparable(f: Fold) -> Fold:
 
 
 def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
-    """Whether an entry's segments are the stored (compressed) state's, where the next fold would copy
-    them from it (views._pack_state): only when ``packed_sha256`` is that state's hash (else they are not
-    used). Each segment is inflated on its own, so this holds whatever zlib compressed it."""
-    if not entry.segments or entry.packed_sha256 != hashlib.sha256(packed).digest():
-        return True
-    if packed[:len(_ZLIB_HEADER)] != _ZLIB_HEADER:
+    """Whether an entry's segments and ``packed_sha256`` are those of the stored (compressed) state
+    ``packed``, whose inflated bytes are ``state``: the next fold copies a segment's bytes out of it by
+    key and length (views._pack_state), so a wrong length or key would store a damaged state. A sound
+    writer keeps a hash exactly where it keeps segments. Each segment is inflated on its own, so this
+    holds whatever zlib compressed it."""
+    if not entry.segments:
+        return entry.packed_sha256 == b""
+    if entry.packed_sha256 != hashlib.sha256(packed).digest() or packed[:len(_ZLIB_HEADER)] != _ZLIB_HEADER:
         return False
     at, pieces = len(_ZLIB_HEADER), []
     for key, n in entry.segments:
-        inflater = zlib.decompressobj(-15)
+        if n <= 0:
+            return False
         try:
-            piece = inflater.decompress(packed[at:at + n])
+            piece = zlib.decompressobj(-15).decompress(packed[at:at + n])
         except zlib.error:
             return False
-        if n <= 0 or hashlib.sha256(piece).digest()[:16] != key:
+        if hashlib.sha256(piece).digest()[:16] != key:
             return False
         pieces.append(piece)
         at += n
@@ -216,8 +224,7 @@ class _Fsck(_PendingWork, _Translog):
                     if not same:
                         problems.append(f"state of {subject} differs from its recomputation from the log")
                     if fold_fault is not None:
-                        problems.append(f"the fold entry of {subject} {fold_fault} (the next apply would derive its state from it): "
-                                        "`pithledger rebuild --force` rebuilds it")
+                        problems.append(f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it")
                     leaves[subject] = _pair_decoder.decode(pair)
             cursor = txn.cursor(db=self.db[b"subject"])
             for subject_key in cursor.iternext_nodup(values=False):
