@@ -511,3 +511,78 @@ pending.derive_states = _dies_once
     dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=patch)
     assert marker.exists() and stats["fallback"] > 0, stats
     assert dump == reference["dump"]
+
+
+def test_a_worker_killed_inside_its_read_transaction_leaves_no_reader_slot(reference: dict[str, Any], tmp_path: Path) -> None:
+    """The first worker to read its part's inputs dies inside its read transaction (its LMDB reader slot
+    taken): the writer does the rest, and its dead reader's slot, which would keep LMDB from reusing
+    the pages of that snapshot, is cleared (by the writer when it is refused, and by any writer that
+    opens the ledger: workers the pool terminates after a loss can die later still)."""
+    import lmdb
+
+    from pithledger.store import Ledger
+
+    marker, ledger = tmp_path / "killed", tmp_path / "ledger"
+    Ledger(ledger, create=True).close()
+    held = lmdb.open(str(ledger), readonly=True, max_dbs=64)  # held open: the reader table outlives the run
+    try:
+        patch = f"""
+from pithledger.store import views
+_gather = views._Views._gather
+def _dies_once(self, txn, subject, **kw):
+    if self.env.flags()["readonly"]:  # a worker's own handle, inside its read transaction
+        try:
+            os.close(os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL))
+            os._exit(1)
+        except FileExistsError:
+            pass
+    return _gather(self, txn, subject, **kw)
+views._Views._gather = _dies_once
+"""
+        args = ("apply", "--keep-going", "--batch-size", "40", "--json", *map(str, workload_paths), "--workers", "2")
+        proc = _start(tmp_path, ledger, *args, patch=patch)
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 1 and "Traceback" not in err, err[-2000:]
+        assert marker.exists() and '"fallback": 1' in err, err[-500:]
+        code = f"from pithledger.store import Ledger; Ledger(__import__('pathlib').Path({str(ledger)!r})).close()"
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)  # a writer opens the ledger
+        assert held.reader_check() == 0  # no dead reader's slot is left
+    finally:
+        held.close()
+    assert _dump(ledger) == reference["dump"]
+
+
+def test_a_part_refused_in_the_middle_of_a_states_step_changes_nothing(reference: dict[str, Any], tmp_path: Path) -> None:
+    """The workers read a states step's first part, then refuse the second: the writer derives that
+    part and the rest of the step itself, after the prefix the workers derived."""
+    patch = """
+_derive_states = pending.derive_states
+_calls = [0]
+def _refuses_the_second(task):
+    _calls[0] += 1
+    return None if _calls[0] == 2 else _derive_states(task)
+pending.derive_states = _refuses_the_second
+"""
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=patch)
+    assert stats["read"] > 1 and stats["fallback"] == 1, stats  # the citations steps and the first states part were read
+    assert dump == reference["dump"]
+
+
+def test_a_ledger_swapped_in_under_the_writer_is_not_handed_to_the_workers(tmp_path: Path) -> None:
+    """Another process's rebuild swaps a ledger in at the writer's path between two of its steps: the
+    snapshot names the file the writer has open, so it no longer matches the path, and no part goes to
+    workers that would open the other ledger."""
+    import shutil
+
+    from pithledger.store import Ledger
+    from pithledger.store.snapshot import snapshot_of
+
+    path = tmp_path / "l"
+    with Ledger(path, create=True, fanout=Fanout.in_place()) as ledger:
+        with ledger._begin() as txn:
+            snap = snapshot_of(ledger, txn)
+        assert snap is not None and snap.files == (os.stat(path / "data.mdb").st_dev, os.stat(path / "data.mdb").st_ino)
+        shutil.copyfile(path / "data.mdb", tmp_path / "other.mdb")
+        os.replace(tmp_path / "other.mdb", path / "data.mdb")  # another file at the path now
+        with ledger._begin() as txn:
+            assert snapshot_of(ledger, txn) is None

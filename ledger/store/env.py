@@ -67,6 +67,15 @@ _RELEASE_EVERY = 8  # records derived between two _release_mapped_pages (32 x as
 _RELEASE_ENTRIES = 32 * _RELEASE_EVERY  # log entries read between two _release_mapped_pages
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of a file, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False) -> lmdb.Environment:
     """The LMDB environment of the ledger at ``path`` (``create``: a new one, in an empty directory)."""
     if not (path / "data.mdb").exists():
@@ -201,6 +210,7 @@ class _Environment:
     env: lmdb.Environment
     db: dict[bytes, Any]
     _data_file: Path
+    _opened_file: tuple[int, int] | None  # (st_dev, st_ino) of the data.mdb this handle opened (None: not known)
     _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
     _mapped_floor: int | None  # file-backed resident bytes when _release_mapped_pages first looked
     _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread

@@ -10,7 +10,7 @@ import lmdb
 from ..errors import NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _open_env
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _file_id, _open_env
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -35,7 +35,11 @@ class Ledger(_Log, _Reads, _Fsck):
         self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
         self._mapped_floor: int | None = None  # file-backed resident bytes when first looked: _release_mapped_pages
         self.evidence_limits = evidence_limits
+        before = _file_id(self.path / "data.mdb")
         self.env = _open_env(self.path, readonly=readonly, map_size=map_size, create=create)
+        after = _file_id(self.path / "data.mdb")
+        # the file this handle has open, if nothing replaced it while it opened (snapshot.py compares it)
+        self._opened_file = after if before in (None, after) else None
         self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
         shared = fanout or current()
         self._own_fanout = shared is None
@@ -61,6 +65,10 @@ class Ledger(_Log, _Reads, _Fsck):
                 raise
             if txn is not None:
                 txn.commit()
+            if not readonly:
+                # the reader slots of processes that died holding one (a killed worker or reader) would keep
+                # LMDB from reusing the pages of their snapshots: a writer clears them when it opens
+                self.env.reader_check()
             if layout != LAYOUT_VERSION and not readonly:
                 self._upgrade()
             self.layout = LAYOUT_VERSION if not readonly else layout  # a reader's view of an older layout stays as it is

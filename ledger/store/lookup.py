@@ -198,6 +198,7 @@ class StateReader(_Lookup):
         self._map_ranges = None
         self._mapped_floor = None
         self.env = _open_env(self.path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+        self._opened_file = None  # (never handed to workers)
         import threading
 
         self._pinned = threading.local()

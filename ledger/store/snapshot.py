@@ -21,17 +21,17 @@ during its first reading, before it opens the ledger).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from .env import _release_mapped_pages
+import lmdb
+
+from ..errors import PithledgerError
+from .env import _file_id, _release_mapped_pages
 from .views import _Derived, _derive_part
 
 if TYPE_CHECKING:
-    import lmdb
-
     from .ledger import Ledger
 
 
@@ -49,11 +49,12 @@ class Snapshot(NamedTuple):
 
 def snapshot_of(ledger: Ledger, txn: lmdb.Transaction) -> Snapshot | None:
     """The snapshot the writer's ``txn`` began from, for workers to read; None if its files cannot be named."""
-    try:
-        st = os.stat(ledger.path / "data.mdb")
-    except OSError:
+    opened = ledger._opened_file
+    # the file the writer has open must still be the one at its path (another process's rebuild may have
+    # swapped a ledger in): else the workers would read another ledger
+    if opened is None or _file_id(ledger.path / "data.mdb") != opened:
         return None
-    return Snapshot(str(ledger.path), (st.st_dev, st.st_ino), txn.id(), b"fold" in ledger.db)
+    return Snapshot(str(ledger.path), opened, txn.id(), b"fold" in ledger.db)
 
 
 # One read-only handle per worker process and ledger, opened on the first part (the process's life).
@@ -61,24 +62,23 @@ _handles: dict[str, tuple[tuple[int, int], Ledger]] = {}
 
 
 def _reader(snap: Snapshot) -> Ledger | None:
-    import lmdb
-
-    from ..errors import PithledgerError
     from ..fanout import Fanout
     from .ledger import Ledger
 
     held = _handles.get(snap.path)
     if held is not None and held[0] == snap.files:
         return held[1]
+    if _file_id(Path(snap.path) / "data.mdb") != snap.files:
+        return None
+    if held is not None:  # another ledger at that path since (rebuild swapped it in)
+        del _handles[snap.path]
+        held[1].close()
     try:
-        st = os.stat(Path(snap.path) / "data.mdb")
-        if (st.st_dev, st.st_ino) != snap.files:
-            return None
-        if held is not None:  # another ledger at that path since (rebuild swapped it in)
-            del _handles[snap.path]
-            held[1].close()
         handle = Ledger(Path(snap.path), readonly=True, fanout=Fanout.in_place())
     except (PithledgerError, OSError, lmdb.Error):  # e.g. py-lmdb's "already open in this process": the writer reads it
+        return None
+    if handle._opened_file != snap.files:  # replaced while it opened: not the writer's file
+        handle.close()
         return None
     _handles[snap.path] = (snap.files, handle)
     return handle
@@ -91,7 +91,10 @@ def _read(task: tuple[Snapshot, list[str]], read: Callable[[Ledger, lmdb.Transac
     handle = _reader(snap)
     if handle is None:
         return None
-    txn = handle._begin()
+    try:
+        txn = handle._begin()
+    except (PithledgerError, lmdb.Error):  # e.g. no reader slot free, or a map that kept growing: the writer reads it
+        return None
     try:
         if txn.id() != snap.txn_id - 1 or (b"fold" in handle.db) != snap.fold:
             return None
@@ -104,8 +107,9 @@ def _read(task: tuple[Snapshot, list[str]], read: Callable[[Ledger, lmdb.Transac
 def derive_states(task: tuple[Snapshot, list[str]]) -> list[tuple[str, _Derived | None, bytes]] | None:
     """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
     as the writer gathers them), derived and compressed (views._derive_part); None: not read here."""
-    inputs = _read(task, lambda handle, txn, subject: handle._gather(txn, subject, incremental=True))
-    return None if inputs is None else _derive_part(inputs)
+    # one record at a time: a worker holds one record's inputs, whatever the part holds (a hot record)
+    rows = _read(task, lambda handle, txn, subject: _derive_part([handle._gather(txn, subject, incremental=True)])[0])
+    return rows
 
 
 def outbound_citations(task: tuple[Snapshot, list[str]]) -> list[list[tuple[str, str]]] | None:
