@@ -17,6 +17,8 @@ from ..display import DisplayMetadata
 from ..events import Verdict, claimed_event_id, valid_verdict
 from ..merge import Entry
 from .env import _event_key, _json_decoder
+from .lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)
+from .lookup import _usage_decoder as _usage_decoder
 
 
 class LogEntry(msgspec.Struct, frozen=True, array_like=True):
@@ -55,11 +57,6 @@ class EvidenceEntry(msgspec.Struct, frozen=True):
     verdict: Verdict
 
 
-class Usage(msgspec.Struct, frozen=True, array_like=True):
-    entries: int = 0
-    bytes: int = 0
-
-
 class EvidenceLimits(msgspec.Struct, frozen=True):
     """Caps on the evidence area (spec/storage.md §2.1). Local policy, never consensus."""
 
@@ -81,7 +78,6 @@ class BatchResult(msgspec.Struct):
 _entry_encoder = msgspec.msgpack.Encoder()
 _entry_decoder = msgspec.msgpack.Decoder(LogEntry)
 _evidence_decoder = msgspec.msgpack.Decoder(EvidenceEntry)
-_usage_decoder = msgspec.msgpack.Decoder(Usage)
 
 
 # --- what the workers hand the writer ---------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import lmdb
 import msgspec
@@ -214,6 +214,29 @@ class _Environment:
     _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
     _mapped_floor: int | None  # file-backed resident bytes when _release_mapped_pages first looked
     _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread
+
+    def _open_handle(self, path: Path, *, readonly: bool, map_size: int, create: bool = False) -> None:
+        """Open the environment at ``path`` and set what every handle holds (Ledger, StateReader)."""
+        self.path = Path(path)
+        self._data_file = self.path.resolve() / "data.mdb"
+        self._map_ranges = None
+        self._mapped_floor = None
+        before = _file_id(self.path / "data.mdb")
+        self.env = _open_env(self.path, readonly=readonly, map_size=map_size, create=create)
+        after = _file_id(self.path / "data.mdb")
+        # the file this handle has open, if nothing replaced it while it opened (snapshot.py compares it)
+        self._opened_file = after if before in (None, after) else None
+        self._pinned = threading.local()
+
+    def close(self) -> None:
+        self._map_ranges = None
+        self.env.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _check_layout(self) -> int:
         """The ledger's layout version, once it is known to be one this version reads (else raise).

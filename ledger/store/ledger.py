@@ -10,7 +10,7 @@ import lmdb
 from ..errors import NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG, _file_id, _open_env
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -30,17 +30,8 @@ class Ledger(_Log, _Reads, _Fsck):
         its pure parallel work runs (ledger/fanout.py; the caller closes it); default: the running
         command's (``fanout.current()``: --workers, --scheduler), else the handle's own local workers on
         all cores, started when first needed and closed with the handle."""
-        self.path = Path(path)
-        self._data_file = self.path.resolve() / "data.mdb"
-        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None  # (map size, address ranges): _release_mapped_pages
-        self._mapped_floor: int | None = None  # file-backed resident bytes when first looked: _release_mapped_pages
         self.evidence_limits = evidence_limits
-        before = _file_id(self.path / "data.mdb")
-        self.env = _open_env(self.path, readonly=readonly, map_size=map_size, create=create)
-        after = _file_id(self.path / "data.mdb")
-        # the file this handle has open, if nothing replaced it while it opened (snapshot.py compares it)
-        self._opened_file = after if before in (None, after) else None
-        self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
+        self._open_handle(path, readonly=readonly, map_size=map_size, create=create)
         shared = fanout or current()
         self._own_fanout = shared is None
         self._fanout = shared or Fanout.processes()
@@ -80,16 +71,9 @@ class Ledger(_Log, _Reads, _Fsck):
             raise
 
     def close(self) -> None:
-        self._map_ranges = None
         if self._own_fanout:
             self._fanout.close()
-        self.env.close()
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
 def open_settled(path: Path) -> Ledger:

@@ -17,7 +17,7 @@ from .. import ids
 from ..canonical import canonical_bytes
 from ..errors import AmbiguousId, LedgerError, NotFound
 from ..ids import parse_id
-from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder, _open_env
+from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -60,11 +60,14 @@ def _choose(text: str, cands: list[_Candidate], *, by_version: bool) -> str:
                       hint="name one of them by its long Pith Number; records without a Pith receipt are only claims of their signers")
 
 
-def _usage_entries(raw: bytes | memoryview) -> int:
-    """The entry count of an ``evsize`` value (entries.Usage, msgpack ``[entries, bytes]``), read here
-    without the store's entry types."""
-    value = msgspec.msgpack.decode(raw)
-    return int(value[0]) if isinstance(value, list) and value and isinstance(value[0], int) else 0
+class Usage(msgspec.Struct, frozen=True, array_like=True):
+    """An ``evsize`` value (and the total in ``meta``): the evidence held, entries and bytes (spec/storage.md §2.1)."""
+
+    entries: int = 0
+    bytes: int = 0
+
+
+_usage_decoder = msgspec.msgpack.Decoder(Usage)
 
 
 class StatePending(Exception):
@@ -174,7 +177,7 @@ class _Lookup(_Environment):
         raw = txn.get(subject.encode(), db=self.db[b"evsize"])
         if raw is None:
             return ""
-        n = _usage_entries(raw)
+        n = _usage_decoder.decode(raw).entries
         return f"; {n} rejected input{'s' if n != 1 else ''} about it {'are' if n != 1 else 'is'} held as evidence (`pithledger evidence {subject}`)"
 
     def _stored_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
@@ -193,15 +196,7 @@ class StateReader(_Lookup):
     pending raises :class:`StatePending`, for the caller to ask a full :class:`~pithledger.store.Ledger`."""
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._data_file = self.path.resolve() / "data.mdb"
-        self._map_ranges = None
-        self._mapped_floor = None
-        self.env = _open_env(self.path, readonly=True, map_size=DEFAULT_MAP_SIZE)
-        self._opened_file = None  # (never handed to workers)
-        import threading
-
-        self._pinned = threading.local()
+        self._open_handle(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=False)}
             self.layout = self._check_layout()
@@ -215,12 +210,3 @@ class StateReader(_Lookup):
         except BaseException:
             self.env.close()
             raise
-
-    def close(self) -> None:
-        self.env.close()
-
-    def __enter__(self) -> StateReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
