@@ -317,22 +317,28 @@ def _checked(result: Bundle | PithledgerError, size: int) -> Checked | Pithledge
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
 
-def reread_bundles(files: list[Input], plan: Plan) -> Iterator[tuple[str, Prepared | None]]:
+def reread_bundles(files: list[Input], plan: Plan, precheck: Callable[[], bool] = lambda: False
+                   ) -> Iterator[tuple[str, Prepared | None]]:
     """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, prepared for
     the writer (:func:`pithledger.store.prepare`: canonical bytes, ids, copy digests), and (where, None)
     for one it did not. Raises :class:`InputChanged` before yielding anything of a region whose bytes
     differ from what pass 1 read. The regions are compared, decoded and prepared on the run's fan-out
     when the input is big (as in pass 1); on local worker processes the workers read them from the file
-    themselves, if pass 1's did, else the writer's process reads the file and hands the bytes over."""
+    themselves, if pass 1's did, else the writer's process reads the file and hands the bytes over.
+    ``precheck``: asked as each region is handed to a worker, whether the worker also verifies its
+    events (:func:`pithledger.store.prepare`'s ``check``), so that the batch need not hand them to a
+    worker again: the caller answers no once most copies turn out to be held already (verifying those
+    is wasted). Never in place (there the batch verifies on threads)."""
     fan, owned, parallel = _fan_for(files)
+    check: Callable[[], bool] = precheck if parallel and fan.kind != "in-place" else (lambda: False)
     try:
         for item, seen in zip(files, plan.files, strict=True):
             if seen is None:
                 continue
             if seen.by_path and fan.kind == "processes":
-                yield from _reread_spans(item, seen, fan, parallel)
+                yield from _reread_spans(item, seen, fan, parallel, check)
             else:
-                yield from _reread_file(item, seen, fan, parallel)
+                yield from _reread_file(item, seen, fan, parallel, check)
     finally:
         if owned:
             fan.close()
@@ -349,13 +355,14 @@ def _changed(item: Input, index: int, lineno: int) -> InputChanged:
     return InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, from line {lineno or '?'})")
 
 
-def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Iterator[tuple[str, Prepared | None]]:
+def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
+                 ) -> Iterator[tuple[str, Prepared | None]]:
     single, regions = seen.single, seen.regions
     changed: list[InputChanged] = []
     with _reopen(item) as stream:
         got = _regions(stream, item.label, whole=single)
 
-        def parts() -> Iterator[tuple[int, bytes, int, str, _Region, bool]]:
+        def parts() -> Iterator[tuple[int, bytes, int, str, _Region, bool, bool]]:
             for index, expected in enumerate(regions):
                 try:
                     lineno, region = next(got)
@@ -366,7 +373,7 @@ def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Itera
                 if region is None:  # what was read before is yielded, then the change
                     changed.append(_changed(item, index, lineno))
                     return
-                yield index, region, lineno, item.label, expected, single
+                yield index, region, lineno, item.label, expected, single, check()
 
         for index, lineno, found in fan.map(_reread_part, parts(), parallel=parallel, ahead=_ahead(fan)):
             if found is None:
@@ -378,19 +385,20 @@ def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Itera
             raise InputChanged(f"{item.label} grew while it was being applied")
 
 
-def _reread_spans(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Iterator[tuple[str, Prepared | None]]:
+def _reread_spans(item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
+                  ) -> Iterator[tuple[str, Prepared | None]]:
     """Pass 2 of an input whose regions the workers read themselves, at the ranges pass 1 recorded. A
     worker cuts the region at its offset by the rule of :func:`_regions` (reading its window, a few
     bytes past its end), so a region is accepted exactly when the writer's reading of the file from the
     start would have cut and accepted it; what follows the last region is read here, as it would be."""
     stop: list[_Region] = []
 
-    def parts() -> Iterator[tuple[str, int, _Region, str, bool]]:
+    def parts() -> Iterator[tuple[str, int, _Region, str, bool, bool]]:
         for index, expected in enumerate(seen.regions):
             if _stop(expected):
                 stop.append(expected)
                 return
-            yield item.path, index, expected, item.label, seen.single
+            yield item.path, index, expected, item.label, seen.single, check()
 
     with _reopen(item) as stream:
         for index, lineno, found in fan.map(_reread_span, parts(), parallel=parallel, ahead=_ahead(fan)):
@@ -415,22 +423,22 @@ def _reread_spans(item: Input, seen: _File, fan: Fanout, parallel: bool) -> Iter
             raise InputChanged(f"{item.label} grew while it was being applied")
 
 
-def _reread_part(part: tuple[int, bytes, int, str, _Region, bool]) -> tuple[int, int, bytes | None]:
+def _reread_part(part: tuple[int, bytes, int, str, _Region, bool, bool]) -> tuple[int, int, bytes | None]:
     """:func:`_reread_region` of a part, with the region's index and first line: what runs on a worker."""
-    index, region, lineno, label, expected, single = part
-    return index, lineno, _reread_region(region, lineno, label, expected, single)
+    index, region, lineno, label, expected, single, check = part
+    return index, lineno, _reread_region(region, lineno, label, expected, single, check)
 
 
-def _reread_span(part: tuple[str, int, _Region, str, bool]) -> tuple[int, int, bytes | None]:
+def _reread_span(part: tuple[str, int, _Region, str, bool, bool]) -> tuple[int, int, bytes | None]:
     """:func:`_reread_region` of the region a worker reads itself at pass 1's offset, cut there by the
     same rule (None with line 0: no region there now)."""
-    path, index, expected, label, single = part
+    path, index, expected, label, single, check = part
     region = _region_at(path, expected.offset, single)
     if region is None:
         return index, 0, None
     if len(region) != expected.length:  # not the bytes pass 1 read (nor their digest, then)
         return index, expected.lineno, None
-    return index, expected.lineno, _reread_region(region, expected.lineno, label, expected, single)
+    return index, expected.lineno, _reread_region(region, expected.lineno, label, expected, single, check)
 
 
 def _region_at(path: str, offset: int, single: bool) -> bytes | None:
@@ -443,25 +451,26 @@ def _region_at(path: str, offset: int, single: bool) -> bytes | None:
         return None
 
 
-def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool) -> bytes | None:
+def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool, check: bool = False) -> bytes | None:
     """None if a region's bytes are not those pass 1 read (then nothing of it is decoded), else (where,
     prepared bundle or None) of each of its documents, msgpack-encoded: the writer decodes one bytes
-    object in one call instead of unpickling many small objects (runs on a worker process)."""
+    object in one call instead of unpickling many small objects (runs on a worker process). ``check``:
+    each copy verified as well (:func:`pithledger.store.prepare`)."""
     if hashlib.sha256(region).digest() != expected.sha256:
         return None
     if single:
-        return _prepared_encoder.encode([(label, prepare(_fast(region, label)) if expected.clean else None)])
+        return _prepared_encoder.encode([(label, prepare(_fast(region, label), check=check) if expected.clean else None)])
     out: list[tuple[str, Prepared | None]] = []
     for where, line in _lines(region, lineno, label):
         if expected.clean:
-            out.append((where, prepare(_fast(line, where))))
+            out.append((where, prepare(_fast(line, where), check=check)))
             continue
         result = _strict(line, where)
         if isinstance(result, PithledgerError):
             out.append((where, None))
         else:
             result.size = len(line)  # as the clean regions' (and pass 1's plan)
-            out.append((where, prepare(result)))
+            out.append((where, prepare(result, check=check)))
     return _prepared_encoder.encode(out)
 
 

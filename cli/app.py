@@ -623,11 +623,21 @@ def apply(
         progress.applying(total)
         batch: Batch | None = None
         documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
+        seen = [0, 0]  # of the committed batches: events, and those that were neither held nor duplicates
+
+        def precheck() -> bool:
+            """Whether the reading workers verify the next region's events too (spec/storage.md §3.2):
+            into an empty ledger, and later while most events were new (verifying what the ledger holds
+            already would be wasted: a region's events are looked up only once it is read)."""
+            events, new = seen[0] + (batch.events if batch else 0), seen[1] + (batch.candidates if batch else 0)
+            return 2 * new >= events if events else logged_before == 0
 
         def flush() -> None:
             nonlocal batch, committed_events, documents
             if batch is None:
                 return
+            seen[0] += batch.events
+            seen[1] += batch.candidates
             result = batch.commit(defer=True)  # one durable transaction; states derived once, below
             if documents:
                 _keep_display(ctx, committed_display(documents, result.rejected))
@@ -644,7 +654,7 @@ def apply(
         try:
             # pass 2: group commit, one transaction per batch; each bundle's signatures are checked on
             # the ledger's workers as soon as it is added, while the next ones are read and decoded
-            for _, sound in reread_bundles(files, plan):
+            for _, sound in reread_bundles(files, plan, precheck):
                 if sound is None:
                     continue  # reported in pass 1 (--keep-going)
                 if batch is None:

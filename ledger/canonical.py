@@ -145,6 +145,13 @@ def strict_decode(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str
     """
     if len(data) > max_bytes:
         raise DocumentTooLarge(f"{what} is {len(data):,} bytes; the limit is {max_bytes:,}")
+    value = _compact_decode(data)
+    return value if value is not _NOT_COMPACT else _strict_reading(data, what)
+
+
+def _strict_reading(data: bytes, what: str) -> Any:
+    """:func:`strict_decode` of a document within the size limit, by the standard library's parser with
+    a hook for every fault: what decides whenever :func:`_compact_decode` cannot."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -173,6 +180,60 @@ def strict_decode(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str
     else:
         _check_depth(value)
     return value
+
+
+class _Float(Exception):
+    """A number with a fraction or an exponent met by :data:`_compact_decoder` (never leaves this module)."""
+
+
+def _no_float(text: str) -> Any:
+    raise _Float
+
+
+_NOT_COMPACT: Any = object()
+# msgspec's decoder refuses invalid UTF-8, lone surrogates (escaped or encoded), NaN and Infinity, a
+# byte-order mark and trailing bytes; floats are refused by the hook. It keeps the last of two equal
+# keys and admits any integer and any depth: the rest of the checks are _compact_decode's.
+_compact_decoder = msgspec.json.Decoder(float_hook=_no_float)
+_as_decoded = msgspec.json.Encoder()  # keys in the order decoded, no white space
+
+
+def _compact_decode(data: bytes) -> Any:
+    """The value :func:`strict_decode` returns for ``data``, found at msgspec's speed, or _NOT_COMPACT
+    when that is not certain (then the strict reading decides, and names the fault). Certain when
+    msgspec decodes it without meeting a float, re-encoding the value gives ``data`` byte for byte,
+    and the value nests at most MAX_DEPTH deep with every integer in range. The byte equality is what
+    rules out duplicate keys: a dropped member would make the re-encoding shorter (spec/identifiers.md §1.2).
+    Compact JSON in msgspec's form (ours, and what `export` and the bench write) takes this path; a
+    pretty-printed or ASCII-escaped document takes the strict one."""
+    try:
+        value = _compact_decoder.decode(data)
+    except (msgspec.DecodeError, _Float, RecursionError):
+        return _NOT_COMPACT
+    if _as_decoded.encode(value) != data or not _bounded(value):
+        return _NOT_COMPACT
+    return value
+
+
+def _bounded(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether containers nest at most ``max_depth`` deep and every integer is within +/-MAX_SAFE_INTEGER."""
+    t = type(value)
+    if t is int:
+        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    if t is not dict and t is not list:
+        return True
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return False
+        for sub in (item.values() if type(item) is dict else item):
+            t = type(sub)
+            if t is dict or t is list:
+                stack.append((sub, depth + 1))
+            elif t is int and not -MAX_SAFE_INTEGER <= sub <= MAX_SAFE_INTEGER:
+                return False
+    return True
 
 
 def _check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:

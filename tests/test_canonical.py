@@ -14,9 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import msgspec
+
 from pithledger import errors
 from pithledger.canonical import (
+    _NOT_COMPACT,
     MAX_SAFE_INTEGER,
+    _compact_decode,
+    _strict_reading,
     canon_text,
     canonical_bytes,
     check_value,
@@ -139,3 +144,85 @@ def test_fixture_files_are_what_they_say(tmp_path: Path) -> None:
     # The duplicate-keys fixture holds the key twice with different values; a lax reader takes the last.
     data = (FIXTURES / "decode" / "duplicate-keys.json").read_bytes()
     assert json.loads(data)["source"]["id"] == "2605.00425"
+
+
+# --- the compact reading (spec/identifiers.md §1.2): where it answers, it answers as the strict one -------
+
+def _reading(data: bytes) -> tuple[str, Any]:
+    try:
+        return "value", _strict_reading(data, "input")
+    except errors.PithledgerError as exc:
+        return "error", type(exc)
+
+
+def _typed(value: Any) -> bytes:
+    """The value with its keys in their order and every type told apart (True is not 1)."""
+    return msgspec.msgpack.encode(value)
+
+
+# Byte-level mutations of a compact document: each one a way an input can be hostile or merely unusual.
+def _dup_first_key(d: bytes) -> bytes:
+    """The first object's first key given again, first (the same object then names it twice)."""
+    at = d.find(b'{"')
+    colon = d.find(b'":', at + 2) if at >= 0 else -1
+    if colon < 0:
+        return d
+    return d[:at + 1] + d[at + 1:colon + 2] + b"0," + d[at + 1:]
+
+
+MUTATIONS = {
+    "repeated-key": _dup_first_key,
+    "a-float": lambda d: d.replace(b"1", b"1.0", 1),
+    "an-exponent": lambda d: d.replace(b"1", b"1e0", 1),
+    "unsafe-integer": lambda d: d.replace(b"1", b"9007199254740992", 1),
+    "huge-integer": lambda d: d.replace(b"1", b"9" * 400, 1),
+    "negative-zero": lambda d: d.replace(b"0", b"-0", 1),
+    "deep-nesting": lambda d: b"[" * 64 + d + b"]" * 64,
+    "lone-surrogate": lambda d: d.replace(b'"', b'"\\udc00', 1),
+    "escaped-character": lambda d: d.replace(b'"', b'"\\u0041', 1),
+    "white-space": lambda d: d.replace(b",", b", ", 1),
+    "byte-order-mark": lambda d: b"\xef\xbb\xbf" + d,
+    "trailing-data": lambda d: d + b"0",
+    "invalid-utf8": lambda d: d.replace(b'"', b'"\xff', 1),
+    "an-encoded-surrogate": lambda d: d.replace(b'"', b'"\xed\xa0\x80', 1),
+    "nan": lambda d: d.replace(b"null", b"NaN", 1),
+    "truncated": lambda d: d[:-1],
+}
+
+
+@given(values, st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=3),
+       st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(list(b'{}[]",:.e-09 \\\x00\xff'))), max_size=2))
+def test_the_compact_reading_answers_only_as_the_strict_one(value: Any, mutations: list[str], flips: list[tuple[int, int]]) -> None:
+    data = msgspec.json.encode(value)
+    for name in mutations:
+        data = MUTATIONS[name](data)
+    for at, byte in flips:  # and a byte or two anywhere replaced by one that means something in JSON
+        if data:
+            data = data[:at % len(data)] + bytes([byte]) + data[at % len(data) + 1:]
+    fast = _compact_decode(data)
+    kind, strict = _reading(data)
+    if fast is not _NOT_COMPACT:
+        assert kind == "value" and _typed(fast) == _typed(strict), (data, strict)
+    if not mutations and not flips:  # compact, in msgspec's form: the compact reading takes it
+        assert fast is not _NOT_COMPACT or not _bounded_value(value)
+
+
+def _bounded_value(value: Any) -> bool:
+    try:
+        check_value(value)
+    except errors.PithledgerError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("mutation", ["repeated-key", "a-float", "unsafe-integer", "huge-integer", "deep-nesting", "lone-surrogate"])
+def test_a_hostile_compact_document_is_left_to_the_strict_reading(mutation: str) -> None:
+    data = MUTATIONS[mutation](b'{"a":1,"b":[0,"x"]}')
+    assert _compact_decode(data) is _NOT_COMPACT
+    with pytest.raises(errors.DecodeError):
+        strict_decode(data)
+
+
+def test_real_bundles_take_the_compact_reading() -> None:
+    lines = (Path(__file__).parent.parent / "bundles" / "source-data" / "pith-records.jsonl").read_bytes().splitlines()
+    assert lines and all(_compact_decode(line) is not _NOT_COMPACT for line in lines)

@@ -103,7 +103,7 @@ if os.environ.get("SPY"):  # which route the writer took: workers reading the fi
 change = sys.argv[2]
 if change:
     reread = _bundles.reread_bundles
-    def changing(files, plan):  # the input is changed between the two readings
+    def changing(files, plan, *rest):  # the input is changed between the two readings
         kind, path, *args = change.split("|")
         if kind == "sub":
             data = open(path, "rb").read()
@@ -114,7 +114,7 @@ if change:
             open(path, "ab").write(args[0].encode())
         elif kind == "replace":
             os.replace(args[0], path)
-        return reread(files, plan)
+        return reread(files, plan, *rest)
     _bundles.reread_bundles = changing
 sys.argv = ["pithledger"] + sys.argv[3:]
 from pithledger.cli import main

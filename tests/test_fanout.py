@@ -76,7 +76,7 @@ def test_look_ahead_is_bounded(local: Fanout) -> None:
 
 def test_in_place_runs_in_the_writer_when_asked(local: Fanout) -> None:
     pid = os.getpid()
-    assert list(local.map(lambda _: os.getpid(), iter([1, 2]), parallel=False))  # a lambda: never pickled == [pid, pid]
+    assert list(local.map(lambda _: os.getpid(), iter([1, 2]), parallel=False)) == [pid, pid]  # a lambda: never pickled
 
 
 def test_the_functions_own_exception_is_raised_not_masked(local: Fanout) -> None:
@@ -223,12 +223,13 @@ SMALL_PARTS = """
 import atexit, json, os, sys
 from pithledger.cli import _bundles
 from pithledger import store
-from pithledger.store import pending, snapshot
+from pithledger.store import log, pending, snapshot
 _bundles.REGION_BYTES = 4000
 for name, value in {settings}.items():
     setattr(store, name, value)
 {patch}
 atexit.register(lambda: print("snapshot-parts " + json.dumps(pending._snapshot_stats), file=sys.stderr))
+atexit.register(lambda: print("precheck " + json.dumps(log._precheck_stats), file=sys.stderr))
 sys.argv = ["pithledger"] + sys.argv[1:]
 from pithledger.cli import main
 main()
@@ -464,6 +465,7 @@ def _apply_with(tmp: Path, ledger: Path, patch: str = "", *, rebuild: bool = Fal
     assert proc.returncode == (0 if rebuild else 1), err[-2000:]
     assert "Traceback" not in err, err[-2000:]
     stats = json.loads(err.rsplit("snapshot-parts ", 1)[1].splitlines()[0])
+    stats["precheck"] = json.loads(err.rsplit("precheck ", 1)[1].splitlines()[0])
     return _dump(ledger), stats
 
 
@@ -476,6 +478,23 @@ def test_workers_read_finishings_inputs_from_the_snapshot(reference: dict[str, A
     # rebuild starts its workers before it opens a ledger (Fanout.start): they read the new one's snapshots
     dump, stats = _apply_with(tmp_path, tmp_path / "ledger", rebuild=True)
     assert stats["read"] > 0 and stats["fallback"] == 0, stats
+    assert dump == reference["rebuilt"]
+
+
+def test_the_reading_workers_verify_what_they_prepare_where_it_is_new(reference: dict[str, Any], tmp_path: Path) -> None:
+    """Into an empty ledger, apply's reading workers verify each copy they prepare (spec/storage.md
+    §3.2): the batches hand none over again, and the ledger is the in-place one, byte for byte; the
+    same input applied again (all of it held) is not verified there at all. rebuild's workers verify
+    what they prepare too."""
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger")
+    assert stats["precheck"]["came_verified"] > 0 and stats["precheck"]["handed_over"] == 0, stats
+    assert dump == reference["dump"]
+    again, stats = _apply_with(tmp_path, tmp_path / "ledger")
+    assert stats["precheck"]["came_verified"] == 0, stats
+    # only duplicates: every database holds what it held (their pages may have moved: the root's records)
+    assert {k: v for k, v in again.items() if k} == {k: v for k, v in dump.items() if k}
+    dump, stats = _apply_with(tmp_path, tmp_path / "ledger", rebuild=True)
+    assert stats["precheck"]["came_verified"] > 0 and stats["precheck"]["handed_over"] == 0, stats
     assert dump == reference["rebuilt"]
 
 

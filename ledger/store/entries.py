@@ -11,10 +11,11 @@ from typing import Any
 
 import msgspec
 
+from .. import translog
 from ..bundle import Bundle
 from ..canonical import canonical_bytes
 from ..display import DisplayMetadata
-from ..events import Verdict, claimed_event_id, valid_verdict
+from ..events import Verdict, check_event, claimed_event_id, is_pithledger_envelope, valid_verdict
 from ..merge import Entry
 from .env import _event_key, _json_decoder
 from .lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)
@@ -91,6 +92,9 @@ class Copy(msgspec.Struct, frozen=True, array_like=True, gc=False):
     data: bytes  # its canonical bytes: what is verified, and what the log or the evidence holds
     claimed_id: str  # the recomputed id of our envelope, else ""
     held_key: bytes | None  # the ids key of claimed_id when the declared event_id equals it (if held: a duplicate)
+    # what verifying ``data`` yields (:func:`_check_copy`), when the worker that prepared it verified it
+    # too (apply's reading workers: spec/storage.md §3.2); None: the batch has it verified
+    checked: _Checked | None = None
 
 
 class Prepared(msgspec.Struct, array_like=True):
@@ -105,27 +109,47 @@ class Prepared(msgspec.Struct, array_like=True):
     display: DisplayMetadata | None = None
 
 
-def prepare(bundle: Bundle) -> Prepared:
+def prepare(bundle: Bundle, *, check: bool = False, known: bool = False) -> Prepared:
     """Everything of ``bundle`` the writer needs, with nothing left to decode or encode. Pure: apply
-    runs it on its reading workers (cli/_bundles.py), every other caller of Batch.add in place."""
+    runs it on its reading workers (cli/_bundles.py), every other caller of Batch.add in place.
+    ``check``: verify each copy here as well (:func:`_check_copy`; ``known``: as the batch's
+    ``signatures_verified`` would, which its caller must then pass), so that the batch need not hand
+    it to a worker again (apply's reading workers for input that is mostly new, rebuild's)."""
     copies = []
     for event in bundle.events:
         cid = claimed_event_id(event)
         data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
         copies.append(Copy(hashlib.sha256(data).digest(), data, cid,
-                           _event_key(cid) if cid and event.get("event_id") == cid else None))
+                           _event_key(cid) if cid and event.get("event_id") == cid else None,
+                           _check_copy(data, cid, known) if check else None))
     return Prepared(bundle.pith_number, copies, canonical_bytes(bundle.extra) if bundle.extra else b"", bundle.size,
                     bundle.canonical_record, bundle.display)
 
 
 class _Checked(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """What verifying one copy yields, as the writer stores it (workers.py, ``_verify_offers``)."""
+    """What verifying one copy yields, as the writer stores it (``_check_copy``, below)."""
 
     key: bytes | None  # valid: its ids key; None: not valid
     value: bytes  # valid: its log entry encoded at sequence 0 (see _log_value); else its evidence entry
     citing: bool = False  # valid, and a citation or a revocation (finishing recomputes what its record cites)
     verdict: Verdict | None = None  # not valid: its verdict, what is reported
     tlog: bytes = b""  # valid: its transparency-log entry (translog.entry_of_event)
+
+
+def _check_copy(data: bytes, cid: str, known: bool) -> _Checked:
+    """What the writer stores for one offered copy: its verdict, and for a valid one its ids key, its
+    log entry's bytes and its transparency-log entry, for another its evidence entry's. ``data``: its
+    canonical bytes; ``cid``: its recomputed id or ""; ``known``: the caller vouches that the Ed25519
+    signature of these exact bytes verified before (rebuild). The copy is verified from its canonical
+    bytes (what the log and the evidence hold, what fsck re-verifies), decoded plainly: they are the
+    encoding of a strictly decoded value."""
+    event = _json_decoder.decode(data)
+    v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)
+    if v.status == "valid":
+        entry = LogEntry(seq=0, event=data, facts=v.facts, event_id="" if is_pithledger_envelope(event) else v.event_id)
+        return _Checked(_event_key(v.event_id), _entry_encoder.encode(entry), "cited" in v.facts or "revokes" in v.facts,
+                        tlog=translog.entry_of_event(v.event_id, v.subject, event, data))
+    return _Checked(None, _entry_encoder.encode(EvidenceEntry(event=data, verdict=v)), verdict=v)
 
 
 # One bytes object crosses the pipe for a chunk (decoded in one call), not a pickle of small objects.

@@ -36,6 +36,11 @@ MAX_EXTRA_BYTES = 64 * 1024
 MAX_EXTRA_PER_RECORD = 8
 
 
+#: Candidates that came verified from the worker that prepared them, and those a batch handed over to be
+#: verified (this process's batches: what tests read, spec/storage.md §3.2).
+_precheck_stats = {"came_verified": 0, "handed_over": 0}
+
+
 class BatchWithdrawn(Exception):
     """A batch's ``admit`` callback declined it once the write lock was held: nothing was written."""
 
@@ -220,6 +225,7 @@ class Batch:
         self._held: dict[bytes, Verdict] = {}  # copy -> verdict of evidence offered again
         self._duplicate = 0
         self._chunk: list[tuple[bytes, str, bool]] = []  # candidates not yet handed to the workers
+        self._prechecked: dict[bytes, _Checked] = {}  # copy -> what the worker that prepared it found (Copy.checked)
         # the verdicts of the candidates, a chunk each, in order (ledger/fanout.py): on threads for a
         # run's first chunks (a small apply does not pay for processes), then on the workers
         self._verdicts = ledger._fanout.stream(_verify_offers, threads_first=_PROCESS_AFTER_CHUNKS - 1)
@@ -257,9 +263,17 @@ class Batch:
                 held[copy] = _evidence_decoder.decode(raw).verdict
                 continue
             candidates[copy] = (p.pith_number, c.data)
+            if c.checked is not None:  # verified in full where it was prepared: nothing to hand over
+                self._prechecked[copy] = c.checked
+                continue
             self._chunk.append((c.data, c.claimed_id, signatures_verified))
             if len(self._chunk) >= _VERIFY_CHUNK:
                 self._submit()
+
+    @property
+    def candidates(self) -> int:
+        """Copies added that are neither held nor a duplicate: the ones verified."""
+        return len(self._candidates)
 
     def _submit(self) -> None:
         if not self._chunk:
@@ -277,6 +291,11 @@ class Batch:
         self._submit()
         self._txn.abort()
         checked = [c for part in self._verdicts.results() for c in _checked_decoder.decode(part)]
+        _precheck_stats["came_verified"] += len(self._prechecked)
+        _precheck_stats["handed_over"] += len(checked)
+        if self._prechecked:  # in candidate order: the workers' results fill the gaps between those that came verified
+            pre, streamed = self._prechecked, iter(checked)
+            checked = [pre[copy] if copy in pre else next(streamed) for copy in self._candidates]
         while True:
             try:
                 result = self._ledger._write(self._extras, self._candidates, checked, self._offers, self._held,

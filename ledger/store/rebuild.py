@@ -42,16 +42,20 @@ def _file_size(path: Path) -> int:
         return 0
 
 
-def _prepare_received(part: list[tuple[bytes, bool]]) -> bytes:
-    """Each received event of ``part`` (an old log entry, or evidence entry, as stored: :func:`_old_raw`)
+def _prepare_received(task: tuple[list[tuple[bytes, bool]], bool, bool]) -> bytes:
+    """Each received event of a part (an old log entry, or evidence entry, as stored: :func:`_old_raw`)
     as the writer needs it, with whether the old ledger held it as valid: a bundle of that one event
     about its subject, :func:`prepare`d; msgpack-encoded (one bytes object crosses the pipe). Pure:
-    runs on the new ledger's workers."""
+    runs on the new ledger's workers. Task: (part, whether each copy is verified here too, reverify):
+    the Ed25519 check of an event held as valid is taken as passed unless ``reverify``, as the batch
+    would take it (spec/storage.md §3.2, §8)."""
+    part, check, reverify = task
     out = []
     for stored, logged in part:
         raw, was_valid = _received(stored, logged)
         event = _json_decoder.decode(raw)
-        out.append((prepare(Bundle(pith_number=str(event.get("subject_pith_number")), events=[event])), was_valid))
+        bundle = Bundle(pith_number=str(event.get("subject_pith_number")), events=[event])
+        out.append((prepare(bundle, check=check, known=was_valid and not reverify), was_valid))
     return _received_encoder.encode(out)
 
 
@@ -125,7 +129,9 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
                 # the writer reads the old ledger and commits; decoding and encoding each event (what
                 # Batch.add would do in place) runs on the new ledger's workers, in order
                 big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= _PARALLEL_STATES * 8
-                parts = _parts_of(_old_raw(env, txn), _REBUILD_PART)
+                # on the workers, each copy is verified where it is prepared (the new ledger is empty:
+                # every copy is a candidate), so the batch hands nothing over again
+                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn), _REBUILD_PART))
                 for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1

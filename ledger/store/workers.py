@@ -7,11 +7,8 @@ gets bytes and returns bytes.
 
 from __future__ import annotations
 
-from .. import translog
-from ..events import check_event, is_pithledger_envelope
 from ..fanout import Fanout
-from .entries import EvidenceEntry, LogEntry, _Checked, _checked_encoder, _entry_encoder
-from .env import _event_key, _json_decoder
+from .entries import _check_copy, _checked_encoder
 
 # Copies are verified in chunks of _VERIFY_CHUNK (each hand-over to a worker costs the reading thread
 # a GIL round trip with the executor's threads: fewer, larger ones), on threads for a run's first
@@ -34,24 +31,11 @@ _BIG_STATE = 256 * 1024
 
 
 def _verify_offers(items: list[tuple[bytes, str, bool]]) -> bytes:
-    """What the writer stores for a chunk of offered copies (a msgpack list of :class:`_Checked`):
-    each copy's verdict, and for a valid one its ids key, its log entry's bytes and its transparency-log
-    entry, for another its evidence entry's. Items: (canonical bytes, recomputed id or "", whether the caller vouches that
-    the Ed25519 signature of these exact bytes verified before: rebuild). Runs on the ledger's worker
-    processes (or threads) while the thread that reads the input goes on. Every copy is verified from
-    its canonical bytes (what the log and the evidence hold, what fsck re-verifies), decoded plainly:
-    they are the encoding of a strictly decoded value."""
-    out = []
-    for data, cid, known in items:
-        event = _json_decoder.decode(data)
-        v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)
-        if v.status == "valid":
-            entry = LogEntry(seq=0, event=data, facts=v.facts, event_id="" if is_pithledger_envelope(event) else v.event_id)
-            out.append(_Checked(_event_key(v.event_id), _entry_encoder.encode(entry), "cited" in v.facts or "revokes" in v.facts,
-                                tlog=translog.entry_of_event(v.event_id, v.subject, event, data)))
-        else:
-            out.append(_Checked(None, _entry_encoder.encode(EvidenceEntry(event=data, verdict=v)), verdict=v))
-    return _checked_encoder.encode(out)
+    """What the writer stores for a chunk of offered copies (a msgpack list of :class:`_Checked`, one
+    :func:`_check_copy` each). Items: (canonical bytes, recomputed id or "", whether the caller vouches
+    that the Ed25519 signature of these exact bytes verified before: rebuild). Runs on the ledger's
+    worker processes (or threads) while the thread that reads the input goes on."""
+    return _checked_encoder.encode([_check_copy(data, cid, known) for data, cid, known in items])
 
 
 class _Workers:
