@@ -174,11 +174,12 @@ def _strict_reading(data: bytes, what: str) -> Any:
         raise NestingTooDeep(f"{what} nests deeper than {MAX_DEPTH} levels") from None
     # Cheap pre-filter: a lone surrogate can only arrive through a \\uD8xx-\\uDFxx escape. Without one,
     # the hooks above have already refused floats, NaN and out-of-range integers and every key is a
-    # string, so only the depth is left to check, on containers alone (this walk is apply's hot spot).
+    # string, so only the depth is left to check: by the compact reading's walk, whose integer test
+    # cannot fail here (the hook refused them), so a value it refuses nests too deep.
     if "\\ud" in text or "\\uD" in text:
         check_value(value)
-    else:
-        _check_depth(value)
+    elif not _bounded(value):
+        raise NestingTooDeep(f"document nests deeper than {MAX_DEPTH} levels")
     return value
 
 
@@ -234,18 +235,3 @@ def _bounded(value: Any, max_depth: int = MAX_DEPTH) -> bool:
             elif t is int and not -MAX_SAFE_INTEGER <= sub <= MAX_SAFE_INTEGER:
                 return False
     return True
-
-
-def _check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
-    """Raise NestingTooDeep if arrays/objects nest deeper than ``max_depth``; visits containers only."""
-    if type(value) is not dict and type(value) is not list:
-        return
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
-            raise NestingTooDeep(f"document nests deeper than {max_depth} levels")
-        for sub in (item.values() if type(item) is dict else item):
-            if type(sub) is dict or type(sub) is list:
-                stack.append((sub, depth + 1))
-
