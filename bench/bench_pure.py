@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_suite import PITHLEDGER, ROOT, Gen, chunks, code_state, numbers_for, raw_verify  # noqa: E402
+from bench_suite import PITHLEDGER, ROOT, code_state, papers_workload, raw_verify  # noqa: E402
 
 
 def least(reps: int, work: Callable[[], None]) -> float:
@@ -59,14 +59,7 @@ def main() -> None:
     from pithledger.store.ledger import Ledger
     from pithledger.store.views import _derive_part
 
-    numbers_for("main", args.papers)
-    gen = Gen()
-    try:
-        parts = gen.run([("papers", "main", a, b, True) for a, b in chunks(0, args.papers, 50)])
-    finally:
-        gen.close()
-    data = b"".join(x for p in parts for x in p["papers"])
-    items = [x for p in parts for x in p["verify"]]
+    data, items = papers_workload(args.papers)
     regions = [r for _, r in _bundles._regions(io.BytesIO(data), "bench")][:4]
     n_events = sum(len(_bundles._fast(line, "x").events) for r in regions for line in r.splitlines() if line.strip())
     expected = [_bundles._Region(hashlib.sha256(r).digest(), True) for r in regions]

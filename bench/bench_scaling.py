@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_suite import PROJECT_PY, ROOT, Gen, chunks, code_state, numbers_for, raw_verify  # noqa: E402
+from bench_suite import PROJECT_PY, ROOT, code_state, papers_workload, raw_verify  # noqa: E402
 
 PITHLEDGER_ARGS = ["--batch-size", "10000", "-q", "--json"]
 
@@ -334,17 +334,11 @@ def main() -> None:
     P = args.papers
     try:
         t = time.perf_counter()
-        numbers_for("main", P)
-        gen = Gen()
-        try:
-            parts = gen.run([("papers", "main", a, b, True) for a, b in chunks(0, P, 50)])
-        finally:
-            gen.close()
+        data, items = papers_workload(P)
         f = tmp / "papers.jsonl"
-        f.write_bytes(b"".join(x for p in parts for x in p["papers"]))
-        items = [x for p in parts for x in p["verify"]]
+        f.write_bytes(data)
         N = len(items)
-        del parts
+        del data
         print(f"workload: {P:,} papers x 20 = {N:,} events ({f.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t:.0f} s",
               flush=True)
         rv = raw_verify(items)

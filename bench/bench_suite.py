@@ -253,6 +253,19 @@ def chunks(a: int, b: int, size: int) -> list[tuple[int, int]]:
     return [(x, min(b, x + size)) for x in range(a, b, size)]
 
 
+def papers_workload(papers: int) -> tuple[bytes, list[tuple[int, bytes, bytes]]]:
+    """The papers workload (``papers`` x 20 events, one bundle per paper per line) as JSON lines, and
+    (signer index, signing message, signature) of each event, for raw_verify: what bench_scaling.py and
+    bench_pure.py measure."""
+    numbers_for("main", papers)
+    gen = Gen()
+    try:
+        parts = gen.run([("papers", "main", a, b, True) for a, b in chunks(0, papers, 50)])
+    finally:
+        gen.close()
+    return b"".join(x for p in parts for x in p["papers"]), [x for p in parts for x in p["verify"]]
+
+
 # --- running the CLI ------------------------------------------------------------------------------------
 
 FAILURES: list[str] = []
