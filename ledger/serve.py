@@ -911,6 +911,10 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+#: What a client must read of a stalled response in every ``Limits.send_timeout`` seconds (spec/serve.md §4).
+SEND_PROGRESS = 64 * 1024
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one client, and all of them, may hold of the server (spec/serve.md §4)."""
@@ -926,13 +930,18 @@ class Limits:
     total: int = 512
     #: Record-sized documents built at once (each in a worker thread); further requests wait their turn.
     builds: int = 2
+    #: Seconds a response may stall: while a connection's unsent bytes are over asyncio's high-water mark
+    #: (64 KiB), its client must read SEND_PROGRESS of them (or half, if less) in every such period, else the
+    #: connection is closed mid-response.
+    send_timeout: float = 30.0
 
 
 def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ``base`` with bounds it lacks: a deadline for a request head to arrive,
     a cap on a head's bytes counted as they arrive (before the parser accumulates them: httptools
-    concatenates a header value chunk by chunk, quadratic in its length), and per-address and total
-    connection caps. A connection over a cap is answered 503 at once and closed; it is never admitted,
+    concatenates a header value chunk by chunk, quadratic in its length), a deadline for a stalled
+    response to be read on (uvicorn waits for a client that never reads, holding the unsent body), and
+    per-address and total connection caps. A connection over a cap is answered 503 at once and closed; it is never admitted,
     so it does not count against anybody else (uvicorn's own ``limit_concurrency`` counts every open
     connection, so one client holding many made every other client's requests 503)."""
     held: dict[str, int] = {}
@@ -946,6 +955,8 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
         _waiting: object = None  # the request cycle when the head deadline was armed
         _counted: object = None  # the request cycle whose following bytes _head_bytes counts
         _head_bytes = 0
+        _stall: asyncio.TimerHandle | None = None  # armed while the transport's send buffer is over its high-water mark
+        _stall_held = 0  # the bytes that buffer held when it was armed
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             peer = transport.get_extra_info("peername")
@@ -965,6 +976,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._unstall()
             if not self._admitted:
                 return
             self._admitted = False
@@ -1001,6 +1013,39 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()
+
+        def pause_writing(self) -> None:
+            if self._admitted:  # a refused connection's answer is one small write: never paused, but never ours
+                super().pause_writing()
+            self._watch()
+
+        def resume_writing(self) -> None:
+            self._unstall()
+            if self._admitted:
+                super().resume_writing()
+
+        def _watch(self) -> None:
+            self._unstall()
+            self._stall_held = self.transport.get_write_buffer_size()
+            self._stall = self.loop.call_later(limits.send_timeout, self._check_stall)
+
+        def _unstall(self) -> None:
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+        def _check_stall(self) -> None:
+            # asyncio reports only the crossing of its high and low marks, and a whole body is one write, so
+            # progress is read off what is still held: the client must have read SEND_PROGRESS of it (or half).
+            self._stall = None
+            if self.transport.is_closing():
+                return
+            if self.transport.get_write_buffer_size() <= self._stall_held - min(SEND_PROGRESS, self._stall_held // 2):
+                self._watch()
+                return
+            # A response is being written, so no answer can be added: the connection is dropped, and with it
+            # the unsent body it held (uvicorn's send returns once its cycle is disconnected).
+            self.transport.abort()
 
         def _arm(self) -> None:
             self._disarm()

@@ -280,13 +280,20 @@ def test_node_documents_hash_to_their_digest_while_apply_commits(ledger: Path, t
 # --- 4. a record flooded with valid events --------------------------------------------------------------
 
 
-def test_a_flooded_record_page_is_bounded(tmp_path: Path) -> None:
-    path = tmp_path / "flood"
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger whose record P[0] holds 220 valid findings of 60 kB each: a state of some 13 MB."""
+    path = tmp_path_factory.mktemp("flood") / "ledger"
     big = [make_event("integrity_finding", P[0], {"severity": "info", "finding_type": "note", "description": f"{i} " + "x" * 60_000},
                       [BOB, EVE][i % 2], created_at=f"2026-07-{1 + i % 28:02d}T00:{i // 60:02d}:{i % 60:02d}Z") for i in range(220)]
     with Ledger(path, create=True) as led:
         led.apply_batch(bundles_of(pool()))
         led.apply_batch(bundles_of(big))
+    return path
+
+
+def test_a_flooded_record_page_is_bounded(flooded: Path) -> None:
+    path = flooded
     server = Server(path)
     try:
         suffix = P[0].split(":")[2]
@@ -296,5 +303,44 @@ def test_a_flooded_record_page_is_bounded(tmp_path: Path) -> None:
         assert page.count(b"x" * 290) >= 150 and b"x" * 300 not in page  # cut to 300 characters
         status, state = server.get(f"/pith/{suffix}/state.json")
         assert status == 200 and state.count(b"x" * 60_000) == 220  # the whole text is still served, in the state
+    finally:
+        server.stop()
+
+
+# --- 4. a client that stops reading ------------------------------------------------------------------------
+
+
+def _request_unread(port: int, path: str) -> socket.socket:
+    """A GET from the attacker's address on a socket with a tiny receive window, its answer left unread."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window stays small
+    s.bind((ATTACKER, 0))
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return s
+
+
+def test_a_client_that_stops_reading_a_large_response_is_dropped_after_the_send_deadline(flooded: Path) -> None:
+    server = Server(flooded, send_timeout=1.0)
+    suffix = P[0].split(":")[2]
+    try:
+        status, whole = server.get(f"/pith/{suffix}/state.json")
+        assert status == 200 and len(whole) > 12_000_000
+        stalled = _request_unread(server.port, f"/pith/{suffix}/state.json")
+        paused = _request_unread(server.port, f"/pith/{suffix}/state.json")
+        try:
+            time.sleep(0.3)  # a pause well inside the deadline costs nothing: this one reads it all
+            paused.settimeout(30)
+            got = _read_all(paused, limit=len(whole) + 65536)
+            assert got.endswith(whole), len(got)
+            time.sleep(3.0)  # the other one reads nothing for 3 x the deadline: the server drops it
+            stalled.settimeout(10)
+            got = _read_all(stalled, limit=len(whole) + 65536)
+            assert got.startswith(b"HTTP/1.1 200 ") and len(got) < len(whole) // 2, len(got)  # cut off, not delivered
+        finally:
+            stalled.close()
+            paused.close()
+        assert server.get("/digest.json")[0] == 200  # and the server answers as before
     finally:
         server.stop()
