@@ -260,13 +260,6 @@ class Site:
         body: bytes = self.read(build)
         return body
 
-    def present(self, suffix: str) -> tuple[str, dict[str, Any]]:
-        """The present record with this 26-character suffix and its state."""
-        subject = self.subject(suffix)
-        state = self.state(subject)
-        if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
-            raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
-        return subject, state
 
     def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
         body: bytes = self.read(lambda: self._rendered(subject, kind, root, page))
@@ -279,10 +272,15 @@ class Site:
         included), the display metadata and this site's settings, so it is cached under the hash of the
         state bytes and of the metadata; a subject's canonical record never changes (the subject is its
         hash), so it is remembered to find the metadata. A hit costs two LMDB reads and two hashes."""
-        data = self.state_bytes(subject)
-        state: dict[str, Any] | None = None
+        sha = self.ledger.stored_state_sha256(subject)
         with self._lock:
             record = self._records.get(subject)
+        if kind == "html" and sha is not None and record is not None:  # a hit reads neither the state nor the events
+            hit = self._cached((subject, kind, root, page, sha, self._meta_hash(self.meta.get(record)), b""))
+            if hit is not None:
+                return hit
+        data = self.state_bytes(subject)
+        state: dict[str, Any] | None = None
         if record is None:
             state = msgspec.json.decode(data)
             if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
@@ -300,12 +298,10 @@ class Site:
                 state = msgspec.json.decode(data)
             inbound = self.inbound_rows(state)
             rows = hashlib.sha256(msgspec.json.encode(inbound)).digest()
-        key = (subject, kind, root, page, hashlib.sha256(data).digest(), self._meta_hash(meta), rows)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        key = (subject, kind, root, page, sha or hashlib.sha256(data).digest(), self._meta_hash(meta), rows)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
         if state is None:
             state = msgspec.json.decode(data)
         events = self.export(subject)["events"]
@@ -314,6 +310,17 @@ class Site:
             body = _json_body(record_doc.record_document(state, events, valid, meta, inbound or [], self.urls()))
         else:
             body = pages.record_page(state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name).encode()
+        self._keep(key, body)
+        return body
+
+    def _cached(self, key: tuple[Any, ...]) -> bytes | None:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+            return hit
+
+    def _keep(self, key: tuple[Any, ...], body: bytes) -> None:
         with self._lock:
             if key not in self._cache:
                 self._cache[key] = body
@@ -321,6 +328,21 @@ class Site:
             while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
                 _, old = self._cache.popitem(last=False)
                 self._cache_bytes -= len(old)
+
+    def badge(self, subject: str) -> bytes:
+        """The record's badge (a function of its state's badges), cached under the stored state's sha256."""
+        def build() -> bytes:
+            sha = self.ledger.stored_state_sha256(subject)
+            key = (subject, "badge", sha)
+            if sha is not None and (hit := self._cached(key)) is not None:
+                return hit
+            state = msgspec.json.decode(self.ledger.state_bytes(subject))
+            body = badge.badge_svg(state["pith_number"], state["current"]["badges"])
+            if sha is not None:
+                self._keep(key, body)
+            return body
+
+        body: bytes = self.read(build)
         return body
 
     @staticmethod
@@ -491,7 +513,7 @@ def _suffix_subject(request: Request) -> str:
     if not _SUFFIX26.match(suffix):
         raise HTTPError(404, "not-found", "record files are named by the 26-character suffix (/pith/<suffix>/...); "
                                           "use /resolve?id=ID for any other identifier form")
-    return site.present(suffix)[0]
+    return site.subject(suffix)  # a suffix resolves to present records only (spec/identifiers.md §7)
 
 
 @_in_thread(heavy=True)
@@ -503,8 +525,7 @@ def state_json(request: Request) -> Response:
 @_in_thread(heavy=True)
 def badge_svg(request: Request) -> Response:
     """``/pith/<suffix>/badge.svg``: the record's badge (spec/badge-and-latex.md §1), embeddable from any site."""
-    state = _site(request).state(_suffix_subject(request))
-    return respond(request, badge.badge_svg(state["pith_number"], state["current"]["badges"]), badge.MEDIA_TYPE,
+    return respond(request, _site(request).badge(_suffix_subject(request)), badge.MEDIA_TYPE,
                    extra={"content-security-policy": badge.CSP, "cross-origin-resource-policy": "cross-origin"})
 
 

@@ -303,6 +303,8 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
         first = server.request(f"/pith/{FZ7}/state.json")
         assert first[0] == 200
         first_page = server.request(f"/pith/{FZ7}")
+        first_badge = server.request(f"/pith/{FZ7}/badge.svg")
+        assert first_badge[0] == 200 and b"not attested" in first_badge[2]
         first_doc = json.loads(server.request(f"/pith/{Y7E}", headers={"Accept": "application/json"})[2])
         apply = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(BUNDLES)],
                                  env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -317,6 +319,8 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
         assert len(json.loads(after[2])["current"]["author_attestations"]) == 1
         page = server.request(f"/pith/{FZ7}")  # a cached page follows the state
         assert page[1]["etag"] != first_page[1]["etag"] and b"Josiah Carberry" in page[2] and b"Josiah Carberry" not in first_page[2]
+        badge = server.request(f"/pith/{FZ7}/badge.svg")  # so does a cached badge
+        assert b"claimed" in badge[2] and b"not attested" not in badge[2] and badge[1]["etag"] != first_badge[1]["etag"]
         # display metadata supplied while serving shows at once (and the cached record JSON follows it)
         assert {f["check"] for f in first_doc["display_metadata"]} == {"unchecked"}
         pl(tmp_path, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))

@@ -17,7 +17,7 @@ from .. import ids
 from ..canonical import canonical_bytes
 from ..errors import AmbiguousId, LedgerError, NotFound
 from ..ids import parse_id
-from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder
+from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder, _rec_key
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -73,6 +73,14 @@ _usage_decoder = msgspec.msgpack.Decoder(Usage)
 class StatePending(Exception):
     """The record's derivation is pending: a :class:`StateReader` cannot compute its state (a full
     ledger handle does, from its events)."""
+
+
+#: _Lookup._candidate's answers by (subject, stored state_sha256): content-addressed, so one table
+#: serves every handle of the process (a server's threads, any ledger). Bounded; cleared when full.
+_CANDIDATES: dict[tuple[str, bytes], _Candidate | None] = {}
+_CANDIDATES_HELD = 4096
+#: A record's digest leaf, audit.Pair (event_root, state_sha256), read without importing the audit module.
+_leaf_decoder = msgspec.msgpack.Decoder(tuple[bytes, bytes])
 
 
 class _Lookup(_Environment):
@@ -153,13 +161,41 @@ class _Lookup(_Environment):
 
     def _candidate(self, txn: lmdb.Transaction, subject: str) -> _Candidate | None:
         """The record as a lookup candidate; None when it is not present (possible only while its
-        derivation is pending: the indexes are those of the last finished run, its state is current)."""
+        derivation is pending: the indexes are those of the last finished run, its state is current).
+        A function of the state, so remembered under the sha256 of the stored state, read from the
+        record's digest leaf: a state (a hot record's is tens of MB) is decoded when it changed only."""
+        sha = self._stored_sha(txn, subject)
+        if sha is not None:
+            try:
+                return _CANDIDATES[(subject, sha)]
+            except KeyError:  # not seen, or cleared meanwhile by another thread
+                pass
         state = self._stored_state(txn, subject)
-        if state.get("record_status") != "present":
+        found = None
+        if state.get("record_status") == "present":
+            current = state["current"]
+            found = _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
+                               tuple(current["record_signers"]))
+        if sha is not None:
+            if len(_CANDIDATES) >= _CANDIDATES_HELD:
+                _CANDIDATES.clear()
+            _CANDIDATES[(subject, sha)] = found
+        return found
+
+    def stored_state_sha256(self, subject: str) -> bytes | None:
+        """The ``state_sha256`` of the record's stored state (it covers the whole document) as its digest
+        leaf holds it, read without the state: what a reader may cache what it made of the state under.
+        None while its derivation is pending (the state is then computed from its events when read) or
+        when none is stored."""
+        self._pending_dbs()
+        with self._begin() as txn:
+            return self._stored_sha(txn, subject)
+
+    def _stored_sha(self, txn: lmdb.Transaction, subject: str) -> bytes | None:
+        if self.is_pending(txn, subject):
             return None
-        current = state["current"]
-        return _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
-                          tuple(current["record_signers"]))
+        raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
+        return None if raw is None else _leaf_decoder.decode(raw)[1]
 
     def _by_suffix(self, txn: lmdb.Transaction, prefix: str) -> list[str]:
         """Present records whose suffix starts with ``prefix``. Not capped: each entry is a present record,
@@ -200,7 +236,7 @@ class StateReader(_Lookup):
         try:
             self.db = {b"meta": self.env.open_db(b"meta", create=False)}
             self.layout = self._check_layout()
-            for name in (b"state", b"suffix", b"alias", b"evsize"):
+            for name in (b"state", b"suffix", b"alias", b"evsize", b"rec"):
                 self.db[name] = self.env.open_db(name, dupsort=_DBS[name], create=False)
         except lmdb.NotFoundError:
             self.env.close()
