@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import servekit
 
 from pithledger.actions import MAX_BODY
 from pithledger.bundle import write_bundle
@@ -50,39 +51,9 @@ def pl(tmp: Path, *args: str, check: bool = True, stdin: str | None = None) -> s
     return proc
 
 
-class Server:
+class Server(servekit.Server):
     def __init__(self, ledger: Path, tmp: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", *extra],
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=_env(tmp))
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
-        assert m, line + (self.proc.stderr.read() if self.proc.poll() is not None else "")
-        self.port = int(m[1])
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def request(self, path: str, method: str = "GET", body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-        finally:
-            conn.close()
-
-    def json(self, path: str) -> Any:
-        status, _, body = self.request(path)
-        assert status == 200, (path, status, body[:300])
-        return json.loads(body)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(ledger, _env(tmp), *extra, timeout=60.0)
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +91,8 @@ def _attestation(n: int, key: LocalKey | None = None) -> dict[str, Any]:
 
 
 def _post(srv: Server, event: dict[str, Any], path: str = ACTION) -> tuple[int, dict[str, str], Any]:
-    status, headers, body = srv.request(path, "POST", canonical_bytes(write_bundle(NUMBER, [event])),
-                                        {"content-type": "application/json"})
+    status, headers, body = srv.request(path, "POST", body=canonical_bytes(write_bundle(NUMBER, [event])),
+                                        headers={"content-type": "application/json"})
     return status, headers, json.loads(body)
 
 
@@ -180,14 +151,14 @@ def test_wrong_kind_subject_or_body_is_400(site: tuple[Path, Path, Path], server
     assert (status, body["error"]) == (400, "kind-mismatch")
     other = make_event("author_attestation", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P", {"author_name": "X"}, _key("bob"),
                        created_at="2026-06-01T00:00:00Z")
-    status, _, raw = server.request(ACTION, "POST", canonical_bytes(other))  # a bare event, about another record
+    status, _, raw = server.request(ACTION, "POST", body=canonical_bytes(other))  # a bare event, about another record
     assert (status, json.loads(raw)["error"]) == (400, "subject-mismatch")
     for junk, code in ((b"{", "malformed-json"), (b'{"a":1.5}', "float-not-allowed"), (b"[]", "bad-bundle")):
-        status, _, raw = server.request(ACTION, "POST", junk)
+        status, _, raw = server.request(ACTION, "POST", body=junk)
         assert (status, json.loads(raw)["error"]) == (400, code), junk
-    status, _, raw = server.request(f"/pith/{SUFFIX}/action/record_created", "POST", canonical_bytes(event))
+    status, _, raw = server.request(f"/pith/{SUFFIX}/action/record_created", "POST", body=canonical_bytes(event))
     assert status == 404
-    status, _, raw = server.request("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/action/author_attestation", "POST", canonical_bytes(event))
+    status, _, raw = server.request("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/action/author_attestation", "POST", body=canonical_bytes(event))
     assert status == 404
     status, _, _ = server.request(ACTION)  # GET of an action URL
     assert status == 404
@@ -246,7 +217,7 @@ def test_without_accept_events_post_is_405(site: tuple[Path, Path, Path]) -> Non
     tmp, ledger, e = site
     srv = Server(ledger, tmp)
     try:
-        status, headers, raw = srv.request(ACTION, "POST", e.read_bytes())
+        status, headers, raw = srv.request(ACTION, "POST", body=e.read_bytes())
         assert status == 405 and json.loads(raw)["error"] == "method-not-allowed" and "POST" not in headers["allow"]
         status, headers, _ = srv.request(ACTION, "OPTIONS")  # nor does its CORS preflight offer POST
         assert status == 204 and "POST" not in headers["access-control-allow-methods"]
@@ -263,7 +234,7 @@ def test_the_cors_preflight_of_an_action_path_offers_post_when_accepting(server:
     assert "content-type" in headers["access-control-allow-headers"].lower()
     status, headers, _ = server.request("/digest.json", "OPTIONS")
     assert status == 204 and "POST" not in headers["access-control-allow-methods"]
-    status, headers, _ = server.request(ACTION, "POST", b"{}", headers={"Content-Type": "application/json"})
+    status, headers, _ = server.request(ACTION, "POST", body=b"{}", headers={"Content-Type": "application/json"})
     assert status == 400 and headers["access-control-allow-origin"] == "*"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import servekit
 
 from pithledger.audit import DEPTH
 from pithledger.events import make_event
@@ -51,33 +52,9 @@ def pl(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess
     return proc
 
 
-class Server:
+class Server(servekit.Server):
     def __init__(self, ledger: Path, tmp: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", *extra],
-                                     stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(tmp))
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
-        assert m, line + (self.proc.stderr.read() if self.proc.poll() is not None else "")
-        self.port = int(m[1])
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def request(self, path: str, method: str = "GET", headers: dict[str, str] | None = None,
-                body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            self.proc.kill()
+        super().__init__(ledger, _env(tmp), *extra)
 
 
 def example_site(tmp: Path) -> Iterator[tuple[Server, Path, Path]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import servekit
 from pithledger.bundle import write_bundle
 from pithledger.events import make_event
 
@@ -76,37 +77,12 @@ def vkey_of(tmp: Path, ledger: Path, key: str, *extra: str) -> str:
     return vkey
 
 
-class Server:
-    """``pithledger serve`` on a free loopback port."""
-
+class Server(servekit.Server):
     def __init__(self, ledger: Path, tmp: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", *extra],
-                                     stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env(tmp))
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
-        assert m, line + (self.proc.stderr.read() if self.proc.poll() is not None else "")
-        self.port = int(m[1])
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__(ledger, env(tmp), *extra)
 
-    def request(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.putrequest(method, path, skip_accept_encoding=True)  # the path exactly as given: no normalising
-            conn.endheaders()
-            resp = conn.getresponse()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            self.proc.kill()
-            self.proc.wait()
-
+    def request(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:  # type: ignore[override]
+        return self.raw_request(path, method)  # tile and checkpoint paths exactly as given: no normalising
 
 class TamperingProxy:
     """A loopback HTTP server that forwards every GET to ``upstream`` and passes each answer through
