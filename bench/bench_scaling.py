@@ -19,7 +19,8 @@ Dask LocalCluster (a scheduler and 2 single-threaded worker processes this scrip
 subprocess) when the command offers those options (``pithledger apply --help``). The raw Ed25519
 verify rate of the same events (PyNaCl, 1 and 2 threads) is measured in the same run. Every run's
 ledger must hold the same bytes: every named LMDB database is hashed, key and value, and compared.
-Then the projection to 16 cores and 4 x 16 cores, with its arithmetic. Writes bench/results-scaling.json.
+Then the bound on 2 cores that the 2-worker run's own CPU per event sets, in Ed25519 checks (spec/adr/0015),
+and the projection to 16 cores and 4 x 16 cores, with its arithmetic. Writes bench/results-scaling.json.
 """
 
 from __future__ import annotations
@@ -316,6 +317,22 @@ def project(runs: dict[str, dict[str, Any]], what: str, probe: dict[str, Any] | 
     return lines
 
 
+def two_core_bound(runs: dict[str, dict[str, Any]], rv: dict[str, Any]) -> dict[str, Any]:
+    """What the 2-worker run's own CPU per event allows on 2 cores (spec/adr/0015): in units of one Ed25519
+    verification on one core (1e6 / raw 1-thread rate), 2 cores busy all the time give at most
+    2 / (all units) x the raw 1-thread rate; that, over the raw 2-thread rate, and the share of it reached."""
+    base = runs.get("--workers 2") or runs["default"]
+    unit = 1e6 / rv["rate_1t"]
+    units = {"all": base["all_us"] / unit, "workers": base["others_us"] / unit, "writer": base["writer_us"] / unit}
+    bound = 2 / units["all"] * rv["rate_1t"] / rv["rate_2t"]
+    reached = base["rate"] / rv["rate_2t"]
+    text = (f"one Ed25519 check = {unit:.1f} us; per event the workers spend {units['workers']:.2f} of them, the writer "
+            f"{units['writer']:.2f} (start-up included): 2 / {units['all']:.2f} x raw 1T = {bound:.2f} x raw 2T at most; "
+            f"reached {reached:.2f} x = {reached / bound:.0%} of it (0.5 x needs at most "
+            f"{2 / (0.5 * rv['rate_2t'] / rv['rate_1t']):.2f} per event)")
+    return {"unit_us": unit, "units": units, "bound_over_raw_2t": bound, "reached_over_raw_2t": reached, "text": text}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--papers", type=int, default=2000)
@@ -424,6 +441,8 @@ def main() -> None:
         if R["rebuild"]:
             lines += project(R["rebuild"], "rebuild", R.get("dask_probe"))
         R["projection"] = lines
+        R["bound_2_cores"] = bound = two_core_bound(R["apply"], rv)
+        print(f"\n2-core bound (ADR 0015): {bound['text']}")
         print("\nprojection (rate = min(1 / writer CPU per event, (cores - 1) / CPU per event of the other processes)):")
         print("\n".join(lines))
     finally:
