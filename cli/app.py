@@ -1040,12 +1040,15 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
 
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
-        before = ledger.counts()
         try:
-            counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
-        except KeyboardInterrupt:
-            _interrupted(ledger, before, source)
-        log_commit(ledger.path, check)
+            before = ledger.counts()
+            try:
+                counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
+            except KeyboardInterrupt:
+                _interrupted(ledger, before, source)
+            log_commit(ledger.path, check)
+        finally:
+            check.release()
     if _json(ctx, as_json):
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:
@@ -1134,13 +1137,17 @@ def pull(
 
         before = ledger.counts()
         try:
-            with PullProgress(wanted(settings(ctx).quiet)) as progress:
-                counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
-                                      timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
-        except KeyboardInterrupt:
-            _interrupted(ledger, before, source)
-        check = checks[0]
-        log_commit(ledger.path, check)
+            try:
+                with PullProgress(wanted(settings(ctx).quiet)) as progress:
+                    counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
+                                          timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
+            except KeyboardInterrupt:
+                _interrupted(ledger, before, source)
+            check = checks[0]
+            log_commit(ledger.path, check)
+        finally:
+            for held in checks:
+                held.release()
     if _json(ctx, as_json):
         emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
     else:

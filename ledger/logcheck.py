@@ -4,15 +4,16 @@ spec/transparency.md §6.4. ``sync``, ``pull`` and ``audit`` read a source's sig
 manifest names one (``checkpoint`` / ``log_key``), verify it (the log key pinned per origin on first use,
 or given), check the witness cosignatures asked for, and check it against the checkpoint this ledger last
 saw from that origin — remembered outside consensus in ``<ledger>/checkpoints/<hex sha256(origin)>.json``,
-written only after the run commits — with a consistency proof the reader builds itself from the source's
+written only after the run commits, under a lock on the origin held from the check to that commit — with a consistency proof the reader builds itself from the source's
 tiles (verified against the signed root, :class:`pithledger.tlog.TileClient`). Two views that do not
 extend each other are a fork: named (:class:`LogFork`), evidence written, nothing synced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ class Seen:
 @dataclass
 class Check:
     """What a run's checkpoint check found: ``status`` unlogged, first (no memory of the origin), same, or
-    extends; ``pending`` is remembered by :func:`commit` once the run has committed."""
+    extends; ``pending`` is remembered by :func:`commit` once the run has committed. ``held``: the
+    origin's memory lock, when the check was asked to hold it until the run ends (:meth:`release`)."""
 
     source: str
     status: str
@@ -96,6 +98,13 @@ class Check:
     previous: int | None = None
     cosigned_by: list[str] = field(default_factory=list)
     pending: Seen | None = None
+    held: contextlib.ExitStack | None = field(default=None, repr=False, compare=False)
+
+    def release(self) -> None:
+        """Let the next run of this origin check against what this one remembered (idempotent)."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None
 
     def document(self) -> dict[str, Any]:
         return {"status": self.status, "origin": self.origin or None, "size": self.size if self.status != "unlogged" else None,
@@ -250,6 +259,10 @@ def memory_path(ledger_path: Path, origin: str) -> Path:
     return Path(ledger_path) / MEMORY_DIR / f"{w.origin_hash(origin)}.json"
 
 
+def _lock_path(ledger_path: Path, origin: str) -> Path:
+    return memory_path(ledger_path, origin).with_suffix(".lock")
+
+
 def evidence_dir(ledger_path: Path) -> Path:
     return Path(ledger_path) / MEMORY_DIR / "evidence"
 
@@ -269,19 +282,22 @@ def remembered(ledger_path: Path, origin: str) -> Seen | None:
 
 
 def commit(ledger_path: Path, check: Check) -> None:
-    """Remember what the run saw (after it committed). Never rolls the memory back: a concurrent run that
-    saw a larger tree of the origin keeps its memory."""
+    """Remember what the run saw (after it committed). A check that holds the origin's lock (``hold``) was
+    made against the memory as it still is: no other run can have remembered anything meanwhile. Without
+    it, the memory is never rolled back: a concurrent run that saw a larger tree of the origin keeps its
+    memory (and a fork between the two runs' views goes unseen: the command line always holds the lock)."""
     seen = check.pending
     if seen is None:
         return
-    path = memory_path(ledger_path, seen.origin)
-    with w.locked(path.with_suffix(".lock")):
+    with contextlib.ExitStack() as stack:
+        if check.held is None:
+            stack.enter_context(w.locked(_lock_path(ledger_path, seen.origin)))
         now = remembered(ledger_path, seen.origin)
         if now is not None and (now.size > seen.size or (now.size == seen.size and now.root != seen.root)):
             return
         doc = {"memory_type": MEMORY_TYPE, "memory_version": w.VERSION, "origin": seen.origin, "log_key": seen.log_key,
                "size": seen.size, "root": w.b64(seen.root), "checkpoint": seen.note, "source": seen.source, "seen_at": w.now_iso()}
-        w.write_atomic(path, canonical_bytes(doc) + b"\n")
+        w.write_atomic(memory_path(ledger_path, seen.origin), canonical_bytes(doc) + b"\n")
 
 
 # --- the check -------------------------------------------------------------------------------------
@@ -352,7 +368,8 @@ def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, whe
 
 def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witness_keys: Sequence[str], timeout: float | None,
            deadline: Deadline | float | None, observer: str, evidence: Path | None,
-           manifest: bytes | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
+           manifest: bytes | None = None, hold: bool = False,
+           on_wait: Callable[[str], None] | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
     log = read_source_log(source, timeout=timeout, deadline=deadline, manifest=manifest)
     if log is None:
         if log_key is not None or witness_keys:
@@ -360,14 +377,27 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
                                 hint="leave them out to read an unlogged source")
         return Check(source, "unlogged"), None, None
     origin = _origin_of(log.note, source)
-    pinned = remembered(ledger_path, origin) if ledger_path is not None else None
-    cp, key, cosigned = verify_source(log, source, log_key=log_key, pinned=pinned, witness_keys=witness_keys)
-    status, previous = "first", None
-    if pinned is not None:
-        if log_key is not None and log_key != pinned.log_key:  # the key given replaces the one pinned
-            pinned = Seen(pinned.origin, log_key, pinned.size, pinned.root, pinned.note, pinned.source)
-        status, previous = compare(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer), pinned.size
-    return Check(source, status, cp.origin, cp.size, previous, cosigned, Seen(cp.origin, key, cp.size, cp.root, cp.note, source)), log, cp
+    held = None
+    if hold and ledger_path is not None:
+        # Held from before the memory is read until the run ends: two runs of one origin on one ledger
+        # could otherwise each check against the same memory, accept one side of a fork each, and the
+        # second's commit would keep the first's silently (spec/transparency.md §6.4).
+        held = contextlib.ExitStack()
+        held.enter_context(w.locked(_lock_path(ledger_path, origin), None if on_wait is None else lambda: on_wait(origin)))
+    try:
+        pinned = remembered(ledger_path, origin) if ledger_path is not None else None
+        cp, key, cosigned = verify_source(log, source, log_key=log_key, pinned=pinned, witness_keys=witness_keys)
+        status, previous = "first", None
+        if pinned is not None:
+            if log_key is not None and log_key != pinned.log_key:  # the key given replaces the one pinned
+                pinned = Seen(pinned.origin, log_key, pinned.size, pinned.root, pinned.note, pinned.source)
+            status, previous = compare(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer), pinned.size
+    except BaseException:
+        if held is not None:
+            held.close()
+        raise
+    seen = Seen(cp.origin, key, cp.size, cp.root, cp.note, source)
+    return Check(source, status, cp.origin, cp.size, previous, cosigned, seen, held), log, cp
 
 
 def _evidence_at(ledger_path: Path | None, evidence: Path | None) -> Path:
@@ -376,14 +406,18 @@ def _evidence_at(ledger_path: Path | None, evidence: Path | None) -> Path:
 
 def check_source(ledger_path: Path | None, source: str, *, log_key: str | None = None, witness_keys: Sequence[str] = (),
                  timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
-                 observer: str = "pithledger", evidence: Path | None = None, manifest: bytes | None = None) -> Check:
+                 observer: str = "pithledger", evidence: Path | None = None, manifest: bytes | None = None,
+                 hold: bool = False, on_wait: Callable[[str], None] | None = None) -> Check:
     """Read and check SOURCE's checkpoint against this ledger's memory of its origin (``ledger_path``;
     None: no memory). ``evidence``: where a fork's evidence goes (default: the ledger's). Raises
     :class:`LogFork`, :class:`LogKeyChanged`, :class:`BadCheckpoint` or :class:`NotWitnessed`; the
     returned check's ``pending`` is for :func:`commit` once the run committed. ``manifest``: the source's
-    manifest bytes when the caller read them already (``pull``)."""
+    manifest bytes when the caller read them already (``pull``). ``hold``: keep the origin's memory lock
+    from before the memory is read until :meth:`Check.release` (a run that will commit: another run of
+    the same origin waits for it, then checks against what it remembered); ``on_wait(origin)`` is called
+    when that lock is busy, before waiting."""
     return _check(ledger_path, source, log_key=log_key, witness_keys=witness_keys, timeout=timeout, deadline=deadline,
-                  observer=observer, evidence=evidence, manifest=manifest)[0]
+                  observer=observer, evidence=evidence, manifest=manifest, hold=hold, on_wait=on_wait)[0]
 
 
 def check_pair(ledger_path: Path | None, a: str, b: str, *, witness_keys: Sequence[str] = (), timeout: float | None = DEFAULT_TIMEOUT,

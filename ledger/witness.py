@@ -249,15 +249,21 @@ def read_small(path: Path, what: str, error: type[PithledgerError]) -> Any:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created): held by one thread or process at a time."""
+def locked(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created): held by one thread or process at a time. ``on_wait``:
+    called once, before blocking, when another holds it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise CannotWrite(f"cannot open the lock file {path}: {exc.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

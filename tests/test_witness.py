@@ -595,6 +595,71 @@ def test_memory_is_never_rolled_back(tmp_path: Path, log_signer: NoteSigner) -> 
     assert logcheck.remembered(ledger, LOG).size == 9  # type: ignore[union-attr]
 
 
+def _forked_sources(tmp_path: Path, signer: NoteSigner) -> tuple[Path, Path, Path]:
+    """A ledger that remembers size 5 of the log, and two sources of it that fork after that size: both
+    extend what the ledger saw, neither extends the other (two signed trees of size 9)."""
+    ledger, a, b = tmp_path / "ledger", tmp_path / "src-a", tmp_path / "src-b"
+    publish_log(a, signer, entries(5))
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(a)))
+    publish_log(a, signer, entries(9))
+    publish_log(b, signer, entries(5) + entries(4, tag="b"))
+    return ledger, a, b
+
+
+def test_two_runs_of_one_origin_take_turns_so_a_fork_between_their_views_is_caught(tmp_path: Path, log_signer: NoteSigner) -> None:
+    """Two runs check two views of the log at once, each extending what the ledger remembered: the second
+    waits for the first's commit, checks against it, and names the fork (before, it accepted its side
+    too and its commit dropped it silently: a mirror fed one history by each source saw none)."""
+    ledger, a, b = _forked_sources(tmp_path, log_signer)
+    first = logcheck.check_source(ledger, str(a), hold=True)
+    assert (first.status, first.size) == ("extends", 9)
+    waited = threading.Event()
+    outcome: list[Any] = []
+
+    def second() -> None:
+        try:
+            outcome.append(logcheck.check_source(ledger, str(b), hold=True, on_wait=lambda origin: waited.set()))
+        except Exception as exc:  # noqa: BLE001 - the outcome is asserted below
+            outcome.append(exc)
+
+    runner = threading.Thread(target=second)
+    runner.start()
+    try:
+        assert waited.wait(10), "the second run did not find the origin's lock held"
+        time.sleep(0.2)
+        assert runner.is_alive() and not outcome  # still waiting: it has not read the memory yet
+        logcheck.commit(ledger, first)
+    finally:
+        first.release()
+        runner.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], logcheck.LogFork), outcome
+    assert json.loads(outcome[0].evidence.read_text())["kind"] == "same-size-different-root"
+    remembered = logcheck.remembered(ledger, LOG)
+    assert remembered is not None and remembered.source == str(a) and remembered.size == 9
+
+
+def test_a_released_check_lets_the_next_run_through_and_release_is_idempotent(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, a, _ = _forked_sources(tmp_path, log_signer)
+    stopped = logcheck.check_source(ledger, str(a), hold=True)
+    stopped.release()  # a run that failed before its commit remembers nothing and holds nothing
+    stopped.release()
+    again = logcheck.check_source(ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the lock was left held"))
+    assert again.status == "extends"
+    logcheck.commit(ledger, again)
+    again.release()
+    assert logcheck.remembered(ledger, LOG).size == 9  # type: ignore[union-attr]
+
+
+def test_a_check_that_fails_releases_the_lock(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, a, b = _forked_sources(tmp_path, log_signer)
+    logcheck.commit(ledger, logcheck.check_source(ledger, str(a)))
+    with pytest.raises(logcheck.LogFork):
+        logcheck.check_source(ledger, str(b), hold=True)
+    same = logcheck.check_source(ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the failed check kept the lock"))
+    assert same.status == "same"
+    same.release()
+
+
 def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signer: NoteSigner, witness: w.Witness) -> None:
     src = tmp_path / "src"
     items = entries(300)
@@ -875,6 +940,40 @@ def test_fork_through_real_processes(tmp_path: Path) -> None:
     # a reader that never saw the log, but requires the witness: the forked checkpoint carries no cosignature
     fresh = run("--ledger", str(tmp_path / "d"), "sync", str(tmp_path / "pub-b"), "--witness-key", witness_key)
     assert fresh.returncode == 1 and "error[not-witnessed]" in fresh.stderr, fresh.stderr
+
+
+def test_a_sync_waits_for_the_run_that_checks_the_same_log_and_then_sees_the_fork(tmp_path: Path, log_signer: NoteSigner) -> None:
+    """`pithledger sync` of one view of a log while another run of this ledger holds its check of the
+    other view: the sync says it waits, changes nothing meanwhile, and once that run has remembered its
+    view, names the fork (exit 1, evidence) instead of accepting the second history as well."""
+    import subprocess
+    import sys
+
+    from test_serve_http import _env
+
+    ledger, a, b = _forked_sources(tmp_path, log_signer)
+    pl(tmp_path, "--ledger", str(ledger / "L"), "apply", str(BUNDLES / "demo-1905.08204.json"))
+    # the memory sits in the ledger directory: move what _forked_sources remembered there
+    (ledger / "L" / "checkpoints").mkdir()
+    for f in (ledger / "checkpoints").glob("*.json"):
+        f.rename(ledger / "L" / "checkpoints" / f.name)
+    ledger = ledger / "L"
+    holding = logcheck.check_source(ledger, str(a), hold=True)
+    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "sync", str(b)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+    try:
+        assert proc.stderr is not None
+        note = proc.stderr.readline()  # the first thing it says, before it reads its memory of the log
+        assert note.startswith("waiting: another pithledger run is checking the log " + LOG), note
+        time.sleep(0.3)
+        assert proc.poll() is None
+        logcheck.commit(ledger, holding)
+    finally:
+        holding.release()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "error[log-fork]" in out + err, out + err
+    assert logcheck.remembered(ledger, LOG).source == str(a)  # type: ignore[union-attr]
+    assert len(list(logcheck.evidence_dir(ledger).glob("*.json"))) == 1
 
 
 def _local_key(tmp_path: Path, name: str) -> Any:
