@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import merkle
 from . import witness as w
 from ._transport import DEFAULT_TIMEOUT, Deadline, SourceFileMissing, as_deadline, check_relative, check_url, http_get, read_file
 from .canonical import canonical_bytes, strict_decode
@@ -332,6 +333,8 @@ def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: S
         raise BadCheckpoint(f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}") from None
     if cp.origin != origin:  # pragma: no cover - the origin is the note's first line
         raise BadCheckpoint(f"{source}: the checkpoint's origin is not its first line")
+    if cp.size == 0 and cp.root != merkle.EMPTY_ROOT:  # remembered, it would pass any later tree as extending it
+        raise BadCheckpoint(f"{source}: the checkpoint of size 0 does not carry the root of the empty tree")
     log_name = NoteVerifier.from_vkey(key).name
     if log_name not in cp.verified_by:
         raise BadCheckpoint(f"{source}: the checkpoint carries no valid signature by the log key {key[:120]}")

@@ -660,6 +660,19 @@ def test_a_check_that_fails_releases_the_lock(tmp_path: Path, log_signer: NoteSi
     same.release()
 
 
+def test_an_empty_log_must_sign_the_empty_trees_root(tmp_path: Path, log_signer: NoteSigner) -> None:
+    """A size-0 checkpoint with another root cannot be right, and once remembered any later tree would
+    pass as extending it (nothing is proved from size 0): refused, nothing remembered."""
+    ledger, src = tmp_path / "ledger", tmp_path / "src"
+    publish_log(src, log_signer, [])
+    empty = logcheck.check_source(ledger, str(src))
+    assert (empty.status, empty.size) == ("first", 0)
+    (src / "checkpoint").write_bytes(checkpoint(log_signer, 0, hashlib.sha256(b"not empty").digest()))
+    with pytest.raises(logcheck.BadCheckpoint, match="root of the empty tree"):
+        logcheck.check_source(ledger, str(src))
+    assert logcheck.remembered(ledger, LOG) is None
+
+
 def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signer: NoteSigner, witness: w.Witness) -> None:
     src = tmp_path / "src"
     items = entries(300)
