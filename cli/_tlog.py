@@ -282,7 +282,10 @@ def verify_log(
         for f in report.faults:
             where = f"entry {f['index']:,}" if "index" in f else f"record {f['record']}"
             say(f"BAD-ENTRY {where} {f.get('event_id', '')} [{f['reason']}] {f['message']}".replace("  ", " "))
-        verdict = "every entry's event is published and matches" if not report.faults else f"{len(report.faults):,} fault(s)"
+        if report.faults_omitted:
+            say(f"BAD-ENTRY ... and {report.faults_omitted:,} more fault(s), not listed (the first {len(report.faults):,} are)")
+        faults = len(report.faults) + report.faults_omitted
+        verdict = "every entry's event is published and matches" if not faults else f"{faults:,} fault(s)"
         say(f"log {report.origin} at {source}: size {report.size:,}, root {report.root} recomputed from the entry tiles; "
             f"{report.events_matched:,} event(s) matched across {report.records:,} record(s): {verdict}")
     if report.faults:

@@ -12,6 +12,8 @@ checkpoint whose tiles are absent.
 from __future__ import annotations
 
 import hashlib
+import struct
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from .tlog import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, 
                    tile_path, tiles_for, tree_hash)
 
 if TYPE_CHECKING:
+    from .published import Published
     from .store import Ledger
 
 CHECKPOINT_FILE = "checkpoint"
@@ -204,7 +207,8 @@ def _within(tile: TilePath, size: int) -> bool:
 @dataclass
 class LogReport:
     """What :func:`check_published_log` found: the signed tree, how much was checked, and the faults
-    (one per entry whose event could not be fetched or does not match; ``reason`` names each)."""
+    (one per entry whose event could not be fetched or does not match; ``reason`` names each): the first
+    MAX_FAULTS found, the others only counted (``faults_omitted``)."""
 
     source: str
     origin: str
@@ -215,12 +219,67 @@ class LogReport:
     records: int = 0
     events_matched: int = 0
     faults: list[dict[str, Any]] = field(default_factory=list)
+    faults_omitted: int = 0
+
+    def fault(self, fault: dict[str, Any]) -> None:
+        if len(self.faults) < MAX_FAULTS:
+            self.faults.append(fault)
+        else:
+            self.faults_omitted += 1
 
     def document(self) -> dict[str, Any]:
         return {"source": self.source, "origin": self.origin, "size": self.size, "root": self.root,
                 "log_key": self.log_key, "log_key_from_manifest": self.key_from_manifest, "records": self.records,
                 "events_matched": self.events_matched,
-                "consistent": not self.faults, "faults": self.faults}
+                "consistent": not self.faults, "faults": self.faults, "faults_omitted": self.faults_omitted}
+
+
+#: verify-log lists at most this many faults and counts the rest: a hostile log can name millions.
+MAX_FAULTS = 10_000
+
+
+class _Wanted:
+    """What the entries name, kept on disk while the entry tiles stream past: (record, ledger id) ->
+    (index, sha256), and every event id met (an id met twice is a duplicate entry). A temporary LMDB
+    environment, so a log of n entries costs O(1) memory (in a dict, ~0.6 KB an entry: 650 MB at 10^6)
+    and ~250 B of disk an entry; the records come back in key order, each with its ids."""
+
+    _value = struct.Struct(">Q32s")
+
+    def __init__(self, directory: str, size: int) -> None:
+        import lmdb
+
+        # sparse: the map only reserves address space; the file grows with what is written
+        self._env = lmdb.open(directory, map_size=min(1 << 40, (1 << 26) + size * 1024), max_dbs=2, subdir=True,
+                              sync=False, metasync=False, lock=False, readahead=False)
+        self._ids = self._env.open_db(b"ids")
+        self._seen = self._env.open_db(b"seen")
+        self._txn = self._env.begin(write=True)
+
+    def add(self, event_key: bytes, record: str, ledger_id: str, index: int, sha256: str) -> bool:
+        """Remember an entry (a later one for the same record and id replaces it); False: its event id was met before."""
+        fresh: bool = self._txn.put(event_key, b"", db=self._seen, overwrite=False)
+        self._txn.put(record.encode() + b"\0" + ledger_id.encode(), self._value.pack(index, bytes.fromhex(sha256)), db=self._ids)
+        return fresh
+
+    def records(self) -> Iterator[tuple[str, dict[str, tuple[int, str]]]]:
+        """(record, {ledger id: (index, sha256)}), records in order (bytes of their names)."""
+        record = b""
+        ids: dict[str, tuple[int, str]] = {}
+        for key, value in self._txn.cursor(db=self._ids):
+            name, lid = bytes(key).split(b"\0", 1)
+            if name != record and ids:
+                yield record.decode(), ids
+                ids = {}
+            record = name
+            index, digest = self._value.unpack(value)
+            ids[lid.decode()] = (index, digest.hex())
+        if ids:
+            yield record.decode(), ids
+
+    def close(self) -> None:
+        self._txn.abort()
+        self._env.close()
 
 
 class LogCheckFailed(PithledgerError):
@@ -280,8 +339,6 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     entry's sha256 (a Pith-envelope ``record_created`` as published: in its served form, spec/bundle.md §6,
     which is what its entry hashes).
     A bad checkpoint, tile or entry bundle raises (named); event faults are listed in the report."""
-    from .events import verify_event
-    from .mirror import _record_parts, ledger_id
     from .published import Published
 
     source = Published(location, timeout=timeout, deadline=deadline)
@@ -295,33 +352,42 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     except SourceFileMissing as exc:
         raise NoPublishedLog(f"{location} publishes no {CHECKPOINT_FILE}: {exc.message}") from None
     report = LogReport(location, checkpoint.origin, checkpoint.size, checkpoint.root.hex(), vkey, from_manifest)
-    wanted: dict[str, dict[str, tuple[int, str]]] = {}  # record -> ledger id -> (index, sha256)
-    seen: set[bytes] = set()
+    with tempfile.TemporaryDirectory(prefix="pithledger-verify-log.") as scratch:
+        wanted = _Wanted(scratch, checkpoint.size)
+        try:
+            _check_entries(location, source, client, checkpoint, report, wanted)
+        finally:
+            wanted.close()
+    report.faults.sort(key=lambda f: (f.get("index", -1), str(f.get("record", ""))))
+    return report
+
+
+def _check_entries(location: str, source: Published, client: TileClient, checkpoint: Checkpoint, report: LogReport,
+                   wanted: _Wanted) -> None:
+    """Recompute the root from the entry tiles, noting what each entry names in ``wanted``; then check each
+    record's named events against its published bundle."""
+    from .events import verify_event
+    from .mirror import _record_parts, ledger_id
 
     def leaves() -> Iterator[bytes]:
         for start in range(0, checkpoint.size, TILE_WIDTH * 16):
-            for offset, data in enumerate(client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size))):
+            for offset, data in enumerate(client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size), keep=False)):
                 index = start + offset
                 try:
                     entry = parse_entry(data, f"entry {index}")
                 except BadProof as exc:
-                    report.faults.append({"index": index, "reason": "malformed-entry", "message": exc.message})
+                    report.fault({"index": index, "reason": "malformed-entry", "message": exc.message})
                 else:
-                    key = bytes.fromhex(entry.event_id)
-                    if key in seen:
-                        report.faults.append({"index": index, "event_id": entry.ledger_id, "reason": "duplicate-entry",
-                                              "message": "the log names this event twice"})
-                    seen.add(key)
-                    wanted.setdefault(entry.record, {})[entry.ledger_id] = (index, entry.sha256)
+                    if not wanted.add(bytes.fromhex(entry.event_id), entry.record, entry.ledger_id, index, entry.sha256):
+                        report.fault({"index": index, "event_id": entry.ledger_id, "reason": "duplicate-entry",
+                                      "message": "the log names this event twice"})
                 yield leaf_hash(data)
 
     root, count = _root_of_stream(leaves())
     if count != checkpoint.size or root != checkpoint.root:
         raise LogCheckFailed(f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
                              f"checkpoint's root {checkpoint.root.hex()} at size {checkpoint.size:,}")
-    del seen
-    for number in sorted(wanted):
-        ids = wanted.pop(number)
+    for number, ids in wanted.records():
         report.records += 1
         found: set[str] = set()
         try:
@@ -333,26 +399,24 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
                     index, sha = ids[eid]
                     verdict = verify_event(event)
                     if verdict.status != "valid" or verdict.event_id != eid:
-                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "invalid-event",
-                                              "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip()})
+                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "invalid-event",
+                                      "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip()})
                     elif verdict.subject != number:
-                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "wrong-record",
-                                              "message": f"the event is about {verdict.subject}, not the entry's record"})
+                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "wrong-record",
+                                      "message": f"the event is about {verdict.subject}, not the entry's record"})
                     elif event_sha256(event) == sha:
                         report.events_matched += 1
                     else:
-                        report.faults.append({"index": index, "event_id": eid, "record": number, "reason": "event-mismatch",
-                                              "message": "the published event's bytes do not hash to the entry's sha256"})
+                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "event-mismatch",
+                                      "message": "the published event's bytes do not hash to the entry's sha256"})
                     found.add(eid)
                 del bundle
         except PithledgerError as exc:
-            report.faults.append({"record": number, "reason": exc.code, "message": exc.message})
+            report.fault({"record": number, "reason": exc.code, "message": exc.message})
             continue
         for eid in sorted(set(ids) - found):
-            report.faults.append({"index": ids[eid][0], "event_id": eid, "record": number, "reason": "event-missing",
-                                  "message": "the record's published bundle does not carry the event the log names"})
-    report.faults.sort(key=lambda f: (f.get("index", -1), str(f.get("record", ""))))
-    return report
+            report.fault({"index": ids[eid][0], "event_id": eid, "record": number, "reason": "event-missing",
+                          "message": "the record's published bundle does not carry the event the log names"})
 
 
 def sha256_hex(data: bytes) -> str:

@@ -345,8 +345,10 @@ class TileClient:
             out.append(_subtree(self._tile(tile_level, n)[offset:offset + (1 << sub)]))
         return out
 
-    def entries(self, start: int, end: int) -> list[bytes]:
-        """Log entries [start, end), each checked against its leaf hash in the verified level-0 tile."""
+    def entries(self, start: int, end: int, *, keep: bool = True) -> list[bytes]:
+        """Log entries [start, end), each checked against its leaf hash in the verified level-0 tile.
+        ``keep=False``: forget each full level-0 tile once its entries are checked (a reader streaming
+        the whole log keeps O(n / 256) hashes, not O(n))."""
         if not 0 <= start <= end <= self.size:
             raise OutsideTree(f"entries [{start}, {end}) are not in the tree of size {self.size}")
         out: list[bytes] = []
@@ -364,4 +366,6 @@ class TileClient:
                     raise TileMismatch(f"{path}: entry {n * TILE_WIDTH + i} does not match its leaf hash")
             lo, hi = max(start - n * TILE_WIDTH, 0), min(end - n * TILE_WIDTH, width)
             out += bundle[lo:hi]
+            if not keep and n < full:  # the right-edge partial tile stays: trust() alone fetches it
+                self._tiles.pop((0, n), None)
         return out

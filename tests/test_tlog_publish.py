@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pithledger import merkle, tlog
 from pithledger.note import NoteVerifier, open_checkpoint
 from pithledger.store import Ledger
 from pithledger.tlog import tiles_for
@@ -204,6 +205,72 @@ def test_an_event_the_mirror_dropped_is_named(published: Published, tmp_path: Pa
     assert code == 1
     faults = report["faults"]
     assert [(f["reason"], f["event_id"]) for f in faults] == [("event-missing", dropped["event_id"])]  # type: ignore[union-attr]
+
+
+def _synthetic_log(published: Published, out: Path, n: int, per_record: int, record: str | None = None) -> str:
+    """``published``'s tree with its log replaced by ``n`` well-formed entries, ``per_record`` to a record
+    (or all of them to ``record``), naming events no bundle carries, under a fresh key: every record's
+    check fails (``bad-source``, or ``event-missing`` for each entry of a record the tree holds). Returns
+    the log's vkey."""
+    import nacl.signing
+
+    from pithledger.note import Checkpoint, NoteSigner
+
+    shutil.copytree(published.site, out, symlinks=True)
+    shutil.rmtree(out / "tile")
+    signer = NoteSigner("example.org/synthetic", nacl.signing.SigningKey(bytes(range(32))))
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+    items = []
+    for i in range(n):
+        digest = hashlib.sha256(b"event %d" % i).hexdigest()
+        named = record or "pith:2026:" + "".join(alphabet[b % 32] for b in hashlib.sha256(b"record %d" % (i // per_record)).digest()[:26])
+        items.append(json.dumps({"event_id": digest, "record": named, "sha256": digest}, separators=(",", ":"), sort_keys=True).encode())
+    leaves = [merkle.leaf_hash(e) for e in items]
+
+    class Reader:
+        def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
+            return [merkle.root(leaves[i << level:(i + 1) << level]) for i in range(start, end)]
+
+    for rel, data in tlog.tiles_for(Reader(), lambda a, b: items[a:b], n):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    (out / "checkpoint").write_bytes(signer.sign(Checkpoint(signer.name, n, merkle.root(leaves)).body()))
+    return str(signer.vkey)
+
+
+def test_verify_log_memory_does_not_grow_with_the_log(published: Published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the entries name is kept on disk while the tiles stream past: ten times the entries, the same
+    peak of Python memory (a dict of them held ~0.6 KB an entry: 650 MB for a log of 10^6)."""
+    import tracemalloc
+
+    from pithledger import logsite
+
+    monkeypatch.setattr(logsite, "MAX_FAULTS", 20)  # every record fails here: keep the list of faults out of the measure
+    peaks = {}
+    for n in (4_096, 40_960):
+        vkey = _synthetic_log(published, tmp_path / f"log-{n}", n, per_record=64)
+        tracemalloc.start()
+        try:
+            report = logsite.check_published_log(str(tmp_path / f"log-{n}"), vkey)
+            peaks[n] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (report.size, report.records, report.events_matched) == (n, n // 64, 0)
+        assert len(report.faults) == 20 and report.faults_omitted == n // 64 - 20
+    assert peaks[40_960] - peaks[4_096] < 2_000_000, peaks  # a dict of 36,864 more entries: ~22 MB
+
+
+def test_verify_log_lists_the_first_faults_and_counts_the_rest(published: Published, tmp_path: Path) -> None:
+    from pithledger import logsite
+
+    vkey = _synthetic_log(published, tmp_path / "log", logsite.MAX_FAULTS + 300, per_record=0, record=SUBJECT)
+    proc = pl(published.tmp, "verify-log", str(tmp_path / "log"), "--log-key", vkey, "--json", check=False)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["consistent"] is False
+    assert (len(report["faults"]), report["faults_omitted"]) == (logsite.MAX_FAULTS, 300)
+    text = pl(published.tmp, "verify-log", str(tmp_path / "log"), "--log-key", vkey, check=False).stdout
+    assert f"and 300 more fault(s), not listed (the first {logsite.MAX_FAULTS:,} are)" in text
+    assert f"{logsite.MAX_FAULTS + 300:,} fault(s)" in text
 
 
 # --- forks of one's own log -------------------------------------------------------------------------------------
