@@ -951,9 +951,10 @@ class Limits:
     total: int = 512
     #: Record-sized documents built at once (each in a worker thread); further requests wait their turn.
     builds: int = 2
-    #: Seconds a response may stall: while a connection's unsent bytes are over asyncio's high-water mark
-    #: (64 KiB), its client must read SEND_PROGRESS of them (or half, if less) in every such period, else the
-    #: connection is closed mid-response.
+    #: Seconds a response may stall: while a connection holds bytes the kernel has not taken yet (from the
+    #: moment they go over asyncio's high-water mark, 64 KiB, or the response is complete with some still
+    #: held, the connection closing or not), its client must read SEND_PROGRESS of them (or half, if less) in
+    #: every such period, else the connection is dropped and what it held with it.
     send_timeout: float = 30.0
 
 
@@ -1034,6 +1035,11 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()
+            if self._stall is None and self.transport.get_write_buffer_size():
+                # uvicorn writes a body in one go and calls it complete at once: what the client has not
+                # read yet stays held (through keep-alive, and a close that waits for it), so it is watched
+                # even where it never crossed the high-water mark
+                self._watch()
 
         def pause_writing(self) -> None:
             if self._admitted:  # a refused connection's answer is one small write: never paused, but never ours
@@ -1041,7 +1047,10 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             self._watch()
 
         def resume_writing(self) -> None:
-            self._unstall()
+            if self.transport.get_write_buffer_size():  # under the low-water mark, but still held: watched anew
+                self._watch()
+            else:
+                self._unstall()
             if self._admitted:
                 super().resume_writing()
 
@@ -1058,14 +1067,18 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
         def _check_stall(self) -> None:
             # asyncio reports only the crossing of its high and low marks, and a whole body is one write, so
             # progress is read off what is still held: the client must have read SEND_PROGRESS of it (or half).
+            # A closing transport is no exception: uvicorn closes a keep-alive connection when its idle time is
+            # up, or at once after a `Connection: close` answer, and asyncio's close waits, unbounded, for the
+            # buffer to drain.
             self._stall = None
-            if self.transport.is_closing():
+            held = self.transport.get_write_buffer_size()
+            if not held:
                 return
-            if self.transport.get_write_buffer_size() <= self._stall_held - min(SEND_PROGRESS, self._stall_held // 2):
+            if held <= self._stall_held - min(SEND_PROGRESS, self._stall_held // 2):
                 self._watch()
                 return
-            # A response is being written, so no answer can be added: the connection is dropped, and with it
-            # the unsent body it held (uvicorn's send returns once its cycle is disconnected).
+            # A response is being written (or was), so no answer can be added: the connection is dropped, and
+            # with it the unsent body it held (uvicorn's send returns once its cycle is disconnected).
             self.transport.abort()
 
         def _arm(self) -> None:

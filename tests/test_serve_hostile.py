@@ -321,6 +321,34 @@ def _request_unread(port: int, path: str) -> socket.socket:
     return s
 
 
+@pytest.mark.parametrize(("request_line", "limits"), [
+    # the defaults' order: keep-alive (5 s) ends before the send deadline (30 s), and uvicorn then closes the
+    # connection with the body still held; a first version stopped watching a closing connection
+    ("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n", {"keep_alive": 1, "send_timeout": 2.0}),
+    ("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", {"send_timeout": 1.0}),  # closed right after the answer
+    ("GET {path} HTTP/1.0\r\n\r\n", {"send_timeout": 1.0}),
+], ids=["keep-alive-ends-first", "connection-close", "http-1.0"])
+def test_a_stalled_response_on_a_closing_connection_is_dropped_too(flooded: Path, request_line: str, limits: dict[str, Any]) -> None:
+    server = Server(flooded, **limits)
+    suffix = P[0].split(":")[2]
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.bind((ATTACKER, 0))
+        s.settimeout(10)
+        s.connect(("127.0.0.1", server.port))
+        try:
+            s.sendall(request_line.format(path=f"/pith/{suffix}/state.json").encode())
+            time.sleep(3 * limits["send_timeout"] + limits.get("keep_alive", 0))  # reads nothing meanwhile
+            got = _read_all(s, limit=14_000_000)
+        finally:
+            s.close()
+        assert got.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")) and len(got) < 6_000_000, len(got)  # cut off: the body is 13 MB
+        assert server.get("/digest.json")[0] == 200
+    finally:
+        server.stop()
+
+
 def test_a_client_that_stops_reading_a_large_response_is_dropped_after_the_send_deadline(flooded: Path) -> None:
     server = Server(flooded, send_timeout=1.0)
     suffix = P[0].split(":")[2]
