@@ -1012,6 +1012,19 @@ def _deadline_option() -> Any:
 
 
 
+def _remember_if_committed(ledger: Ledger, before: dict[str, int], check: Check) -> None:
+    """A run stopped (a deadline, an error, Ctrl-C) after committing some of its batches still remembers
+    the checkpoint it checked them against: else another run could accept a fork of the history those
+    batches came from (spec/transparency.md §6.4). Never in place of the error that stopped it."""
+    from ._witness import log_commit
+
+    try:
+        if ledger.counts() != before:
+            log_commit(ledger.path, check)
+    except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report; this one is said beside it
+        typer.echo(f"note: the checkpoint this run checked could not be remembered: {getattr(exc, 'message', exc)}", err=True)
+
+
 def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
     """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130."""
     after = ledger.counts()
@@ -1044,8 +1057,11 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
             before = ledger.counts()
             try:
                 counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
-            except KeyboardInterrupt:
-                _interrupted(ledger, before, source)
+            except BaseException as exc:
+                _remember_if_committed(ledger, before, check)
+                if isinstance(exc, KeyboardInterrupt):
+                    _interrupted(ledger, before, source)
+                raise
             log_commit(ledger.path, check)
         finally:
             check.release()
@@ -1141,8 +1157,12 @@ def pull(
                 with PullProgress(wanted(settings(ctx).quiet)) as progress:
                     counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
                                           timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
-            except KeyboardInterrupt:
-                _interrupted(ledger, before, source)
+            except BaseException as exc:
+                if checks:
+                    _remember_if_committed(ledger, before, checks[0])
+                if isinstance(exc, KeyboardInterrupt):
+                    _interrupted(ledger, before, source)
+                raise
             check = checks[0]
             log_commit(ledger.path, check)
         finally:

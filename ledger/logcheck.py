@@ -34,6 +34,14 @@ MEMORY_DIR = "checkpoints"
 MEMORY_TYPE = "pithledger_seen_checkpoint"
 
 
+class OriginBusy(SourceError):
+    """Another run of this ledger held the origin's memory for longer than this run's deadline."""
+
+    code = "origin-busy"
+    hint = ("another pithledger run (sync or pull) is reading this log into this ledger: let it finish, or stop it, "
+            "and run this again (or give a longer --deadline)")
+
+
 class LogFork(SourceError):
     """The source's log does not extend the one this ledger saw for the same origin (or its witnesses')."""
 
@@ -373,7 +381,8 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
            deadline: Deadline | float | None, observer: str, evidence: Path | None,
            manifest: bytes | None = None, hold: bool = False,
            on_wait: Callable[[str], None] | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
-    log = read_source_log(source, timeout=timeout, deadline=deadline, manifest=manifest)
+    run = as_deadline(deadline)
+    log = read_source_log(source, timeout=timeout, deadline=run, manifest=manifest)
     if log is None:
         if log_key is not None or witness_keys:
             raise BadCheckpoint(f"{source} publishes no checkpoint, but --log-key / --witness-key ask for one",
@@ -386,7 +395,12 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
         # could otherwise each check against the same memory, accept one side of a fork each, and the
         # second's commit would keep the first's silently (spec/transparency.md §6.4).
         held = contextlib.ExitStack()
-        held.enter_context(w.locked(_lock_path(ledger_path, origin), None if on_wait is None else lambda: on_wait(origin)))
+        try:
+            held.enter_context(w.locked(_lock_path(ledger_path, origin), None if on_wait is None else lambda: on_wait(origin),
+                                        wait=None if run.seconds is None else max(0.0, run.remaining())))
+        except TimeoutError:
+            raise OriginBusy(f"{source}: another run held the log {origin[:200]!r} of this ledger until this run's "
+                             f"deadline of {run.seconds:g} s") from None
     try:
         pinned = remembered(ledger_path, origin) if ledger_path is not None else None
         cp, key, cosigned = verify_source(log, source, log_key=log_key, pinned=pinned, witness_keys=witness_keys)

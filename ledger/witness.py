@@ -249,9 +249,10 @@ def read_small(path: Path, what: str, error: type[PithledgerError]) -> Any:
 
 
 @contextlib.contextmanager
-def locked(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+def locked(path: Path, on_wait: Callable[[], None] | None = None, wait: float | None = None) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created): held by one thread or process at a time. ``on_wait``:
-    called once, before blocking, when another holds it."""
+    called once, before waiting, when another holds it; ``wait``: seconds to wait at most (None: no
+    limit), then :class:`TimeoutError`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -263,7 +264,18 @@ def locked(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[No
         except BlockingIOError:
             if on_wait is not None:
                 on_wait()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if wait is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                end = time.monotonic() + wait
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= end:
+                            raise TimeoutError(f"{path} was held by another for {wait:g} s") from None
+                        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

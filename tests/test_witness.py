@@ -989,6 +989,71 @@ def test_a_sync_waits_for_the_run_that_checks_the_same_log_and_then_sees_the_for
     assert len(list(logcheck.evidence_dir(ledger).glob("*.json"))) == 1
 
 
+def test_a_sync_stopped_after_committing_remembers_the_checkpoint_it_checked(tmp_path: Path) -> None:
+    """A sync whose source stalls past its deadline after some records were committed exits 1, and still
+    remembers the checkpoint those records came with: else the next run could accept a fork of that
+    history (the lock alone does not help once the stopped run has released it)."""
+    import http.server
+    import socketserver
+    import subprocess
+    import sys
+
+    from test_serve_http import _env
+
+    origin = "example.org/stalls"
+    pl(tmp_path, "keys", "new", "mirror")
+    pl(tmp_path, "--ledger", str(tmp_path / "src"), "apply", str(BUNDLES))
+    pl(tmp_path, "--ledger", str(tmp_path / "src"), "publish", str(tmp_path / "pub"), "--key", "mirror", "--origin", origin)
+    served = {"bundles": 0}
+
+    class Stalling(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(tmp_path / "pub"), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.endswith("/bundle.json"):
+                served["bundles"] += 1
+                if served["bundles"] > 3:  # the first records arrive; the next ones outlast the run's deadline
+                    time.sleep(4)
+            super().do_GET()
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Stalling) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            ledger = tmp_path / "L"
+            pl(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES / "demo-1905.08204.json"))
+            before = json.loads(pl(tmp_path, "--ledger", str(ledger), "digest", "--json").stdout)["events"]
+            # the real command line, its batches of one bundle each (of 10,000 events otherwise): the first commits
+            code = ("import functools, sys; import pithledger.mirror as m; m.sync = functools.partial(m.sync, batch_events=1); "
+                    "from pithledger.cli import main; sys.argv[0] = 'pithledger'; main()")
+            stopped = subprocess.run([sys.executable, "-c", code, "--ledger", str(ledger), "sync",
+                                      f"http://127.0.0.1:{server.server_address[1]}", "--deadline", "2"],
+                                     capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+        finally:
+            server.shutdown()
+    assert stopped.returncode == 1 and "deadline" in stopped.stdout + stopped.stderr, stopped.stdout + stopped.stderr
+    after = json.loads(pl(tmp_path, "--ledger", str(ledger), "digest", "--json").stdout)["events"]
+    assert after > before  # some of the run was committed
+    remembered = logcheck.remembered(ledger, origin)
+    assert remembered is not None and remembered.size == 65  # what those events were checked against
+
+
+def test_a_run_waits_for_the_origin_at_most_until_its_deadline(tmp_path: Path, log_signer: NoteSigner) -> None:
+    ledger, a, _ = _forked_sources(tmp_path, log_signer)
+    holding = logcheck.check_source(ledger, str(a), hold=True)
+    try:
+        started = time.monotonic()
+        with pytest.raises(logcheck.OriginBusy, match="deadline of 0.5 s"):
+            logcheck.check_source(ledger, str(a), hold=True, deadline=0.5)
+        assert time.monotonic() - started < 5
+    finally:
+        holding.release()
+
+
 def _local_key(tmp_path: Path, name: str) -> Any:
     from pithledger.keys import KeyStore
 
