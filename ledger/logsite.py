@@ -12,6 +12,8 @@ checkpoint whose tiles are absent.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
@@ -241,34 +243,57 @@ MAX_FAULTS = 10_000
 class _Wanted:
     """What the entries name, kept on disk while the entry tiles stream past: (record, ledger id) ->
     (index, sha256), and every event id met (an id met twice is a duplicate entry). A temporary LMDB
-    environment, so a log of n entries costs O(1) memory (in a dict, ~0.6 KB an entry: 650 MB at 10^6)
-    and ~250 B of disk an entry; the records come back in key order, each with its ids."""
+    environment, written in transactions of _COMMIT_EVERY entries (an open write transaction holds its
+    dirty pages in memory) and read back in chunks of at most _CHUNK ids of one record, so a log of n
+    entries costs bounded memory whatever n and however its entries spread over records (in a dict, ~0.6
+    KB an entry: 650 MB at 10^6), and ~330 B of disk an entry. The file's pages this process maps as it
+    writes and reads are dropped from its map every _COMMIT_EVERY entries (clean page-cache pages: the
+    data stays in the file), so its resident memory does not grow with the file either. The directory is
+    removed as soon as the environment is open (it lives on through the open file), so no signal or crash
+    leaves it behind."""
 
     _value = struct.Struct(">Q32s")
 
-    def __init__(self, directory: str, size: int) -> None:
+    def __init__(self, size: int) -> None:
         import lmdb
 
-        # sparse: the map only reserves address space; the file grows with what is written
-        self._env = lmdb.open(directory, map_size=min(1 << 40, (1 << 26) + size * 1024), max_dbs=2, subdir=True,
-                              sync=False, metasync=False, lock=False, readahead=False)
+        directory = tempfile.mkdtemp(prefix="pithledger-verify-log.")
+        try:
+            # sparse: the map only reserves address space; the file grows with what is written
+            self._env = lmdb.open(directory, map_size=min(1 << 40, (1 << 26) + size * 1024), max_dbs=2, subdir=True,
+                                  sync=False, metasync=False, lock=False, readahead=False)
+            self._inode = os.stat(os.path.join(directory, "data.mdb")).st_ino
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        self._map: tuple[int, int] | None = None  # (address, length) of the environment's map, once found
         self._ids = self._env.open_db(b"ids")
         self._seen = self._env.open_db(b"seen")
         self._txn = self._env.begin(write=True)
+        self._puts = 0
 
     def add(self, event_key: bytes, record: str, ledger_id: str, index: int, sha256: str) -> bool:
         """Remember an entry (a later one for the same record and id replaces it); False: its event id was met before."""
         fresh: bool = self._txn.put(event_key, b"", db=self._seen, overwrite=False)
         self._txn.put(record.encode() + b"\0" + ledger_id.encode(), self._value.pack(index, bytes.fromhex(sha256)), db=self._ids)
+        self._puts += 1
+        if self._puts % _COMMIT_EVERY == 0:
+            self._txn.commit()
+            self._release()
+            self._txn = self._env.begin(write=True)
         return fresh
 
-    def records(self) -> Iterator[tuple[str, dict[str, tuple[int, str]]]]:
-        """(record, {ledger id: (index, sha256)}), records in order (bytes of their names)."""
+    def chunks(self) -> Iterator[tuple[str, dict[str, tuple[int, str]]]]:
+        """(record, {ledger id: (index, sha256)}) of at most _CHUNK ids, records in order (bytes of their
+        names); a record of more ids comes in several chunks, one after the other, its ids in order."""
+        self._txn.commit()
+        self._txn = self._env.begin()
         record = b""
         ids: dict[str, tuple[int, str]] = {}
-        for key, value in self._txn.cursor(db=self._ids):
+        for read, (key, value) in enumerate(self._txn.cursor(db=self._ids), 1):
+            if read % _COMMIT_EVERY == 0:
+                self._release()
             name, lid = bytes(key).split(b"\0", 1)
-            if name != record and ids:
+            if ids and (name != record or len(ids) >= _CHUNK):
                 yield record.decode(), ids
                 ids = {}
             record = name
@@ -277,9 +302,53 @@ class _Wanted:
         if ids:
             yield record.decode(), ids
 
+    def _release(self) -> None:
+        """Drop this process's mappings of the file's pages (Linux; elsewhere nothing): MADV_DONTNEED on a
+        shared file mapping only unmaps them, the next read maps them again (as ledger/store/env.py does)."""
+        madvise = _libc_madvise()
+        if madvise is None:
+            return
+        if self._map is None:
+            try:
+                with open("/proc/self/maps") as maps:
+                    for line in maps:
+                        fields = line.split()
+                        if len(fields) >= 6 and fields[4] == str(self._inode) and "data.mdb" in line:
+                            start, end = (int(x, 16) for x in fields[0].split("-"))
+                            self._map = (start, end - start)
+                            break
+            except OSError:  # pragma: no cover - no /proc
+                return
+            if self._map is None:  # pragma: no cover - not mapped under that inode
+                return
+        start, length = self._map
+        used = (self._env.info()["last_pgno"] + 1) * _PAGE
+        madvise(start, min(length, used), 4)  # MADV_DONTNEED
+
     def close(self) -> None:
         self._txn.abort()
         self._env.close()
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_madvise: Any = None
+
+
+def _libc_madvise() -> Any:
+    global _madvise
+    if _madvise is None:
+        try:
+            import ctypes
+
+            _madvise = ctypes.CDLL(None, use_errno=True).madvise
+            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
+            _madvise = False
+    return _madvise or None
+
+
+_COMMIT_EVERY = 1024
+_CHUNK = 65_536
 
 
 class LogCheckFailed(PithledgerError):
@@ -348,16 +417,20 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     verifier: NoteVerifier = verifier_of(vkey)
     client = TileClient(fetch)
     try:
-        checkpoint = client.fetch_checkpoint([verifier], origin=verifier.name)
+        note = fetch(CHECKPOINT_FILE)
     except SourceFileMissing as exc:
         raise NoPublishedLog(f"{location} publishes no {CHECKPOINT_FILE}: {exc.message}") from None
+    checkpoint, _ = open_checkpoint(note, [verifier], origin=verifier.name)
+    try:
+        client.trust(checkpoint)
+    except SourceFileMissing as exc:  # the signed tree's right-edge tiles: promised by the checkpoint, absent
+        raise LogCheckFailed(f"{location}: a tile of the tree its checkpoint signs is missing: {exc.message}") from None
     report = LogReport(location, checkpoint.origin, checkpoint.size, checkpoint.root.hex(), vkey, from_manifest)
-    with tempfile.TemporaryDirectory(prefix="pithledger-verify-log.") as scratch:
-        wanted = _Wanted(scratch, checkpoint.size)
-        try:
-            _check_entries(location, source, client, checkpoint, report, wanted)
-        finally:
-            wanted.close()
+    wanted = _Wanted(checkpoint.size)
+    try:
+        _check_entries(location, source, client, checkpoint, report, wanted)
+    finally:
+        wanted.close()
     report.faults.sort(key=lambda f: (f.get("index", -1), str(f.get("record", ""))))
     return report
 
@@ -387,8 +460,11 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
     if count != checkpoint.size or root != checkpoint.root:
         raise LogCheckFailed(f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
                              f"checkpoint's root {checkpoint.root.hex()} at size {checkpoint.size:,}")
-    for number, ids in wanted.records():
-        report.records += 1
+    last = ""
+    for number, ids in wanted.chunks():  # a record's parts are read again for each chunk of its ids they carry
+        if number != last:
+            report.records += 1
+            last = number
         found: set[str] = set()
         try:
             for bundle, _ in _record_parts(source, number, sorted(ids)):

@@ -260,6 +260,48 @@ def test_verify_log_memory_does_not_grow_with_the_log(published: Published, tmp_
     assert peaks[40_960] - peaks[4_096] < 2_000_000, peaks  # a dict of 36,864 more entries: ~22 MB
 
 
+def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(published: Published, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record's wanted ids come back from disk a chunk at a time (a hostile log may put every entry on one
+    record) and its parts are read for each chunk: every event is still matched once, and a dropped one is
+    named once, whatever the chunk and transaction sizes."""
+    from pithledger import logsite
+
+    whole = logsite.check_published_log(str(published.site), published.vkey)
+    site = _copy(published, tmp_path)
+    path = _record_bundle(site)
+    bundle = json.loads(path.read_text())
+    dropped = bundle["events"].pop(5)
+    path.write_text(json.dumps(bundle))
+    monkeypatch.setattr(logsite, "_CHUNK", 7)
+    monkeypatch.setattr(logsite, "_COMMIT_EVERY", 5)
+    chunked = logsite.check_published_log(str(published.site), published.vkey)
+    assert (chunked.records, chunked.events_matched, chunked.faults) == (whole.records, 566, [])
+    missing = logsite.check_published_log(str(site), published.vkey)
+    assert missing.events_matched == 565
+    assert [(f["reason"], f["event_id"]) for f in missing.faults] == [("event-missing", dropped["event_id"])]
+
+
+def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scratch LMDB environment's directory is gone once it is open (the open file lives on), so a
+    SIGTERM or SIGKILL mid-run leaves nothing behind; what it holds is still there to read."""
+    import tempfile
+
+    from pithledger import logsite
+
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
+    wanted = logsite._Wanted(10)
+    try:
+        assert len(made) == 1 and not Path(made[0]).exists()
+        assert wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ab" * 32, 0, "cd" * 32)
+        assert not wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ef" * 32, 1, "cd" * 32)  # the same event id again
+        assert list(wanted.chunks()) == [(SUBJECT, {"sha256:" + "ab" * 32: (0, "cd" * 32), "sha256:" + "ef" * 32: (1, "cd" * 32)})]
+    finally:
+        wanted.close()
+
+
 def test_verify_log_lists_the_first_faults_and_counts_the_rest(published: Published, tmp_path: Path) -> None:
     from pithledger import logsite
 
