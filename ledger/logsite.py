@@ -262,7 +262,8 @@ class _Wanted:
             # sparse: the map only reserves address space; the file grows with what is written
             self._env = lmdb.open(directory, map_size=min(1 << 40, (1 << 26) + size * 1024), max_dbs=2, subdir=True,
                                   sync=False, metasync=False, lock=False, readahead=False)
-            self._inode = os.stat(os.path.join(directory, "data.mdb")).st_ino
+            st = os.stat(os.path.join(directory, "data.mdb"))
+            self._file = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)  # how /proc/self/maps names its map
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         self._map: tuple[int, int] | None = None  # (address, length) of the environment's map, once found
@@ -313,7 +314,7 @@ class _Wanted:
                 with open("/proc/self/maps") as maps:
                     for line in maps:
                         fields = line.split()
-                        if len(fields) >= 6 and fields[4] == str(self._inode) and "data.mdb" in line:
+                        if len(fields) >= 6 and fields[4] == str(self._file[2]) and _device(fields[3]) == self._file[:2]:
                             start, end = (int(x, 16) for x in fields[0].split("-"))
                             self._map = (start, end - start)
                             break
@@ -331,6 +332,15 @@ class _Wanted:
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _device(field: str) -> tuple[int, int] | None:
+    """(major, minor) of a /proc/self/maps device field ("fe:00")."""
+    try:
+        major, minor = field.split(":")
+        return int(major, 16), int(minor, 16)
+    except ValueError:
+        return None
 _madvise: Any = None
 
 
