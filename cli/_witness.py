@@ -18,25 +18,27 @@ from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _jso
 
 def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key: Optional[str], witness_keys: Optional[list[str]],
               timeout: float, deadline: float, observer: str, manifest: bytes | None = None) -> Check:
-    """The source's checkpoint against what this ledger saw of its log (before anything is read or written).
-    The check holds the origin's lock until the caller's ``release()``, after :func:`log_commit`: another
-    run of the same origin on this ledger waits, then checks against what this one remembered."""
-    from pithledger.logcheck import check_source
+    """The source's checkpoint against what this ledger saw of its log (before anything is read or written),
+    remembered at once: whatever the run then commits — all of it, some batches before a deadline, an
+    error, Ctrl-C or a kill — came with a checkpoint the ledger remembers, so a later run is checked against
+    it (spec/transparency.md §6.4). The check holds the origin's lock until the caller's ``release()``:
+    another run of the same origin on this ledger waits, then checks against what this one remembered."""
+    from pithledger.logcheck import check_source, commit
 
     def waiting(origin: str) -> None:
         _note(ctx, f"waiting: another pithledger run is checking the log {origin[:200]} for this ledger; "
                    "this one goes on when it ends")
 
-    return check_source(ledger_path, source, log_key=log_key, witness_keys=list(witness_keys or []), timeout=timeout,
-                        deadline=deadline or None, observer=observer, manifest=manifest, hold=ledger_path is not None,
-                        on_wait=waiting)
-
-
-def log_commit(ledger_path: Path, check: Check) -> None:
-    """Remember the source's checkpoint: only once the run has committed."""
-    from pithledger.logcheck import commit
-
-    commit(ledger_path, check)
+    check = check_source(ledger_path, source, log_key=log_key, witness_keys=list(witness_keys or []), timeout=timeout,
+                         deadline=deadline or None, observer=observer, manifest=manifest, hold=ledger_path is not None,
+                         on_wait=waiting)
+    if ledger_path is not None:
+        try:
+            commit(ledger_path, check)
+        except BaseException:
+            check.release()
+            raise
+    return check
 
 
 @command("witness", cls=Command)

@@ -1012,19 +1012,6 @@ def _deadline_option() -> Any:
 
 
 
-def _remember_if_committed(ledger: Ledger, before: dict[str, int], check: Check) -> None:
-    """A run stopped (a deadline, an error, Ctrl-C) after committing some of its batches still remembers
-    the checkpoint it checked them against: else another run could accept a fork of the history those
-    batches came from (spec/transparency.md §6.4). Never in place of the error that stopped it."""
-    from ._witness import log_commit
-
-    try:
-        if ledger.counts() != before:
-            log_commit(ledger.path, check)
-    except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report; this one is said beside it
-        typer.echo(f"note: the checkpoint this run checked could not be remembered: {getattr(exc, 'message', exc)}", err=True)
-
-
 def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
     """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130."""
     after = ledger.counts()
@@ -1049,7 +1036,7 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
     """
     from pithledger.mirror import sync as sync_mirror
 
-    from ._witness import log_check, log_commit
+    from ._witness import log_check
 
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
@@ -1057,12 +1044,8 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
             before = ledger.counts()
             try:
                 counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
-            except BaseException as exc:
-                _remember_if_committed(ledger, before, check)
-                if isinstance(exc, KeyboardInterrupt):
-                    _interrupted(ledger, before, source)
-                raise
-            log_commit(ledger.path, check)
+            except KeyboardInterrupt:
+                _interrupted(ledger, before, source)
         finally:
             check.release()
     if _json(ctx, as_json):
@@ -1140,7 +1123,7 @@ def pull(
 
     given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
     targets = _pull_targets(list(ids_given or []), ids_file)
-    from ._witness import log_check, log_commit
+    from ._witness import log_check
 
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         if not given and ledger.counts()["records"] == 0:
@@ -1157,14 +1140,9 @@ def pull(
                 with PullProgress(wanted(settings(ctx).quiet)) as progress:
                     counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
                                           timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
-            except BaseException as exc:
-                if checks:
-                    _remember_if_committed(ledger, before, checks[0])
-                if isinstance(exc, KeyboardInterrupt):
-                    _interrupted(ledger, before, source)
-                raise
+            except KeyboardInterrupt:
+                _interrupted(ledger, before, source)
             check = checks[0]
-            log_commit(ledger.path, check)
         finally:
             for held in checks:
                 held.release()

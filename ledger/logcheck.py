@@ -4,7 +4,7 @@ spec/transparency.md §6.4. ``sync``, ``pull`` and ``audit`` read a source's sig
 manifest names one (``checkpoint`` / ``log_key``), verify it (the log key pinned per origin on first use,
 or given), check the witness cosignatures asked for, and check it against the checkpoint this ledger last
 saw from that origin — remembered outside consensus in ``<ledger>/checkpoints/<hex sha256(origin)>.json``,
-written only after the run commits, under a lock on the origin held from the check to that commit — with a consistency proof the reader builds itself from the source's
+written once it is checked (the command line does so before its run commits anything), under a lock on the origin held from the check to the run's end — with a consistency proof the reader builds itself from the source's
 tiles (verified against the signed root, :class:`pithledger.tlog.TileClient`). Two views that do not
 extend each other are a fork: named (:class:`LogFork`), evidence written, nothing synced.
 """
