@@ -12,12 +12,13 @@ from ._base import Command, settings
 from ._output import emit_json, say
 
 if TYPE_CHECKING:
+    from pithledger._transport import Deadline
     from pithledger.logcheck import Check
 
 from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store, command
 
 def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key: Optional[str], witness_keys: Optional[list[str]],
-              timeout: float, deadline: float, observer: str, manifest: bytes | None = None) -> Check:
+              timeout: float, deadline: Deadline | float, observer: str, manifest: bytes | None = None) -> Check:
     """The source's checkpoint against what this ledger saw of its log (before anything is read or written),
     remembered at once: whatever the run then commits — all of it, some batches before a deadline, an
     error, Ctrl-C or a kill — came with a checkpoint the ledger remembers, so a later run is checked against

@@ -1036,14 +1036,17 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
     """
     from pithledger.mirror import sync as sync_mirror
 
+    from pithledger._transport import Deadline
+
     from ._witness import log_check
 
+    run = Deadline(deadline or None)  # one budget for the whole run: a wait for another run of the origin spends it too
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
-        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger sync")
+        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, run, "pithledger sync")
         try:
             before = ledger.counts()
             try:
-                counts = sync_mirror(ledger, source, timeout=timeout, deadline=deadline or None)
+                counts = sync_mirror(ledger, source, timeout=timeout, deadline=run)
             except KeyboardInterrupt:
                 _interrupted(ledger, before, source)
         finally:

@@ -280,6 +280,10 @@ def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(p
     missing = logsite.check_published_log(str(site), published.vkey)
     assert missing.events_matched == 565
     assert [(f["reason"], f["event_id"]) for f in missing.faults] == [("event-missing", dropped["event_id"])]
+    path.unlink()  # a record that cannot be read is one fault, not one a chunk of its ids
+    unreadable = logsite.check_published_log(str(site), published.vkey)
+    assert [(f["reason"], f["record"]) for f in unreadable.faults] == [("bad-source", SUBJECT)]
+    assert unreadable.records == whole.records
 
 
 def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: pytest.MonkeyPatch) -> None:
