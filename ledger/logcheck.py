@@ -4,8 +4,9 @@ spec/transparency.md §6.4. ``sync``, ``pull`` and ``audit`` read a source's sig
 manifest names one (``checkpoint`` / ``log_key``), verify it (the log key pinned per origin on first use,
 or given), check the witness cosignatures asked for, and check it against the checkpoint this ledger last
 saw from that origin — remembered outside consensus in ``<ledger>/checkpoints/<hex sha256(origin)>.json``,
-written once it is checked (the command line does so before its run commits anything), under a lock on the origin held from the check to the run's end — with a consistency proof the reader builds itself from the source's
-tiles (verified against the signed root, :class:`pithledger.tlog.TileClient`). Two views that do not
+written once it is checked (the command line does so before its run commits anything), under a lock on
+the origin held from the check to the run's end — with a consistency proof the reader builds itself from
+the source's tiles (verified against the signed root, :class:`pithledger.tlog.TileClient`). Two views that do not
 extend each other are a fork: named (:class:`LogFork`), evidence written, nothing synced.
 """
 
@@ -97,7 +98,7 @@ class Seen:
 @dataclass
 class Check:
     """What a run's checkpoint check found: ``status`` unlogged, first (no memory of the origin), same, or
-    extends; ``pending`` is remembered by :func:`commit` once the run has committed. ``held``: the
+    extends; ``pending`` is what :func:`commit` remembers (the command line: at once). ``held``: the
     origin's memory lock, when the check was asked to hold it until the run ends (:meth:`release`)."""
 
     source: str
@@ -291,7 +292,8 @@ def remembered(ledger_path: Path, origin: str) -> Seen | None:
 
 
 def commit(ledger_path: Path, check: Check) -> None:
-    """Remember what the run saw (after it committed). A check that holds the origin's lock (``hold``) was
+    """Remember the checkpoint a check passed (the command line does so at once, before its run commits
+    anything: spec/transparency.md §6.4). A check that holds the origin's lock (``hold``) was
     made against the memory as it still is: no other run can have remembered anything meanwhile. Without
     it, the memory is never rolled back: a concurrent run that saw a larger tree of the origin keeps its
     memory (and a fork between the two runs' views goes unseen: the command line always holds the lock)."""
@@ -428,7 +430,7 @@ def check_source(ledger_path: Path | None, source: str, *, log_key: str | None =
     """Read and check SOURCE's checkpoint against this ledger's memory of its origin (``ledger_path``;
     None: no memory). ``evidence``: where a fork's evidence goes (default: the ledger's). Raises
     :class:`LogFork`, :class:`LogKeyChanged`, :class:`BadCheckpoint` or :class:`NotWitnessed`; the
-    returned check's ``pending`` is for :func:`commit` once the run committed. ``manifest``: the source's
+    returned check's ``pending`` is for :func:`commit`. ``manifest``: the source's
     manifest bytes when the caller read them already (``pull``). ``hold``: keep the origin's memory lock
     from before the memory is read until :meth:`Check.release` (a run that will commit: another run of
     the same origin waits for it, then checks against what it remembered); ``on_wait(origin)`` is called

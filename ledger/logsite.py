@@ -306,7 +306,9 @@ class _Wanted:
     def _release(self) -> None:
         """Drop this process's mappings of the file's pages (Linux; elsewhere nothing): MADV_DONTNEED on a
         shared file mapping only unmaps them, the next read maps them again (as ledger/store/env.py does)."""
-        madvise = _libc_madvise()
+        from .store.env import PAGE, libc_madvise
+
+        madvise = libc_madvise()
         if madvise is None:
             return
         if self._map is None:
@@ -323,15 +325,12 @@ class _Wanted:
             if self._map is None:  # pragma: no cover - not mapped under that inode
                 return
         start, length = self._map
-        used = (self._env.info()["last_pgno"] + 1) * _PAGE
+        used = (self._env.info()["last_pgno"] + 1) * PAGE
         madvise(start, min(length, used), 4)  # MADV_DONTNEED
 
     def close(self) -> None:
         self._txn.abort()
         self._env.close()
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _device(field: str) -> tuple[int, int] | None:
@@ -341,20 +340,6 @@ def _device(field: str) -> tuple[int, int] | None:
         return int(major, 16), int(minor, 16)
     except ValueError:
         return None
-_madvise: Any = None
-
-
-def _libc_madvise() -> Any:
-    global _madvise
-    if _madvise is None:
-        try:
-            import ctypes
-
-            _madvise = ctypes.CDLL(None, use_errno=True).madvise
-            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
-            _madvise = False
-    return _madvise or None
 
 
 _COMMIT_EVERY = 1024

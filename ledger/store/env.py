@@ -107,21 +107,12 @@ def _release_mapped_pages(ledger: _Environment) -> None:
     (the B-tree's upper pages, faulted in again after every call), so it is done only once the process
     maps _MAPPED_BUDGET more bytes of files than when the handle first looked (its libraries, mostly):
     the RSS stays bounded by that, and the writer does not pay for it per 256 events."""
-    global _madvise
-    if _madvise is None:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            _madvise = libc.madvise
-            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
-            _madvise = False
-    if not _madvise:
+    madvise = libc_madvise()
+    if madvise is None:
         return
     try:  # statm's third field: this process's resident pages of file mappings (the ledger's map, mostly)
         with open("/proc/self/statm", "rb") as statm:
-            mapped: int | None = int(statm.read().split()[2]) * _PAGE
+            mapped: int | None = int(statm.read().split()[2]) * PAGE
     except (OSError, ValueError, IndexError):  # pragma: no cover - no /proc: drop them every time
         mapped = None
     if ledger._mapped_floor is None:
@@ -137,11 +128,25 @@ def _release_mapped_pages(ledger: _Environment) -> None:
             return
         ledger._map_ranges = (size, [(int(a, 16), int(b, 16)) for a, b in (r.split("-") for r in found)])
     for start, end in ledger._map_ranges[1]:
-        _madvise(start, end - start, 4)  # MADV_DONTNEED
+        madvise(start, end - start, 4)  # MADV_DONTNEED
+
+
+def libc_madvise() -> Any:
+    """libc's ``madvise(addr, length, advice)``, loaded once; None where there is none (not Linux)."""
+    global _madvise
+    if _madvise is None:
+        try:
+            import ctypes
+
+            _madvise = ctypes.CDLL(None, use_errno=True).madvise
+            _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        except (OSError, AttributeError):  # pragma: no cover - no libc madvise
+            _madvise = False
+    return _madvise or None
 
 
 _madvise: Any = None
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: File-backed resident bytes a handle may add before _release_mapped_pages drops the map's pages.
 _MAPPED_BUDGET = 64 * 1024 * 1024
 
