@@ -1,8 +1,11 @@
 """Apply bundles/ and a few hundred generated events into a fresh ledger and dump everything it holds.
 
 The dump is every LMDB database's (key, value) pairs sorted, `pithledger digest`, every record's
-`state` bytes, fsck's findings, and the same again after `pithledger rebuild`. Run it before and after
-a change that must not alter the ledger (a refactoring, a move of code) and compare the SHA-256s:
+`state` bytes, fsck's findings, and the same again after `pithledger rebuild`; then what the command line
+prints for the same ledger (`--help` of every command, `ids`, `verify`, `state --view`, `export`, `log`,
+`evidence`, `checkpoint`, `prove`, `audit`, `mint`, `latex`) and every file of a tree `publish --key` writes
+(with a key made from a fixed seed). Run it before and after a change that must not alter the ledger or
+what a user sees (a refactoring, a move of code) and compare the SHA-256s:
 
     python bench/dump_ledger.py OUT.txt      # prints the dump's SHA-256
 """
@@ -19,19 +22,105 @@ from pathlib import Path
 
 import lmdb
 
-from pithledger.bundle import Bundle
-from pithledger.events import make_event
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+try:  # the layout of issue #32 (records/), or the flat one before it: the dump must run on both sides of a move
+    from pithledger.records.bundle import Bundle
+    from pithledger.records.events import make_event
+    from pithledger.records.keys import LocalKey, b64encode
+    from pithledger.records.model import record_ids
+except ImportError:
+    from pithledger.bundle import Bundle  # type: ignore[no-redef]
+    from pithledger.events import make_event  # type: ignore[no-redef]
+    from pithledger.keys import LocalKey, b64encode  # type: ignore[no-redef]
+    from pithledger.model import record_ids  # type: ignore[no-redef]
 from pithledger.store import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cli(ledger: Path, *args: str) -> bytes:
-    env = dict(os.environ, PITHLEDGER_LEDGER=str(ledger))
+def _cli(ledger: Path, *args: str, keys: Path | None = None, stderr: bool = False) -> bytes:
+    env = dict(os.environ, PITHLEDGER_LEDGER=str(ledger), COLUMNS="120")
+    if keys is not None:
+        env["PITHLEDGER_KEYS"] = str(keys)
     done = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], env=env, capture_output=True, check=False)
-    return b"$ pithledger %s -> %d\n" % (" ".join(args).encode(), done.returncode) + done.stdout
+    return (b"$ pithledger %s -> %d\n" % (" ".join(args).encode(), done.returncode) + done.stdout
+            + (b"[stderr]\n" + done.stderr if stderr else b""))
+
+
+def _fixed_key(keys: Path, name: str) -> LocalKey:
+    """A key file made from a fixed seed (`keys new` draws a random one), so signed outputs are the same bytes."""
+    key = LocalKey(name=name, seed=hashlib.sha256(name.encode()).digest())
+    keys.mkdir(mode=0o700, exist_ok=True)
+    path = keys / f"{name}.key.json"
+    path.write_bytes(json.dumps({"key_type": "pithledger-ed25519-v1", "name": name, "seed_b64": b64encode(key.seed),
+                                 "public_key_b64": b64encode(key.public_key)}).encode() + b"\n")
+    path.chmod(0o600)
+    return key
+
+
+def _commands(ledger: Path) -> list[list[str]]:
+    """Every command and subcommand the app offers, from its own --help."""
+    found: list[list[str]] = []
+
+    def walk(prefix: list[str]) -> None:
+        done = subprocess.run([sys.executable, "-m", "pithledger.cli", *prefix, "--help"], capture_output=True, text=True,
+                              env=dict(os.environ, COLUMNS="120"), check=False)
+        lines = done.stdout.splitlines()
+        if "Commands:" not in [line.strip() for line in lines]:
+            return
+        start = [line.strip() for line in lines].index("Commands:")
+        for line in lines[start + 1:]:
+            if not line.startswith("  ") or not line.strip():
+                break
+            name = line.split()[0]
+            found.append([*prefix, name])
+            walk([*prefix, name])
+
+    walk([])
+    return found
+
+
+def _files(tree: Path) -> bytes:
+    out = []
+    for p in sorted(tree.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            out.append(b"-- file %s %o %s\n" % (str(p.relative_to(tree)).encode(), p.stat().st_mode & 0o777,
+                                                hashlib.sha256(data).hexdigest().encode()))
+    return b"".join(out)
+
+
+def _outputs(path: Path, work: Path) -> bytes:
+    """What the command line prints and writes for this ledger."""
+    keys = work / "keys"
+    _fixed_key(keys, "dump-log")
+    parts = [_cli(path, "--help")]
+    parts += [_cli(path, *cmd, "--help") for cmd in _commands(path)]
+    record = ROOT / "bundles" / "source-data" / "pith-records.jsonl"
+    parts.append(_cli(path, "ids", str(record)))
+    parts.append(_cli(path, "verify", str(ROOT / "bundles"), stderr=True))
+    subjects = sorted(Ledger(path, readonly=True).subjects())
+    for s in subjects[:12]:
+        parts.append(_cli(path, "state", s, "--view"))
+        parts.append(_cli(path, "export", s))
+        parts.append(_cli(path, "evidence", s))
+    for arg in ("2502.21231", "2605.00424", "nope", "10.48550/arXiv.2502.21231"):
+        parts.append(_cli(path, "state", arg, stderr=True))
+    parts.append(_cli(path, "log"))
+    parts.append(_cli(path, "--json", "log", "--since", "3"))
+    parts.append(_cli(path, "evidence"))
+    parts.append(_cli(path, "checkpoint", "--key", "dump-log", "--origin", "example.org/dump", keys=keys))
+    first = json.loads(_cli(path, "--json", "log").split(b"\n", 1)[1].splitlines()[0])
+    event_id = first.get("event_id") if isinstance(first, dict) else None
+    if event_id:
+        parts.append(_cli(path, "prove", str(event_id), "--key", "dump-log", "--origin", "example.org/dump", keys=keys))
+    tree = work / "published"
+    parts.append(_cli(path, "publish", str(tree), "--key", "dump-log", "--origin", "example.org/dump", keys=keys, stderr=True))
+    parts.append(_files(tree))
+    parts.append(_cli(path, "audit", str(path), str(tree)))
+    (work / "latex").mkdir()
+    parts.append(_cli(path, "latex", "-o", str(work / "latex")))
+    parts.append(_files(work / "latex"))
+    return b"".join(parts)
 
 
 def _generated(n: int) -> list[Bundle]:
@@ -95,6 +184,7 @@ def main() -> None:
         parts.append(_dump(path))
         parts.append(_cli(path, "rebuild"))
         parts.append(_dump(path))
+        parts.append(_outputs(path, Path(tmp)))
     data = b"".join(parts).replace(tmp.encode(), b"TMP").replace(str(ROOT).encode(), b"ROOT")
     Path(sys.argv[1]).write_bytes(data)
     print(hashlib.sha256(data).hexdigest(), len(data))
