@@ -43,10 +43,10 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def _events(n: int, numbers: list[str]) -> list[tuple[str, bytes]]:
-    from pithledger.bundle import write_bundle
-    from pithledger.canonical import canonical_bytes
-    from pithledger.events import make_event
-    from pithledger.keys import LocalKey
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import make_event
+    from pithledger.records.keys import LocalKey
 
     keys = [LocalKey(name=f"k{i}", seed=hashlib.sha256(f"bench actions {i}".encode()).digest()) for i in range(64)]
     out = []

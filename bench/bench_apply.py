@@ -17,11 +17,11 @@ from pathlib import Path
 
 import nacl.signing
 
-from pithledger.bundle import Bundle
-from pithledger.events import make_event, verify_event
-from pithledger.keys import LocalKey
+from pithledger.records.bundle import Bundle
+from pithledger.records.events import make_event, verify_event
+from pithledger.records.keys import LocalKey
 from pithledger.merge import Entry, reduce
-from pithledger.model import record_ids
+from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 
 ROOT = Path(__file__).parent.parent

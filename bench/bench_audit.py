@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from pithledger.audit import compare
-from pithledger.bundle import Bundle
-from pithledger.canonical import text_sha256
-from pithledger.events import make_event
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+from pithledger.records.bundle import Bundle
+from pithledger.records.canonical import text_sha256
+from pithledger.records.events import make_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 
 KEY = LocalKey(name="bench", seed=hashlib.sha256(b"bench audit").digest())

@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.events import make_event
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.model import record_ids
 
 ROOT = Path(__file__).parent.parent
 

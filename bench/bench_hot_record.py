@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_suite as bs  # noqa: E402  (the workload helpers: keys, records, make_event wrappers)
 
-from pithledger import _ots  # noqa: E402
-from pithledger.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, SEVERITIES  # noqa: E402
+from pithledger.records import ots as _ots  # noqa: E402
+from pithledger.records.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, SEVERITIES  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CITERS_PER_RUN = 200

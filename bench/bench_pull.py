@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.events import make_event
-from pithledger.keys import LocalKey
-from pithledger.mint import mint
-from pithledger.model import record_ids
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.mint import mint
+from pithledger.records.model import record_ids
 
 from _measure import measure  # noqa: E402  (bench/ is on sys.path when run as a script)
 

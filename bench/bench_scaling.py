@@ -218,7 +218,7 @@ def dask_probe(f: Path, events: int) -> dict[str, Any]:
     from distributed import Client
 
     from pithledger.store import prepare
-    from pithledger.bundle import checked_bundle
+    from pithledger.records.bundle import checked_bundle
     from pithledger.store import _verify_offers
 
     items: list[tuple[bytes, str, bool]] = []

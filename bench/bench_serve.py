@@ -104,7 +104,7 @@ def load(port: int, paths: list[str], seconds: float, clients: int, max_requests
 RAW_APP = '''
 import sys, uvicorn
 from pathlib import Path
-from pithledger.serve import Site, etag_of, bind, url_of
+from pithledger.web.serve import Site, etag_of, bind, url_of
 site = Site(Path(sys.argv[1]), base_url="http://127.0.0.1")
 async def app(scope, receive, send):
     suffix = scope["path"].split("/")[2]
@@ -120,7 +120,7 @@ uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifesp
 H11_APP = '''
 import sys
 from pathlib import Path
-from pithledger.serve import run
+from pithledger.web.serve import run
 run(Path(sys.argv[1]), port=0, http="h11")
 '''
 

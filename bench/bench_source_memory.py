@@ -22,7 +22,7 @@ from typing import Any
 
 from pithledger.audit import ALPHABET, DEPTH, Pair, bucket_pair, compare, inner_pair, record_event_root
 from pithledger.merge import MERGE_VERSION
-from pithledger.mirror import DIGEST_FILE, Published, _node_file
+from pithledger.mirror.publish import DIGEST_FILE, Published, _node_file
 
 
 def _hex(p: Pair) -> dict[str, str]:

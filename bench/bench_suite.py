@@ -8,7 +8,7 @@ Workload (issue #12): P papers x 20 events (1 record_created, 3 storage_attestat
 8 citation_signature to other papers of the workload, 2 replication_record, 2 integrity_finding), signed
 by 64 demo keys whose seeds are public strings. Canonical records are real Pith records from
 bundles/source-data/pith-records.jsonl with source.id and title digest varied (each checked by
-``record_ids``). Events are made with ``pithledger.events.make_event`` (in 2 worker processes).
+``record_ids``). Events are made with ``pithledger.records.events.make_event`` (in 2 worker processes).
 
 Every timed apply is a subprocess ``pithledger --ledger DIR apply FILE.jsonl --batch-size 10000 -q --json``
 of the project's venv (``/work/main/.venv/bin/pithledger``), timed by wall clock, peak RSS from
@@ -43,11 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, SEVERITIES, make_event, signing_message
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, SEVERITIES, make_event, signing_message
+from pithledger.records.keys import LocalKey
+from pithledger.records.model import record_ids
 
 from _measure import GNU_TIME, measure  # noqa: E402  (bench/ is on sys.path when run as a script)
 

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 
 
 def peak_mib() -> float:
@@ -39,7 +39,7 @@ def peak_mib() -> float:
 
 
 def chunked(mib: int) -> None:
-    from pithledger._transport import http_get
+    from pithledger.mirror.transport import http_get
     from pithledger.errors import SourceError
 
     n = mib << 20
@@ -71,10 +71,10 @@ def parts(directory: Path, n_parts: int, mib: int) -> None:
     """A published tree holding one record whose bundle is ``n_parts`` files of ~``mib`` MiB of valid
     self-signed ~1 MiB snapshots (what anyone can write), digests computed by hand (bench_source_memory)."""
     from bench_source_memory import build_tree
-    from pithledger.bundle import write_bundle
-    from pithledger.events import make_event
-    from pithledger.keys import LocalKey
-    from pithledger.mirror import record_dir
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.events import make_event
+    from pithledger.records.keys import LocalKey
+    from pithledger.mirror.publish import record_dir
 
     key = LocalKey(name="flood", seed=hashlib.sha256(b"flood").digest())
     number = "pith:2026:AAA" + "B" * 23
@@ -94,7 +94,7 @@ def parts(directory: Path, n_parts: int, mib: int) -> None:
 
 
 def sync_case(directory: Path) -> None:
-    from pithledger.mirror import sync
+    from pithledger.mirror.publish import sync
     from pithledger.store import Ledger
 
     target = directory / "ledger"
@@ -128,7 +128,7 @@ def buckets(directory: Path, n_buckets: int, n_records: int, n_events: int) -> N
 
 def compare_case(directory: Path) -> None:
     from pithledger.audit import compare
-    from pithledger.mirror import Published
+    from pithledger.mirror.publish import Published
 
     t = time.perf_counter()
     result = compare(Published(str(directory / "a")), Published(str(directory / "b")))

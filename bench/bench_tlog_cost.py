@@ -36,7 +36,7 @@ def append_only(n: int = 40_000, batch: int = 10_000) -> None:
 
     import lmdb
 
-    from pithledger import translog
+    import pithledger.store.tlog_tables as translog
 
     ids = ["sha256:" + hashlib.sha256(b"%d" % i).hexdigest() for i in range(n)]
     shas = [hashlib.sha256(b"event %d" % i).hexdigest() for i in range(n)]

@@ -28,10 +28,10 @@ try:  # the layout of issue #32 (records/), or the flat one before it: the dump 
     from pithledger.records.keys import LocalKey, b64encode
     from pithledger.records.model import record_ids
 except ImportError:
-    from pithledger.bundle import Bundle  # type: ignore[no-redef]
-    from pithledger.events import make_event  # type: ignore[no-redef]
-    from pithledger.keys import LocalKey, b64encode  # type: ignore[no-redef]
-    from pithledger.model import record_ids  # type: ignore[no-redef]
+    from pithledger.records.bundle import Bundle  # type: ignore[no-redef]
+    from pithledger.records.events import make_event  # type: ignore[no-redef]
+    from pithledger.records.keys import LocalKey, b64encode  # type: ignore[no-redef]
+    from pithledger.records.model import record_ids  # type: ignore[no-redef]
 from pithledger.store import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent

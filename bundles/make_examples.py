@@ -17,12 +17,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pithledger import _ots
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes, text_sha256
-from pithledger.events import make_event
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+from pithledger.records import ots as _ots
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes, text_sha256
+from pithledger.records.events import make_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.model import record_ids
 
 HERE = Path(__file__).parent
 

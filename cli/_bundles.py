@@ -36,9 +36,9 @@ from typing import IO, Any, NamedTuple
 
 import msgspec
 
-from pithledger.bundle import Bundle, checked_bundle, read_bundle
-from pithledger.canonical import MAX_DOCUMENT_BYTES, strict_decode
-from pithledger.display import DisplayMetadata
+from pithledger.records.bundle import Bundle, checked_bundle, read_bundle
+from pithledger.records.canonical import MAX_DOCUMENT_BYTES, strict_decode
+from pithledger.records.display import DisplayMetadata
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.fanout import Fanout, current
 from pithledger.store import Prepared, Rejection, prepare

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, NoReturn
 import msgspec
 import typer
 
-from pithledger.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
+from pithledger.records.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
 from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
 
 

@@ -1,6 +1,6 @@
 """The transparency-log commands (issue #22; spec/transparency.md §4-§5): ``checkpoint``, ``prove``,
 ``verify-proof``, ``consistency`` and ``verify-log``. Registered on the app by cli/app.py; thin like
-every command: parse, call ledger/logproof.py and ledger/logsite.py, render.
+every command: parse, call ledger/tlog/proofs.py and ledger/mirror/logsite.py, render.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._output import emit_json, read_bytes, say, write_file_atomically
 from .app import KeyDirOption, JsonOption, TimeoutOption, _deadline_option, _json, _note, _open, _store, command
 
 if TYPE_CHECKING:
-    from pithledger.note import Checkpoint, NoteSigner, NoteVerifier
+    from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier
 
 LogKeyOption = Annotated[Optional[str], typer.Option(
     "--key", metavar="NAME", envvar="PITHLEDGER_LOG_KEY", show_envvar=True,
@@ -34,8 +34,8 @@ VkeyOption = Annotated[Optional[str], typer.Option(
 
 def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> NoteSigner:
     """The signer of this mirror's checkpoints, or the named error saying how to name one."""
-    from pithledger.logproof import NoLogKey, choose_origin
-    from pithledger.logproof import log_signer as signer_of
+    from pithledger.tlog.proofs import NoLogKey, choose_origin
+    from pithledger.tlog.proofs import log_signer as signer_of
 
     if not key:
         raise NoLogKey("signing a checkpoint needs the mirror's log key, and none was named")
@@ -44,7 +44,7 @@ def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir
 
 
 def _verifier(vkey: Optional[str], why: str) -> NoteVerifier:
-    from pithledger.logproof import verifier_of
+    from pithledger.tlog.proofs import verifier_of
 
     if not vkey:
         raise UsageProblem(f"{why} needs the mirror's verifier key: --log-key VKEY",
@@ -62,7 +62,7 @@ def checkpoint(
     as_json: JsonOption = False,
 ) -> None:
     """Print the current signed checkpoint of this ledger's log (a C2SP signed note)."""
-    from pithledger.logproof import ledger_checkpoint
+    from pithledger.tlog.proofs import ledger_checkpoint
 
     signer = log_signer(key, origin, base_url, key_dir)
     with _open(ctx) as ledger:
@@ -90,8 +90,8 @@ def prove(
     Anyone can check it offline with `pithledger verify-proof FILE --log-key VKEY`
     (the document's format: spec/transparency.md §5).
     """
-    from pithledger.canonical import canonical_bytes
-    from pithledger.logproof import inclusion_document
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.tlog.proofs import inclusion_document
 
     signer = log_signer(key, origin, base_url, key_dir)
     with _open(ctx) as ledger:
@@ -107,7 +107,7 @@ def prove(
 
 
 def _bundle_events(path: str) -> list[Any]:
-    from pithledger.canonical import strict_decode
+    from pithledger.records.canonical import strict_decode
 
     value = strict_decode(read_bytes(path), what=path)
     if isinstance(value, dict) and isinstance(value.get("events"), list):
@@ -128,11 +128,11 @@ def verify_proof(
     Exit 0 when it holds; 1 (a named error) when anything in it was changed. The tree size and root are
     the signed checkpoint's, never the document's.
     """
-    from pithledger.events import is_pithledger_envelope, verify_event
-    from pithledger.canonical import canonical_bytes
-    from pithledger.logproof import BadProof, verify_inclusion_document
-    from pithledger.translog import served_bytes
-    from pithledger.mirror import ledger_id
+    from pithledger.records.events import is_pithledger_envelope, verify_event
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.tlog.proofs import BadProof, verify_inclusion_document
+    from pithledger.store.tlog_tables import served_bytes
+    from pithledger.mirror.publish import ledger_id
 
     verifier = _verifier(log_key, "verify-proof")
     got = verify_inclusion_document(read_bytes(proof), verifier)
@@ -176,7 +176,7 @@ _SIZE = re.compile(r"(0|[1-9][0-9]{0,18})\Z")
 
 
 def _signed_checkpoint(path: str, verifier: NoteVerifier) -> tuple[Checkpoint, bytes]:
-    from pithledger.note import open_checkpoint
+    from pithledger.tlog.note import open_checkpoint
 
     data = read_bytes(path)
     checkpoint, _ = open_checkpoint(data, [verifier], origin=verifier.name)
@@ -198,10 +198,10 @@ def consistency(
 
     Exit 0 when it does; 1 with error[inconsistent-log] when it does not (a fork: keep both checkpoints).
     """
-    from pithledger.keys import b64encode
-    from pithledger.logproof import check_consistency
-    from pithledger.note import Checkpoint
-    from pithledger.tlog import consistency_proof, tree_hash
+    from pithledger.records.keys import b64encode
+    from pithledger.tlog.proofs import check_consistency
+    from pithledger.tlog.note import Checkpoint
+    from pithledger.tlog.tiles import consistency_proof, tree_hash
 
     sizes = [bool(_SIZE.match(x)) for x in (old, new)]
     if any(sizes) and not all(sizes):
@@ -225,7 +225,7 @@ def consistency(
         if cp_old.size > cp_new.size:
             cp_old, cp_new = cp_new, cp_old  # the order of the files does not matter: the sizes say which is older
         if source is None:
-            from pithledger.logproof import InconsistentLog
+            from pithledger.tlog.proofs import InconsistentLog
 
             with _open(ctx) as ledger, ledger.snapshot():
                 have = ledger.tlog_size()
@@ -238,8 +238,8 @@ def consistency(
                 hashes = consistency_proof(ledger, cp_old.size, cp_new.size) if cp_old.size else []
             where = settings(ctx).ledger.as_posix()
         else:
-            from pithledger.published import Published
-            from pithledger.tlog import TileClient
+            from pithledger.mirror.published import Published
+            from pithledger.tlog.tiles import TileClient
 
             client = TileClient(Published(source, timeout=timeout, deadline=deadline or None)._fetch, cp_new)
             hashes = consistency_proof(client, cp_old.size, cp_new.size) if cp_old.size else []
@@ -270,7 +270,7 @@ def verify_log(
     names from the record's bundle and checks it against its entry and its signature. Exit 1 when any
     entry's event is missing or does not match; a tampered checkpoint or tile is a named error.
     """
-    from pithledger.logsite import check_published_log
+    from pithledger.mirror.logsite import check_published_log
 
     if log_key is None:
         _note(ctx, "note: no --log-key: the key is taken from the mirror's own manifest, so this checks the published log "

@@ -12,8 +12,8 @@ from ._base import Command, settings
 from ._output import emit_json, say
 
 if TYPE_CHECKING:
-    from pithledger._transport import Deadline
-    from pithledger.logcheck import Check
+    from pithledger.mirror.transport import Deadline
+    from pithledger.mirror.checkpoints import Check
 
 from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store, command
 
@@ -24,7 +24,7 @@ def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key
     error, Ctrl-C or a kill — came with a checkpoint the ledger remembers, so a later run is checked against
     it (spec/transparency.md §6.4). The check holds the origin's lock until the caller's ``release()``:
     another run of the same origin on this ledger waits, then checks against what this one remembered."""
-    from pithledger.logcheck import check_source, commit
+    from pithledger.mirror.checkpoints import check_source, commit
 
     def waiting(origin: str) -> None:
         _note(ctx, f"waiting: another pithledger run is checking the log {origin[:200]} for this ledger; "
@@ -55,8 +55,8 @@ def witness(
     """Witness a log by pulling: read SOURCE's checkpoint and tiles, build the consistency proof from the
     size last cosigned, and cosign (C2SP tlog-witness add-checkpoint, run locally). Prints the cosignature
     line. An inconsistent checkpoint is refused (exit 1) and its evidence written."""
-    from pithledger.logcheck import witness_source
-    from pithledger.witness import Witness, load_config
+    from pithledger.mirror.checkpoints import witness_source
+    from pithledger.tlog.witness import Witness, load_config
 
     cfg = load_config(config)
     wit = Witness.from_config(cfg, _store(key_dir or settings(ctx).key_dir))
@@ -80,7 +80,7 @@ def check_evidence(
     under the log's key. Exit 0 when the file proves a fork (two roots for one size, or a proof that
     reaches the new root from another old root), 1 otherwise (an observation that proves nothing by
     itself, a consistent pair, or a damaged file)."""
-    from pithledger.witness import MAX_FILE, BadEvidence, ForkNotProven, check_evidence as check
+    from pithledger.tlog.witness import MAX_FILE, BadEvidence, ForkNotProven, check_evidence as check
 
     try:
         with open(file, "rb") as fh:

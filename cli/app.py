@@ -22,9 +22,9 @@ from ._output import (emit_json, expand_inputs, iter_documents, printable, read_
                       write_file_atomically)
 
 if TYPE_CHECKING:
-    from pithledger.display import DisplayMetadata
-    from pithledger.keys import KeyStore
-    from pithledger.logcheck import Check
+    from pithledger.records.display import DisplayMetadata
+    from pithledger.records.keys import KeyStore
+    from pithledger.mirror.checkpoints import Check
     from pithledger.store import Batch, Ledger, Prepared, Rejection
 
 app = typer.Typer(
@@ -152,8 +152,8 @@ def ids(
     canonical: Annotated[bool, typer.Option("--canonical", help="Print the record's canonical bytes instead (no newline; one record only): what canonical_sha256 hashes, and what `ots stamp` must stamp.")] = False,
 ) -> None:
     """Print canonical_sha256, the long and short Pith Number and the six aliases of a record."""
-    from pithledger.canonical import canonical_bytes
-    from pithledger.model import record_ids
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.model import record_ids
 
     def record_of(value: Any) -> Any:
         if isinstance(value, dict) and isinstance(value.get("current"), dict) and "canonical_record" in value["current"]:
@@ -178,8 +178,8 @@ def mint(
     meta: Annotated[str, typer.Argument(metavar="META", help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin.")],
 ) -> None:
     """Turn arXiv metadata into canonical records (canonical bytes, one record per line)."""
-    from pithledger.canonical import canonical_bytes
-    from pithledger.mint import mint as mint_record
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.mint import mint as mint_record
 
     _per_document(meta, lambda value: canonical_bytes(mint_record(value)))
 
@@ -194,7 +194,7 @@ def verify(
     as_json: JsonOption = False,
 ) -> None:
     """Check bundles offline, or one receipt signature (--digest --signature) against the registry keys."""
-    from pithledger import keys as keys_
+    from pithledger.records import keys as keys_
 
     json_out = _json(ctx, as_json)
     if digest is not None or signature is not None:
@@ -257,8 +257,8 @@ def _check_document(value: Any) -> tuple[list[dict[str, Any]], int]:
     """What `verify` reports for one bundle or signed audit report, and how many were invalid.
     A document that is neither raises its named error."""
     from pithledger.audit import verify_report
-    from pithledger.bundle import read_bundle
-    from pithledger.events import verify_event
+    from pithledger.records.bundle import read_bundle
+    from pithledger.records.events import verify_event
 
     if isinstance(value, dict) and value.get("report_type") == "pithledger_audit_report":
         who = verify_report(value)
@@ -301,7 +301,7 @@ KeyDirOption = Annotated[
 
 
 def _store(key_dir: Optional[Path]) -> KeyStore:
-    from pithledger import keys as keys_
+    from pithledger.records import keys as keys_
 
     from ._base import current_settings
 
@@ -316,7 +316,7 @@ def keys_new(
     as_json: JsonOption = False,
 ) -> None:
     """Create a new Ed25519 signing key."""
-    from pithledger import keys as keys_
+    from pithledger.records import keys as keys_
 
     store = _store(key_dir)
     key = store.new(name)
@@ -329,7 +329,7 @@ def keys_new(
 @keys_app.command("list", cls=Command)
 def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOption = False) -> None:
     """List local keys with their fingerprints."""
-    from pithledger import keys as keys_
+    from pithledger.records import keys as keys_
 
     store = _store(key_dir)
     listed: list[tuple[str, str, PithledgerError | None]] = []
@@ -358,7 +358,7 @@ def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOpt
 @keys_app.command("export", cls=Command)
 def keys_export(name: Annotated[str, typer.Argument(metavar="NAME", help="The key to export.")], key_dir: KeyDirOption = None) -> None:
     """Print the public part of a key (never the secret seed) as JSON."""
-    from pithledger import keys as keys_
+    from pithledger.records import keys as keys_
 
     key = _store(key_dir).load(name)
     emit_json(keys_.public_key_doc(name, key.public_key))
@@ -375,7 +375,7 @@ class EventCommand(Command):
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         import msgspec
 
-        from pithledger.events import PAYLOAD_TYPES
+        from pithledger.records.events import PAYLOAD_TYPES
 
         rows = []
         for kind, typ in sorted(PAYLOAD_TYPES.items()):
@@ -393,7 +393,7 @@ class EventCommand(Command):
 def _long_number(ctx: typer.Context, text: str, what: str) -> str:
     """A long Pith Number for any ID form: a short form or an arXiv id names a record only through a
     ledger that holds it."""
-    from pithledger.ids import parse_id
+    from pithledger.records.ids import parse_id
 
     try:
         parsed = parse_id(text)
@@ -436,7 +436,7 @@ def event(
     key_dir: KeyDirOption = None,
 ) -> None:
     """Sign a new event and write a bundle holding it."""
-    from pithledger.events import KNOWN_KINDS
+    from pithledger.records.events import KNOWN_KINDS
 
     if kind not in KNOWN_KINDS:
         raise UsageProblem(f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}",
@@ -458,7 +458,7 @@ def event(
     if kind == "record_created":
         record = _record_of_payload(value)
         if subject is None:
-            from pithledger.model import record_ids
+            from pithledger.records.model import record_ids
 
             subject = record_ids(record).pith_number
     elif subject is None:
@@ -480,7 +480,7 @@ def _print_example(ctx: typer.Context, kind: str) -> None:
     if value is None:  # a kind newer than these examples: its fields, to fill in
         import msgspec
 
-        from pithledger.events import PAYLOAD_TYPES
+        from pithledger.records.events import PAYLOAD_TYPES
 
         value = {f.name: f"<{getattr(f.type, '__name__', str(f.type))}>" for f in msgspec.structs.fields(PAYLOAD_TYPES[kind])}
     typer.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
@@ -490,12 +490,12 @@ def _print_example(ctx: typer.Context, kind: str) -> None:
 
 
 def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> dict[str, Any]:
-    from pithledger.canonical import strict_decode
+    from pithledger.records.canonical import strict_decode
 
     if ots is not None:
         import base64
 
-        from pithledger import _ots
+        from pithledger.records import ots as _ots
 
         raw = read_bytes(str(ots), max_bytes=1024 * 1024)
         try:
@@ -513,7 +513,7 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> di
 
 
 def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
-    from pithledger.model import record_ids
+    from pithledger.records.model import record_ids
 
     hint = ("the payload is {\"canonical_record\": {...}}: see `pithledger event record_created --example`; "
             "`pithledger mint META.json` makes a canonical record from arXiv metadata")
@@ -533,9 +533,9 @@ def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
 def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str, Any], record: Optional[dict[str, Any]],
                     key: str, key_dir: Optional[Path], created_at: Optional[str], signer_id: Optional[str],
                     output: Optional[Path], *, quiet_stdout: bool = False) -> dict[str, Any]:
-    from pithledger.bundle import write_bundle
-    from pithledger.canonical import canonical_bytes
-    from pithledger.events import EventInvalid, make_event
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import EventInvalid, make_event
 
     signing_key = _store(key_dir).load(key)
     try:
@@ -721,7 +721,7 @@ def _keep_display(ctx: typer.Context, items: list[tuple[dict[str, Any], DisplayM
     """Keep the paper blocks of committed record documents beside the ledger (outside consensus)."""
     if not items:
         return
-    from pithledger.display import MetadataStore
+    from pithledger.records.display import MetadataStore
 
     store = MetadataStore(settings(ctx).ledger, readonly=False)
     try:
@@ -784,7 +784,7 @@ def evidence(
 
 def _evidence_subject(ledger: Ledger, ident: str) -> str:
     """Evidence may concern a record no valid event names yet: a long Pith Number is taken as given."""
-    from pithledger.ids import parse_id
+    from pithledger.records.ids import parse_id
 
     parsed = parse_id(ident)
     if parsed.kind == "pith_number":
@@ -859,7 +859,7 @@ def export(
     JSON lines: applied to an empty ledger, they reproduce the record's state exactly. The citing
     bundles carry only the standing citations of this record (spec/storage.md §5).
     """
-    from pithledger.canonical import canonical_bytes
+    from pithledger.records.canonical import canonical_bytes
 
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
@@ -880,7 +880,7 @@ def log(
     as_json: JsonOption = False,
 ) -> None:
     """List events in this mirror's append order."""
-    from pithledger.canonical import canonical_bytes
+    from pithledger.records.canonical import canonical_bytes
 
     json_out = _json(ctx, as_json)
     out = sys.stdout.buffer
@@ -964,7 +964,7 @@ def publish(
 
     With --witness URL, each witness is asked to cosign the new checkpoint; a witness that refuses is
     named (exit 1) and the checkpoint stays published without its cosignature."""
-    from pithledger.mirror import publish as publish_mirror
+    from pithledger.mirror.publish import publish as publish_mirror
 
     from ._tlog import log_signer
 
@@ -981,7 +981,7 @@ def publish(
         counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"), log=log)
     asked = []
     if witnesses:
-        from pithledger.logcheck import ask_witnesses
+        from pithledger.mirror.checkpoints import ask_witnesses
 
         asked = ask_witnesses(directory, witnesses)
     if _json(ctx, as_json):
@@ -1034,9 +1034,9 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
     A source that publishes a signed checkpoint is first checked against the one this ledger last saw of
     its log: a fork is named (exit 1, evidence written) and nothing is synced.
     """
-    from pithledger.mirror import sync as sync_mirror
+    from pithledger.mirror.publish import sync as sync_mirror
 
-    from pithledger._transport import Deadline
+    from pithledger.mirror.transport import Deadline
 
     from ._witness import log_check
 
@@ -1073,7 +1073,7 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
 def _pull_targets(values: list[str], ids_file: Optional[str]) -> Any:
     """The IDs named on the command line, then those of ``--ids`` (a line at a time, bounded): a
     malformed one stops the run before anything is fetched."""
-    from pithledger.pull import MAX_ID_LINE, target_of_line, targets_of_args
+    from pithledger.mirror.pull import MAX_ID_LINE, target_of_line, targets_of_args
 
     from ._output import cannot_read
 
@@ -1120,7 +1120,7 @@ def pull(
     ledger holds is refreshed. Re-runs fetch only what changed (ETag / body hash). Every record not pulled
     is named: not published, unresolved, skipped or lying. Exit 1 if any was skipped or lying, or if any event was invalid.
     """
-    from pithledger.pull import pull as pull_records
+    from pithledger.mirror.pull import pull as pull_records
 
     from ._progress import PullProgress, wanted
 
@@ -1202,7 +1202,7 @@ def audit(
     or --sample N with --seed S): exit 1 when any record's bundle does not deliver what is advertised.
     """
     from pithledger.audit import compare, report_value, sign_report
-    from pithledger.mirror import open_source
+    from pithledger.mirror.publish import open_source
     from pithledger.store import Ledger
 
     if bundles:
@@ -1212,7 +1212,7 @@ def audit(
         raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
     if b is None:
         raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
-    from pithledger.logcheck import check_pair
+    from pithledger.mirror.checkpoints import check_pair
 
     ledger_path = settings(ctx).ledger
     # published sides' checkpoints: against this ledger's memory, and against each other for one origin
@@ -1258,7 +1258,7 @@ def _audit_bundles(ctx: typer.Context, a: str, b: Optional[str], as_json: bool, 
     """``audit A --bundles``: spec/audit.md §5.1."""
     import secrets
 
-    from pithledger.mirror import DIGEST_FILE, Published, check_bundles
+    from pithledger.mirror.publish import DIGEST_FILE, Published, check_bundles
 
     if b is not None:
         raise UsageProblem("--bundles checks one published mirror against its own digests: give only A",
@@ -1327,8 +1327,8 @@ def serve(
     /.well-known/pith/<suffix>/bundle.json, /resolve?id=ID, /pith-mirrors.json, /pith-signing-key.json,
     /digest.json, /events.json. It reads while `apply` writes in another process.
     """
-    from pithledger.keys import public_key_doc
-    from pithledger.serve import run
+    from pithledger.records.keys import public_key_doc
+    from pithledger.web.serve import run
 
     if base_url and not base_url.startswith(("http://", "https://")):
         raise UsageProblem(f"--base-url {base_url!r} is not an http(s) URL", hint="e.g. --base-url https://mirror.example.org")
@@ -1348,13 +1348,13 @@ def serve(
         log = log_signer(key, origin, base_url, key_dir)  # the origin from --base-url as given, never the bound address
     limits = None
     if accept_events:
-        from pithledger.actions import Limits
+        from pithledger.web.actions import Limits
 
         limits = Limits(client_rate=post_rate, client_burst=post_burst, total_rate=post_total_rate,
                         total_burst=max(1, int(post_total_rate * 2)), lock_wait=post_wait)
     witness = None
     if witness_config is not None:
-        from pithledger.witness import Witness, load_config
+        from pithledger.tlog.witness import Witness, load_config
 
         witness = Witness.from_config(load_config(witness_config), _store(key_dir))
     run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
@@ -1374,7 +1374,7 @@ def submit(
     One line per event: new, duplicate, invalid, unverified or refused, with the mirror's reason.
     Exit 1 if any event was refused (or could not be posted).
     """
-    from pithledger.bundle import read_bundle
+    from pithledger.records.bundle import read_bundle
 
     events: list[dict[str, Any]] = []
     for where, value in iter_documents(source):
@@ -1387,9 +1387,9 @@ def submit(
 
 
 def _post_events(ctx: typer.Context, events: list[dict[str, Any]], url: str, timeout: float, json_out: bool) -> None:
-    from pithledger._http11 import Client
-    from pithledger._transport import Deadline, check_url
-    from pithledger.actions import ACTION_KINDS, action_url, post_event
+    from pithledger.mirror.http11 import Client
+    from pithledger.mirror.transport import Deadline, check_url
+    from pithledger.web.actions import ACTION_KINDS, action_url, post_event
     from pithledger.errors import SourceError
 
     if "{suffix}" not in url and "{kind}" not in url:
@@ -1437,7 +1437,7 @@ def metadata(
     unchecked; Pith's abstract excerpt: "unchecked: excerpt"); nothing here changes a state, a digest
     or an export (spec/serve.md §6).
     """
-    from pithledger.display import FROM_RECORD_DOCUMENT, MetadataStore, parse_any
+    from pithledger.records.display import FROM_RECORD_DOCUMENT, MetadataStore, parse_any
 
     items = []
     documents = []  # a record document's paper block never replaces a field that matches with one that does not
@@ -1483,7 +1483,7 @@ def latex(
     """Write the `pith` LaTeX package (pith.sty): \\usepackage{pith} and \\pithnumber{<26-char suffix>}
     print a linked badge after the title and put the Pith Number in the PDF's metadata
     (spec/badge-and-latex.md). Put pith.sty beside your .tex file (arXiv compiles it from there)."""
-    from pithledger.latexpkg import sty_bytes
+    from pithledger.render.latex import sty_bytes
 
     data = sty_bytes(resolver)
     if not output.is_dir():

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from . import merkle
+from pithledger.tlog import merkle
 
 DEPTH = 3
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -193,14 +193,14 @@ REPORT_DOMAIN = b"pithledger-audit-report-v1\x00"
 
 
 def _report_message(report: dict[str, Any]) -> bytes:
-    from .canonical import canonical_bytes
+    from pithledger.records.canonical import canonical_bytes
 
     return REPORT_DOMAIN + canonical_bytes({k: v for k, v in report.items() if k != "signature_b64"})
 
 
 def sign_report(report: dict[str, Any], key: Any, created_at: str) -> dict[str, Any]:
     """Make the report self-contained evidence: the signer's public key and an Ed25519 signature."""
-    from .keys import b64encode, fingerprint_hex
+    from pithledger.records.keys import b64encode, fingerprint_hex
 
     pk = key.public_key
     signed = dict(report)
@@ -214,7 +214,7 @@ def sign_report(report: dict[str, Any], key: Any, created_at: str) -> dict[str, 
 def verify_report(report: dict[str, Any]) -> str:
     """Check a signed audit report; return who signed it, or raise VerificationFailed."""
     from .errors import PithledgerError, VerificationFailed
-    from .keys import PUBLIC_KEY_LEN, SIGNATURE_LEN, b64decode_strict, fingerprint_hex, signature_ok
+    from pithledger.records.keys import PUBLIC_KEY_LEN, SIGNATURE_LEN, b64decode_strict, fingerprint_hex, signature_ok
 
     signer = report.get("signer")
     if not isinstance(signer, dict) or "public_key_b64" not in signer or "signature_b64" not in report:

@@ -240,7 +240,7 @@ class SourceError(PithledgerError):
     hint = "check the path or URL; if the source is being re-published right now, run the command again"
 
 
-# --- transparency log: signed notes, checkpoints, cosignatures (ledger/note.py) --------------------
+# --- transparency log: signed notes, checkpoints, cosignatures (ledger/tlog/note.py) --------------------
 
 
 class NoteError(PithledgerError):
@@ -283,7 +283,7 @@ class UnexpectedOrigin(NoteError):
     hint = "the checkpoint names another log: check the origin you expect (--origin) and the mirror you read"
 
 
-# --- transparency log: tree, tiles, entry bundles (ledger/tlog.py) -----------------------------------
+# --- transparency log: tree, tiles, entry bundles (ledger/tlog/tiles.py) -----------------------------------
 
 
 class TlogError(PithledgerError):

@@ -4,6 +4,6 @@
 
 #: The merge algorithm a ledger's derived views were computed by (spec/merge.md); a ledger records it.
 MERGE_VERSION = "pithledger-merge-v2"
-#: The transparency log's two databases (spec/storage.md §2.2, ledger/translog.py).
+#: The transparency log's two databases (spec/storage.md §2.2, ledger/store/tlog_tables.py).
 TLOG_ENTRIES_DB = b"tlog"
 TLOG_HASHES_DB = b"tlogh"

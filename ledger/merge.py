@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from . import ids
+from pithledger.records import ids
 from .audit import Pair, event_leaf, leaves_pair
-from .canonical import canonical_bytes
-from .events import Verdict
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import Verdict
 from .layout import MERGE_VERSION as MERGE_VERSION  # re-exported: where it is defined, ledger/layout.py
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from pithledger import keys
+from pithledger.records import keys
 
 L = 2**252 + 27742317777372353535851937790883648493  # the order of the Ed25519 base point
 Event = dict[str, Any]
@@ -93,7 +93,7 @@ def garble(event: Event, how: str) -> Event:
 
 def replay_under(event: Event, subject: str) -> Event:
     """A replay of a signed event under another record (with its id recomputed, so only the signature fails)."""
-    from pithledger.events import compute_event_id
+    from pithledger.records.events import compute_event_id
 
     out = copy.deepcopy(event)
     out["subject_pith_number"] = subject

@@ -13,12 +13,12 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from pithledger import _ots
-from pithledger.bundle import Bundle
-from pithledger.events import compute_event_id, make_event, verify_event
-from pithledger.keys import LocalKey
+from pithledger.records import ots as _ots
+from pithledger.records.bundle import Bundle
+from pithledger.records.events import compute_event_id, make_event, verify_event
+from pithledger.records.keys import LocalKey
 from pithledger.merge import Entry
-from pithledger.model import record_ids
+from pithledger.records.model import record_ids
 
 from conftest import PITH_RECORDS
 
@@ -88,8 +88,8 @@ def pool() -> list[dict[str, Any]]:
     # an unknown kind, signed
     unknown = {k: v for k, v in ev[-1].items() if k not in ("event_id", "signature_b64")}
     unknown.update(event_type="peer_review_v9", payload={"score": "high"}, subject_pith_number=P[1])
-    from pithledger import keys as keys_
-    from pithledger.events import signing_message
+    from pithledger.records import keys as keys_
+    from pithledger.records.events import signing_message
     unknown["signature_b64"] = keys_.b64encode(EVE.sign(signing_message(unknown)))
     unknown["event_id"] = compute_event_id(unknown)
     ev.append(unknown)

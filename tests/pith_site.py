@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from pithledger import ids
-from pithledger.canonical import canonical_bytes
+from pithledger.records import ids
+from pithledger.records.canonical import canonical_bytes
 from pithledger.store import Ledger
 
 

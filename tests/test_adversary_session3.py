@@ -18,8 +18,8 @@ from pithledger import store
 from pithledger.fanout import Fanout
 from pithledger.audit import DEPTH, record_event_root
 from pithledger.errors import DerivationPending, NotFound
-from pithledger.events import make_event
-from pithledger.mirror import node_doc
+from pithledger.records.events import make_event
+from pithledger.mirror.publish import node_doc
 from pithledger.store import Ledger, open_settled
 
 from eventpool import ALICE, P, RECS, bundles_of, pool, t

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pithledger import keys
-from pithledger.bundle import read_bundle, write_bundle
+from pithledger.records import keys
+from pithledger.records.bundle import read_bundle, write_bundle
 from pithledger.errors import PithledgerError
-from pithledger.events import EVENT_VERSION, compute_event_id, signing_message, verify_event
+from pithledger.records.events import EVENT_VERSION, compute_event_id, signing_message, verify_event
 from pithledger.store import Ledger
 
 from conftest import derive_on_workers

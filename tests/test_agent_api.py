@@ -23,10 +23,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pithledger import keys, record_doc
-from pithledger.bundle import write_bundle
-from pithledger.display import DisplayMetadata, MetadataStore
-from pithledger.events import make_event
+from pithledger.records import keys
+from pithledger.render import record_doc
+from pithledger.records.bundle import write_bundle
+from pithledger.records.display import DisplayMetadata, MetadataStore
+from pithledger.records.events import make_event
 from pithledger.store import Ledger
 
 from eventpool import ALICE, BOB

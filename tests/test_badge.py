@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pithledger import badge
+from pithledger.render import badge
 from pithledger.errors import MalformedId
 from pithledger.merge import _status
 
@@ -221,9 +221,9 @@ def test_badge_in_chromium_embedded_from_another_origin(served: tuple[Server, Pa
 
 
 def test_a_record_revoked_away_loses_its_published_badge(tmp_path: Path) -> None:
-    from pithledger.events import make_event
-    from pithledger.mirror import publish
-    from pithledger.model import record_ids
+    from pithledger.records.events import make_event
+    from pithledger.mirror.publish import publish
+    from pithledger.records.model import record_ids
     from pithledger.store import Ledger
 
     from eventpool import MALLORY, RECS, bundles_of

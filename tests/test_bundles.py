@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pithledger.bundle import read_bundle, write_bundle
-from pithledger.canonical import canonical_bytes, strict_decode
-from pithledger.events import verify_event
+from pithledger.records.bundle import read_bundle, write_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.records.events import verify_event
 
 from conftest import PITH_RECORDS
 
@@ -57,7 +57,7 @@ def test_example_bundles_verify(path: Path) -> None:
 
 
 def test_example_bundles_hold_every_kind() -> None:
-    from pithledger.events import KNOWN_KINDS
+    from pithledger.records.events import KNOWN_KINDS
 
     bundle = read_bundle(strict_decode((EXAMPLES / "demo-2605.00424-every-kind.json").read_bytes()))
     assert {e["event_type"] for e in bundle.events} == KNOWN_KINDS

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import msgspec
 
 from pithledger import errors
-from pithledger.canonical import (
+from pithledger.records.canonical import (
     _NOT_COMPACT,
     MAX_SAFE_INTEGER,
     _compact_decode,

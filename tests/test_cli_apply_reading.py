@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithledger.canonical import MAX_SAFE_INTEGER, strict_decode
+from pithledger.records.canonical import MAX_SAFE_INTEGER, strict_decode
 from pithledger.cli import _bundles
 from pithledger.cli._output import Input
 

@@ -6,7 +6,7 @@ import base64
 import json
 from pathlib import Path
 
-from pithledger import _ots
+from pithledger.records import ots as _ots
 
 from conftest import FIXTURES, PITH_RECORDS
 

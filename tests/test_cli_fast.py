@@ -57,8 +57,8 @@ def test_other_shapes_go_to_the_full_command_line(ledger_dir: Path) -> None:
 
 #: What `state` must not import: the merge algorithm, the writer's code, the transparency log, the bundle
 #: and event code (issue #23: `state` stays within 2 x the bare import of lmdb, msgspec and nacl).
-NOT_FOR_STATE = ("pithledger.merge", "pithledger.events", "pithledger.bundle", "pithledger.translog", "pithledger.tlog",
-                 "pithledger.note", "pithledger.store.log", "pithledger.store.views", "pithledger.store.rebuild",
+NOT_FOR_STATE = ("pithledger.merge", "pithledger.records.events", "pithledger.records.bundle", "pithledger.store.tlog_tables", "pithledger.tlog.tiles",
+                 "pithledger.tlog.note", "pithledger.store.log", "pithledger.store.views", "pithledger.store.rebuild",
                  "pithledger.store.fsck", "pithledger.fanout", "typer")
 LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')); "
           "sys.argv = ['pithledger'] + sys.argv[1:]; from pithledger.cli import main; main()")
@@ -82,7 +82,7 @@ def test_the_state_of_a_record_whose_derivation_is_pending_is_computed_from_its_
     """A killed apply leaves batches committed and their derivation pending: `state` answers from the
     events held (a full ledger handle), exactly as the full command line, and as once they are derived
     (by its long Pith Number: the lookup indexes are those of the last finished run)."""
-    from pithledger.bundle import read_bundle
+    from pithledger.records.bundle import read_bundle
     from pithledger.store import Ledger
     import json
 

@@ -116,10 +116,10 @@ def _many_events(path: Path, bundles: int, per_bundle: int) -> int:
     """A .jsonl file of really signed events (one key, author attestations on one record)."""
     import hashlib
 
-    from pithledger.bundle import write_bundle
-    from pithledger.canonical import canonical_bytes
-    from pithledger.events import make_event
-    from pithledger.keys import LocalKey
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import make_event
+    from pithledger.records.keys import LocalKey
 
     key = LocalKey(name="load", seed=hashlib.sha256(b"usability load key").digest())
     with path.open("wb") as fh:
@@ -317,7 +317,7 @@ def test_cited_record_in_any_id_form(cli, tmp_path: Path) -> None:  # type: igno
 
 
 def test_timestamp_anchor_from_a_detached_ots_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from pithledger import _ots
+    from pithledger.records import ots as _ots
 
     cli("--ledger", "L", "apply", str(BUNDLES))
     # The bytes `ots stamp` must stamp: the record's canonical bytes, whose SHA-256 is canonical_sha256.
@@ -391,7 +391,7 @@ def test_verify_of_a_malformed_signed_report(cli, tmp_path: Path) -> None:  # ty
         assert r.code == 1 and r.err.startswith("error[") and "Traceback" not in r.err, (name, r.err)
     # divergent: 5, re-signed: the signature holds, the document is still refused by name
     from pithledger.audit import sign_report
-    from pithledger.keys import KeyStore
+    from pithledger.records.keys import KeyStore
 
     key = KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load("auditor")
     body = {k: v for k, v in report.items() if k not in ("signer", "signature_b64", "created_at")} | {"divergent": 5}
@@ -498,7 +498,7 @@ def test_readme_timestamp_example_works_with_a_stand_in_for_ots(tmp_path: Path) 
     import hashlib
     import shutil
 
-    from pithledger import _ots
+    from pithledger.records import ots as _ots
 
     shutil.copytree(BUNDLES, tmp_path / "bundles")
     env = _env(tmp_path)

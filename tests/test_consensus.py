@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from pithledger import _ots, keys
-from pithledger.bundle import Bundle
+from pithledger.records import ots as _ots
+from pithledger.records import keys
+from pithledger.records.bundle import Bundle
 from pithledger.errors import AmbiguousId, NotFound
-from pithledger.events import compute_event_id, make_event, signing_message, verify_event
-from pithledger.keys import LocalKey
-from pithledger.model import record_ids
+from pithledger.records.events import compute_event_id, make_event, signing_message, verify_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 
 from adversary import GARBLINGS, garble, replay_under, unsigned_pith_event
@@ -280,7 +281,7 @@ def test_bundles_of_helper_keeps_one_record_per_bundle() -> None:
 
 
 def test_a_pith_bundle_round_trips_through_export_with_its_unverified_events(tmp_path: Path) -> None:
-    from pithledger.bundle import read_bundle
+    from pithledger.records.bundle import read_bundle
 
     head = json.loads((Path(__file__).parent / "vectors" / "pith-bundle-FZ7AO632-head.json").read_text())
     snapshot = unsigned_pith_event(NUMBER)  # Pith's envelope, as on its state pages: unverifiable here
@@ -300,8 +301,8 @@ def test_a_pith_bundle_round_trips_through_export_with_its_unverified_events(tmp
 def test_fsck_is_clean_whatever_key_order_junk_arrived_in(tmp_path: Path) -> None:
     # An unsigned Pith-envelope record_created with two faults in its record: which one the message
     # names depends on key order; the class and code do not, and fsck must not call that damage.
-    from pithledger.bundle import read_bundle
-    from pithledger.canonical import strict_decode
+    from pithledger.records.bundle import read_bundle
+    from pithledger.records.canonical import strict_decode
 
     event_text = ('{"event_type":"record_created","subject_pith_number":"%s","target":"record","created_at":"2026-05-18T01:47:41Z",'
                   '"signer":{"key_id":"pith-v1-2026-05","public_key_fingerprint":"8d4b5ee74e4693bcd1df2446408b0d54",'

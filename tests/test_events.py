@@ -10,11 +10,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from pithledger import _ots, keys
-from pithledger.bundle import read_bundle
-from pithledger.canonical import canonical_bytes, strict_decode
+from pithledger.records import ots as _ots
+from pithledger.records import keys
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.errors import PithledgerError
-from pithledger.events import (
+from pithledger.records.events import (
     SIGNING_DOMAIN,
     compute_event_id,
     is_pithledger_envelope,
@@ -23,7 +24,7 @@ from pithledger.events import (
     signing_message,
     verify_event,
 )
-from pithledger.keys import LocalKey
+from pithledger.records.keys import LocalKey
 
 from conftest import FIXTURES, PITH_RECORDS, SPEC_VECTORS, VECTORS
 

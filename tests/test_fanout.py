@@ -210,11 +210,11 @@ import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pithledger.bundle import write_bundle  # noqa: E402
-from pithledger.canonical import canonical_bytes  # noqa: E402
-from pithledger.events import make_event  # noqa: E402
-from pithledger.keys import LocalKey  # noqa: E402
-from pithledger.model import record_ids  # noqa: E402
+from pithledger.records.bundle import write_bundle  # noqa: E402
+from pithledger.records.canonical import canonical_bytes  # noqa: E402
+from pithledger.records.events import make_event  # noqa: E402
+from pithledger.records.keys import LocalKey  # noqa: E402
+from pithledger.records.model import record_ids  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 #: The CLI with every threshold lowered, so that these small inputs take the parallel path of every

@@ -17,7 +17,7 @@ import lmdb
 import msgspec
 import pytest
 
-from pithledger.events import make_event
+from pithledger.records.events import make_event
 from pithledger.store import Ledger, views
 
 from eventpool import ALICE, BOB, EVE, IDS, P, RECS, bundles_of, t

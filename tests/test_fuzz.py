@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithledger.bundle import read_bundle
-from pithledger.canonical import canonical_bytes, strict_decode
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.errors import PithledgerError
-from pithledger.events import verify_event
+from pithledger.records.events import verify_event
 from pithledger.merge import Entry, reduce_all
 
 CORPUS = Path(__file__).parent / "fuzz-corpus"

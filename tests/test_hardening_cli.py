@@ -24,9 +24,9 @@ from adversary import unsigned_pith_event
 from conftest import FIXTURES
 from eventpool import ALICE
 
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.events import make_event
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
 from pithledger.store import Ledger
 
 ROOT = Path(__file__).parent.parent
@@ -132,7 +132,7 @@ def test_two_writers_offering_the_same_junk_count_it_once(tmp_path: Path) -> Non
     the other's lock): the second finds them held in its write transaction and counts nothing."""
     junk = [unsigned_pith_event(_pith(1), n=i) for i in range(40)]
     bundle = write_bundle(_pith(1), junk)
-    from pithledger.bundle import read_bundle
+    from pithledger.records.bundle import read_bundle
 
     with Ledger(tmp_path / "L", create=True) as ledger:
         first, second = ledger.batch(), ledger.batch()
@@ -181,7 +181,7 @@ def test_fsck_names_each_evidence_miscount_and_repair_recounts(tmp_path: Path) -
 
 _OPENED_EARLY = textwrap.dedent("""
     import json, sys
-    from pithledger.bundle import read_bundle
+    from pithledger.records.bundle import read_bundle
     from pithledger.errors import PithledgerError
     from pithledger.store import Ledger
     mode, path, bundle = sys.argv[1], sys.argv[2], sys.argv[3]

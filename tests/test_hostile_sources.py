@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from pithledger._transport import MAX_HEADER_BYTES, Deadline, http_get
+from pithledger.mirror.transport import MAX_HEADER_BYTES, Deadline, http_get
 from pithledger.audit import Pair, bucket_pair, compare, inner_pair
 from pithledger.errors import PithledgerError, SourceError
-from pithledger.mirror import (
+from pithledger.mirror.publish import (
     DIGEST_FILE,
     MalformedSource,
     Published,

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from pithledger.errors import MalformedId
-from pithledger.ids import parse_id
+from pithledger.records.ids import parse_id
 
 ROOT = Path(__file__).parent.parent
 VECTORS = ROOT / "spec" / "vectors" / "ids"

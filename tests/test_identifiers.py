@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from pithledger.errors import MalformedId, SchemaError
-from pithledger.ids import ParsedId, parse_id
-from pithledger.model import record_ids
+from pithledger.records.ids import ParsedId, parse_id
+from pithledger.records.model import record_ids
 
 from conftest import PITH_RECORDS
 

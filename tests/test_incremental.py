@@ -21,8 +21,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from pithledger.audit import record_pair
-from pithledger.canonical import canonical_bytes
-from pithledger.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, TARGETS, Verdict
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, TARGETS, Verdict
 from pithledger.merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 
 from eventpool import IDS, ORPHAN, P, RECS

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pithledger.bundle import read_bundle
+from pithledger.records.bundle import read_bundle
 from pithledger.errors import BundleInconsistent
 
 DEMO = Path(__file__).parent.parent / "bundles" / "demo-1905.08204.json"  # a real version-1 record and two events

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pithledger.errors import KeyError_, UnknownKey
-from pithledger.keys import KeyStore, fingerprint_hex
+from pithledger.records.keys import KeyStore, fingerprint_hex
 
 
 def test_new_key_is_owner_only_and_loads_back(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from pithledger.merge import reduce, reduce_all
 from pithledger.store import Ledger
 
@@ -124,7 +124,7 @@ from adversary import GARBLINGS, garble, replay_under, unsigned_pith_event  # no
 from eventpool import FAKE, ORPHAN, P  # noqa: E402
 
 from pithledger.errors import AmbiguousId, NotFound  # noqa: E402
-from pithledger.events import verify_event  # noqa: E402
+from pithledger.records.events import verify_event  # noqa: E402
 
 VALID = [e for e in POOL if verify_event(e).status == "valid"]
 SIGNED = [e for e in VALID if "signature_b64" in e]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pithledger import keys
-from pithledger.canonical import canonical_bytes
-from pithledger.events import verify_event
+from pithledger.records import keys
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import verify_event
 from pithledger.merge import MERGE_VERSION, Entry, reduce_all
 from pithledger.store import Ledger
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pithledger import merkle
+from pithledger.tlog import merkle
 
 DATA = Path(__file__).parent / "vectors" / "rfc9162" / "testdata"
 INCLUSION = sorted((DATA / "inclusion").rglob("*.json"))

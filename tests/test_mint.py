@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pithledger.canonical import canonical_bytes, text_sha256
+from pithledger.records.canonical import canonical_bytes, text_sha256
 from pithledger.errors import MetadataError
-from pithledger.mint import mint
-from pithledger.model import record_ids
+from pithledger.records.mint import mint
+from pithledger.records.model import record_ids
 
 from conftest import PITH_RECORDS, TEXT_CANON
 

@@ -15,8 +15,8 @@ import pytest
 
 from pithledger.audit import compare
 from pithledger.errors import SourceError
-from pithledger.events import verify_event
-from pithledger.mirror import Published, publish, record_dir, sync
+from pithledger.records.events import verify_event
+from pithledger.mirror.publish import Published, publish, record_dir, sync
 from pithledger.store import Ledger
 
 from eventpool import bundles_of, pool

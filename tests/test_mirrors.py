@@ -18,8 +18,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pithledger.canonical import canonical_bytes
-from pithledger.events import make_event
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
 from pithledger.merge import reduce_all
 from pithledger.store import Ledger
 
@@ -113,7 +113,7 @@ def entries_of(events: list[dict[str, Any]], picks: set[int]) -> list[Any]:
     signed_pool = pool()
     extra = [events[i] for i in sorted(picks) if i >= len(signed_pool)]
     base = entries([events[i] for i in sorted(picks) if i < len(signed_pool)])
-    from pithledger.events import verify_event
+    from pithledger.records.events import verify_event
     from pithledger.merge import Entry
 
     return base + [Entry(e, verify_event(e)) for e in extra]

@@ -1,4 +1,4 @@
-"""Signed notes, checkpoints and cosignatures (ledger/note.py) against Go's sumdb/note, transparency-dev/formats
+"""Signed notes, checkpoints and cosignatures (ledger/tlog/note.py) against Go's sumdb/note, transparency-dev/formats
 and the C2SP examples (tests/vectors/tlog, named after the mutation each carries), plus hostile inputs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import note
+from pithledger.tlog import note
 from pithledger.errors import (
     BadNoteSignature,
     BadVerifierKey,
@@ -24,8 +24,8 @@ from pithledger.errors import (
     UnexpectedOrigin,
     UnknownNoteKey,
 )
-from pithledger.keys import LocalKey
-from pithledger.merkle import leaf_hash
+from pithledger.records.keys import LocalKey
+from pithledger.tlog.merkle import leaf_hash
 
 VECTORS = Path(__file__).parent / "vectors" / "tlog"
 

@@ -13,7 +13,7 @@ from typing import Any
 import lmdb
 import pytest
 
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from pithledger.fanout import Fanout
 from pithledger.merge import reduce, reduce_all
 from pithledger import store

@@ -16,17 +16,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import keys, pages
-from pithledger.bundle import checked_bundle, pith_record_event, read_bundle, write_bundle
-from pithledger.canonical import canonical_bytes, strict_decode, text_sha256
+from pithledger.records import keys
+from pithledger.render import pages
+from pithledger.records.bundle import checked_bundle, pith_record_event, read_bundle, write_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode, text_sha256
 from pithledger.cli import _bundles
 from pithledger.cli._output import Input
-from pithledger.display import DisplayMetadata, MetadataStore, check, combine, from_pith_json
+from pithledger.records.display import DisplayMetadata, MetadataStore, check, combine, from_pith_json
 from pithledger.errors import BundleError, EventTooLarge, PithledgerError
-from pithledger.events import make_event, pith_record_event_id, verify_event
-from pithledger.keys import LocalKey
-from pithledger.mint import mint
-from pithledger.model import record_ids
+from pithledger.records.events import make_event, pith_record_event_id, verify_event
+from pithledger.records.keys import LocalKey
+from pithledger.records.mint import mint
+from pithledger.records.model import record_ids
 from pithledger.store import Ledger, open_settled, prepare
 
 from conftest import FIXTURES, LMDB_EXAMPLES, VECTORS
@@ -357,8 +358,8 @@ def test_a_document_that_is_not_one_is_named() -> None:
 def test_a_receipt_nested_to_the_document_limit_is_refused_not_logged_deeper_than_strict_reading_allows(tmp_path: Path) -> None:
     """Found by the adversarial review: the receipt lies one level deeper in the derived event than in the
     document, so a document at the nesting limit gave a valid event that strict decoding refuses."""
-    from pithledger.canonical import strict_decode
-    from pithledger.bundle import read_bundle
+    from pithledger.records.canonical import strict_decode
+    from pithledger.records.bundle import read_bundle
     from pithledger.errors import BundleError
 
     doc = json.loads((VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json").read_text())

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from pithledger import ids
-from pithledger._http11 import Client
-from pithledger._transport import Deadline, RedirectRefused, SourceProtocolError, SourceTooLarge
+from pithledger.records import ids
+from pithledger.mirror.http11 import Client
+from pithledger.mirror.transport import Deadline, RedirectRefused, SourceProtocolError, SourceTooLarge
 from pithledger.errors import MalformedId, NotFound
-from pithledger.mint import mint
-from pithledger.mirror import publish
-from pithledger.model import record_ids
-from pithledger.pull import BadManifest, RateLimit, parse_manifest, pull, target_of_line, targets_of_args
+from pithledger.records.mint import mint
+from pithledger.mirror.publish import publish
+from pithledger.records.model import record_ids
+from pithledger.mirror.pull import BadManifest, RateLimit, parse_manifest, pull, target_of_line, targets_of_args
 from pithledger.store import Ledger
 
 from conftest import VECTORS
@@ -38,8 +38,8 @@ def truth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bundle, arXiv id and state bytes, and the ledger's digest."""
     path = tmp_path_factory.mktemp("truth") / "ledger"
     with Ledger(path, create=True) as ledger:
-        from pithledger.bundle import read_bundle
-        from pithledger.canonical import strict_decode
+        from pithledger.records.bundle import read_bundle
+        from pithledger.records.canonical import strict_decode
 
         bundles = []
         for f in sorted(BUNDLES.iterdir()):

@@ -11,12 +11,12 @@ import pytest
 
 from typing import Any
 
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from pithledger.errors import LayoutMismatch
-from pithledger.events import verify_event
+from pithledger.records.events import verify_event
 from pithledger.store import Ledger, rebuild
 
-from pithledger.events import compute_event_id, make_event
+from pithledger.records.events import compute_event_id, make_event
 
 from eventpool import ALICE, P, bundles_of, pool
 
@@ -103,7 +103,7 @@ def test_reused_signature_checks_trust_the_old_log_and_reverify_does_not(tmp_pat
 def test_rebuild_keeps_the_display_metadata_beside_the_ledger(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     """The sidecars (display metadata; outside consensus) travel with the rebuilt ledger: a title kept
     from Pith's record document is still shown after `rebuild --force` (found by the adversarial review)."""
-    from pithledger.display import MetadataStore
+    from pithledger.records.display import MetadataStore
 
     doc = Path(__file__).parent / "vectors" / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
     ledger = tmp_path / "L"

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from pithledger import keys
+from pithledger.records import keys
 from pithledger.errors import BadEncoding, UnknownKey, VerificationFailed
 
 from conftest import PITH_RECEIPTS

@@ -1,4 +1,4 @@
-"""The record page and record JSON, rendered pure (pithledger.pages): badge wording, display-metadata
+"""The record page and record JSON, rendered pure (pithledger.render.pages): badge wording, display-metadata
 checks, receipts, and hostile strings from bundles (spec/serve.md §5, §6)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from pithledger import pages, record_doc
-from pithledger.canonical import text_sha256
-from pithledger.display import DisplayMetadata, check, from_arxiv, from_pith_json
+from pithledger.render import pages
+from pithledger.render import record_doc
+from pithledger.records.canonical import text_sha256
+from pithledger.records.display import DisplayMetadata, check, from_arxiv, from_pith_json
 from pithledger.errors import MetadataError
 from pithledger.merge import reduce
-from pithledger.mint import mint
+from pithledger.records.mint import mint
 
 from conftest import PITH_RECEIPTS, PITH_RECORDS
 
@@ -28,7 +29,7 @@ RECORD = mint({"id": "1709.09021", "title": TITLE, "abstract": "An abstract.", "
 
 def _state(**slots: list[dict[str, Any]]) -> dict[str, Any]:
     """A state document of the shape the reducer writes, with hand-made slot views."""
-    from pithledger.model import record_ids
+    from pithledger.records.model import record_ids
 
     rid = record_ids(RECORD)
     state = reduce(rid.pith_number, [])

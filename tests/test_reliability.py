@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from pithledger.bundle import read_bundle
-from pithledger.canonical import canonical_bytes, strict_decode
-from pithledger.events import make_event
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.records.events import make_event
 from pithledger.store import Ledger
 
 from conftest import FIXTURES, PITH_RECORDS

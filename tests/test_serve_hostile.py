@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from pithledger.audit import DEPTH, Pair, bucket_pair, inner_pair, record_pair
-from pithledger.events import make_event
-from pithledger.mirror import node_file
+from pithledger.records.events import make_event
+from pithledger.mirror.publish import node_file
 from pithledger.store import Ledger
 
 from eventpool import BOB, EVE, P, bundles_of, pool
@@ -29,10 +29,10 @@ ATTACKER = "127.0.0.2"  # all of 127.0.0.0/8 is loopback: the attacker is anothe
 
 
 class Server:
-    """``pithledger.serve.run`` in its own process, with the limits given (short timeouts keep tests short)."""
+    """``pithledger.web.serve.run`` in its own process, with the limits given (short timeouts keep tests short)."""
 
     def __init__(self, ledger: Path, **limits: Any) -> None:
-        code = ("import sys, json; from pathlib import Path; from pithledger.serve import run, Limits; "
+        code = ("import sys, json; from pathlib import Path; from pithledger.web.serve import run, Limits; "
                 "run(Path(sys.argv[1]), port=0, limits=Limits(**json.loads(sys.argv[2])))")
         env = {k: v for k, v in os.environ.items() if k != "PITHLEDGER_LEDGER"}
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(ledger), json.dumps(limits)],
@@ -221,7 +221,7 @@ WRITER = """
 import random, sys
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
-from pithledger.events import make_event
+from pithledger.records.events import make_event
 from pithledger.store import Ledger
 from eventpool import BOB, bundles_of
 rng = random.Random(7)

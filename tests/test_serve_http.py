@@ -22,7 +22,7 @@ import pytest
 import servekit
 
 from pithledger.audit import DEPTH
-from pithledger.events import make_event
+from pithledger.records.events import make_event
 from pithledger.store import Ledger
 
 from eventpool import ALICE, P, bundles_of, pool, t
@@ -338,7 +338,7 @@ def test_bad_base_url_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_the_command_line_does_not_load_the_server_stack() -> None:
-    code = ("import sys, pithledger.cli, pithledger.cli.app, pithledger.cli._fast, pithledger.mirror; "
+    code = ("import sys, pithledger.cli, pithledger.cli.app, pithledger.cli._fast, pithledger.mirror.publish; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn', 'httptools')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pithledger.bundle import pith_record_event, served_pith_record_event, write_bundle
-from pithledger.events import make_event, verify_event
+from pithledger.records.bundle import pith_record_event, served_pith_record_event, write_bundle
+from pithledger.records.events import make_event, verify_event
 
 from conftest import VECTORS
 from eventpool import ALICE
@@ -110,7 +110,7 @@ def test_the_transparency_log_entry_of_a_pith_record_hashes_what_is_served(tmp_p
     """Two ledgers reached by different copies of Pith's record_created hold the same transparency-log
     entries (spec/transparency.md §1: the entry hashes the event as served, never the copy that came
     first), and the entry of the record is the SHA-256 of the served form a reader fetches."""
-    from pithledger.canonical import canonical_bytes
+    from pithledger.records.canonical import canonical_bytes
     from pithledger.store import Ledger
 
     real = pith_record_event(DOC)

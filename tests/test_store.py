@@ -9,10 +9,10 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from pithledger.bundle import read_bundle
-from pithledger.canonical import canonical_bytes, strict_decode
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.errors import AmbiguousId, LayoutMismatch, NoLedger, NotFound
-from pithledger.events import verify_event
+from pithledger.records.events import verify_event
 from pithledger.merge import reduce_all
 from pithledger.store import Ledger
 
@@ -103,7 +103,7 @@ def test_a_forged_year_sharing_a_real_suffix_cannot_take_the_short_form(tmp_path
     # pending, and only present records answer short forms.
     from eventpool import ALICE
 
-    from pithledger.events import make_event
+    from pithledger.records.events import make_event
 
     real = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
     fake = "pith:1999:FZ7AO632HBV3FATAUUZ6Y44Y3P"
@@ -225,7 +225,7 @@ def test_fsck_names_a_tampered_inbound_citation_index(tmp_path: Path) -> None:
 
 
 def test_unknown_bundle_fields_are_kept_within_caps_and_only_for_records_with_events(tmp_path: Path) -> None:
-    from pithledger.bundle import Bundle
+    from pithledger.records.bundle import Bundle
     from pithledger.store import MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD
 
     with Ledger(tmp_path, create=True) as ledger:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from pithledger.audit import compare
-from pithledger.canonical import canonical_bytes
-from pithledger.events import make_event
-from pithledger.mirror import Published, publish, record_dir, sync
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.mirror.publish import Published, publish, record_dir, sync
 from pithledger.store import Ledger
 
 from adversary import garble
@@ -97,7 +97,7 @@ def test_a_forged_year_subject_cannot_overwrite_the_real_records_published_files
 
 
 def test_a_record_revoked_away_gives_up_pith_paths_on_republish(tmp_path: Path) -> None:
-    from pithledger.model import record_ids
+    from pithledger.records.model import record_ids
 
     from eventpool import MALLORY, RECS
 

@@ -16,13 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import _transport, keys, store
+from pithledger import store
+from pithledger.mirror import transport as _transport
+from pithledger.records import keys
 from pithledger.audit import LISTED_IDS, compare
-from pithledger.canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from pithledger.errors import SourceError
-from pithledger.events import make_event
-from pithledger.mirror import PART_INDEX_FILE, Published, publish, record_dir, sync
-from pithledger.model import record_ids
+from pithledger.records.events import make_event
+from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync
+from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 
 from adversary import garble

@@ -1,4 +1,4 @@
-"""The tree, proofs and tiles (ledger/tlog.py): proofs generated here verify with ledger.merkle at every size
+"""The tree, proofs and tiles (ledger/tlog/tiles.py): proofs generated here verify with ledger.merkle at every size
 1..1000 and match the RFC 9162 vectors; tile paths and tile sets follow C2SP tlog-tiles; a TileClient trusts
 only the signed checkpoint and refuses tampered tiles (named after their mutation)."""
 
@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import merkle, note, tlog
+from pithledger.tlog import merkle
+from pithledger.tlog import note
+from pithledger.tlog import tiles as tlog
 from pithledger.errors import BadTilePath, MalformedEntryBundle, OutsideTree, TileMismatch
 
 RFC9162 = Path(__file__).parent / "vectors" / "rfc9162" / "testdata"

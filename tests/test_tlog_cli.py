@@ -13,12 +13,12 @@ from typing import Any, Callable
 
 import pytest
 
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.keys import KeyStore
-from pithledger.logproof import BadProof, inclusion_document, log_signer, verify_inclusion_document
-from pithledger.merkle import leaf_hash, root
-from pithledger.note import NoteVerifier, open_checkpoint
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.keys import KeyStore
+from pithledger.tlog.proofs import BadProof, inclusion_document, log_signer, verify_inclusion_document
+from pithledger.tlog.merkle import leaf_hash, root
+from pithledger.tlog.note import NoteVerifier, open_checkpoint
 from pithledger.store import Ledger
 
 from eventpool import BOB

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pithledger import merkle, tlog
-from pithledger.note import NoteVerifier, open_checkpoint
+from pithledger.tlog import merkle
+from pithledger.tlog import tiles as tlog
+from pithledger.tlog.note import NoteVerifier, open_checkpoint
 from pithledger.store import Ledger
-from pithledger.tlog import tiles_for
+from pithledger.tlog.tiles import tiles_for
 
 from eventpool import BOB
 from tlogkit import SUBJECT, Server, TamperingProxy, attestations, base_ledger, grow, pl, vkey_of
@@ -214,7 +215,7 @@ def _synthetic_log(published: Published, out: Path, n: int, per_record: int, rec
     the log's vkey."""
     import nacl.signing
 
-    from pithledger.note import Checkpoint, NoteSigner
+    from pithledger.tlog.note import Checkpoint, NoteSigner
 
     shutil.copytree(published.site, out, symlinks=True)
     shutil.rmtree(out / "tile")
@@ -243,7 +244,7 @@ def test_verify_log_memory_does_not_grow_with_the_log(published: Published, tmp_
     peak of Python memory (a dict of them held ~0.6 KB an entry: 650 MB for a log of 10^6)."""
     import tracemalloc
 
-    from pithledger import logsite
+    from pithledger.mirror import logsite
 
     monkeypatch.setattr(logsite, "MAX_FAULTS", 20)  # every record fails here: keep the list of faults out of the measure
     peaks = {}
@@ -265,7 +266,7 @@ def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(p
     """A record's wanted ids come back from disk a chunk at a time (a hostile log may put every entry on one
     record) and its parts are read for each chunk: every event is still matched once, and a dropped one is
     named once, whatever the chunk and transaction sizes."""
-    from pithledger import logsite
+    from pithledger.mirror import logsite
 
     whole = logsite.check_published_log(str(published.site), published.vkey)
     site = _copy(published, tmp_path)
@@ -291,7 +292,7 @@ def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: py
     SIGTERM or SIGKILL mid-run leaves nothing behind; what it holds is still there to read."""
     import tempfile
 
-    from pithledger import logsite
+    from pithledger.mirror import logsite
 
     made: list[str] = []
     mkdtemp = tempfile.mkdtemp
@@ -307,7 +308,7 @@ def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: py
 
 
 def test_verify_log_lists_the_first_faults_and_counts_the_rest(published: Published, tmp_path: Path) -> None:
-    from pithledger import logsite
+    from pithledger.mirror import logsite
 
     vkey = _synthetic_log(published, tmp_path / "log", logsite.MAX_FAULTS + 300, per_record=0, record=SUBJECT)
     proc = pl(published.tmp, "verify-log", str(tmp_path / "log"), "--log-key", vkey, "--json", check=False)
@@ -345,8 +346,9 @@ def test_a_tile_deleted_from_the_directory_is_written_again_before_the_next_chec
 
 
 def test_tile_paths_name_exactly_the_tiles_of_a_tree() -> None:
-    from pithledger import merkle, tlog
-    from pithledger.logsite import tile_paths
+    from pithledger.tlog import merkle
+    from pithledger.tlog import tiles as tlog
+    from pithledger.mirror.logsite import tile_paths
 
     leaves = [merkle.leaf_hash(str(i).encode()) for i in range(600)]
 
@@ -364,7 +366,7 @@ def test_another_history_under_the_same_key_is_a_fork(published: Published, tmp_
     first one's directory: its tree at the published checkpoint's size has another root."""
     other = base_ledger(published.tmp, name="other")
     path = tmp_path / "other.json"
-    from pithledger.bundle import write_bundle
+    from pithledger.records.bundle import write_bundle
 
     path.write_text(json.dumps(write_bundle(SUBJECT, attestations(600, 0, signer=BOB))))
     pl(published.tmp, "--ledger", str(other), "apply", str(path))

@@ -1,4 +1,4 @@
-"""The mirror's transparency log as stored (ledger/translog.py, spec/storage.md §2.2): the tree
+"""The mirror's transparency log as stored (ledger/store/tlog_tables.py, spec/storage.md §2.2): the tree
 arithmetic on a raw LMDB environment, then the ledger's write path, upgrade, fsck and rebuild."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import merkle
-from pithledger import translog as T
+from pithledger.tlog import merkle
+import pithledger.store.tlog_tables as T
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def _fake_log(env: lmdb.Environment, n: int) -> tuple[object, list[bytes]]:
     """A log of ``n`` entries in the stored form (msgpack [seq, event, facts, event_id]) and their entries."""
     import msgspec
 
-    from pithledger.canonical import canonical_bytes
+    from pithledger.records.canonical import canonical_bytes
 
     log = env.open_db(b"log")
     expected = []
@@ -281,10 +281,10 @@ import copy as copy_  # noqa: E402
 from typing import Any  # noqa: E402
 
 from pithledger import store  # noqa: E402
-from pithledger.bundle import Bundle, read_bundle  # noqa: E402
-from pithledger.canonical import canonical_bytes, strict_decode  # noqa: E402
+from pithledger.records.bundle import Bundle, read_bundle  # noqa: E402
+from pithledger.records.canonical import canonical_bytes, strict_decode  # noqa: E402
 from pithledger.errors import LedgerFull  # noqa: E402
-from pithledger.events import make_event  # noqa: E402
+from pithledger.records.events import make_event  # noqa: E402
 from pithledger.store import BatchWithdrawn, Ledger, rebuild  # noqa: E402
 
 from conftest import FIXTURES, LMDB_EXAMPLES, PITH_RECORDS, derive_on_workers  # noqa: E402
@@ -298,7 +298,7 @@ NUMBER = RECORD["pith_number"]
 def served(data: bytes) -> bytes:
     """The canonical bytes of a logged event as the mirror serves it (spec/bundle.md §6): ours as held, a
     Pith-envelope record_created in its served form, which is what its entry hashes (spec/transparency.md §1)."""
-    from pithledger.bundle import served_pith_record_event
+    from pithledger.records.bundle import served_pith_record_event
 
     event = json.loads(data)
     pith = "signature_b64" not in event and "event_version" not in event
@@ -307,7 +307,7 @@ def served(data: bytes) -> bytes:
 
 def contract_entries(ledger: Ledger) -> list[bytes]:
     """The entry bytes the contract says each log entry has (spec/storage.md §2.2), computed here from
-    the log, independently of ledger/translog.py."""
+    the log, independently of ledger/store/tlog_tables.py."""
     out = []
     for e in ledger.log():
         v = e.verdict
@@ -645,7 +645,8 @@ def test_a_whole_view_reader_upgrades_a_layout_4_ledger(tmp_path: Path, cli: Any
 KILLED_UPGRADE = """
 import os, sys
 from pathlib import Path
-from pithledger import store, translog
+from pithledger import store
+import pithledger.store.tlog_tables as translog
 store.UPGRADE_CHUNK = 10
 appended = 0
 original = translog.Appender.append
@@ -715,8 +716,8 @@ def test_the_ledger_serves_tlog_py_roots_proofs_and_tiles(tmp_path: Path) -> Non
     """tlog.tree_hash over the ledger equals merkle.root of the entries at every size; inclusion and
     consistency proofs read from it verify with ledger.merkle; its tiles, read back by a TileClient
     that trusts only the checkpoint, give the same entries and root; every entry is tlog.log_entry's."""
-    from pithledger import tlog
-    from pithledger.note import Checkpoint
+    from pithledger.tlog import tiles as tlog
+    from pithledger.tlog.note import Checkpoint
 
     with Ledger(tmp_path / "l", create=True) as ledger:
         events = [record_created()] + attestations(599)

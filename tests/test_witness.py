@@ -16,9 +16,10 @@ from typing import Any
 import nacl.signing
 import pytest
 
-from pithledger import merkle, tlog
-from pithledger import witness as w
-from pithledger.note import Checkpoint, NoteSigner, verify_cosignature
+from pithledger.tlog import merkle
+from pithledger.tlog import tiles as tlog
+from pithledger.tlog import witness as w
+from pithledger.tlog.note import Checkpoint, NoteSigner, verify_cosignature
 
 LOG = "example.org/log"
 
@@ -451,10 +452,10 @@ def test_origin_hash_is_the_sha256_hex_of_the_origin() -> None:
     assert w.origin_hash(LOG) == hashlib.sha256(LOG.encode()).hexdigest()
 
 
-# --- the mirror's memory of each log (ledger/logcheck.py) -------------------------------------------------
+# --- the mirror's memory of each log (ledger/mirror/checkpoints.py) -------------------------------------------------
 
-from pithledger import logcheck  # noqa: E402
-from pithledger.note import add_signatures, cosign  # noqa: E402
+from pithledger.mirror import checkpoints as logcheck  # noqa: E402
+from pithledger.tlog.note import add_signatures, cosign  # noqa: E402
 
 
 def publish_log(base: Path, signer: NoteSigner, items: list[bytes], *, cosigners: tuple[NoteSigner, ...] = (),
@@ -695,7 +696,7 @@ def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signe
 # --- the commands, as real processes ---------------------------------------------------------------------
 
 from eventpool import pool  # noqa: E402
-from pithledger.mirror import publish  # noqa: E402
+from pithledger.mirror.publish import publish  # noqa: E402
 from pithledger.store import Ledger  # noqa: E402
 from test_sync import ledger_with  # noqa: E402
 
@@ -798,7 +799,7 @@ def test_witness_command_pulls_cosigns_and_refuses_a_fork(tmp_path: Path, cli: A
 
 
 def _witness_verifier(tmp_path: Path) -> Any:
-    from pithledger.keys import KeyStore
+    from pithledger.records.keys import KeyStore
 
     key = KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load("w1")
     return NoteSigner("witness.example/w1", key.signing_key).cosigner
@@ -833,7 +834,7 @@ def _post(server: Any, body: bytes, headers: dict[str, str] | None = None) -> tu
 
 
 def test_http_add_checkpoint_cosigns_then_answers_409_with_the_size(witness_server: Any) -> None:
-    from pithledger.note import NoteVerifier
+    from pithledger.tlog.note import NoteVerifier
 
     server, signer, vkey, tmp = witness_server
     tree = Tree(entries(10))
@@ -1032,7 +1033,7 @@ def test_a_sync_remembers_the_checkpoint_before_it_commits_anything_so_even_a_ki
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         # the real command line, its batches of one bundle each (of 10,000 events otherwise): the first ones commit
-        code = ("import functools, sys; import pithledger.mirror as m; m.sync = functools.partial(m.sync, batch_events=1); "
+        code = ("import functools, sys; import pithledger.mirror.publish as m; m.sync = functools.partial(m.sync, batch_events=1); "
                 "from pithledger.cli import main; sys.argv[0] = 'pithledger'; main()")
         proc = subprocess.Popen([sys.executable, "-c", code, "--ledger", str(ledger), "sync", f"http://127.0.0.1:{server.server_address[1]}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
@@ -1065,7 +1066,7 @@ def test_a_run_waits_for_the_origin_at_most_until_its_deadline(tmp_path: Path, l
 
 
 def _local_key(tmp_path: Path, name: str) -> Any:
-    from pithledger.keys import KeyStore
+    from pithledger.records.keys import KeyStore
 
     return KeyStore(tmp_path / "xdg-config" / "pithledger" / "keys").load(name)
 
@@ -1102,7 +1103,7 @@ def test_a_witness_answer_adds_only_cosignatures_under_new_names(log_signer: Not
     """A reader refuses a whole note on a failing signature by a key it trusts (spec §2.1), so an answer
     in the log's name, in another witness's, or that is not a cosignature at all is refused whole: the
     checkpoint stays verifiable for every reader."""
-    from pithledger.logcheck import _foreign_lines
+    from pithledger.mirror.checkpoints import _foreign_lines
 
     tree = Tree(entries(5))
     note = checkpoint(log_signer, 5, tree.root(5))

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import servekit
-from pithledger.bundle import write_bundle
-from pithledger.events import make_event
+from pithledger.records.bundle import write_bundle
+from pithledger.records.events import make_event
 
 from eventpool import ALICE, IDS, P, RECS
 

@@ -15,7 +15,7 @@ One ``Ledger`` class, composed of one part per concern, each in its own module, 
 - ``pending``  pending derivation and ``finish``
 - ``snapshot`` finishing's inputs read on the worker processes from the last committed snapshot
 - ``translog`` the transparency log's methods (tlog_size, tlog_hashes, ...) and the in-place upgrade
-               that builds it (its storage and tree: ledger/translog.py)
+               that builds it (its storage and tree: ledger/store/tlog_tables.py)
 - ``fsck``     checking a ledger against its log
 - ``ledger``   the ``Ledger`` class itself (opening and closing), and ``open_settled``
 - ``rebuild``  rebuilding a ledger from its log

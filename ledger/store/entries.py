@@ -11,11 +11,11 @@ from typing import Any
 
 import msgspec
 
-from .. import translog
-from ..bundle import Bundle
-from ..canonical import canonical_bytes
-from ..display import DisplayMetadata
-from ..events import Verdict, check_event, claimed_event_id, is_pithledger_envelope, valid_verdict
+import pithledger.store.tlog_tables as translog
+from pithledger.records.bundle import Bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.display import DisplayMetadata
+from pithledger.records.events import Verdict, check_event, claimed_event_id, is_pithledger_envelope, valid_verdict
 from ..merge import Entry
 from .env import _event_key, _json_decoder
 from .lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)

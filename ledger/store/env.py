@@ -16,7 +16,7 @@ from typing import Any, Self, cast
 import lmdb
 import msgspec
 
-from .. import ids
+from pithledger.records import ids
 from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
 from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
@@ -51,7 +51,7 @@ _DBS = {
     # Pending derivation (spec/storage.md §3.1): what a deferred batch left for ``finish``.
     b"pendcite": False,  # pith_number -> b"c" (a citation or revocation among them) | b"": it received events
     b"pendstate": False,  # pith_number -> b"": its state is to be derived (its own events or its inbound citations changed)
-    # The transparency log (spec/storage.md §2.2, ledger/translog.py): written with the log, in its order.
+    # The transparency log (spec/storage.md §2.2, ledger/store/tlog_tables.py): written with the log, in its order.
     TLOG_ENTRIES_DB: False,  # index (= log seq) -> entry bytes
     TLOG_HASHES_DB: False,  # post-order position -> 32-byte complete-subtree hash
 }

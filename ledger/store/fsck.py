@@ -17,11 +17,11 @@ import msgspec
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError
-from ..events import Verdict, check_event, valid_verdict, verify_event
+from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
-from .. import translog
+import pithledger.store.tlog_tables as translog
 from .pending import _PendingWork
 from .translog import _Translog
 from .views import (_FINAL_BLOCK, _ZLIB_HEADER, _FoldEntry, _Inputs, _derive_as, _fold_decoder, _fold_entry_decoder,

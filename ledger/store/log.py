@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 
 import lmdb
 
-from .. import translog
-from ..bundle import Bundle
+import pithledger.store.tlog_tables as translog
+from pithledger.records.bundle import Bundle
 from ..errors import LedgerError
-from ..events import Verdict
+from pithledger.records.events import Verdict
 from .entries import (BatchResult, EvidenceLimits, Prepared, Rejection, Usage, _Checked, _checked_decoder, _entry_encoder,
                       _evidence_decoder, _log_value, _usage_decoder, prepare)
 from .env import _RELEASE_EVERY, _release_mapped_pages, _u64

@@ -13,10 +13,10 @@ from typing import Any
 import lmdb
 import msgspec
 
-from .. import ids
-from ..canonical import canonical_bytes
+from pithledger.records import ids
+from pithledger.records.canonical import canonical_bytes
 from ..errors import AmbiguousId, LedgerError, NotFound
-from ..ids import parse_id
+from pithledger.records.ids import parse_id
 from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder, _rec_key
 
 

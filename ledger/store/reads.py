@@ -11,10 +11,10 @@ from typing import Any
 import lmdb
 
 from ..audit import Pair, inner_pair
-from ..bundle import served_pith_record_event, write_bundle
-from ..canonical import canonical_bytes
+from pithledger.records.bundle import served_pith_record_event, write_bundle
+from pithledger.records.canonical import canonical_bytes
 from ..errors import LedgerError, NotFound
-from ..events import is_pithledger_envelope
+from pithledger.records.events import is_pithledger_envelope
 from ..merge import Entry, reduce
 from .entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _u64
@@ -75,7 +75,7 @@ class _Reads(_PendingWork):
 
     def export(self, subject: str) -> dict[str, Any]:
         """A bundle of the record, its valid events (event_id order; Pith-envelope ones in their served
-        form, :func:`~pithledger.bundle.served_pith_record_event`), then the unverified
+        form, :func:`~pithledger.records.bundle.served_pith_record_event`), then the unverified
         copies held as evidence about it (copy digest order: a Pith bundle keeps its Pith-signed events).
         Invalid copies are not exported: they are this mirror's evidence, not anybody's data."""
         return self.export_parts(subject, part_bytes=None)[0]

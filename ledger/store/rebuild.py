@@ -14,8 +14,8 @@ from typing import Any
 import lmdb
 import msgspec
 
-from .. import translog
-from ..bundle import Bundle
+import pithledger.store.tlog_tables as translog
+from pithledger.records.bundle import Bundle
 from ..errors import LedgerError, NoLedger
 from ..fanout import current
 from ..merge import MERGE_VERSION

@@ -1,12 +1,12 @@
 """The transparency log's part of the Ledger: its reads (a tlog.HashReader) and the in-place upgrade
-that builds it from the log. Its storage and tree arithmetic: ledger/translog.py; rules: spec/storage.md §2.2.
+that builds it from the log. Its storage and tree arithmetic: ledger/store/tlog_tables.py; rules: spec/storage.md §2.2.
 """
 
 from __future__ import annotations
 
 import lmdb
 
-from .. import translog
+import pithledger.store.tlog_tables as translog
 from ..errors import LedgerError
 from .env import LAYOUT_VERSION, _Environment, _Pinned, _TLOG, _release_mapped_pages
 

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
-from .. import ids
+from pithledger.records import ids
 from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
-from ..canonical import canonical_bytes
+from pithledger.records.canonical import canonical_bytes
 from ..errors import LedgerError
 from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder

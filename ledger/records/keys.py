@@ -19,7 +19,7 @@ import msgspec
 import nacl.exceptions
 import nacl.signing
 
-from .errors import BadEncoding, KeyError_, UnknownKey, VerificationFailed
+from pithledger.errors import BadEncoding, KeyError_, UnknownKey, VerificationFailed
 
 PUBLIC_KEY_LEN = 32
 SIGNATURE_LEN = 64

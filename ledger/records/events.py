@@ -14,10 +14,12 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from . import _ots, ids, keys
-from .canonical import canonical_bytes, check_value
-from .errors import PithledgerError
-from .model import HEX64_RE, TIME_RE, check_time, record_ids
+from pithledger.records import ots as _ots
+from pithledger.records import ids
+from pithledger.records import keys
+from pithledger.records.canonical import canonical_bytes, check_value
+from pithledger.errors import PithledgerError
+from pithledger.records.model import HEX64_RE, TIME_RE, check_time, record_ids
 
 EVENT_VERSION = "pithledger-event-v1"
 #: Signatures cover this prefix + the canonical bytes of the event without event_id and signature_b64.

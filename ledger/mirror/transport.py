@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from .errors import SourceError
+from pithledger.errors import SourceError
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds of wall clock for one whole request (including the redirects it follows)."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import nacl.signing
 
-from .errors import (
+from pithledger.errors import (
     BadEncoding,
     BadNoteSignature,
     BadVerifierKey,
@@ -29,10 +29,10 @@ from .errors import (
     UnexpectedOrigin,
     UnknownNoteKey,
 )
-from .keys import b64decode_strict, b64encode, signature_ok
+from pithledger.records.keys import b64decode_strict, b64encode, signature_ok
 
 if TYPE_CHECKING:
-    from .keys import LocalKey
+    from pithledger.records.keys import LocalKey
 
 ALG_ED25519 = 0x01
 ALG_COSIGNATURE_V1 = 0x04

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import (
+from pithledger.errors import (
     DecodeError,
     DocumentTooLarge,
     DuplicateKey,

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import ids
-from .canonical import canonical_bytes
-from .errors import SchemaError
+from pithledger.records import ids
+from pithledger.records.canonical import canonical_bytes
+from pithledger.errors import SchemaError
 
 HEX64_RE = re.compile(r"^[0-9a-f]{64}\Z")
 #: Whole-second UTC, the form of every ``created_at`` and ``submitted_at``.

@@ -23,10 +23,10 @@ from typing import Any, Literal
 import lmdb
 import msgspec
 
-from .canonical import text_sha256
-from .errors import LedgerError, MetadataError, NoLedger, PithledgerError
-from .mint import mint
-from .model import parse_record
+from pithledger.records.canonical import text_sha256
+from pithledger.errors import LedgerError, MetadataError, NoLedger, PithledgerError
+from pithledger.records.mint import mint
+from pithledger.records.model import parse_record
 
 SIDECAR = "display-metadata"
 #: Longest field kept (characters): arXiv's longest abstracts are ~5,000; anything longer is refused.
@@ -64,7 +64,7 @@ _decoder = msgspec.json.Decoder(DisplayMetadata)
 
 def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldView]:
     """Each field with its check against the record's hashes, using mint's text canonicalisation
-    (:func:`pithledger.canonical.text_sha256`). A field that was not supplied is ``unchecked``; an
+    (:func:`pithledger.records.canonical.text_sha256`). A field that was not supplied is ``unchecked``; an
     abstract supplied as an excerpt whose hash differs is ``excerpt`` (unchecked), not ``mismatch``,
     which would read as tampering."""
     md = record.get("metadata", {})

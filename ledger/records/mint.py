@@ -12,10 +12,10 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from . import ids
-from .canonical import text_sha256
-from .errors import MetadataError, PithledgerError
-from .model import parse_record
+from pithledger.records import ids
+from pithledger.records.canonical import text_sha256
+from pithledger.errors import MetadataError, PithledgerError
+from pithledger.records.model import parse_record
 
 _VERSION_RE = re.compile(r"^v([1-9][0-9]{0,3})\Z")
 

@@ -21,9 +21,10 @@ from typing import Any
 
 import msgspec
 
-from . import ids, keys
-from .display import DisplayMetadata, check
-from .events import compute_event_id, is_pithledger_envelope, pith_record_event_id, verify_event
+from pithledger.records import ids
+from pithledger.records import keys
+from pithledger.records.display import DisplayMetadata, check
+from pithledger.records.events import compute_event_id, is_pithledger_envelope, pith_record_event_id, verify_event
 
 RECORD_TYPE = "pith_number_record"
 SCHEMA_VERSION = "1.0"

@@ -14,15 +14,15 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .canonical import canonical_bytes, strict_decode
-from .errors import BadEncoding, PithledgerError
-from .keys import b64decode_strict, b64encode, fingerprint_hex
-from .merkle import HASH_LEN, ProofError, leaf_hash, verify_consistency, verify_inclusion
-from .note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint, signer_from_key
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.errors import BadEncoding, PithledgerError
+from pithledger.records.keys import b64decode_strict, b64encode, fingerprint_hex
+from pithledger.tlog.merkle import HASH_LEN, ProofError, leaf_hash, verify_consistency, verify_inclusion
+from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint, signer_from_key
 
 if TYPE_CHECKING:
-    from .keys import LocalKey
-    from .store import Ledger
+    from pithledger.records.keys import LocalKey
+    from pithledger.store import Ledger
 
 PROOF_TYPE = "pithledger_inclusion_proof"
 PROOF_VERSION = "1"
@@ -113,7 +113,7 @@ def verifier_of(vkey: str) -> NoteVerifier:
 
 def ledger_checkpoint(ledger: Ledger, signer: NoteSigner, size: int | None = None) -> tuple[Checkpoint, bytes]:
     """The checkpoint of the ledger's log at ``size`` (default: its current size) and its signed note."""
-    from .tlog import tree_hash
+    from pithledger.tlog.tiles import tree_hash
 
     with ledger.snapshot():
         n = ledger.tlog_size() if size is None else size
@@ -175,7 +175,7 @@ def normal_event_id(text: str) -> str:
     """An event id as a person types it (``sha256:<hex>`` or the bare 64 hex digits), as 64 lowercase hex."""
     bare = text.strip().removeprefix("sha256:").lower()
     if not _HEX64.match(bare):
-        from .errors import MalformedId
+        from pithledger.errors import MalformedId
 
         raise MalformedId(f"{text[:80]!r} is not an event id (sha256:<64 hex digits>)",
                           hint="copy the event id from `pithledger log` or the record's events")
@@ -184,7 +184,7 @@ def normal_event_id(text: str) -> str:
 
 def inclusion_document(ledger: Ledger, signer: NoteSigner, event_id: str) -> dict[str, Any]:
     """The inclusion proof of one logged event against the ledger's current signed checkpoint."""
-    from .tlog import inclusion_proof
+    from pithledger.tlog.tiles import inclusion_proof
 
     bare = normal_event_id(event_id)
     with ledger.snapshot():

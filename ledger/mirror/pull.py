@@ -4,7 +4,7 @@ Rules and rationale: spec/pull.md. The manifest, the resolver and every bundle a
 the manifest only says where to look (its public key is never used: receipts verify against the
 built-in registry key), a resolver's answer is checked against the bundle it leads to, and a bundle
 is applied only when it is about the record the ID names. Bundles go through strict decoding,
-:func:`~pithledger.bundle.read_bundle` and the ledger's full verification, in batches as ``sync``
+:func:`~pithledger.records.bundle.read_bundle` and the ledger's full verification, in batches as ``sync``
 applies them. Fetching runs on ``connections`` threads, each with its own keep-alive client; the
 ledger is written on the calling thread only.
 """
@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
-from . import ids
-from ._http11 import Client, Response
-from ._transport import (
+from pithledger.records import ids
+from pithledger.mirror.http11 import Client, Response
+from pithledger.mirror.transport import (
     Deadline,
     SourceFileMissing,
     SourceTimeout,
@@ -34,13 +34,13 @@ from ._transport import (
     check_url,
     read_file,
 )
-from .bundle import Bundle, read_bundle
-from .canonical import strict_decode
-from .errors import AmbiguousId, LedgerError, MalformedId, NotFound, PithledgerError, SourceError
-from .mint import mint
-from .mirror import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
-from .model import record_ids
-from .store import Batch, Ledger
+from pithledger.records.bundle import Bundle, read_bundle
+from pithledger.records.canonical import strict_decode
+from pithledger.errors import AmbiguousId, LedgerError, MalformedId, NotFound, PithledgerError, SourceError
+from pithledger.records.mint import mint
+from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
+from pithledger.records.model import record_ids
+from pithledger.store import Batch, Ledger
 
 __all__ = ["BadManifest", "Manifest", "Mirror", "RateLimit", "Target", "parse_manifest", "pull", "target_of_line",
            "targets_of_args"]

@@ -15,12 +15,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ._transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, SourceFileMissing, UnsafePath, as_deadline, check_url,
+from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, SourceFileMissing, UnsafePath, as_deadline, check_url,
                          http_get, read_file)
-from .audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
-from .canonical import strict_decode
-from .errors import PithledgerError, SourceError
-from .merge import MERGE_VERSION
+from pithledger.audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
+from pithledger.records.canonical import strict_decode
+from pithledger.errors import PithledgerError, SourceError
+from pithledger.merge import MERGE_VERSION
 
 DIGEST_FILE = "pithledger/digest.json"
 RECORDS_DIR = "pithledger/records"

@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
-from .canonical import canonical_bytes
-from .errors import BadTilePath, MalformedEntryBundle, MalformedTile, OutsideTree, TileMismatch
-from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
-from .note import Checkpoint, NoteVerifier, open_checkpoint
+from pithledger.records.canonical import canonical_bytes
+from pithledger.errors import BadTilePath, MalformedEntryBundle, MalformedTile, OutsideTree, TileMismatch
+from pithledger.tlog.merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
+from pithledger.tlog.note import Checkpoint, NoteVerifier, open_checkpoint
 
 TILE_HEIGHT = 8
 TILE_WIDTH = 256

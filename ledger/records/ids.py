@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from .errors import MalformedId
+from pithledger.errors import MalformedId
 
 SUFFIX_LEN = 26
 SHORT_LENGTHS = (8, 12, 16)

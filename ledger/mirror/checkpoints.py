@@ -6,7 +6,7 @@ or given), check the witness cosignatures asked for, and check it against the ch
 saw from that origin — remembered outside consensus in ``<ledger>/checkpoints/<hex sha256(origin)>.json``,
 written once it is checked (the command line does so before its run commits anything), under a lock on
 the origin held from the check to the run's end — with a consistency proof the reader builds itself from
-the source's tiles (verified against the signed root, :class:`pithledger.tlog.TileClient`). Two views that do not
+the source's tiles (verified against the signed root, :class:`pithledger.tlog.tiles.TileClient`). Two views that do not
 extend each other are a fork: named (:class:`LogFork`), evidence written, nothing synced.
 """
 
@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import merkle
-from . import witness as w
-from ._transport import DEFAULT_TIMEOUT, Deadline, SourceFileMissing, as_deadline, check_relative, check_url, http_get, read_file
-from .canonical import canonical_bytes, strict_decode
-from .errors import PithledgerError, SourceError
+from pithledger.tlog import merkle
+from pithledger.tlog import witness as w
+from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, SourceFileMissing, as_deadline, check_relative, check_url, http_get, read_file
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.errors import PithledgerError, SourceError
 
 MANIFEST_FILE = "pith-mirrors.json"
 MAX_MANIFEST = 1024 * 1024
-#: A checkpoint note is at most 64 KiB (signed-note limits, ledger/note.py).
+#: A checkpoint note is at most 64 KiB (signed-note limits, ledger/tlog/note.py).
 MAX_CHECKPOINT = 64 * 1024
 #: A tile is at most 256 hashes of 32 bytes; an entry bundle 256 entries of 64 KiB.
 MAX_TILE = 256 * (2 + 0xFFFF)
@@ -232,8 +232,8 @@ def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, d
 
 def tile_client(log: SourceLog, cp: w.Signed) -> Any:
     """A TileClient over the source's tiles, trusting only ``cp`` (whose right-edge tiles it checks)."""
-    from .note import Checkpoint
-    from .tlog import TileClient
+    from pithledger.tlog.note import Checkpoint
+    from pithledger.tlog.tiles import TileClient
 
     def fetch(rel: str) -> bytes:
         return log.files.get(rel, MAX_TILE)
@@ -249,7 +249,7 @@ def tile_client(log: SourceLog, cp: w.Signed) -> Any:
 def prove_from_tiles(log: SourceLog, old_size: int, new: w.Signed) -> tuple[list[bytes], bytes]:
     """(the consistency proof from ``old_size`` to ``new`` and the root of the first ``old_size`` leaves),
     both from the source's tiles, each tile checked against ``new``'s signed root."""
-    from .tlog import consistency_proof, tree_hash
+    from pithledger.tlog.tiles import consistency_proof, tree_hash
 
     client = tile_client(log, new)
     try:
@@ -317,7 +317,7 @@ def commit(ledger_path: Path, check: Check) -> None:
 def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: Seen | None,
                   witness_keys: Sequence[str]) -> tuple[w.Signed, str, list[str]]:
     """The source's checkpoint, verified: (checkpoint, the log key used, the witnesses that cosigned it)."""
-    from .note import NoteVerifier
+    from pithledger.tlog.note import NoteVerifier
 
     origin = _origin_of(log.note, source)
     if log.manifest_origin is not None and log.manifest_origin != origin:
@@ -516,8 +516,8 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
     proof from that size built from the directory's own tiles. The cosignature lines returned are added to
     the published checkpoint (rewritten atomically); a witness that refuses is named, and the checkpoint
     stays published without its cosignature."""
-    from ._http11 import Client
-    from .note import Checkpoint, add_signatures, split_note
+    from pithledger.mirror.http11 import Client
+    from pithledger.tlog.note import Checkpoint, add_signatures, split_note
 
     log = read_source_log(str(directory), timeout=timeout, deadline=None)
     if log is None:
@@ -582,7 +582,7 @@ def _foreign_lines(note: bytes, accepted: Sequence[str], lines: Sequence[str]) -
     note when a signature by a key it trusts fails (spec/transparency.md §2.1), so an answer may add only
     cosignatures (cosignature/v1's length) under names and key IDs the note does not carry yet: a line in
     the log's name, or another witness's, would make the checkpoint unverifiable for its readers."""
-    from .note import add_signatures, parse_signature_line, split_note
+    from pithledger.tlog.note import add_signatures, parse_signature_line, split_note
 
     if not lines:
         return "no signature lines"

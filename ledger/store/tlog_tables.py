@@ -26,13 +26,13 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
-from .bundle import served_pith_record_event
-from .canonical import canonical_bytes
-from .errors import LedgerError
-from .events import is_pithledger_envelope
-from .layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
-from .merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
-from .tlog import log_entry
+from pithledger.records.bundle import served_pith_record_event
+from pithledger.records.canonical import canonical_bytes
+from pithledger.errors import LedgerError
+from pithledger.records.events import is_pithledger_envelope
+from pithledger.layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
+from pithledger.tlog.merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
+from pithledger.tlog.tiles import log_entry
 
 _U64 = 8
 ENTRIES_DB = TLOG_ENTRIES_DB

@@ -19,11 +19,13 @@ from typing import Any
 
 import msgspec
 
-from . import badge, ids, keys
-from .display import DisplayMetadata, FieldView, check
-from .errors import BadEncoding, UnknownKey, VerificationFailed
-from .events import verify_event
-from .merge import CHECKED
+from pithledger.render import badge
+from pithledger.records import ids
+from pithledger.records import keys
+from pithledger.records.display import DisplayMetadata, FieldView, check
+from pithledger.errors import BadEncoding, UnknownKey, VerificationFailed
+from pithledger.records.events import verify_event
+from pithledger.merge import CHECKED
 
 #: Rows of one list on a page; the rest is in state.json (a record flooded with events stays readable).
 MAX_ROWS = 200

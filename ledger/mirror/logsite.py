@@ -1,6 +1,6 @@
 """The mirror's log on the web: C2SP tlog-tiles beside a published tree (``publish --key``), the same
 paths served from a ledger (``serve --key``), and the client that checks a published log end to end
-(``verify-log``). spec/transparency.md §4; the formats are ledger/tlog.py and ledger/note.py.
+(``verify-log``). spec/transparency.md §4; the formats are ledger/tlog/tiles.py and ledger/tlog/note.py.
 
 A published log is ``checkpoint`` (the signed note) and ``tile/<L>/<N>[.p/<W>]``,
 ``tile/entries/<N>[.p/<W>]`` under the mirror's base. Publishing adds only the tiles that are new since
@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._transport import SourceFileMissing
-from .errors import PithledgerError
-from .logproof import BadProof, event_sha256, parse_entry, verifier_of
-from .merkle import EMPTY_ROOT, leaf_hash, node_hash
-from .note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
-from .tlog import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, entry_bundle, hash_tile, parse_tile_path,
+from pithledger.mirror.transport import SourceFileMissing
+from pithledger.errors import PithledgerError
+from pithledger.tlog.proofs import BadProof, event_sha256, parse_entry, verifier_of
+from pithledger.tlog.merkle import EMPTY_ROOT, leaf_hash, node_hash
+from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
+from pithledger.tlog.tiles import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, entry_bundle, hash_tile, parse_tile_path,
                    tile_path, tiles_for, tree_hash)
 
 if TYPE_CHECKING:
-    from .published import Published
-    from .store import Ledger
+    from pithledger.mirror.published import Published
+    from pithledger.store import Ledger
 
 CHECKPOINT_FILE = "checkpoint"
 TILE_DIR = "tile"
@@ -67,7 +67,7 @@ class LogPlan:
 
 def _read_file(directory: Path, rel: str, limit: int) -> bytes | None:
     """A regular file publish may compare against (never following a symlink); None when absent."""
-    from .mirror import _existing, _read_regular
+    from pithledger.mirror.publish import _existing, _read_regular
 
     st = _existing(directory / rel)
     if st is None:
@@ -306,7 +306,7 @@ class _Wanted:
     def _release(self) -> None:
         """Drop this process's mappings of the file's pages (Linux; elsewhere nothing): MADV_DONTNEED on a
         shared file mapping only unmaps them, the next read maps them again (as ledger/store/env.py does)."""
-        from .store.env import PAGE, libc_madvise
+        from pithledger.store.env import PAGE, libc_madvise
 
         madvise = libc_madvise()
         if madvise is None:
@@ -377,7 +377,7 @@ def _root_of_stream(leaves: Iterator[bytes]) -> tuple[bytes, int]:
 
 
 def _manifest_key(fetch: Callable[[str], bytes]) -> str:
-    from .canonical import strict_decode
+    from pithledger.records.canonical import strict_decode
 
     try:
         doc = strict_decode(fetch("pith-mirrors.json"), what="pith-mirrors.json")
@@ -397,13 +397,13 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     """Check a published mirror's log knowing only what it publishes (a directory or an http(s) URL):
     verify its checkpoint under ``log_key`` (else the key its own manifest names: then this proves the
     published tree consistent with itself, not that it is the log you trust), recompute the checkpoint's
-    root from the entry tiles (each tile checked against the signed root on the way, ledger/tlog.py),
+    root from the entry tiles (each tile checked against the signed root on the way, ledger/tlog/tiles.py),
     then fetch, for every entry, its record's bundle and check the named event: it must be there, be
     valid (signature and all, as ``apply`` checks it), be about the entry's record, and hash to the
     entry's sha256 (a Pith-envelope ``record_created`` as published: in its served form, spec/bundle.md §6,
     which is what its entry hashes).
     A bad checkpoint, tile or entry bundle raises (named); event faults are listed in the report."""
-    from .published import Published
+    from pithledger.mirror.published import Published
 
     source = Published(location, timeout=timeout, deadline=deadline)
     fetch = source._fetch
@@ -434,8 +434,8 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
                    wanted: _Wanted) -> None:
     """Recompute the root from the entry tiles, noting what each entry names in ``wanted``; then check each
     record's named events against its published bundle."""
-    from .events import verify_event
-    from .mirror import _record_parts, ledger_id
+    from pithledger.records.events import verify_event
+    from pithledger.mirror.publish import _record_parts, ledger_id
 
     def leaves() -> Iterator[bytes]:
         for start in range(0, checkpoint.size, TILE_WIDTH * 16):

@@ -1,8 +1,8 @@
 """A keep-alive HTTP/1.1 GET (and POST) client for reading Pith-shaped mirrors, on the sans-IO parser ``h11``.
 
-The other end is hostile, under the rules of :mod:`pithledger._transport` (spec/audit.md §5, and
+The other end is hostile, under the rules of :mod:`pithledger.mirror.transport` (spec/audit.md §5, and
 spec/pull.md §6 for what differs): one wall-clock timeout per request (connect, TLS, head, body and
-the redirects it follows), a run-wide :class:`~pithledger._transport.Deadline`, caps on header fields
+the redirects it follows), a run-wide :class:`~pithledger.mirror.transport.Deadline`, caps on header fields
 and header bytes and body bytes, same-origin redirects only, TLS verified for https, no proxies, no
 cookies, no compression. What differs from ``_transport.http_get``: the connection is kept open for
 the next request to the same origin (``h11`` does the framing; a connection the server closed while
@@ -22,7 +22,7 @@ from urllib.parse import SplitResult
 
 import h11
 
-from ._transport import (
+from pithledger.mirror.transport import (
     MAX_HEADER_BYTES,
     MAX_HEADERS,
     MAX_REDIRECTS,

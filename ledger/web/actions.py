@@ -10,7 +10,7 @@ runs; a request whose group waited longer than the bounded wait for that lock is
 withdrawn before anything is written. A refused request keeps nothing: no log entry, no evidence.
 
 IO stays at the edges: the handler (on the event loop) reads and bounds the body, the writer thread
-owns every write; checking is :func:`pithledger.events.check_event` on the event's canonical bytes.
+owns every write; checking is :func:`pithledger.records.events.check_event` on the event's canonical bytes.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from typing import Any
 import lmdb
 import msgspec
 
-from .bundle import BUNDLE_TYPE, BUNDLE_VERSION, Bundle, read_bundle
-from .canonical import canonical_bytes, strict_decode
-from .errors import LedgerError, PithledgerError
-from .events import MAX_EVENT_BYTES, Verdict, check_event, claimed_event_id, subject_of
-from .fanout import Fanout
-from .record_doc import ACTIONS
-from .store import BatchWithdrawn, Ledger
+from pithledger.records.bundle import BUNDLE_TYPE, BUNDLE_VERSION, Bundle, read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.errors import LedgerError, PithledgerError
+from pithledger.records.events import MAX_EVENT_BYTES, Verdict, check_event, claimed_event_id, subject_of
+from pithledger.fanout import Fanout
+from pithledger.render.record_doc import ACTIONS
+from pithledger.store import BatchWithdrawn, Ledger
 
 #: The event kinds an action URL names (the record document's ``agent_actions.actions``).
 ACTION_KINDS = frozenset(ACTIONS.values())
@@ -400,7 +400,7 @@ RETRY_PAUSE = 1.0
 def action_url(url: str, pith_number: str, kind: str) -> str:
     """Where an event goes: a URL pattern with ``{suffix}`` and/or ``{kind}`` filled in, else a mirror
     base URL + ``/pith/<suffix>/action/<kind>``."""
-    from .ids import suffix_of_pith_number
+    from pithledger.records.ids import suffix_of_pith_number
 
     suffix = suffix_of_pith_number(pith_number)
     if "{suffix}" in url or "{kind}" in url:
@@ -413,7 +413,7 @@ def post_event(client: Any, url: str, event: dict[str, Any], *, timeout: float, 
     """POST one event (as an event bundle) to its action URL; its verdict as the mirror gave it:
     ``status`` new, duplicate, invalid, unverified, or refused (any other answer), with ``http_status``,
     ``reason`` and ``message``. A mirror that answers 429 or 503 is tried again (TRIES in all)."""
-    from .bundle import write_bundle
+    from pithledger.records.bundle import write_bundle
 
     number = event.get("subject_pith_number")
     body = canonical_bytes(write_bundle(str(number), [event])) + b"\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from .errors import PithledgerError
+from pithledger.errors import PithledgerError
 
 DEFAULT_RESOLVER = "https://pith.science"
 #: The base URLs the package accepts (its own check is the same expression): nothing that needs escaping

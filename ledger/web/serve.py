@@ -3,13 +3,13 @@
 Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a synchronous
 read of one LMDB snapshot per document (a read-only handle: it never waits for an ``apply`` in another
 process) run in a worker thread, record-sized ones a bounded number at once; uvicorn's protocol is
-wrapped with head deadlines, head size caps and connection caps (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.pages`,
+wrapped with head deadlines, head size caps and connection caps (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.render.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
-except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.actions` (its
+except, with ``--accept-events``, POST to an action path, answered by :mod:`pithledger.web.actions` (its
 writer thread owns every write; spec/serve.md §8), and, with ``--witness``, POST /add-checkpoint, answered
-by :mod:`pithledger.witness` (it writes only its own state directory; spec/transparency.md §6.2).
+by :mod:`pithledger.tlog.witness` (it writes only its own state directory; spec/transparency.md §6.2).
 Redirect targets are built from a resolved Pith Number, never from the request, so there is no open
 redirect; absolute URLs come from ``--base-url`` (default: the bound address), never from ``Host``.
 """
@@ -39,22 +39,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import badge, ids, pages, record_doc
-from .actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, RateLimit, ServingLedger, read_body, request_bundle
-from .actions import Limits as PostLimits
-from .audit import DEPTH, DIGEST_VERSION
-from .canonical import canonical_bytes
-from .display import MetadataStore
-from .logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, NoSuchTile, manifest_fields
-from .errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
-from .merge import MERGE_VERSION
-from .mirror import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
-from .store import Ledger
-from .witness import MAX_BODY as MAX_WITNESS_BODY
-from .witness import Witness
+from pithledger.render import badge
+from pithledger.records import ids
+from pithledger.render import pages
+from pithledger.render import record_doc
+from pithledger.web.actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, RateLimit, ServingLedger, read_body, request_bundle
+from pithledger.web.actions import Limits as PostLimits
+from pithledger.audit import DEPTH, DIGEST_VERSION
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.display import MetadataStore
+from pithledger.mirror.logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, NoSuchTile, manifest_fields
+from pithledger.errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
+from pithledger.merge import MERGE_VERSION
+from pithledger.mirror.publish import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
+from pithledger.store import Ledger
+from pithledger.tlog.witness import MAX_BODY as MAX_WITNESS_BODY
+from pithledger.tlog.witness import Witness
 
 if TYPE_CHECKING:
-    from .note import NoteSigner
+    from pithledger.tlog.note import NoteSigner
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

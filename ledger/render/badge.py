@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from . import ids
-from .errors import MalformedId
+from pithledger.records import ids
+from pithledger.errors import MalformedId
 
 #: The state's words (spec/merge.md §5), per badge, with how each is drawn: its class and its visible text.
 #: "checked": what it says was checked; "claim": a signature was checked, what it claims was not;

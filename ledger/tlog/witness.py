@@ -29,9 +29,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import merkle
-from .canonical import canonical_bytes, strict_decode
-from .errors import CannotWrite, PithledgerError
+from pithledger.tlog import merkle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.errors import CannotWrite, PithledgerError
 
 #: Largest add-checkpoint body read: the old-size line, 63 proof lines and a checkpoint with many
 #: signatures take a few KiB; 64 KiB leaves room for extension lines and 16+ post-quantum signatures.
@@ -281,7 +281,7 @@ def locked(path: Path, on_wait: Callable[[], None] | None = None, wait: float | 
         os.close(fd)  # closing the descriptor releases the lock
 
 
-# --- notes (ledger/note.py, branch tlog-formats) -------------------------------------------------------
+# --- notes (ledger/tlog/note.py, branch tlog-formats) -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -311,9 +311,9 @@ def open_checkpoint(note: bytes, vkeys: Sequence[str], extra: Sequence[Any] = ()
     """Verify ``note`` with the log keys ``vkeys`` (and ``extra`` verifiers, e.g. witnesses'), and parse it
     as a checkpoint. BadRequest when it is no signed checkpoint at all (malformed); another NoteError
     (a PithledgerError) when it does not verify."""
-    from .errors import MalformedCheckpoint, MalformedNote
-    from .note import NoteVerifier
-    from .note import open_checkpoint as open_note_checkpoint
+    from pithledger.errors import MalformedCheckpoint, MalformedNote
+    from pithledger.tlog.note import NoteVerifier
+    from pithledger.tlog.note import open_checkpoint as open_note_checkpoint
 
     verifiers = [NoteVerifier.from_vkey(v) for v in vkeys] + list(extra)
     try:
@@ -362,7 +362,7 @@ def load_config(path: Path) -> Config:
     if not isinstance(state, str) or not state:
         raise BadConfig(f"{path}: state_dir must be a directory path (relative to the config's directory)")
     follows: dict[str, LogConfig] = {}
-    from .note import NoteVerifier
+    from pithledger.tlog.note import NoteVerifier
 
     for i, log in enumerate(logs):
         if not isinstance(log, dict) or set(log) != {"origin", "vkey"} or not all(isinstance(v, str) for v in log.values()):
@@ -485,7 +485,7 @@ class Witness:
 
     @classmethod
     def from_config(cls, config: Config, key_store: Any) -> Witness:
-        from .note import signer_from_key
+        from pithledger.tlog.note import signer_from_key
 
         return cls(config.name, signer_from_key(key_store.load(config.key), config.name), config.logs, config.state_dir)
 
@@ -577,7 +577,7 @@ class Witness:
         return self._cosign(new)
 
     def _cosign(self, cp: Signed) -> str:
-        from .note import cosign
+        from pithledger.tlog.note import cosign
 
         ts = max(1, int(self.clock()))  # C2SP: the timestamp MUST NOT be zero
         line: str = cosign(cp.text, self.signer, ts)

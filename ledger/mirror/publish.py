@@ -1,5 +1,5 @@
 """Static mirrors: publish a ledger as files any web server can host, and sync from one (read back
-as an audit source by ledger/published.py, whose names are importable from here too). Layout:
+as an audit source by ledger/mirror/published.py, whose names are importable from here too). Layout:
 spec/audit.md.
 
 Everything read from a source is treated as hostile: every node file must hash to what its parent
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ._transport import (
+from pithledger.mirror.transport import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
     Deadline,
@@ -36,21 +36,23 @@ from ._transport import (
     _O_FLAGS,
     _kind,
 )
-from .audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
-from .bundle import Bundle, read_bundle
-from .canonical import canonical_bytes, strict_decode
-from .errors import DerivationPending, PithledgerError, SourceError
-from .events import is_pithledger_envelope, verify_event
-from . import badge, pages, record_doc
-from .display import MetadataStore
-from .keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
-from .merge import MERGE_VERSION
-from .published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
+from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
+from pithledger.records.bundle import Bundle, read_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.errors import DerivationPending, PithledgerError, SourceError
+from pithledger.records.events import is_pithledger_envelope, verify_event
+from pithledger.render import badge
+from pithledger.render import pages
+from pithledger.render import record_doc
+from pithledger.records.display import MetadataStore
+from pithledger.records.keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
+from pithledger.merge import MERGE_VERSION
+from pithledger.mirror.published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
                         PART_INDEX_VERSION, MalformedSource, Published, _node_file, _pair_of, _part_file, record_dir)
-from .store import Batch, Ledger, open_settled
+from pithledger.store import Batch, Ledger, open_settled
 
 if TYPE_CHECKING:
-    from .note import NoteSigner
+    from pithledger.tlog.note import NoteSigner
 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "DIGEST_FILE", "MAX_FETCH", "NODE_DIR", "PART_INDEX_FILE",
@@ -117,7 +119,7 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | 
 def _existing(path: Path) -> os.stat_result | None:
     """What is at ``path`` (not following a symlink), refusing anything publish may not replace: only a
     regular file (or nothing) is ever replaced, and nothing is opened before it is known to be one."""
-    from .errors import CannotWrite
+    from pithledger.errors import CannotWrite
 
     try:
         st = os.lstat(path)
@@ -155,7 +157,7 @@ def _read_regular(path: Path, size: int) -> bytes | None:
 
 
 def _parent(path: Path) -> None:
-    from .errors import CannotWrite
+    from pithledger.errors import CannotWrite
 
     try:
         path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
@@ -170,7 +172,7 @@ def _write(root: Path, rel: str, data: bytes) -> bool:
     """Write-then-rename, mode 0666 less the umask; skip when the file already holds these bytes. True
     when written. What is there must be a regular file or nothing (:func:`_existing`): a directory, FIFO,
     device, socket or symlink is a named error, never opened, never replaced."""
-    from .errors import CannotWrite
+    from pithledger.errors import CannotWrite
 
     path = root / rel
     st = _existing(path)
@@ -202,7 +204,7 @@ def _write(root: Path, rel: str, data: bytes) -> bool:
 def _write_linked(root: Path, rels: list[str], data: bytes) -> None:
     """The same bytes at every path of ``rels``: written once at the first, hard links at the others (one
     copy on disk, spec/serve.md §7); a copy where the file system refuses links."""
-    from .errors import CannotWrite
+    from pithledger.errors import CannotWrite
 
     first = root / rels[0]
     _write(root, rels[0], data)
@@ -235,12 +237,12 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     a reader sees the old tree or the new one, never a mixture. Node files of the old tree that the
     new one no longer references are removed at the end.
 
-    ``log``: the log key; with it the transparency log is published too (ledger/logsite.py): its tree
+    ``log``: the log key; with it the transparency log is published too (ledger/mirror/logsite.py): its tree
     at the size the ledger has now, checked against what the directory holds before anything is
     written, the new tiles after the digest file, the signed ``checkpoint`` last of all.
     """
-    from .errors import CannotWrite
-    from .logsite import manifest_fields, plan_log, write_checkpoint, write_tiles
+    from pithledger.errors import CannotWrite
+    from pithledger.mirror.logsite import manifest_fields, plan_log, write_checkpoint, write_tiles
 
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -313,7 +315,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
 
 
 class _Pages:
-    """Renders the static pages of a publish: the same renderer as ``serve`` (pithledger.pages), with
+    """Renders the static pages of a publish: the same renderer as ``serve`` (pithledger.render.pages), with
     links relative to the page so the tree works on any static host, and under file://."""
 
     def __init__(self, ledger: Ledger, base_url: str) -> None:
@@ -473,7 +475,7 @@ def _owner(path: Path) -> Any:
 
 
 def _unlink(path: Path) -> None:
-    from .errors import CannotWrite
+    from pithledger.errors import CannotWrite
 
     try:
         path.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Mirrors as sources and targets: publish, sync, pull, the hostile transport, remembered checkpoints, published logs and verify-log."""

@@ -1,0 +1,1 @@
+"""``pithledger serve``: routes, pages, the connection guard and the action endpoints."""
