@@ -6,6 +6,7 @@ segmented states) and runs the real ``pithledger``."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import zlib
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import lmdb
 import msgspec
 import pytest
 
+from pithledger.records.bundle import write_bundle
 from pithledger.records.events import make_event
 from pithledger.store import Ledger, views
 
@@ -184,3 +186,55 @@ def test_an_entry_that_only_means_a_full_derivation_is_no_fault(
         ledger.apply_batch(bundles_of(_events()[2]))
         assert ledger.fsck() == []
     assert _dbs(path) == full_after_later
+
+
+HOT = P[0]
+
+
+@lru_cache(maxsize=1)
+def _withdrawn_citations() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(HOT's 196 events and 60 citations of it from records that never arrive (pending): 256, a fold entry;
+    the revocations of those citations: 196, none; 60 citations by another signer: 256 again)."""
+    own = [make_event("record_created", HOT, {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256},
+                      ALICE, created_at=t(1))]
+    own += [make_event("author_attestation", HOT, {"author_name": f"Author {n:04d}"}, [ALICE, BOB, EVE][n % 3],
+                       created_at=f"2026-06-{2 + n % 27:02d}T{n % 24:02d}:{n % 60:02d}:00Z") for n in range(195)]
+    b32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+    citing = [f"pith:2026:{b32[i // 32]}{b32[i % 32]}" + "Q" * 24 for i in range(60)]
+    cites = [make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "supports"}, ALICE, created_at=t(3)) for s in citing]
+    revoked = [make_event("revocation", c["subject_pith_number"], {"revoked_event_id": c["event_id"]}, ALICE, created_at=t(4)) for c in cites]
+    again = [make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "extends"}, BOB, created_at=t(5)) for s in citing]
+    return own + cites, revoked, again
+
+
+def _jsonl(path: Path, events: list[dict[str, Any]]) -> str:
+    path.write_text("".join(json.dumps(write_bundle(b.pith_number, b.events)) + "\n" for b in bundles_of(events)))
+    return str(path)
+
+
+def test_a_record_whose_inbound_citations_are_withdrawn_keeps_no_entry_whatever_the_batches(tmp_path: Path, cli: Any) -> None:
+    """A record holds 256 events only while 60 citations from pending records stand; revoked in a later apply,
+    it falls below the threshold: its entry goes (spec/storage.md §3.3), so fsck passes, and the ledger keeps
+    the entries, states and digests the same events applied at once give; citations that come back bring it
+    back."""
+    first, second, third = _withdrawn_citations()
+    batches, once, again = tmp_path / "batches", tmp_path / "once", tmp_path / "again"
+    for ledger, parts in ((batches, [first, second]), (once, [first + second])):
+        for n, part in enumerate(parts):
+            r = cli("--ledger", str(ledger), "apply", _jsonl(tmp_path / f"{ledger.name}{n}.jsonl", part))
+            assert r.code == 0, r.out + r.err
+    for ledger in (batches, once):
+        r = cli("--ledger", str(ledger), "fsck", "--json")
+        assert r.code == 0 and r.json()["problems"] == [], r.out + r.err
+    assert _dbs(batches) == _dbs(once) and _dbs(once)["fold"] == {}  # states, digest leaves and (no) fold entries
+    assert cli("--ledger", str(batches), "state", HOT).out == cli("--ledger", str(once), "state", HOT).out
+    assert cli("--ledger", str(batches), "digest").out == cli("--ledger", str(once), "digest").out
+    # the citations come back: the entry too, as applying everything at once keeps it
+    assert cli("--ledger", str(batches), "apply", _jsonl(tmp_path / "third.jsonl", third)).code == 0
+    assert cli("--ledger", str(again), "apply", _jsonl(tmp_path / "all.jsonl", first + second + third)).code == 0
+    for ledger in (batches, again):
+        r = cli("--ledger", str(ledger), "fsck", "--json")
+        assert r.code == 0 and r.json()["problems"] == [], r.out + r.err
+    got, want = _dbs(batches), _dbs(again)
+    assert got["state"] == want["state"] and got["rec"] == want["rec"] and sorted(got["fold"]) == sorted(want["fold"]) == [HOT.encode()]
+    assert cli("--ledger", str(batches), "digest").out == cli("--ledger", str(again), "digest").out

@@ -77,6 +77,12 @@ _fold_citations_decoder = msgspec.msgpack.Decoder(FoldCitations)
 _fold_entry_decoder = msgspec.msgpack.Decoder(_FoldEntry)
 
 
+def _keeps_fold(own: int, inbound: int) -> bool:
+    """Whether a present record with ``own`` events and ``inbound`` standing inbound citations keeps a fold
+    entry (spec/storage.md §3.3): the one rule for a full derivation and a fold alike."""
+    return own + inbound >= _FOLD_FROM
+
+
 def _derive(inputs: _Inputs) -> _Derived | None:
     """One record's state, digest leaf and lookup index entries from its stored inputs. Pure: the
     same function runs on the writer's thread and on the worker processes. With a Fold, the new events
@@ -101,8 +107,11 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
         if got is None:
             return None
         data, folded = got
+        # A record whose standing inbound citations were withdrawn may fall below the threshold: it keeps no
+        # entry then, as if derived in full, so which records keep one follows the events, not their batches.
+        kept = _fold_encoder.encode(folded) if _keeps_fold(len(folded.ids), len(folded.lists["inbound_citations"])) else None
         # a fold never changes record_status or the aliases: the lookup index entries stay as they are
-        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], _fold_encoder.encode(folded))
+        return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], kept)
     # the lookup indexes follow the state: a record revoked away leaves them all
     old_keys = []
     if old is not None:
@@ -112,7 +121,7 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
             pass
     # A record worth folding keeps a Fold; a small one is derived in full each time, which costs less than
     # keeping one (a Fold holds every event id: for a 20-event paper it would add a third to the ledger).
-    big = len(entries) + len(inbound_entries) >= _FOLD_FROM
+    big = _keeps_fold(len(entries), len(inbound_entries))
     full = fold_all(subject, entries, inbound_entries) if big and not reference else None
     if full is None:  # small, pending (or fsck): the reducer
         state = reduce(subject, entries, inbound_entries)
