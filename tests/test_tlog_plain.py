@@ -229,3 +229,22 @@ def test_check_evidence_names_a_bad_log_key(tmp_path: Path) -> None:
     for key, code in (("garbage", "bad-verifier-key"), (mldsa_vkey(ORIGIN), "unsupported-key-type")):
         got = pl(tmp_path, "check-evidence", str(path), "--log-key", key, check=False)
         assert got.returncode == 1 and got.stderr.startswith(f"error[{code}]:"), got.stderr
+
+
+@pytest.mark.parametrize(("manifest_key", "expected"), [
+    ("ml-dsa", "error[unsupported-key-type]:"),
+    ("garbage", "error[bad-checkpoint]: "),
+])
+def test_a_key_the_source_names_is_the_sources_and_its_type_is_named(tmp_path: Path, go_writer: Path, static: Static,
+                                                                     manifest_key: str, expected: str) -> None:
+    # The manifest's own log_key: an ML-DSA-44 one is unsupported (before: "does not verify under the log key",
+    # bad-checkpoint); a malformed one is the source's fault, said as such.
+    log = tmp_path / "www"
+    go_log(go_writer, log, 0, 3)
+    key = mldsa_vkey(ORIGIN) if manifest_key == "ml-dsa" else "garbage"
+    (log / "pith-mirrors.json").write_text(json.dumps({"mirrors": [{"checkpoint": "checkpoint", "log_key": key, "origin": ORIGIN}]}))
+    got = pl(tmp_path, "--ledger", str(tmp_path / "ledger"), "sync", static.base, check=False)
+    assert got.returncode == 1 and got.stderr.startswith(expected), got.stderr
+    assert "does not verify" not in got.stderr
+    if manifest_key == "garbage":
+        assert "the manifest's log_key 'garbage' is no verifier key" in got.stderr
