@@ -238,10 +238,11 @@ def consistency(
                 hashes = consistency_proof(ledger, cp_old.size, cp_new.size) if cp_old.size else []
             where = settings(ctx).ledger.as_posix()
         else:
-            from pithledger.mirror.published import Published
+            from pithledger.mirror.checkpoints import source_tiles
             from pithledger.tlog.tiles import TileClient
 
-            client = TileClient(Published(source, timeout=timeout, deadline=deadline or None)._fetch, cp_new)
+            # checkpoint + tiles are all the proof needs: any C2SP tlog-tiles log (spec/transparency.md §6.5)
+            client = TileClient(source_tiles(source, timeout=timeout, deadline=deadline or None), cp_new)
             hashes = consistency_proof(client, cp_old.size, cp_new.size) if cp_old.size else []
             where = source
         origin = cp_new.origin

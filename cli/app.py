@@ -1040,6 +1040,9 @@ def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOUR
 
     from ._witness import log_check
 
+    from pithledger.mirror.checkpoints import check_vkeys
+
+    check_vkeys(log_key, witness_keys or [])  # a mistyped key is named before anything is opened or fetched
     run = Deadline(deadline or None)  # one budget for the whole run: a wait for another run of the origin spends it too
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, run, "pithledger sync")
@@ -1124,6 +1127,9 @@ def pull(
 
     from ._progress import PullProgress, wanted
 
+    from pithledger.mirror.checkpoints import check_vkeys
+
+    check_vkeys(log_key, witness_keys or [])  # a mistyped key is named before anything is opened or fetched
     given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
     targets = _pull_targets(list(ids_given or []), ids_file)
     from ._witness import log_check
@@ -1212,8 +1218,9 @@ def audit(
         raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
     if b is None:
         raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
-    from pithledger.mirror.checkpoints import check_pair
+    from pithledger.mirror.checkpoints import check_pair, check_vkeys
 
+    check_vkeys(None, witness_keys or [])
     ledger_path = settings(ctx).ledger
     # published sides' checkpoints: against this ledger's memory, and against each other for one origin
     checks = check_pair(ledger_path if (ledger_path / "data.mdb").is_file() else None, a, b,

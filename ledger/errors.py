@@ -259,6 +259,15 @@ class BadVerifierKey(NoteError):
     hint = "a verifier key is written name+hex8+base64 (C2SP signed-note); copy it again from the mirror's manifest"
 
 
+class UnsupportedKeyType(BadVerifierKey):
+    """A well-formed verifier key of a signature type this version cannot check (e.g. ML-DSA-44, 0x06):
+    named as such, never as a signature that fails (which would read as tampering)."""
+
+    code = "unsupported-key-type"
+    hint = ("pithledger checks Ed25519 keys only: type 0x01 (a log's note key) and 0x04 (a witness's cosignature/v1 key); "
+            "ask the log or witness for an Ed25519 key, or check this one with a tool that supports its type")
+
+
 class UnknownNoteKey(NoteError):
     code = "unknown-note-key"
     hint = "the signature is by a key you did not configure: check the name and verifier key you trust"

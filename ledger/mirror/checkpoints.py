@@ -23,10 +23,12 @@ from pithledger.tlog import merkle
 from pithledger.tlog import witness as w
 from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, SourceFileMissing, as_deadline, check_relative, check_url, http_get, read_file
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import PithledgerError, SourceError
+from pithledger.errors import BadVerifierKey, PithledgerError, SourceError, UnsupportedKeyType
 
 MANIFEST_FILE = "pith-mirrors.json"
 MAX_MANIFEST = 1024 * 1024
+#: A plain C2SP tlog-tiles log's checkpoint, at its base.
+CHECKPOINT_NAME = "checkpoint"
 #: A checkpoint note is at most 64 KiB (signed-note limits, ledger/tlog/note.py).
 MAX_CHECKPOINT = 64 * 1024
 #: A tile is at most 256 hashes of 32 bytes; an entry bundle 256 entries of 64 KiB.
@@ -193,11 +195,15 @@ def _log_base(source: str, manifest_url: str | None, ref: str) -> tuple[str, str
 def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
                     manifest: bytes | None = None) -> SourceLog | None:
     """The log SOURCE publishes (a mirror's base directory or URL, or a manifest URL or file), or None
-    when it publishes none (no manifest, or a manifest naming no checkpoint). ``manifest``: its bytes,
-    when the caller read them already."""
+    when it publishes none. Looked up in this order (spec/transparency.md §6.5): a manifest given (a
+    file, a URL ending in .json, or ``manifest``: its bytes, when the caller read them already) decides
+    alone; at a base, its ``pith-mirrors.json`` decides when present (a manifest naming no checkpoint:
+    unlogged); with no manifest there, a plain C2SP tlog-tiles log: ``checkpoint`` at the base."""
     run = as_deadline(deadline)
+    given = manifest is not None
     if location.startswith(("http://", "https://")):
         path = urllib.parse.urlsplit(location).path
+        given = given or path.endswith(".json")
         manifest_url = location if path.endswith(".json") else location.rstrip("/") + "/" + MANIFEST_FILE
         base_dir, name = manifest_url.rpartition("/")[0], manifest_url.rpartition("/")[2]
         files = _Files(base_dir, timeout, run)
@@ -205,14 +211,16 @@ def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, d
     else:
         p = Path(location)
         if p.is_file():
-            p, name = p.parent, p.name
+            p, name, given = p.parent, p.name, True
         else:
             name = MANIFEST_FILE
         files, murl = _Files(str(p), timeout, run), None
     try:
         data = files.get(name, MAX_MANIFEST) if manifest is None else manifest
     except SourceFileMissing:
-        return None
+        if given:
+            return None
+        return _plain_log(files)
     try:
         doc = strict_decode(data, what=MANIFEST_FILE)
     except PithledgerError as exc:
@@ -228,6 +236,44 @@ def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, d
     except SourceFileMissing:
         raise BadCheckpoint(f"{location}: the manifest names a checkpoint ({ref[:200]}) that is absent") from None
     return SourceLog(log_files, cp_name, note, key, origin)
+
+
+def _plain_log(files: _Files) -> SourceLog | None:
+    """A plain C2SP tlog-tiles log at the base (``checkpoint``, ``tile/...``), or None: no checkpoint there."""
+    try:
+        note = files.get(CHECKPOINT_NAME, MAX_CHECKPOINT)
+    except SourceFileMissing:
+        return None
+    return SourceLog(files, CHECKPOINT_NAME, note, None, None)
+
+
+def source_tiles(location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
+                 deadline: Deadline | float | None = 600.0) -> Callable[[str], bytes]:
+    """``fetch(path)`` of the tiles of the log SOURCE publishes, each read bounded (MAX_TILE, the timeout
+    and deadline): relative to its checkpoint's directory when SOURCE names one (read_source_log's
+    order), else to SOURCE itself. What ``consistency --source`` reads: checkpoints are given, only
+    tiles are needed, so any C2SP tlog-tiles log will do (no pithledger digest or manifest)."""
+    run = as_deadline(deadline)
+    log = read_source_log(location, timeout=timeout, deadline=run)
+    files = log.files if log is not None else _Files(location, timeout, run)
+
+    def fetch(rel: str) -> bytes:
+        return files.get(rel, MAX_TILE)
+
+    return fetch
+
+
+def check_vkeys(log_key: str | None, witness_keys: Sequence[str]) -> None:
+    """The keys given on the command line, parsed before anything is fetched: a malformed one is
+    ``bad-verifier-key``, one of a type pithledger cannot check ``unsupported-key-type`` — a mistake of
+    the reader's, never reported as a checkpoint that does not verify (which reads as tampering)."""
+    from pithledger.tlog.note import NoteVerifier
+
+    for what, vkey in ([("--log-key", log_key)] if log_key is not None else []) + [("--witness-key", k) for k in witness_keys]:
+        try:
+            NoteVerifier.from_vkey(vkey)
+        except BadVerifierKey as exc:
+            raise type(exc)(f"{what} {vkey[:120]!r}: {exc.message}") from None
 
 
 def tile_client(log: SourceLog, cp: w.Signed) -> Any:
@@ -332,8 +378,15 @@ def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: S
     elif log.manifest_key is not None:
         key = log.manifest_key  # trust on first use: pinned once the run commits
     else:
-        raise BadCheckpoint(f"{source}: the manifest names a checkpoint but no log_key, and none is pinned or given",
+        raise BadCheckpoint(f"{source} publishes a checkpoint, but no manifest names its log_key, and none is pinned or given",
                             hint="give the log's key with --log-key VKEY")
+    check_vkeys(log_key, witness_keys)
+    try:
+        NoteVerifier.from_vkey(key)
+    except UnsupportedKeyType as exc:  # the log's key is of a type we cannot check: not a bad checkpoint
+        raise UnsupportedKeyType(f"{source}: the log key {key[:120]}: {exc.message}") from None
+    except PithledgerError as exc:  # pinned keys were parsed when pinned: this is the manifest's
+        raise BadCheckpoint(f"{source}: the manifest's log_key {key[:120]!r} is no verifier key: {exc.message}") from None
     try:
         witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
         cp = w.open_checkpoint(log.note, [key], witnesses)
@@ -383,6 +436,7 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
            deadline: Deadline | float | None, observer: str, evidence: Path | None,
            manifest: bytes | None = None, hold: bool = False,
            on_wait: Callable[[str], None] | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
+    check_vkeys(log_key, witness_keys)  # before anything is fetched
     run = as_deadline(deadline)
     log = read_source_log(source, timeout=timeout, deadline=run, manifest=manifest)
     if log is None:

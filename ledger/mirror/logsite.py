@@ -405,11 +405,12 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     A bad checkpoint, tile or entry bundle raises (named); event faults are listed in the report."""
     from pithledger.mirror.published import Published
 
+    given = verifier_of(log_key) if log_key is not None else None  # a mistyped key is named before any fetch
     source = Published(location, timeout=timeout, deadline=deadline)
     fetch = source._fetch
     from_manifest = log_key is None
     vkey = _manifest_key(fetch) if log_key is None else log_key
-    verifier: NoteVerifier = verifier_of(vkey)
+    verifier: NoteVerifier = given or verifier_of(vkey)
     client = TileClient(fetch)
     try:
         note = fetch(CHECKPOINT_FILE)

@@ -28,6 +28,7 @@ from pithledger.errors import (
     NoVerifiedSignature,
     UnexpectedOrigin,
     UnknownNoteKey,
+    UnsupportedKeyType,
 )
 from pithledger.records.keys import b64decode_strict, b64encode, signature_ok
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 ALG_ED25519 = 0x01
 ALG_COSIGNATURE_V1 = 0x04
+#: Signature types of C2SP signed-note that pithledger cannot check, named when a key of one is given.
+_KEY_TYPES = {0x06: " (ML-DSA-44)"}
 SIGNATURE_PREFIX = "\u2014 "  # EM DASH, space
 # Bounds so a hostile note costs little: the spec asks verifiers to accept at least 16 signatures;
 # Go's note.Open stops at 100. A checkpoint with 100 Ed25519/cosignature lines is ~15 kB.
@@ -106,7 +109,8 @@ class NoteVerifier:
         if not _valid_name(self.name) or not _clean_text(self.name):
             raise BadVerifierKey(f"key name {self.name!r} is empty or holds a space, a '+' or a control character")
         if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
-            raise BadVerifierKey(f"verifier key type 0x{self.alg:02x} is not supported (only Ed25519: 0x01, 0x04)")
+            raise UnsupportedKeyType(f"the verifier key {self.name[:120]} is of type 0x{self.alg:02x}"
+                                     f"{_KEY_TYPES.get(self.alg, '')}, which pithledger does not support")
         if len(self.public_key) != 32:
             raise BadVerifierKey(f"an Ed25519 public key is 32 bytes, not {len(self.public_key)}")
 
@@ -133,10 +137,13 @@ class NoteVerifier:
             raise BadVerifierKey(exc.message) from None
         if len(raw) < 1:
             raise BadVerifierKey("the verifier key material is empty")
-        verifier = cls(name, raw[0], raw[1:])
-        if verifier.key_id.hex() != hex_id:
-            raise BadVerifierKey(f"the key ID {hex_id} does not match the key (it should be {verifier.key_id.hex()})")
-        return verifier
+        if not _valid_name(name) or not _clean_text(name):
+            raise BadVerifierKey(f"key name {name[:120]!r} is empty or holds a space, a '+' or a control character")
+        # the ID first (it is over any type): a mistyped key is bad-verifier-key whatever its type byte
+        expected = key_id(name, raw[0], raw[1:]).hex()
+        if expected != hex_id:
+            raise BadVerifierKey(f"the key ID {hex_id} does not match the key (it should be {expected})")
+        return cls(name, raw[0], raw[1:])
 
     def verify(self, text: str, sig: bytes) -> bool:
         """Whether ``sig`` (the bytes after the key ID) is this key's signature of note ``text``."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from pithledger.tlog import merkle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import CannotWrite, PithledgerError
+from pithledger.errors import BadVerifierKey, CannotWrite, PithledgerError, UnsupportedKeyType
 
 #: Largest add-checkpoint body read: the old-size line, 63 proof lines and a checkpoint with many
 #: signatures take a few KiB; 64 KiB leaves room for extension lines and 16+ post-quantum signatures.
@@ -372,6 +372,8 @@ def load_config(path: Path) -> Config:
             raise BadConfig(f"{path}: logs[{i}]: the origin is empty, holds a newline, or is listed twice")
         try:
             NoteVerifier.from_vkey(vkey)
+        except UnsupportedKeyType as exc:  # named as such: the config is well formed, the key's type unsupported
+            raise UnsupportedKeyType(f"{path}: logs[{i}]: vkey: {exc.message}") from None
         except PithledgerError as exc:
             raise BadConfig(f"{path}: logs[{i}]: vkey: {exc.message}") from None
         follows[origin] = LogConfig(origin, vkey)
@@ -623,6 +625,16 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
     except BadRequest as exc:
         raise BadEvidence(exc.message) from None
     key = log_key or doc["log_key"]
+    from pithledger.tlog.note import NoteVerifier
+
+    try:  # the key first: a mistyped --log-key, or one of a type we cannot check, is no damaged evidence
+        NoteVerifier.from_vkey(key)
+    except UnsupportedKeyType as exc:
+        raise UnsupportedKeyType(f"the log key {key[:120]}: {exc.message}") from None
+    except BadVerifierKey as exc:
+        if log_key is not None:
+            raise BadVerifierKey(f"--log-key {log_key[:120]!r}: {exc.message}") from None
+        raise BadEvidence(f"the file's log_key is no verifier key: {exc.message}") from None
     checked: list[Signed] = []
     for name in ("old_checkpoint", "new_checkpoint"):
         try:
