@@ -3,7 +3,7 @@
 Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a synchronous
 read of one LMDB snapshot per document (a read-only handle: it never waits for an ``apply`` in another
 process) run in a worker thread, record-sized ones a bounded number at once; uvicorn's protocol is
-wrapped with head deadlines, head size caps and connection caps (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.pages`,
+wrapped with head deadlines, head size caps, connection caps and a lingering close (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
