@@ -9,10 +9,13 @@ import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -199,6 +202,66 @@ def test_a_large_body_is_413_before_it_is_read(server: Server) -> None:
     assert server.json("/digest.json")["records"] == 1
 
 
+#: An oversized body as Python's standard library sends one: whole, before it reads a byte of the answer.
+BIG = 5 * 1024 * 1024
+
+
+def _big_body(chunked: bool) -> bytes | Iterator[bytes]:
+    """The bytes (sent with Content-Length), or a generator (sent chunked, in 64 KiB chunks, by urllib and
+    http.client: they can tell no length)."""
+    if not chunked:
+        return b" " * BIG
+    return (b" " * 65536 for _ in range(BIG // 65536))
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_oversized_body_is_413_for_clients_that_send_it_all_before_reading(server: Server, tmp_path: Path,
+                                                                              chunked: bool) -> None:
+    """urllib.request and http.client send the whole body, then read: the server answers 413 early, and a
+    close with their bytes unread would reset the connection (ECONNRESET, the 413 lost). The server half-closes
+    and drains the rest (the lingering close, spec/serve.md §4), so each sees the 413, every time."""
+    for _ in range(3):
+        request = urllib.request.Request(server.base + ACTION, data=_big_body(chunked), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 413 and json.loads(refused.value.read())["error"] == "body-too-large"
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        try:
+            conn.request("POST", ACTION, body=_big_body(chunked), headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 413 and resp.getheader("connection") == "close"
+            assert json.loads(resp.read())["error"] == "body-too-large"
+        finally:
+            conn.close()
+    curl = shutil.which("curl")
+    if curl is not None:  # curl reads the answer after a failed send: it saw the 413 before, and still does
+        big = tmp_path / "big.json"
+        big.write_bytes(b" " * BIG)
+        framing = ["-H", "Transfer-Encoding: chunked"] if chunked else []
+        out = subprocess.run([curl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Content-Type: application/json",
+                              *framing, "--data-binary", f"@{big}", server.base + ACTION], capture_output=True, text=True, timeout=60)
+        assert out.stdout == "413", out.stdout + out.stderr
+    assert server.json("/digest.json")["records"] == 1
+
+
+def test_the_lingering_close_drains_a_client_that_never_stops_sending_only_so_far(server: Server) -> None:
+    """After the 413 the server reads on and drops what arrives, but at most Limits.linger_bytes (16 MiB):
+    a client sending without end is then cut off, it does not get to stream into the server for linger_time."""
+    from pithledger.web.serve import Limits
+    block = b" " * 65536
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Length: {10 ** 15}\r\n\r\n".encode())
+        with pytest.raises(OSError):  # the reset (or broken pipe) of the close after the drain
+            while sent < 1 << 30:
+                sock.sendall(block)
+                sent += len(block)
+    # what the kernel's buffers take on both sides (loopback autotuning: a few MiB each) comes on top
+    assert sent < Limits().linger_bytes + 32 * 1024 * 1024, sent
+    assert server.json("/digest.json")["records"] == 1
+
+
 def test_a_burst_is_429_with_retry_after(site: tuple[Path, Path, Path]) -> None:
     tmp, ledger, e = site
     srv = Server(ledger, tmp, "--accept-events", "--post-rate", "0.5", "--post-burst", "3")
@@ -221,6 +284,19 @@ def test_without_accept_events_post_is_405(site: tuple[Path, Path, Path]) -> Non
         assert status == 405 and json.loads(raw)["error"] == "method-not-allowed" and "POST" not in headers["allow"]
         status, headers, _ = srv.request(ACTION, "OPTIONS")  # nor does its CORS preflight offer POST
         assert status == 204 and "POST" not in headers["access-control-allow-methods"]
+        # answered on its head, before a 5 MB body arrived: urllib (which sends it all first) still reads the
+        # 405 (the connection lingers, spec/serve.md §4), not a reset
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(srv.base + ACTION, data=b" " * BIG, method="POST"), timeout=60)
+        assert refused.value.code == 405 and refused.value.headers["connection"] == "close"
+        # http.client asks for keep-alive: the early answer keeps none, the rest of the body is drained, not parsed
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        try:
+            conn.request("POST", ACTION, body=b" " * BIG)
+            resp = conn.getresponse()
+            assert resp.status == 405 and json.loads(resp.read())["error"] == "method-not-allowed"
+        finally:
+            conn.close()
     finally:
         srv.stop()
 

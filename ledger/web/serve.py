@@ -3,7 +3,7 @@
 Starlette routes on uvicorn (spec/adr/0007-serve-starlette-uvicorn.md). Every handler is a synchronous
 read of one LMDB snapshot per document (a read-only handle: it never waits for an ``apply`` in another
 process) run in a worker thread, record-sized ones a bounded number at once; uvicorn's protocol is
-wrapped with head deadlines, head size caps and connection caps (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.render.pages`,
+wrapped with head deadlines, head size caps, connection caps and a lingering close (:func:`guarded`, spec/serve.md §4). Pages are rendered by :mod:`pithledger.render.pages`,
 the same renderer ``publish`` writes ``index.html`` files with.
 
 Nothing here writes: GET, HEAD and OPTIONS (CORS preflight) are answered, every other method is 405 —
@@ -959,6 +959,75 @@ class Limits:
     #: held, the connection closing or not), its client must read SEND_PROGRESS of them (or half, if less) in
     #: every such period, else the connection is dropped and what it held with it.
     send_timeout: float = 30.0
+    #: The lingering close (nginx's lingering_close): a connection closed while its request's body is still
+    #: arriving (an answer sent before the body was read: 413, 404, 405, 429, 408) is half-closed after the
+    #: answer, then what its client still sends is read and dropped until the client closes, or nothing arrives
+    #: for linger_timeout s, or linger_time s or linger_bytes bytes in all have passed; then it is closed. Why:
+    #: a close with the client's bytes unread resets the connection, and clients that send a whole body before
+    #: reading (Python's urllib and http.client) lost the answer to ECONNRESET.
+    linger_time: float = 30.0
+    linger_timeout: float = 5.0
+    linger_bytes: int = 16 * 1024 * 1024
+
+
+class _Lingering(asyncio.Transport):
+    """The transport uvicorn's protocol is given: each call goes to the socket's transport, except close(),
+    which the guard answers (it may linger first), and pause_reading() while lingering (the drain reads on)."""
+
+    def __init__(self, real: asyncio.Transport, close: Callable[[], None]) -> None:
+        super().__init__()
+        self.real = real
+        self.lingering = False
+        self._close = close
+
+    def close(self) -> None:
+        self._close()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self.real.is_closing()
+
+    def abort(self) -> None:
+        self.real.abort()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.real.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.real.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self.real.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self.real.can_write_eof()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.real.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        if not self.lingering:
+            self.real.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.real.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.real.is_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self.real.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.real.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.real.set_write_buffer_limits(high, low)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.real.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.real.get_protocol()
 
 
 def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
@@ -968,7 +1037,9 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
     response to be read on (uvicorn waits for a client that never reads, holding the unsent body), and
     per-address and total connection caps. A connection over a cap is answered 503 at once and closed; it is never admitted,
     so it does not count against anybody else (uvicorn's own ``limit_concurrency`` counts every open
-    connection, so one client holding many made every other client's requests 503)."""
+    connection, so one client holding many made every other client's requests 503). And a lingering close
+    (``Limits.linger_time``): uvicorn is given a :class:`_Lingering` transport, so every close it asks for
+    while a request's body is still arriving half-closes and drains, bounded, instead of resetting."""
     held: dict[str, int] = {}
     admitted = [0]
 
@@ -982,6 +1053,12 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
         _head_bytes = 0
         _stall: asyncio.TimerHandle | None = None  # armed while the transport's send buffer is over its high-water mark
         _stall_held = 0  # the bytes that buffer held when it was armed
+        _real: asyncio.Transport  # the socket's transport; uvicorn (and self.transport) hold a _Lingering around it
+        _wrapped: _Lingering | None = None
+        _linger_timer: asyncio.TimerHandle | None = None  # armed while lingering
+        _linger_until = 0.0  # loop time the linger ends at the latest
+        _linger_last = 0.0  # loop time of the last byte drained
+        _linger_read = 0
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             peer = transport.get_extra_info("peername")
@@ -996,12 +1073,14 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             held[host] = held.get(host, 0) + 1
             admitted[0] += 1
             self._peer, self._admitted = host, True
-            super().connection_made(transport)
+            self._real, self._wrapped = transport, _Lingering(transport, self._close_requested)
+            super().connection_made(self._wrapped)
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             self._unstall()
+            self._unlinger()
             if not self._admitted:
                 return
             self._admitted = False
@@ -1013,6 +1092,12 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._wrapped is not None and self._wrapped.lingering:
+                self._linger_read += len(data)  # dropped: the request was answered
+                self._linger_last = self.loop.time()
+                if self._linger_read > limits.linger_bytes:
+                    self._end_linger()
+                return
             if self._refused:
                 return  # answered already; what it still sends is dropped until it or the linger closes
             view = memoryview(data)
@@ -1025,6 +1110,9 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
                 body = MAX_BODY if flight and self.cycle.scope.get("method") == "POST" else 0
                 room = limits.max_head + body - self._head_bytes
                 if room <= 0:
+                    if body and not self.cycle.response_started and getattr(self.cycle, "more_body", False):
+                        self._too_large()  # a POST's body (as sent: chunk framing counts) passed the cap unanswered
+                        return
                     self._stop("request-too-long", f"a request head is at most {limits.max_head} bytes", 431)
                     return
                 chunk, view = view[:room], view[room:]
@@ -1035,6 +1123,11 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
 
         def on_response_complete(self) -> None:
             self._head_bytes = 0  # the next head is counted from its first byte
+            cycle = self.cycle
+            if cycle is not None and cycle.response_complete and getattr(cycle, "more_body", False) and not self.transport.is_closing():
+                # answered before its body arrived (an early 404, 405, 429 kept alive): the rest of the body is
+                # not parsed on, the connection ends with the lingering close
+                self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()
@@ -1100,13 +1193,76 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             if self.cycle is self._waiting and idle and not self.transport.is_closing():
                 self._stop("request-timeout", f"a request head must arrive within {limits.head_timeout:g} s", 408)
 
+        def shutdown(self) -> None:
+            if self._wrapped is not None and self._wrapped.lingering:  # the server stops: no one waits for a drain
+                self._end_linger()
+                return
+            super().shutdown()
+
+        def _close_requested(self) -> None:
+            """uvicorn (or this guard) closes the connection: at once, unless the request's body is still
+            arriving; then the lingering close (spec/serve.md §4)."""
+            assert self._wrapped is not None
+            if self._wrapped.lingering:
+                return  # it ends on its own bounds
+            real = self._real
+            if real.is_closing() or self._refused or not getattr(self.cycle, "more_body", False) or not real.can_write_eof():
+                real.close()
+            else:
+                self._linger()
+
+        def _linger(self) -> None:
+            assert self._wrapped is not None
+            real = self._real
+            self._disarm()
+            self._wrapped.lingering = True
+            # the answer goes first (write_eof waits for the buffer), then FIN: the client reads the answer and
+            # EOF while it still sends, and its bytes are read here, so no reset takes the answer away
+            real.write_eof()
+            real.resume_reading()
+            now = self.loop.time()
+            self._linger_until, self._linger_last, self._linger_read = now + limits.linger_time, now, 0
+            self._linger_timer = self.loop.call_later(min(limits.linger_timeout, limits.linger_time), self._check_linger)
+
+        def _check_linger(self) -> None:
+            self._linger_timer = None
+            now = self.loop.time()
+            due = min(self._linger_last + limits.linger_timeout, self._linger_until)
+            if now >= due:
+                self._end_linger()
+            else:
+                self._linger_timer = self.loop.call_later(due - now, self._check_linger)
+
+        def _unlinger(self) -> None:
+            if self._linger_timer is not None:
+                self._linger_timer.cancel()
+                self._linger_timer = None
+
+        def _end_linger(self) -> None:
+            self._unlinger()
+            # an answer still unread after the bounds is dropped with the connection (close would wait for it)
+            if self._real.get_write_buffer_size():
+                self._real.abort()
+            else:
+                self._real.close()
+
+        def _too_large(self) -> None:
+            """A POST whose body, as sent, passed the cap before the application answered: the answer is
+            written here, the application's request is ended (it sees a disconnect; its answer is dropped), and
+            the connection lingers."""
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+            _answer(self._real, 413, "body-too-large",
+                    f"the request is over {limits.max_head + MAX_BODY:,} bytes as sent; an action body is at most {MAX_BODY:,}")
+            self._linger()
+
         def _stop(self, code: str, message: str, status: int) -> None:
             self._disarm()
             self._refused = True
             if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
                 self.transport.close()
                 return
-            _refuse(self.transport, code, message, status, pause=status == 431)
+            _refuse(self._real, code, message, status, pause=status == 431)
 
     Guarded.__name__ = f"Guarded{base.__name__}"
     return Guarded
@@ -1120,16 +1276,21 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
     """Answer a connection outside the application (JSON like every error) and close it. The answer
     is followed by a half-close and, a moment later, the close: closing at once with the client's bytes
     unread would reset the connection, and the client might lose the answer."""
-    reason = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}[status]
-    body = canonical_bytes({"error": code, "message": message}) + b"\n"
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n")
-    transport.write(head.encode() + body)
+    _answer(transport, status, code, message)
     if pause:  # a client still sending a huge head is not read on: it waits, then the close resets it
         transport.pause_reading()
     if transport.can_write_eof():
         transport.write_eof()
     asyncio.get_running_loop().call_later(LINGER, transport.close)
+
+
+def _answer(transport: asyncio.Transport, status: int, code: str, message: str) -> None:
+    """An error answer written outside the application (JSON like every error), announcing the close."""
+    reason = {408: "Request Timeout", 413: "Content Too Large", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}[status]
+    body = canonical_bytes({"error": code, "message": message}) + b"\n"
+    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n")
+    transport.write(head.encode() + body)
 
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
