@@ -134,7 +134,7 @@ def verify_proof(
     from pithledger.records.canonical import canonical_bytes
     from pithledger.tlog.proofs import BadProof, verify_inclusion_document
     from pithledger.store.tlog_tables import served_bytes
-    from pithledger.mirror.publish import ledger_id
+    from pithledger.mirror.published import ledger_id
 
     verifier = _verifier(log_key, "verify-proof")
     got = verify_inclusion_document(read_bytes(proof), verifier)
