@@ -15,10 +15,12 @@ import typer
 
 from ._base import Command, UsageProblem, settings
 from ._output import emit_json, read_bytes, say, write_file_atomically
-from .app import KeyDirOption, JsonOption, TimeoutOption, _deadline_option, _json, _note, _open, _store, command
+from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
 
 if TYPE_CHECKING:
     from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier
+
+command = Commands()  # added to the app by cli/app.py
 
 LogKeyOption = Annotated[Optional[str], typer.Option(
     "--key", metavar="NAME", envvar="PITHLEDGER_LOG_KEY", show_envvar=True,
@@ -132,7 +134,7 @@ def verify_proof(
     from pithledger.records.canonical import canonical_bytes
     from pithledger.tlog.proofs import BadProof, verify_inclusion_document
     from pithledger.store.tlog_tables import served_bytes
-    from pithledger.mirror.publish import ledger_id
+    from pithledger.mirror.published import ledger_id
 
     verifier = _verifier(log_key, "verify-proof")
     got = verify_inclusion_document(read_bytes(proof), verifier)

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from pithledger.mirror.transport import Deadline
     from pithledger.mirror.checkpoints import Check
 
-from .app import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store, command
+from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store
+
+command = Commands()  # added to the app by cli/app.py
 
 def log_check(ctx: typer.Context, ledger_path: Path | None, source: str, log_key: Optional[str], witness_keys: Optional[list[str]],
               timeout: float, deadline: Deadline | float, observer: str, manifest: bytes | None = None) -> Check:

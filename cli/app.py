@@ -18,12 +18,12 @@ import typer
 from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
+from ._options import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
 from ._output import (emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
                       write_file_atomically)
 
 if TYPE_CHECKING:
     from pithledger.records.display import DisplayMetadata
-    from pithledger.records.keys import KeyStore
     from pithledger.mirror.checkpoints import Check
     from pithledger.store import Batch, Ledger, Prepared, Rejection
 
@@ -75,32 +75,10 @@ def root(
     ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet, key_dir=key_dir)
 
 
-def _open(ctx: typer.Context, *, write: bool = False, settled: bool = False) -> Ledger:
-    """Queries open the ledger read-only (they never wait for a writer); apply and sync write.
-    ``settled``: for readers of the derived views as a whole (digest, publish, fsck): pending
-    derivation is finished first (spec/storage.md §3.1)."""
-    from pithledger.store import Ledger, open_settled
-
-    if settled:
-        return open_settled(settings(ctx).ledger)
-    return Ledger(settings(ctx).ledger, create=write, readonly=not write)
-
-
-def _json(ctx: typer.Context, as_json: bool) -> bool:
-    return as_json or settings(ctx).json
-
-
-def _note(ctx: typer.Context, text: str) -> None:
-    """A note for a person on stderr; --quiet silences it."""
-    if not settings(ctx).quiet:
-        typer.echo(text, err=True)
-
-
 def _plural(n: int, word: str, plural: str = "") -> str:
     return f"{n:,} {word if n == 1 else (plural or word + 's')}"
 
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
 #: Where the parallel work of a command runs (ledger/fanout.py, spec/storage.md §7): one definition
 #: for every command that fans out.
 WorkersOption = Annotated[Optional[int], typer.Option(
@@ -289,24 +267,6 @@ LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY"
     "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
 WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
     "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
-
-# A global option (the root's, which also reads $PITHLEDGER_KEYS), declared again by the commands that
-# use keys so that their help lists it; given to the command it wins over the global one.
-KeyDirOption = Annotated[
-    Optional[Path],
-    typer.Option("--key-dir", metavar="DIR",
-                 help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]; "
-                      "here or before the command, it wins over $PITHLEDGER_KEYS."),
-]
-
-
-def _store(key_dir: Optional[Path]) -> KeyStore:
-    from pithledger.records import keys as keys_
-
-    from ._base import current_settings
-
-    return keys_.KeyStore(key_dir or current_settings().key_dir or keys_.default_key_dir())
-
 
 @keys_app.command("new", cls=Command)
 def keys_new(
@@ -1002,16 +962,6 @@ def publish(
         raise typer.Exit(1)
 
 
-TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,
-                                               help="Wall-clock seconds for one whole HTTP request, redirects included.")]
-
-
-def _deadline_option() -> Any:
-    return typer.Option("--deadline", metavar="SECONDS", min=0,
-                        help="Wall-clock seconds for all the reads of the run; 0 for no limit.")
-
-
-
 def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
     """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130."""
     after = ledger.counts()
@@ -1503,5 +1453,7 @@ def latex(
         typer.echo(f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}")
 
 
-from . import _tlog as _tlog  # noqa: E402 - registers checkpoint, prove, verify-proof, consistency, verify-log
-from . import _witness  # noqa: E402,F401 - registers `witness` and `check-evidence` (it imports this module's options)
+from . import _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
+
+_tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log
+_witness.command.register(app)  # witness, check-evidence

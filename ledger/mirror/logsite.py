@@ -67,14 +67,14 @@ class LogPlan:
 
 def _read_file(directory: Path, rel: str, limit: int) -> bytes | None:
     """A regular file publish may compare against (never following a symlink); None when absent."""
-    from pithledger.mirror.publish import _existing, _read_regular
+    from pithledger.files import existing, read_regular
 
-    st = _existing(directory / rel)
+    st = existing(directory / rel)
     if st is None:
         return None
     if st.st_size > limit:
         return b""  # larger than any file of ours at that path: it differs
-    return _read_regular(directory / rel, st.st_size) or b""
+    return read_regular(directory / rel, st.st_size) or b""
 
 
 def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
@@ -436,7 +436,7 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
     """Recompute the root from the entry tiles, noting what each entry names in ``wanted``; then check each
     record's named events against its published bundle."""
     from pithledger.records.events import verify_event
-    from pithledger.mirror.publish import _record_parts, ledger_id
+    from pithledger.mirror.published import ledger_id, record_parts
 
     def leaves() -> Iterator[bytes]:
         for start in range(0, checkpoint.size, TILE_WIDTH * 16):
@@ -465,7 +465,7 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
             continue
         found: set[str] = set()
         try:
-            for bundle, _ in _record_parts(source, number, sorted(ids)):
+            for bundle, _ in record_parts(source, number, sorted(ids)):
                 for event in bundle.events:
                     eid = ledger_id(event)
                     if eid is None or eid not in ids or eid in found:

@@ -8,12 +8,8 @@ claims, and bundles go through the same strict decoding and verification as any 
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import random
-import secrets
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,14 +29,11 @@ from pithledger.mirror.transport import (
     SourceTLSError,
     SourceTooLarge,
     UnsafePath,
-    _O_FLAGS,
-    _kind,
 )
 from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
-from pithledger.records.bundle import Bundle, read_bundle
-from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.records.canonical import canonical_bytes
 from pithledger.errors import DerivationPending, PithledgerError, SourceError
-from pithledger.records.events import is_pithledger_envelope, verify_event
+from pithledger.records.events import verify_event
 from pithledger.render import badge
 from pithledger.render import pages
 from pithledger.render import record_doc
@@ -48,7 +41,9 @@ from pithledger.records.display import MetadataStore
 from pithledger.records.keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from pithledger.merge import MERGE_VERSION
 from pithledger.mirror.published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
-                        PART_INDEX_VERSION, MalformedSource, Published, _node_file, _pair_of, _part_file, record_dir)
+                        PART_INDEX_VERSION, MalformedSource, Published, _node_file, _pair_of, _part_file, ledger_id,
+                        record_dir, record_parts)
+from pithledger.files import existing, read_regular, write_if_changed, write_linked
 from pithledger.store import Batch, Ledger, open_settled
 
 if TYPE_CHECKING:
@@ -108,126 +103,6 @@ def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadl
 # --- publishing ------------------------------------------------------------------------------------
 
 
-#: Modes of what publish creates, less the umask, which the kernel applies (spec/serve.md §7): readable
-#: by a web server running as another user (mkstemp's 0600 made every file 404 under nginx, Apache or
-#: http.server, and sync from it fail).
-FILE_MODE = 0o666
-DIR_MODE = 0o777
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _existing(path: Path) -> os.stat_result | None:
-    """What is at ``path`` (not following a symlink), refusing anything publish may not replace: only a
-    regular file (or nothing) is ever replaced, and nothing is opened before it is known to be one."""
-    from pithledger.errors import CannotWrite
-
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        raise CannotWrite(f"{path}: a part of this path is a file, where publish needs a directory",
-                          hint="remove it, or publish into a new directory") from None
-    except OSError as exc:
-        raise CannotWrite(f"cannot use {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CannotWrite(f"{path} is {_kind(st.st_mode)}, where publish writes a regular file",
-                          hint="publish never opens or replaces anything but its own regular files: remove it, "
-                               "or publish into a new directory")
-    return st
-
-
-def _read_regular(path: Path, size: int) -> bytes | None:
-    """The bytes of the regular file at ``path`` when it holds exactly ``size`` bytes, else None; opened
-    with O_NOFOLLOW | O_NONBLOCK and checked with fstat, so a FIFO swapped in never blocks the run."""
-    try:
-        fd = os.open(path, _O_FLAGS)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read(size + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _parent(path: Path) -> None:
-    from pithledger.errors import CannotWrite
-
-    try:
-        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise CannotWrite(f"{path.parent}: a part of this path is a file, where publish needs a directory",
-                          hint="remove it, or publish into a new directory") from None
-    except OSError as exc:
-        raise CannotWrite(f"cannot create {path.parent}: {exc.strerror}") from None
-
-
-def _write(root: Path, rel: str, data: bytes) -> bool:
-    """Write-then-rename, mode 0666 less the umask; skip when the file already holds these bytes. True
-    when written. What is there must be a regular file or nothing (:func:`_existing`): a directory, FIFO,
-    device, socket or symlink is a named error, never opened, never replaced."""
-    from pithledger.errors import CannotWrite
-
-    path = root / rel
-    st = _existing(path)
-    if st is not None and _read_regular(path, len(data)) == data:
-        return False
-    _parent(path)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, _CREATE, FILE_MODE)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
-    return True
-
-
-def _write_linked(root: Path, rels: list[str], data: bytes) -> None:
-    """The same bytes at every path of ``rels``: written once at the first, hard links at the others (one
-    copy on disk, spec/serve.md §7); a copy where the file system refuses links."""
-    from pithledger.errors import CannotWrite
-
-    first = root / rels[0]
-    _write(root, rels[0], data)
-    for rel in rels[1:]:
-        path = root / rel
-        st = _existing(path)
-        if st is not None and os.path.samestat(st, os.stat(first)):
-            continue
-        _parent(path)
-        tmp = path.parent / f".{path.name}.{os.getpid()}.link"
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            os.link(first, tmp)
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
-                raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
-            _write(root, rel, data)
-
-
 def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "",
             log: NoteSigner | None = None) -> dict[str, int]:
     """Write (or bring up to date) a static mirror of ``ledger`` in ``directory``.
@@ -283,7 +158,7 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
                     continue
                 _publish_record(ledger, directory, number, site)
                 counts["records_written"] += 1
-        counts["nodes_written"] += _write(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
+        counts["nodes_written"] += write_if_changed(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
     manifest: dict[str, Any] = {
         "manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "merge_version": MERGE_VERSION,
         "mirrors": [{"name": "pithledger mirror", "mirror_type": "https" if base_url.startswith("https") else "static",
@@ -295,17 +170,17 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
                      "status": "mirror"} | manifest_fields(log, base_url)],
         "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
     }
-    _write(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
-    _write(directory, "pith-signing-key.json", canonical_bytes(signing_key_doc()) + b"\n")
-    _write(directory, "index.html", site.index())
-    _write(directory, record_doc.SCHEMA_PATH, record_doc.schema_bytes())
+    write_if_changed(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
+    write_if_changed(directory, "pith-signing-key.json", canonical_bytes(signing_key_doc()) + b"\n")
+    write_if_changed(directory, "index.html", site.index())
+    write_if_changed(directory, record_doc.SCHEMA_PATH, record_doc.schema_bytes())
     site.close()
     digest = {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH,
               "root": _pair_json(ledger.root())}
-    _write(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
+    write_if_changed(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
     if plan is not None:  # every record the checkpoint's entries name is published by now
-        counts["tiles_written"] = write_tiles(ledger, directory, plan, _write)
-        write_checkpoint(directory, plan, _write)
+        counts["tiles_written"] = write_tiles(ledger, directory, plan, write_if_changed)
+        write_checkpoint(directory, plan, write_if_changed)
         counts["log_size"] = plan.size
     for rel in replaced:
         if (directory / rel).is_symlink() or (directory / rel).exists():
@@ -436,22 +311,22 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     pith_state = [f"pith/{suffix}/state.json"]
     # One copy of each file on disk, hard links at its other paths (spec/serve.md §7)
     for n, data in enumerate(parts):
-        _write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else []), data)
+        write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else []), data)
     if present and bundle is not parts[0]:
-        _write_linked(directory, pith_bundle, bundle)
-    _write(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
-    _write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
+        write_linked(directory, pith_bundle, bundle)
+    write_if_changed(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
+    write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
     if present:
-        _write(directory, f"pith/{suffix}/badge.svg", badge.badge_svg(number, value["current"]["badges"]))
+        write_if_changed(directory, f"pith/{suffix}/badge.svg", badge.badge_svg(number, value["current"]["badges"]))
         if site is not None:
             events = [e for part in parts for e in msgspec.json.decode(part)["events"]]
-            _write(directory, f"pith/{suffix}/index.html", site.record(value, events))
+            write_if_changed(directory, f"pith/{suffix}/index.html", site.record(value, events))
             files = site.agent_files(value, events)
             by_bytes: dict[bytes, list[str]] = {}
             for rel, data in files.items():
                 by_bytes.setdefault(data, []).append(rel)
             for data, rels in by_bytes.items():
-                _write_linked(directory, rels, data)
+                write_linked(directory, rels, data)
         return
     if _owner(directory / pith_state[0]) == number:
         _unlink(directory / f"pith/{suffix}/index.html")
@@ -467,7 +342,7 @@ def _owner(path: Path) -> Any:
         size = os.lstat(path).st_size
     except OSError:
         return None
-    held = _read_regular(path, size) if size <= MAX_FETCH else None
+    held = read_regular(path, size) if size <= MAX_FETCH else None
     try:
         return msgspec.json.decode(held).get("pith_number") if held is not None else None
     except (msgspec.DecodeError, AttributeError):
@@ -481,19 +356,6 @@ def _unlink(path: Path) -> None:
         path.unlink(missing_ok=True)
     except OSError as exc:
         raise CannotWrite(f"cannot remove {path}: {exc.strerror}") from None
-
-
-def ledger_id(event: Any) -> str | None:
-    """The id a ledger holds this copy under if it is valid (spec/events.md §2.3), None when it cannot
-    be one: our envelope's declared ``event_id`` when it is a string (a valid copy's recomputes to it);
-    for Pith's envelope the id its receipt authenticates, when it verifies. Never raises on junk."""
-    if not isinstance(event, dict):
-        return None
-    if is_pithledger_envelope(event):
-        declared = event.get("event_id")
-        return declared if type(declared) is str else None
-    verdict = verify_event(event)
-    return verdict.event_id if verdict.status == "valid" else None
 
 
 def part_index_doc(number: str, parts: list[dict[str, Any]], valid_ids: list[str]) -> dict[str, Any]:
@@ -528,41 +390,6 @@ def _old_bucket(old: Published | None, prefix: str) -> dict[str, Pair]:
 
 
 # --- syncing ---------------------------------------------------------------------------------------
-
-
-def _read_part(source: Published, number: str, part: int) -> tuple[Bundle, int]:
-    data = source.bundle_bytes(number, part)
-    bundle = read_bundle(strict_decode(data, what=f"the bundle of {number}" + (f" (part {part})" if part else "")))
-    if bundle.pith_number != number:
-        raise SourceError(f"the bundle at {number}'s path is about {bundle.pith_number}")
-    return bundle, len(data)
-
-
-def _record_parts(source: Published, number: str, wanted: list[str]) -> Iterator[tuple[Bundle, int]]:
-    """The parts of one record's published bundle that carry the ids in ``wanted``, one at a time.
-
-    With a part index (spec/audit.md §4): exactly the parts whose ranges cover a wanted id, in order,
-    each once, so at most the number of parts and never one without a wanted id. Without one (a tree
-    published before the index existed): part 0, 1, ... until every wanted id has been seen, a part is
-    absent, or as many parts were read as the record has advertised ids (each part of an honest tree
-    carries at least one)."""
-    index = source.part_index(number)
-    if index is not None:
-        for part in sorted({n for i in wanted if (n := index.locate(i)) is not None}):
-            yield _read_part(source, number, part)
-        return
-    missing = set(wanted)
-    for part in range(max(1, len(source.record_events(number)))):
-        try:
-            bundle, nbytes = _read_part(source, number, part)
-        except SourceFileMissing:
-            if part == 0:
-                raise
-            return
-        missing.difference_update(ledger_id(e) for e in bundle.events)
-        yield bundle, nbytes
-        if not missing:
-            return
 
 
 #: A sync batch closes at this many events or bytes of bundles, whichever comes first (spec/audit.md §5).
@@ -626,7 +453,7 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
                 continue
             number = div.pith_number
             try:
-                for bundle, nbytes in _record_parts(source, number, div.a_lacks):
+                for bundle, nbytes in record_parts(source, number, div.a_lacks):
                     if size[1] and size[1] + nbytes > batch_bytes:
                         flush()  # the batch would pass its bytes with this part: it holds one large part, not two
                     if batch is None:
@@ -695,7 +522,7 @@ def _names(source: Published) -> Iterator[str]:
 def _check_record(source: Published, number: str) -> dict[str, Any] | None:
     advertised = source.record_events(number)
     carried: set[str] = set()
-    for bundle, _ in _record_parts(source, number, advertised):
+    for bundle, _ in record_parts(source, number, advertised):
         for event in bundle.events:
             verdict = verify_event(event)
             if verdict.status == "valid":

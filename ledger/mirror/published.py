@@ -13,12 +13,15 @@ import re
 import urllib.parse
 from collections import OrderedDict
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, SourceFileMissing, UnsafePath, as_deadline, check_url,
                          http_get, read_file)
 from pithledger.audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
+from pithledger.records.bundle import Bundle, read_bundle
 from pithledger.records.canonical import strict_decode
+from pithledger.records.events import is_pithledger_envelope, verify_event
 from pithledger.errors import PithledgerError, SourceError
 from pithledger.merge import MERGE_VERSION
 
@@ -360,3 +363,54 @@ def record_dir(number: str) -> str:
 
 def _part_file(n: int) -> str:
     return "bundle.json" if n == 0 else f"bundle-{n}.json"
+
+
+# --- reading a record's bundle (sync, verify-log) ------------------------------------------------
+
+
+def ledger_id(event: Any) -> str | None:
+    """The id a ledger holds this copy under if it is valid (spec/events.md §2.3), None when it cannot
+    be one: our envelope's declared ``event_id`` when it is a string (a valid copy's recomputes to it);
+    for Pith's envelope the id its receipt authenticates, when it verifies. Never raises on junk."""
+    if not isinstance(event, dict):
+        return None
+    if is_pithledger_envelope(event):
+        declared = event.get("event_id")
+        return declared if type(declared) is str else None
+    verdict = verify_event(event)
+    return verdict.event_id if verdict.status == "valid" else None
+
+
+def read_part(source: Published, number: str, part: int) -> tuple[Bundle, int]:
+    data = source.bundle_bytes(number, part)
+    bundle = read_bundle(strict_decode(data, what=f"the bundle of {number}" + (f" (part {part})" if part else "")))
+    if bundle.pith_number != number:
+        raise SourceError(f"the bundle at {number}'s path is about {bundle.pith_number}")
+    return bundle, len(data)
+
+
+def record_parts(source: Published, number: str, wanted: list[str]) -> Iterator[tuple[Bundle, int]]:
+    """The parts of one record's published bundle that carry the ids in ``wanted``, one at a time.
+
+    With a part index (spec/audit.md §4): exactly the parts whose ranges cover a wanted id, in order,
+    each once, so at most the number of parts and never one without a wanted id. Without one (a tree
+    published before the index existed): part 0, 1, ... until every wanted id has been seen, a part is
+    absent, or as many parts were read as the record has advertised ids (each part of an honest tree
+    carries at least one)."""
+    index = source.part_index(number)
+    if index is not None:
+        for part in sorted({n for i in wanted if (n := index.locate(i)) is not None}):
+            yield read_part(source, number, part)
+        return
+    missing = set(wanted)
+    for part in range(max(1, len(source.record_events(number)))):
+        try:
+            bundle, nbytes = read_part(source, number, part)
+        except SourceFileMissing:
+            if part == 0:
+                raise
+            return
+        missing.difference_update(ledger_id(e) for e in bundle.events)
+        yield bundle, nbytes
+        if not missing:
+            return

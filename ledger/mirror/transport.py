@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from pithledger.errors import SourceError
+from pithledger.files import READ_FLAGS as _O_FLAGS  # (its names here before they moved to ledger/files.py)
+from pithledger.files import kind as _kind
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds of wall clock for one whole request (including the redirects it follows)."""
@@ -524,17 +526,6 @@ def http_get(url: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Dea
 
 
 # --- directories -----------------------------------------------------------------------------------
-
-
-_O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symlink")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def check_relative(rel: str, where: str) -> list[str]:

@@ -243,6 +243,32 @@ class _Environment:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _open_dbs(self, *, readonly: bool) -> int:
+        """Open the ledger's databases (a writer creates those missing) once the layout is known to be one
+        this version reads; returns the layout. Every handle that reads the views opens them so (Ledger,
+        and the workers' views handle, snapshot.py); the caller closes the environment if this raises."""
+        self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
+        layout = self._check_layout()  # before the other databases: an older layout may lack some
+        absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
+        # a writer opens them in one transaction (a transaction each costs a durable commit each); a
+        # reader one by one (py-lmdb drops the handles a read transaction opened when it ends)
+        txn = self._begin(write=True) if not readonly else None
+        try:
+            self.db.update({name: self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
+                            for name, dup in _DBS.items() if name not in absent})
+            for name, dup in _OPTIONAL.items():
+                try:
+                    self.db[name] = self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
+                except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
+                    pass
+        except BaseException:
+            if txn is not None:
+                txn.abort()
+            raise
+        if txn is not None:
+            txn.commit()
+        return layout
+
     def _check_layout(self) -> int:
         """The ledger's layout version, once it is known to be one this version reads (else raise).
         A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""

@@ -10,7 +10,7 @@ import lmdb
 from ..errors import NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _DBS, _OPTIONAL, _PENDING, _TLOG
+from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -36,26 +36,7 @@ class Ledger(_Log, _Reads, _Fsck):
         self._own_fanout = shared is None
         self._fanout = shared or Fanout.processes()
         try:
-            self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
-            layout = self._check_layout()  # before the other databases: an older layout may lack some
-            absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
-            # a writer opens them in one transaction (a transaction each costs a durable commit each); a
-            # reader one by one (py-lmdb drops the handles a read transaction opened when it ends)
-            txn = self._begin(write=True) if not readonly else None
-            try:
-                self.db.update({name: self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
-                                for name, dup in _DBS.items() if name not in absent})
-                for name, dup in _OPTIONAL.items():
-                    try:
-                        self.db[name] = self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
-                    except lmdb.NotFoundError:  # read-only on a ledger without it: only writers use it
-                        pass
-            except BaseException:
-                if txn is not None:
-                    txn.abort()
-                raise
-            if txn is not None:
-                txn.commit()
+            layout = self._open_dbs(readonly=readonly)
             if not readonly:
                 # the reader slots of processes that died holding one (a killed worker or reader) would keep
                 # LMDB from reusing the pages of their snapshots: a writer clears them when it opens

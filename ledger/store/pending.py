@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from itertools import count
-from typing import TYPE_CHECKING, cast
 
 import lmdb
 
@@ -17,10 +16,6 @@ from .env import _RELEASE_EVERY, _release_mapped_pages
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
 from .views import _Derived, _Inputs, _Views, _derive_part
 from .workers import _BIG_STATE, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
-
-if TYPE_CHECKING:
-    from .ledger import Ledger
-
 
 #: Records derived per write transaction when pending work is finished (bounds one transaction).
 FINISH_CHUNK = 2048
@@ -122,7 +117,7 @@ class _PendingWork(_Views, _Workers):
         if (self._fanout.kind != "processes" or self._fanout.lost or len(subjects) < _PARALLEL_STATES
                 or self._snapshot_refused):
             return None
-        snap = snapshot_of(cast("Ledger", self), txn)
+        snap = snapshot_of(self, txn)
         if snap is None:
             return None
         return [(snap, subjects[i:i + _SNAPSHOT_PART]) for i in range(0, len(subjects), _SNAPSHOT_PART)]

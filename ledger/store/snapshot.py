@@ -23,16 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import lmdb
 
-from ..errors import PithledgerError
-from .env import _file_id, _release_mapped_pages
-from .views import _Derived, _derive_part
-
-if TYPE_CHECKING:
-    from .ledger import Ledger
+from ..errors import NoLedger, PithledgerError
+from .env import DEFAULT_MAP_SIZE, _Environment, _file_id, _release_mapped_pages
+from .views import _Derived, _derive_part, _Views
 
 
 _T = TypeVar("_T")
@@ -47,7 +44,7 @@ class Snapshot(NamedTuple):
     fold: bool  # whether the writer's handle holds the optional ``fold`` database
 
 
-def snapshot_of(ledger: Ledger, txn: lmdb.Transaction) -> Snapshot | None:
+def snapshot_of(ledger: _Environment, txn: lmdb.Transaction) -> Snapshot | None:
     """The snapshot the writer's ``txn`` began from, for workers to read; None if its files cannot be named."""
     opened = ledger._opened_file
     # the file the writer has open must still be the one at its path (another process's rebuild may have
@@ -57,14 +54,28 @@ def snapshot_of(ledger: Ledger, txn: lmdb.Transaction) -> Snapshot | None:
     return Snapshot(str(ledger.path), opened, txn.id(), b"fold" in ledger.db)
 
 
+class _ViewsHandle(_Views):
+    """A read-only handle on a ledger's views, what a worker reads finishing's inputs with: opened and
+    checked as a read-only Ledger is (the same databases, the same errors), without the rest of a Ledger
+    (no writer, no fan-out of its own)."""
+
+    def __init__(self, path: Path) -> None:
+        self._open_handle(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+        try:
+            self.layout = self._open_dbs(readonly=True)
+        except lmdb.NotFoundError:  # the creating apply has not committed yet
+            self.env.close()
+            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
+        except PithledgerError:
+            self.env.close()
+            raise
+
+
 # One read-only handle per worker process and ledger, opened on the first part (the process's life).
-_handles: dict[str, tuple[tuple[int, int], Ledger]] = {}
+_handles: dict[str, tuple[tuple[int, int], _ViewsHandle]] = {}
 
 
-def _reader(snap: Snapshot) -> Ledger | None:
-    from ..fanout import Fanout
-    from .ledger import Ledger
-
+def _reader(snap: Snapshot) -> _ViewsHandle | None:
     held = _handles.get(snap.path)
     if held is not None and held[0] == snap.files:
         return held[1]
@@ -74,7 +85,7 @@ def _reader(snap: Snapshot) -> Ledger | None:
         del _handles[snap.path]
         held[1].close()
     try:
-        handle = Ledger(Path(snap.path), readonly=True, fanout=Fanout.in_place())
+        handle = _ViewsHandle(Path(snap.path))
     except (PithledgerError, OSError, lmdb.Error):  # e.g. py-lmdb's "already open in this process": the writer reads it
         return None
     if handle._opened_file != snap.files:  # replaced while it opened: not the writer's file
@@ -84,7 +95,7 @@ def _reader(snap: Snapshot) -> Ledger | None:
     return handle
 
 
-def _read(task: tuple[Snapshot, list[str]], read: Callable[[Ledger, lmdb.Transaction, str], _T]) -> list[_T] | None:
+def _read(task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.Transaction, str], _T]) -> list[_T] | None:
     """``read(handle, txn, subject)`` of each record of a part, in a read transaction on exactly the
     writer's snapshot; None where this process cannot read it (the writer then does)."""
     snap, subjects = task

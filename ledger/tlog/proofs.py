@@ -12,7 +12,8 @@ import hashlib
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.errors import BadEncoding, PithledgerError
@@ -22,7 +23,19 @@ from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_chec
 
 if TYPE_CHECKING:
     from pithledger.records.keys import LocalKey
-    from pithledger.store import Ledger
+
+
+class LogHolder(Protocol):
+    """What the proofs here read of a ledger's transparency log (``pithledger.store.Ledger`` is one): typed
+    by what is called, not by the store's class, which sits in a layer above this one."""
+
+    def snapshot(self) -> AbstractContextManager[None]: ...
+    def tlog_size(self) -> int: ...
+    def tlog_root(self, size: int | None = None) -> bytes: ...
+    def tlog_index(self, event_id: str) -> int | None: ...
+    def tlog_entries(self, start: int, end: int) -> list[bytes]: ...
+    def read_hashes(self, level: int, start: int, end: int) -> list[bytes]: ...  # a tiles.HashReader
+
 
 PROOF_TYPE = "pithledger_inclusion_proof"
 PROOF_VERSION = "1"
@@ -111,7 +124,7 @@ def verifier_of(vkey: str) -> NoteVerifier:
 # --- the ledger's checkpoint -----------------------------------------------------------------------
 
 
-def ledger_checkpoint(ledger: Ledger, signer: NoteSigner, size: int | None = None) -> tuple[Checkpoint, bytes]:
+def ledger_checkpoint(ledger: LogHolder, signer: NoteSigner, size: int | None = None) -> tuple[Checkpoint, bytes]:
     """The checkpoint of the ledger's log at ``size`` (default: its current size) and its signed note."""
     from pithledger.tlog.tiles import tree_hash
 
@@ -162,7 +175,7 @@ def event_sha256(event: dict[str, Any]) -> str:
 # --- inclusion proofs ----------------------------------------------------------------------------------
 
 
-def _index_of(ledger: Ledger, event_id: str) -> int | None:
+def _index_of(ledger: LogHolder, event_id: str) -> int | None:
     bare = event_id.removeprefix("sha256:")
     for form in (bare, "sha256:" + bare):  # the store may key by either form
         index: int | None = ledger.tlog_index(form)
@@ -182,7 +195,7 @@ def normal_event_id(text: str) -> str:
     return bare
 
 
-def inclusion_document(ledger: Ledger, signer: NoteSigner, event_id: str) -> dict[str, Any]:
+def inclusion_document(ledger: LogHolder, signer: NoteSigner, event_id: str) -> dict[str, Any]:
     """The inclusion proof of one logged event against the ledger's current signed checkpoint."""
     from pithledger.tlog.tiles import inclusion_proof
 
