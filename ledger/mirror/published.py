@@ -15,11 +15,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, SourceFileMissing, UnsafePath, as_deadline, check_url,
+from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, as_deadline, check_url,
                          http_get, read_file)
 from pithledger.audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
 from pithledger.records.canonical import strict_decode
-from pithledger.errors import PithledgerError, SourceError
+from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
 from pithledger.merge import MERGE_VERSION
 
 DIGEST_FILE = "pithledger/digest.json"
@@ -56,13 +56,6 @@ def _packed_event_ids(ids: Any) -> bytes | None:
     except ValueError:
         return None
     return packed if len(packed) == 32 * len(ordered) else None
-
-
-class MalformedSource(SourceError):
-    """A file of a published mirror that does not have the shape of spec/audit.md §4."""
-
-    hint = ("the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
-            "other; the source is broken or hostile")
 
 
 def _node_file(prefix: str, pair: Pair) -> str:
