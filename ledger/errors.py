@@ -535,7 +535,7 @@ class SizeConflict(WitnessError):
         super().__init__(message)
         self.size = size
 
-    content_type = "text/x.tlog.size"  # witness.SIZE_MEDIA_TYPE
+    content_type = "text/x.tlog.size"  # C2SP tlog-witness: the 409 answer's body is the size last cosigned
 
     def body(self) -> bytes:
         return f"{self.size}\n".encode()
