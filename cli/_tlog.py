@@ -36,7 +36,8 @@ VkeyOption = Annotated[Optional[str], typer.Option(
 
 def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> NoteSigner:
     """The signer of this mirror's checkpoints, or the named error saying how to name one."""
-    from pithledger.tlog.proofs import NoLogKey, choose_origin
+    from pithledger.errors import NoLogKey
+    from pithledger.tlog.proofs import choose_origin
     from pithledger.tlog.proofs import log_signer as signer_of
 
     if not key:
@@ -132,7 +133,8 @@ def verify_proof(
     """
     from pithledger.records.events import is_pithledger_envelope, verify_event
     from pithledger.records.canonical import canonical_bytes
-    from pithledger.tlog.proofs import BadProof, verify_inclusion_document
+    from pithledger.errors import BadProof
+    from pithledger.tlog.proofs import verify_inclusion_document
     from pithledger.store.tlog_tables import served_bytes
     from pithledger.mirror.published import ledger_id
 
@@ -227,7 +229,7 @@ def consistency(
         if cp_old.size > cp_new.size:
             cp_old, cp_new = cp_new, cp_old  # the order of the files does not matter: the sizes say which is older
         if source is None:
-            from pithledger.tlog.proofs import InconsistentLog
+            from pithledger.errors import InconsistentLog
 
             with _open(ctx) as ledger, ledger.snapshot():
                 have = ledger.tlog_size()

@@ -82,7 +82,8 @@ def check_evidence(
     under the log's key. Exit 0 when the file proves a fork (two roots for one size, or a proof that
     reaches the new root from another old root), 1 otherwise (an observation that proves nothing by
     itself, a consistent pair, or a damaged file)."""
-    from pithledger.tlog.witness import MAX_FILE, BadEvidence, ForkNotProven, check_evidence as check
+    from pithledger.errors import BadEvidence, ForkNotProven
+    from pithledger.tlog.witness import MAX_FILE, check_evidence as check
 
     try:
         with open(file, "rb") as fh:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 
-from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerError, SchemaError
+from pithledger.errors import EventInvalid, InputChanged, MalformedId, NoLedger, OtsError, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
 from ._options import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
@@ -460,7 +460,7 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> di
         raw = read_bytes(str(ots), max_bytes=1024 * 1024)
         try:
             _ots.parse(raw)
-        except _ots.OtsError as exc:
+        except OtsError as exc:
             raise SchemaError(f"{ots} is not an OpenTimestamps proof: {exc}",
                               hint="give the detached .ots file that `ots stamp FILE` wrote beside FILE") from None
         return {"ots_proof_b64": base64.b64encode(raw).decode("ascii")}
@@ -495,7 +495,7 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
                     output: Optional[Path], *, quiet_stdout: bool = False) -> dict[str, Any]:
     from pithledger.records.bundle import write_bundle
     from pithledger.records.canonical import canonical_bytes
-    from pithledger.records.events import EventInvalid, make_event
+    from pithledger.records.events import make_event
 
     signing_key = _store(key_dir).load(key)
     try:

@@ -2,9 +2,29 @@
 
 The CLI prints ``error[<code>]: <message>`` and ``hint: <hint>`` and exits 1;
 nothing a user types or feeds in should ever surface as a traceback.
+
+Every public error class is defined here, below :class:`PithledgerError`, in one section per concern;
+the modules that raise them import them from here. spec/errors.md lists every code with its class,
+and tests/test_errors.py checks that the two agree and that no code is used twice by accident. Codes
+shared on purpose: the source errors of the transport and a published mirror (``bad-source``, their
+hints tell them apart), and ``NoSuchTile`` (``not-found``, as every other path a server lacks).
+``EventInvalid``, ``HTTPError`` and ``ActionError`` carry a code chosen per instance (an event's
+reason, an HTTP answer's code), which spec/events.md and spec/serve.md name.
+
+Exceptions that never reach a caller stay private, underscore-named, beside the code that raises and
+catches them: ``records/canonical._Float`` and ``records/events._Unverified`` (decoding and verifying
+signals), ``mirror/http11._Reset``, ``mirror/transport._TooLong``, ``mirror/pull._Stop``, and the CLI's
+``_bundles._TooLong`` / ``_Changed`` (each turned into a coded error or a retry where it is caught).
+Two are not underscore-named but are caught inside the library too: ``store/log.BatchWithdrawn`` (a
+commit whose ``admit`` declined: the serve writer retries) and ``store/lookup.StatePending`` (a
+state not yet derived: the CLI's fast path reads the events instead). The CLI keeps ``UsageProblem`` (exit 2, not 1: a
+command line that makes no sense, not an error of the library) and ``OutputFailed`` (an OSError of
+stdout, reported as :class:`CannotWriteOutput`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class PithledgerError(Exception):
@@ -185,6 +205,32 @@ class BundleInconsistent(BundleError):
     hint = "the bundle's top-level record, hash, numbers and aliases must all derive from its canonical_record"
 
 
+# --- events and timestamp proofs (ledger/records/events.py, ots.py) -------------------------------
+
+
+class EventInvalid(PithledgerError):
+    """Why one event is invalid. Its ``code`` is the reason reported in verify, log and state."""
+
+    code = "invalid-event"
+    hint = "the event was altered after signing, or was built wrongly; ask its signer for the original"
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class OtsError(PithledgerError, ValueError):
+    """A detached OpenTimestamps proof that cannot be read (spec/events.md, timestamp_anchor). Still a
+    ValueError, as it always was."""
+
+    code = "malformed-ots-proof"
+    hint = "give the detached .ots file that `ots stamp FILE` wrote beside FILE"
+
+    def __str__(self) -> str:
+        # The bare message, as before: it is quoted inside an event's bad-proof reason, which a ledger stores.
+        return self.message
+
+
 # --- the ledger ------------------------------------------------------------------------------------
 
 
@@ -230,6 +276,31 @@ class AmbiguousId(PithledgerError):
     hint = "type more characters of the suffix, or the long Pith Number"
 
 
+# --- the ledger's transparency log tables (ledger/store/tlog_tables.py) ---------------------------
+
+
+class TlogNotBuilt(LedgerError):
+    """A read-only handle on a ledger of an older layout (4 or 3), whose log has no transparency log yet."""
+
+    code = "tlog-not-built"
+    hint = ("this ledger was written by an older pithledger (layout 4 or older) and has no transparency log yet: "
+            "the first writer builds it (any `pithledger apply`, or `pithledger fsck`, `digest` or `publish`)")
+
+
+class TlogOutOfRange(LedgerError, LookupError):
+    """A range of entries or hashes the tree at its current size does not hold (a tlog.HashReader's LookupError)."""
+
+    code = "tlog-out-of-range"
+    hint = "ask for entries and hashes below the log's size (`pithledger checkpoint` names it)"
+
+
+class TlogDamaged(LedgerError):
+    """The write path found the tlog out of step with the log: nothing is written on top of it."""
+
+    code = "tlog-damaged"
+    hint = "run `pithledger fsck` to see what is wrong; `pithledger rebuild --force` rebuilds the transparency log from the log"
+
+
 # --- mirrors ---------------------------------------------------------------------------------------
 
 
@@ -238,6 +309,64 @@ class SourceError(PithledgerError):
 
     code = "bad-source"
     hint = "check the path or URL; if the source is being re-published right now, run the command again"
+
+
+# --- reading a source (ledger/mirror/transport.py, published.py, pull.py) ------------------------
+
+
+class SourceTimeout(SourceError):
+    hint = "the source is slow or stalled; try again later, or allow more time (timeout / deadline)"
+
+
+class SourceConnectionError(SourceError):
+    hint = "check the URL and the network; the server refused, dropped or reset the connection"
+
+
+class SourceTLSError(SourceError):
+    hint = "the server's certificate does not verify for this host name, or the port does not speak TLS"
+
+
+class SourceProtocolError(SourceError):
+    hint = "the server's reply is not valid HTTP/1.1 (or is cut short); the server is broken, or is not an HTTP server"
+
+
+class SourceTooLarge(SourceError):
+    hint = "no file of a published mirror may be larger than the limit; the source is broken or hostile"
+
+
+class RedirectRefused(SourceError):
+    hint = ("redirects are followed only within one origin (scheme, host and port), at most 5 and never in a "
+            "loop; give the mirror's final URL")
+
+
+class SourceHTTPStatus(SourceError):
+    hint = "the server answered with an error status; check the URL, or try again later"
+
+    def __init__(self, message: str, status: int, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class SourceFileMissing(SourceError):
+    hint = "the source is incomplete, or was re-published while being read: run the command again"
+
+
+class UnsafePath(SourceError):
+    hint = ("a published mirror is a tree of regular files; this one names a path outside its tree, a symlink "
+            "leading out of it, or something that is not a regular file (broken or hostile)")
+
+
+class MalformedSource(SourceError):
+    """A file of a published mirror that does not have the shape of spec/audit.md §4."""
+
+    hint = ("the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
+            "other; the source is broken or hostile")
+
+
+class BadManifest(SourceError):
+    code = "bad-manifest"
+    hint = ("SOURCE must be a pith-mirrors.json (manifest_type pith_mirror_manifest, manifest_version 1.0, mirrors "
+            "with a bundle_pattern holding {suffix}; spec/pull.md §1), or the base URL of a mirror that serves one")
 
 
 # --- transparency log: signed notes, checkpoints, cosignatures (ledger/tlog/note.py) --------------------
@@ -323,6 +452,245 @@ class TileMismatch(TlogError):
 class OutsideTree(TlogError):
     code = "outside-tree"
     hint = "ask for an index below the tree size (and an old size not above the new one)"
+
+
+# --- Merkle proofs and proof documents (ledger/tlog/merkle.py, proofs.py) -------------------------
+
+
+class ProofError(PithledgerError, ValueError):
+    """An RFC 9162 inclusion or consistency proof that does not hold. Still a ValueError, as it always was."""
+
+    code = "bad-merkle-proof"
+    hint = "the proof does not hold for the trees it names: fetch the proof and the checkpoints again"
+
+    def __str__(self) -> str:
+        # The bare message, as before: it is quoted inside BadProof's and InconsistentLog's messages.
+        return self.message
+
+
+class BadOrigin(PithledgerError):
+    code = "bad-origin"
+    hint = ("an origin is 1-255 printable ASCII characters without spaces or '+', e.g. mirror.example.org/pith "
+            "(spec/transparency.md §4)")
+
+
+class NoLogKey(PithledgerError):
+    code = "no-log-key"
+    hint = ("name the key that signs this mirror's checkpoints: --key NAME (create one with `pithledger keys new mirror`, "
+            "then `pithledger checkpoint --key mirror`); `pithledger keys list` shows the keys you have")
+
+
+class BadProof(PithledgerError):
+    """A proof document that is malformed, or whose proof does not hold against its signed checkpoint."""
+
+    code = "bad-proof"
+    hint = "the proof document was changed or is not one `pithledger prove` wrote: do not rely on it; ask the mirror for a new one"
+
+
+class InconsistentLog(PithledgerError):
+    code = "inconsistent-log"
+    hint = ("the newer checkpoint does not extend the older one: the log was rewritten (a fork). Keep both checkpoint "
+            "files as evidence; they are signed, so anyone can check them")
+
+
+class NotInLog(PithledgerError):
+    code = "not-in-log"
+    hint = "the event is not in this mirror's log: check the event id (`pithledger log` lists the events appended)"
+
+
+# --- witness (ledger/tlog/witness.py) -------------------------------------------------------------
+
+
+class WitnessError(PithledgerError):
+    """A refused add-checkpoint; ``status`` is its HTTP status (C2SP tlog-witness)."""
+
+    code = "witness-refused"
+    status = 400
+    content_type = "text/plain; charset=utf-8"
+    hint = "see spec/transparency.md §6 for what a witness checks"
+
+    def body(self) -> bytes:
+        """The body of the HTTP answer (witness.Answer) with ``status`` and ``content_type``."""
+        return f"{self.code}: {self.message}\n".encode()
+
+
+class BadRequest(WitnessError):
+    code = "bad-add-checkpoint"
+    status = 400
+    hint = ('the body is "old <size>\\n", up to 63 base64 proof lines, an empty line, then the signed checkpoint '
+            "(C2SP tlog-witness)")
+
+
+class UnknownLog(WitnessError):
+    code = "unknown-log"
+    status = 404
+    hint = "this witness follows only the logs of its config; ask its operator to add the origin and the log's key"
+
+
+class NotVerified(WitnessError):
+    code = "checkpoint-not-verified"
+    status = 403
+    hint = "the checkpoint must carry a valid signature by the log key this witness has for its origin"
+
+
+class SizeConflict(WitnessError):
+    """The old size is not the size this witness last cosigned: the body of the answer is that size."""
+
+    code = "size-conflict"
+    status = 409
+    hint = "send the consistency proof from the size this witness last cosigned (the answer's body)"
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+    content_type = "text/x.tlog.size"  # C2SP tlog-witness: the 409 answer's body is the size last cosigned
+
+    def body(self) -> bytes:
+        return f"{self.size}\n".encode()
+
+
+class Inconsistent(WitnessError):
+    """The checkpoint is not an extension of the one last cosigned; ``evidence`` is the file written, if any."""
+
+    code = "inconsistent-checkpoint"
+    status = 422
+    hint = "the log showed this witness two histories that do not extend each other; the evidence file shows both"
+
+    def __init__(self, message: str, evidence: Path | None = None) -> None:
+        super().__init__(message + (f"; evidence written to {evidence}" if evidence else ""))
+        self.evidence = evidence
+
+
+class BadConfig(PithledgerError):
+    code = "bad-witness-config"
+    hint = ('a witness config is {"config_type": "pithledger_witness_config", "config_version": "1", "name": ..., '
+            '"key": ..., "logs": [{"origin": ..., "vkey": ...}]}: see spec/transparency.md §6')
+
+
+class DamagedState(PithledgerError):
+    code = "damaged-witness-state"
+    hint = "restore the witness's state directory from a backup; never edit its files by hand"
+
+
+class BadEvidence(PithledgerError):
+    code = "bad-evidence"
+    hint = "an evidence file is the JSON a witness or a sync wrote (spec/transparency.md §6.3); it was altered, or is another file"
+
+
+class ForkNotProven(PithledgerError):
+    code = "fork-not-proven"
+    hint = ("the file is well formed and both checkpoints are the log's, but they do not prove by themselves that the "
+            "log forked (spec/transparency.md §6.3)")
+
+
+# --- remembered checkpoints of the logs a ledger reads (ledger/mirror/checkpoints.py) -------------
+
+
+class OriginBusy(SourceError):
+    """Another run of this ledger held the origin's memory for longer than this run's deadline."""
+
+    code = "origin-busy"
+    hint = ("another pithledger run (sync or pull) is reading this log into this ledger: let it finish, or stop it, "
+            "and run this again (or give a longer --deadline)")
+
+
+class LogFork(SourceError):
+    """The source's log does not extend the one this ledger saw for the same origin (or its witnesses')."""
+
+    code = "log-fork"
+    hint = ("the source shows a history of this log that does not extend the one seen before: do not trust it; "
+            "the evidence file (check it with `pithledger check-evidence FILE`) shows both signed checkpoints")
+
+    def __init__(self, message: str, evidence: Path) -> None:
+        super().__init__(f"{message}; evidence written to {evidence}")
+        self.evidence = evidence
+
+
+class LogKeyChanged(SourceError):
+    code = "log-key-changed"
+    hint = ("the source names another key for a log whose key this ledger pinned: if the log really changed its key, "
+            "give the new one with --log-key VKEY (from its operator, not from the source)")
+
+
+class BadCheckpoint(SourceError):
+    code = "bad-checkpoint"
+    hint = "the source's checkpoint or log tiles cannot be verified: do not trust this copy of the log"
+
+
+class DamagedMemory(PithledgerError):
+    code = "damaged-checkpoint-memory"
+    hint = "move the file away: the next run remembers the source's checkpoint afresh (with no history to check it against)"
+
+
+class NotWitnessed(SourceError):
+    code = "not-witnessed"
+    hint = "the checkpoint carries no valid cosignature by a witness given with --witness-key: a witness may have refused it"
+
+
+# --- published logs and verify-log (ledger/mirror/logsite.py) -------------------------------------
+
+
+class PublishedLogDiffers(PithledgerError):
+    """The directory already holds a log that this ledger's log does not extend."""
+
+    code = "published-log-differs"
+    hint = ("the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
+            "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
+            "or find out which history is right before publishing over it")
+
+
+class NoSuchTile(PithledgerError):
+    code = "not-found"
+    hint = "tile paths are tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>] within the tree of /checkpoint (C2SP tlog-tiles)"
+
+
+class LogCheckFailed(PithledgerError):
+    code = "log-check-failed"
+    hint = "the mirror's published log does not hold what its signed checkpoint promises: do not trust this copy; report it"
+
+
+class NoPublishedLog(PithledgerError):
+    code = "no-published-log"
+    hint = "the mirror publishes no checkpoint: it must be published with `pithledger publish DIR --key NAME` (or served with --key)"
+
+
+# --- LaTeX (ledger/render/latex.py) ---------------------------------------------------------------
+
+
+class BadResolver(PithledgerError):
+    code = "bad-resolver"
+    hint = "give a plain http(s) base URL: letters, digits, '.', '-', '/' and a :port, e.g. https://mirror.example.org"
+
+
+# --- serving (ledger/web/serve.py, actions.py) ----------------------------------------------------
+
+
+class PortInUse(PithledgerError):
+    code = "port-in-use"
+    hint = "another program listens there: stop it, or choose another --port (0 picks a free one)"
+
+
+class CannotListen(PithledgerError):
+    code = "cannot-listen"
+    hint = "check --host (an address of this machine, e.g. 127.0.0.1) and --port (1024-65535 unless you are root)"
+
+
+class HTTPError(PithledgerError):
+    """A request the server answers with an error status; ``code`` is chosen per answer (spec/serve.md)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class ActionError(PithledgerError):
+    """An answer other than the writer's: status, code (chosen per answer, spec/serve.md), message, extra headers."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.headers = status, code, headers or {}
 
 
 # --- where the parallel work runs (ledger/fanout.py) ---------------------------------------------------

@@ -14,7 +14,7 @@ from pithledger.records import ots as _ots
 from pithledger.records import keys
 from pithledger.records.bundle import read_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import PithledgerError
+from pithledger.errors import OtsError, PithledgerError
 from pithledger.records.events import (
     SIGNING_DOMAIN,
     compute_event_id,
@@ -239,7 +239,7 @@ def test_real_opentimestamps_proof() -> None:
 @pytest.mark.parametrize("cut", [1, 10, 40, 200])
 def test_truncated_real_proof_is_named(cut: int) -> None:
     raw = base64.b64decode((VECTORS / "ots" / "contributing.ots.b64").read_text())
-    with pytest.raises(_ots.OtsError):
+    with pytest.raises(OtsError):
         _ots.parse(raw[:-cut])
 
 

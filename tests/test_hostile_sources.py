@@ -23,20 +23,11 @@ import pytest
 
 from pithledger.mirror.transport import MAX_HEADER_BYTES, Deadline, http_get
 from pithledger.audit import Pair, bucket_pair, compare, inner_pair
-from pithledger.errors import PithledgerError, SourceError
+from pithledger.errors import (MalformedSource, PithledgerError, RedirectRefused, SourceConnectionError, SourceError, SourceFileMissing,
+                               SourceHTTPStatus, SourceProtocolError, SourceTimeout, SourceTLSError, SourceTooLarge, UnsafePath)
 from pithledger.mirror.publish import (
     DIGEST_FILE,
-    MalformedSource,
     Published,
-    RedirectRefused,
-    SourceConnectionError,
-    SourceFileMissing,
-    SourceHTTPStatus,
-    SourceProtocolError,
-    SourceTimeout,
-    SourceTLSError,
-    SourceTooLarge,
-    UnsafePath,
     _node_file,
     publish,
     record_dir,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pithledger.errors import ProofError
 from pithledger.tlog import merkle
 
 DATA = Path(__file__).parent / "vectors" / "rfc9162" / "testdata"
@@ -29,7 +30,7 @@ def test_inclusion_vector(path: Path) -> None:
     v = json.loads(path.read_text())
     args = (v["leafIdx"], v["treeSize"], b64(v["leafHash"]), [b64(p) for p in v["proof"] or []], b64(v["root"]))
     if v["wantErr"]:
-        with pytest.raises(merkle.ProofError):
+        with pytest.raises(ProofError):
             merkle.verify_inclusion(*args)
     else:
         merkle.verify_inclusion(*args)
@@ -40,7 +41,7 @@ def test_consistency_vector(path: Path) -> None:
     v = json.loads(path.read_text())
     args = (v["size1"], v["size2"], b64(v["root1"]), b64(v["root2"]), [b64(p) for p in v["proof"] or []])
     if v["wantErr"]:
-        with pytest.raises(merkle.ProofError):
+        with pytest.raises(ProofError):
             merkle.verify_consistency(*args)
     else:
         merkle.verify_consistency(*args)

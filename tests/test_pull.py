@@ -15,12 +15,12 @@ import pytest
 
 from pithledger.records import ids
 from pithledger.mirror.http11 import Client
-from pithledger.mirror.transport import Deadline, RedirectRefused, SourceProtocolError, SourceTooLarge
-from pithledger.errors import MalformedId, NotFound
+from pithledger.mirror.transport import Deadline
+from pithledger.errors import BadManifest, MalformedId, NotFound, RedirectRefused, SourceProtocolError, SourceTooLarge
 from pithledger.records.mint import mint
 from pithledger.mirror.publish import publish
 from pithledger.records.model import record_ids
-from pithledger.mirror.pull import BadManifest, RateLimit, parse_manifest, pull, target_of_line, targets_of_args
+from pithledger.mirror.pull import RateLimit, parse_manifest, pull, target_of_line, targets_of_args
 from pithledger.store import Ledger
 
 from conftest import VECTORS

@@ -21,7 +21,7 @@ from pithledger.mirror import transport as _transport
 from pithledger.records import keys
 from pithledger.audit import LISTED_IDS, compare
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import SourceError
+from pithledger.errors import SourceError, SourceProtocolError
 from pithledger.records.events import make_event
 from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync
 from pithledger.records.model import record_ids
@@ -316,7 +316,7 @@ def test_a_chunked_body_is_read_whole_and_one_of_too_many_chunks_is_refused(monk
     monkeypatch.setattr(_transport, "MAX_CHUNKS", 500)
     server = ChunkedServer(body, 1)
     try:
-        with pytest.raises(_transport.SourceProtocolError, match="more than 500 chunks"):
+        with pytest.raises(SourceProtocolError, match="more than 500 chunks"):
             _transport.http_get(server.url + "/x", timeout=10, max_bytes=1 << 20)
     finally:
         server.close()

@@ -16,7 +16,8 @@ import pytest
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.keys import KeyStore
-from pithledger.tlog.proofs import BadProof, inclusion_document, log_signer, verify_inclusion_document
+from pithledger.errors import BadProof
+from pithledger.tlog.proofs import inclusion_document, log_signer, verify_inclusion_document
 from pithledger.tlog.merkle import leaf_hash, root
 from pithledger.tlog.note import NoteVerifier, open_checkpoint
 from pithledger.store import Ledger

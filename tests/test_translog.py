@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pithledger.tlog import merkle
 import pithledger.store.tlog_tables as T
+from pithledger.errors import TlogDamaged, TlogNotBuilt, TlogOutOfRange
 
 
 @pytest.fixture
@@ -97,9 +98,9 @@ def test_ranges_beyond_the_tree_are_lookup_errors(raw: tuple[lmdb.Environment, T
         for level, start, end in [(0, 0, 11), (1, 0, 6), (2, 2, 3), (4, 0, 1), (0, 5, 4), (-1, 0, 1)]:
             with pytest.raises(LookupError):
                 T.read_hashes(txn, dbs, level, start, end)
-        with pytest.raises(T.TlogOutOfRange):
+        with pytest.raises(TlogOutOfRange):
             T.read_entries(txn, dbs, 9, 11)
-        with pytest.raises(T.TlogOutOfRange):
+        with pytest.raises(TlogOutOfRange):
             T.tree_hash(txn, dbs, 11)
         assert T.read_entries(txn, dbs, 3, 3) == []
 
@@ -163,11 +164,11 @@ def test_checker_caps_what_it_names(raw: tuple[lmdb.Environment, T.TlogDbs]) -> 
 def test_appender_refuses_a_tlog_out_of_step(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
     env, dbs = raw
     _append(env, dbs, _entries(5), [5])
-    with env.begin(write=True) as txn, pytest.raises(T.TlogDamaged, match="5 entries for 6 log entries"):
+    with env.begin(write=True) as txn, pytest.raises(TlogDamaged, match="5 entries for 6 log entries"):
         T.Appender(txn, dbs, expected_size=6)
     with env.begin(write=True) as txn:
         txn.delete(T.position(0, 4).to_bytes(8, "big"), db=dbs.hashes)
-    with env.begin(write=True) as txn, pytest.raises(T.TlogDamaged, match="hashes"):
+    with env.begin(write=True) as txn, pytest.raises(TlogDamaged, match="hashes"):
         T.Appender(txn, dbs, expected_size=5)
 
 
@@ -197,7 +198,7 @@ def test_extend_refuses_a_tlog_holding_an_entry_beyond_its_size(raw: tuple[lmdb.
     with env.begin(write=True) as txn:
         appender = T.Appender(txn, dbs, expected_size=5)
         txn.put((7).to_bytes(8, "big"), b"stray", db=dbs.entries)
-        with pytest.raises(T.TlogDamaged, match="already holds an entry"):
+        with pytest.raises(TlogDamaged, match="already holds an entry"):
             appender.extend(_entries(4, salt="y"))
 
 
@@ -264,7 +265,7 @@ def test_build_refuses_a_log_with_a_gap(raw: tuple[lmdb.Environment, T.TlogDbs])
     log, _ = _fake_log(env, 5)
     with env.begin(write=True) as txn:
         txn.delete((2).to_bytes(8, "big"), db=log)
-    with env.begin(write=True) as txn, pytest.raises(T.TlogDamaged, match="under sequence 3 where 2"):
+    with env.begin(write=True) as txn, pytest.raises(TlogDamaged, match="under sequence 3 where 2"):
         T.build(txn, log, dbs, 100)
 
 
@@ -536,7 +537,7 @@ def test_a_write_on_a_tlog_out_of_step_is_refused(tmp_path: Path) -> None:
     env.close()
     with Ledger(path) as ledger:
         before = ledger.counts()
-        with pytest.raises(T.TlogDamaged, match="entries for"):
+        with pytest.raises(TlogDamaged, match="entries for"):
             ledger.apply_batch([Bundle(pith_number=NUMBER, events=attestations(2, 500))])
         assert ledger.counts() == before  # nothing written
 
@@ -618,9 +619,9 @@ def test_a_layout_4_ledger_is_read_as_it_is_and_upgraded_by_the_first_writer(tmp
         counts = reader.counts()
         assert counts["events"] == 65 and counts["pending"] == 0
         states = {s: reader.state_bytes(s) for s in reader.subjects()}
-        with pytest.raises(T.TlogNotBuilt, match="layout 4"):
+        with pytest.raises(TlogNotBuilt, match="layout 4"):
             reader.tlog_size()
-        with pytest.raises(T.TlogNotBuilt):
+        with pytest.raises(TlogNotBuilt):
             reader.tlog_index("sha256:" + "00" * 32)
         assert reader.fsck() == []  # a reader checks what there is: the tlog is not built yet, not damaged
     assert cli("--ledger", str(path), "log").code == 0  # queries read it read-only ...
@@ -671,7 +672,7 @@ def test_a_killed_upgrade_is_upgraded_again_by_the_next_writer(tmp_path: Path) -
         assert txn.stat(env.open_db(T.ENTRIES_DB, txn=txn, create=False))["entries"] == 30  # ... 3 steps of 10 were committed
     env.close()
     with Ledger(path, readonly=True) as reader:  # a reader never sees the partial tlog
-        with pytest.raises(T.TlogNotBuilt):
+        with pytest.raises(TlogNotBuilt):
             reader.tlog_root()
     with Ledger(path) as writer:
         assert_tlog_is_the_log(writer)
@@ -682,7 +683,7 @@ def test_a_killed_upgrade_is_upgraded_again_by_the_next_writer(tmp_path: Path) -
 def test_a_reader_opened_before_the_upgrade_sees_the_tlog_once_it_is_committed(tmp_path: Path) -> None:
     path = layout4(tmp_path)
     with Ledger(path, readonly=True) as reader:
-        with pytest.raises(T.TlogNotBuilt):
+        with pytest.raises(TlogNotBuilt):
             reader.tlog_size()
         upgraded = subprocess.run([sys.executable, "-c", "import sys; from pithledger.store import Ledger; Ledger(sys.argv[1]).close()",
                                    str(path)], capture_output=True)

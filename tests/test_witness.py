@@ -18,6 +18,7 @@ import pytest
 
 from pithledger.tlog import merkle
 from pithledger.tlog import tiles as tlog
+from pithledger import errors
 from pithledger.tlog import witness as w
 from pithledger.tlog.note import Checkpoint, NoteSigner, verify_cosignature
 
@@ -309,12 +310,12 @@ def test_random_proofs_sent_by_anyone_leave_no_evidence_and_never_replace_a_prov
     assert list(witness.evidence_dir.glob("*.json")) == []
     forked = Tree(entries(11, tag="b"))
     fork = checkpoint(log_signer, 11, forked.root(11))
-    with pytest.raises(w.Inconsistent):
+    with pytest.raises(errors.Inconsistent):
         witness.add_checkpoint(3, forked.proof(3, 11), fork, prefix=forked.root(3))
     [path] = witness.evidence_dir.glob("*.json")
     kept = path.read_bytes()
     for prefix in (forked.root(3), None):
-        with pytest.raises(w.Inconsistent):
+        with pytest.raises(errors.Inconsistent):
             witness.add_checkpoint(3, forked.proof(3, 11), fork, prefix=prefix)
     assert path.read_bytes() == kept and w.check_evidence(kept, log_signer.vkey).proven
 
@@ -323,7 +324,7 @@ def test_evidence_of_a_power_of_two_old_size_is_proven_with_the_new_trees_prefix
         witness: w.Witness, log_signer: NoteSigner) -> None:
     honest, forked = Tree(entries(11)), Tree(entries(11, tag="b"))
     cosigned(witness, honest, log_signer, 8)
-    with pytest.raises(w.Inconsistent) as caught:
+    with pytest.raises(errors.Inconsistent) as caught:
         witness.add_checkpoint(8, forked.proof(8, 11), checkpoint(log_signer, 11, forked.root(11)), prefix=forked.root(8))
     assert caught.value.evidence is not None
     assert w.check_evidence(caught.value.evidence.read_bytes()).kind == "inconsistent-proof"
@@ -360,17 +361,17 @@ def test_altered_evidence_is_refused(witness: w.Witness, log_signer: NoteSigner,
     elif mutation == "wrong-type":
         doc["proof"] = "all of it"
     data = b"{not json" if mutation == "not-json" else json.dumps(doc).encode()
-    with pytest.raises(w.BadEvidence):
+    with pytest.raises(errors.BadEvidence):
         w.check_evidence(data)
 
 
 def test_evidence_under_another_log_key_is_refused(witness: w.Witness, log_signer: NoteSigner) -> None:
     doc = _evidence(witness, log_signer)
     other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
-    with pytest.raises(w.BadEvidence):
+    with pytest.raises(errors.BadEvidence):
         w.check_evidence(json.dumps(doc).encode(), other.vkey)
     doc["log_key"] = other.vkey  # the file cannot name a key of its own choosing either
-    with pytest.raises(w.BadEvidence):
+    with pytest.raises(errors.BadEvidence):
         w.check_evidence(json.dumps(doc).encode())
 
 
@@ -444,7 +445,7 @@ def test_bad_configs_are_named(tmp_path: Path, mutation: str, changes: Any) -> N
         path.write_text(json.dumps(doc))
     else:
         path = _config(tmp_path, **changes)
-    with pytest.raises(w.BadConfig):
+    with pytest.raises(errors.BadConfig):
         w.load_config(path)
 
 
@@ -516,7 +517,7 @@ def test_a_fork_is_named_with_evidence(tmp_path: Path, log_signer: NoteSigner, o
     logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
     forked = entries(new, tag="b") if kind != "rollback" else entries(new)
     publish_log(src, log_signer, forked)
-    with pytest.raises(logcheck.LogFork) as caught:
+    with pytest.raises(errors.LogFork) as caught:
         logcheck.check_source(ledger, str(src))
     assert str(caught.value.evidence) in caught.value.message
     verdict = w.check_evidence(caught.value.evidence.read_bytes(), log_signer.vkey)
@@ -530,7 +531,7 @@ def test_a_changed_log_key_is_named(tmp_path: Path, log_signer: NoteSigner) -> N
     logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
     rotated = NoteSigner(LOG, nacl.signing.SigningKey.generate())
     publish_log(src, rotated, entries(4))
-    with pytest.raises(logcheck.LogKeyChanged):
+    with pytest.raises(errors.LogKeyChanged):
         logcheck.check_source(ledger, str(src))
     # given by the user (from the log's operator), the new key is used, and pinned once the run commits
     check = logcheck.check_source(ledger, str(src), log_key=rotated.vkey)
@@ -543,7 +544,7 @@ def test_a_source_key_other_than_the_one_given_is_refused(tmp_path: Path, log_si
     src = tmp_path / "src"
     publish_log(src, log_signer, entries(3))
     other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
-    with pytest.raises(logcheck.BadCheckpoint):
+    with pytest.raises(errors.BadCheckpoint):
         logcheck.check_source(tmp_path / "ledger", str(src), log_key=other.vkey)
 
 
@@ -551,7 +552,7 @@ def test_a_manifest_key_that_does_not_sign_the_checkpoint_is_refused(tmp_path: P
     src = tmp_path / "src"
     other = NoteSigner(LOG, nacl.signing.SigningKey.generate())
     publish_log(src, log_signer, entries(3), manifest_key=other.vkey)
-    with pytest.raises(logcheck.BadCheckpoint):
+    with pytest.raises(errors.BadCheckpoint):
         logcheck.check_source(tmp_path / "ledger", str(src))
 
 
@@ -562,12 +563,12 @@ def test_witness_cosignatures_are_checked(tmp_path: Path, log_signer: NoteSigner
     publish_log(src, log_signer, entries(3), cosigners=(w1,))
     check = logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey])
     assert check.cosigned_by == ["witness.example/w1"]
-    with pytest.raises(logcheck.NotWitnessed):
+    with pytest.raises(errors.NotWitnessed):
         logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey, w2.cosigner.vkey])
     note = (src / "checkpoint").read_bytes()
     forged = note[:-10] + (b"A" if note[-10:-9] != b"A" else b"B") + note[-9:]  # the cosignature's last bytes altered
     (src / "checkpoint").write_bytes(forged)
-    with pytest.raises(logcheck.BadCheckpoint):
+    with pytest.raises(errors.BadCheckpoint):
         logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey])
 
 
@@ -580,7 +581,7 @@ def test_tiles_that_do_not_hash_to_the_signed_root_are_refused(tmp_path: Path, l
     data = bytearray(tile.read_bytes())
     data[0] ^= 1
     tile.write_bytes(bytes(data))
-    with pytest.raises(logcheck.BadCheckpoint):
+    with pytest.raises(errors.BadCheckpoint):
         logcheck.check_source(ledger, str(src))
     assert not logcheck.evidence_dir(ledger).exists()  # a broken copy of the log is not evidence against it
 
@@ -633,7 +634,7 @@ def test_two_runs_of_one_origin_take_turns_so_a_fork_between_their_views_is_caug
     finally:
         first.release()
         runner.join(10)
-    assert len(outcome) == 1 and isinstance(outcome[0], logcheck.LogFork), outcome
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.LogFork), outcome
     assert json.loads(outcome[0].evidence.read_text())["kind"] == "same-size-different-root"
     remembered = logcheck.remembered(ledger, LOG)
     assert remembered is not None and remembered.source == str(a) and remembered.size == 9
@@ -654,7 +655,7 @@ def test_a_released_check_lets_the_next_run_through_and_release_is_idempotent(tm
 def test_a_check_that_fails_releases_the_lock(tmp_path: Path, log_signer: NoteSigner) -> None:
     ledger, a, b = _forked_sources(tmp_path, log_signer)
     logcheck.commit(ledger, logcheck.check_source(ledger, str(a)))
-    with pytest.raises(logcheck.LogFork):
+    with pytest.raises(errors.LogFork):
         logcheck.check_source(ledger, str(b), hold=True)
     same = logcheck.check_source(ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the failed check kept the lock"))
     assert same.status == "same"
@@ -669,7 +670,7 @@ def test_an_empty_log_must_sign_the_empty_trees_root(tmp_path: Path, log_signer:
     empty = logcheck.check_source(ledger, str(src))
     assert (empty.status, empty.size) == ("first", 0)
     (src / "checkpoint").write_bytes(checkpoint(log_signer, 0, hashlib.sha256(b"not empty").digest()))
-    with pytest.raises(logcheck.BadCheckpoint, match="root of the empty tree"):
+    with pytest.raises(errors.BadCheckpoint, match="root of the empty tree"):
         logcheck.check_source(ledger, str(src))
     assert logcheck.remembered(ledger, LOG) is None
 
@@ -683,11 +684,11 @@ def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signe
         assert cp.size == size
         verify_cosignature(cp.text, line, witness.signer.cosigner)
     publish_log(src, log_signer, entries(400, tag="b"))
-    with pytest.raises(w.Inconsistent) as caught:
+    with pytest.raises(errors.Inconsistent) as caught:
         logcheck.witness_source(witness, str(src))
     assert caught.value.evidence is not None and w.check_evidence(caught.value.evidence.read_bytes()).proven
     publish_log(src, log_signer, items[:200])
-    with pytest.raises(w.Inconsistent) as rolled:
+    with pytest.raises(errors.Inconsistent) as rolled:
         logcheck.witness_source(witness, str(src))
     assert rolled.value.evidence is not None and w.check_evidence(rolled.value.evidence.read_bytes()).kind == "rollback"
     assert witness.state(LOG).size == 300  # type: ignore[union-attr]
@@ -1058,7 +1059,7 @@ def test_a_run_waits_for_the_origin_at_most_until_its_deadline(tmp_path: Path, l
     holding = logcheck.check_source(ledger, str(a), hold=True)
     try:
         started = time.monotonic()
-        with pytest.raises(logcheck.OriginBusy, match="deadline of 0.5 s"):
+        with pytest.raises(errors.OriginBusy, match="deadline of 0.5 s"):
             logcheck.check_source(ledger, str(a), hold=True, deadline=0.5)
         assert time.monotonic() - started < 5
     finally:
@@ -1078,7 +1079,7 @@ def test_a_damaged_witness_state_is_a_500_and_nothing_is_cosigned(witness: w.Wit
     state.write_text(state.read_text().replace('"root":"', '"root":"!'))
     answer = post(witness, 3, tree.proof(3, 6), checkpoint(log_signer, 6, tree.root(6)))
     assert answer.status == 500 and b"damaged-witness-state" in answer.body
-    with pytest.raises(w.DamagedState):
+    with pytest.raises(errors.DamagedState):
         witness.state(LOG)
 
 
@@ -1088,11 +1089,11 @@ def test_a_damaged_memory_or_a_checkpoint_that_is_no_note_is_named(tmp_path: Pat
     logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
     memory = logcheck.memory_path(ledger, LOG)
     memory.write_text("{}")
-    with pytest.raises(logcheck.DamagedMemory):
+    with pytest.raises(errors.DamagedMemory):
         logcheck.check_source(ledger, str(src))
     memory.unlink()
     (src / "checkpoint").write_bytes(b"no newline at all")
-    with pytest.raises(logcheck.BadCheckpoint):
+    with pytest.raises(errors.BadCheckpoint):
         logcheck.check_source(ledger, str(src))
 
 

@@ -21,9 +21,11 @@ from typing import Any
 
 from pithledger.tlog import merkle
 from pithledger.tlog import witness as w
-from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, SourceFileMissing, as_deadline, check_relative, check_url, http_get, read_file
+from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, as_deadline, check_relative, check_url, http_get, read_file
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import BadVerifierKey, PithledgerError, SourceError, UnsupportedKeyType
+from pithledger.errors import (BadCheckpoint, BadRequest, BadVerifierKey, DamagedMemory, Inconsistent, LogFork, LogKeyChanged,
+                               NotVerified, NotWitnessed, OriginBusy, PithledgerError, SourceError, SourceFileMissing, UnknownLog,
+                               UnsupportedKeyType)
 
 MANIFEST_FILE = "pith-mirrors.json"
 MAX_MANIFEST = 1024 * 1024
@@ -37,52 +39,11 @@ MEMORY_DIR = "checkpoints"
 MEMORY_TYPE = "pithledger_seen_checkpoint"
 
 
-class OriginBusy(SourceError):
-    """Another run of this ledger held the origin's memory for longer than this run's deadline."""
-
-    code = "origin-busy"
-    hint = ("another pithledger run (sync or pull) is reading this log into this ledger: let it finish, or stop it, "
-            "and run this again (or give a longer --deadline)")
-
-
-class LogFork(SourceError):
-    """The source's log does not extend the one this ledger saw for the same origin (or its witnesses')."""
-
-    code = "log-fork"
-    hint = ("the source shows a history of this log that does not extend the one seen before: do not trust it; "
-            "the evidence file (check it with `pithledger check-evidence FILE`) shows both signed checkpoints")
-
-    def __init__(self, message: str, evidence: Path) -> None:
-        super().__init__(f"{message}; evidence written to {evidence}")
-        self.evidence = evidence
-
-
-class LogKeyChanged(SourceError):
-    code = "log-key-changed"
-    hint = ("the source names another key for a log whose key this ledger pinned: if the log really changed its key, "
-            "give the new one with --log-key VKEY (from its operator, not from the source)")
-
-
-class BadCheckpoint(SourceError):
-    code = "bad-checkpoint"
-    hint = "the source's checkpoint or log tiles cannot be verified: do not trust this copy of the log"
-
-
-class DamagedMemory(PithledgerError):
-    code = "damaged-checkpoint-memory"
-    hint = "move the file away: the next run remembers the source's checkpoint afresh (with no history to check it against)"
-
-
 def _origin_of(note: bytes, source: str) -> str:
     try:
         return w.note_origin(note)
-    except w.BadRequest as exc:
+    except BadRequest as exc:
         raise BadCheckpoint(f"{source}: the checkpoint is no signed note ({exc.message})") from None
-
-
-class NotWitnessed(SourceError):
-    code = "not-witnessed"
-    hint = "the checkpoint carries no valid cosignature by a witness given with --witness-key: a witness may have refused it"
 
 
 @dataclass(frozen=True)
@@ -333,7 +294,7 @@ def remembered(ledger_path: Path, origin: str) -> Seen | None:
             raise KeyError("memory_type")
         return Seen(origin, str(doc["log_key"]), int(doc["size"]), w.unb64_hash(str(doc["root"]), "root"), str(doc["checkpoint"]),
                     str(doc["source"]))
-    except (KeyError, TypeError, ValueError, w.BadRequest):
+    except (KeyError, TypeError, ValueError, BadRequest):
         raise DamagedMemory(f"the remembered checkpoint {path} is damaged") from None
 
 
@@ -390,7 +351,7 @@ def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: S
     try:
         witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
         cp = w.open_checkpoint(log.note, [key], witnesses)
-    except w.BadRequest as exc:
+    except BadRequest as exc:
         raise BadCheckpoint(f"{source}: {exc.message}") from None
     except PithledgerError as exc:
         raise BadCheckpoint(f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}") from None
@@ -531,20 +492,20 @@ def witness_source(wit: w.Witness, source: str, *, timeout: float | None = DEFAU
     origin = _origin_of(log.note, source)
     cfg = wit.logs.get(origin)
     if cfg is None:
-        raise w.UnknownLog(f"this witness follows no log with origin {origin[:200]!r}")
+        raise UnknownLog(f"this witness follows no log with origin {origin[:200]!r}")
     try:
         new = w.open_checkpoint(log.note, [cfg.vkey])
-    except w.BadRequest:
+    except BadRequest:
         raise
     except PithledgerError as exc:
-        raise w.NotVerified(f"{origin[:200]}: {exc.message}") from None
+        raise NotVerified(f"{origin[:200]}: {exc.message}") from None
     last = wit.state(origin)
     size = last.size if last is not None else 0
     if last is not None and new.size < last.size:
         path = w.write_evidence(wit.evidence_dir, w.evidence_doc(
             origin=origin, log_key=cfg.vkey, old=last.note, new=new.note, proof=[], prefix=None, observer=wit.name,
             observed_at=w.now_iso(wit.clock), kind="rollback"))
-        raise w.Inconsistent(f"{origin[:200]}: size {new.size} is smaller than the size {last.size} this witness cosigned", path)
+        raise Inconsistent(f"{origin[:200]}: size {new.size} is smaller than the size {last.size} this witness cosigned", path)
     proof, prefix = (prove_from_tiles(log, size, new) if 0 < size < new.size else ([], None))
     return new, wit.add_checkpoint(size, proof, log.note, prefix=prefix)
 

@@ -22,6 +22,7 @@ from urllib.parse import SplitResult
 
 import h11
 
+from pithledger.errors import RedirectRefused, SourceConnectionError, SourceHTTPStatus, SourceProtocolError, SourceTooLarge
 from pithledger.mirror.transport import (
     MAX_HEADER_BYTES,
     MAX_HEADERS,
@@ -29,11 +30,6 @@ from pithledger.mirror.transport import (
     REDIRECTS,
     USER_AGENT,
     Deadline,
-    RedirectRefused,
-    SourceConnectionError,
-    SourceHTTPStatus,
-    SourceProtocolError,
-    SourceTooLarge,
     _Clock,
     _default_tls,
     _origin,

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pithledger.mirror.transport import SourceFileMissing
-from pithledger.errors import PithledgerError
-from pithledger.tlog.proofs import BadProof, event_sha256, parse_entry, verifier_of
+from pithledger.errors import BadProof, LogCheckFailed, NoPublishedLog, NoSuchTile, PithledgerError, PublishedLogDiffers, SourceFileMissing
+from pithledger.tlog.proofs import event_sha256, parse_entry, verifier_of
 from pithledger.tlog.merkle import EMPTY_ROOT, leaf_hash, node_hash
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
 from pithledger.tlog.tiles import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, entry_bundle, hash_tile, parse_tile_path,
@@ -41,15 +40,6 @@ MAX_CHECKPOINT = 1 << 16
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
 CACHE_CHECKPOINT = "no-cache"
 CACHE_PARTIAL = "public, max-age=60"
-
-
-class PublishedLogDiffers(PithledgerError):
-    """The directory already holds a log that this ledger's log does not extend."""
-
-    code = "published-log-differs"
-    hint = ("the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
-            "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
-            "or find out which history is right before publishing over it")
 
 
 # --- publishing --------------------------------------------------------------------------------------
@@ -153,11 +143,6 @@ def manifest_fields(signer: NoteSigner | None, base_url: str) -> dict[str, Any]:
 
 
 # --- serving ---------------------------------------------------------------------------------------------
-
-
-class NoSuchTile(PithledgerError):
-    code = "not-found"
-    hint = "tile paths are tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>] within the tree of /checkpoint (C2SP tlog-tiles)"
 
 
 class LogServer:
@@ -344,16 +329,6 @@ def _device(field: str) -> tuple[int, int] | None:
 
 _COMMIT_EVERY = 1024
 _CHUNK = 65_536
-
-
-class LogCheckFailed(PithledgerError):
-    code = "log-check-failed"
-    hint = "the mirror's published log does not hold what its signed checkpoint promises: do not trust this copy; report it"
-
-
-class NoPublishedLog(PithledgerError):
-    code = "no-published-log"
-    hint = "the mirror publishes no checkpoint: it must be published with `pithledger publish DIR --key NAME` (or served with --key)"
 
 
 def _root_of_stream(leaves: Iterator[bytes]) -> tuple[bytes, int]:

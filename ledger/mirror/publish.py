@@ -20,19 +20,10 @@ from pithledger.mirror.transport import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
     Deadline,
-    RedirectRefused,
-    SourceConnectionError,
-    SourceFileMissing,
-    SourceHTTPStatus,
-    SourceProtocolError,
-    SourceTimeout,
-    SourceTLSError,
-    SourceTooLarge,
-    UnsafePath,
 )
 from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import DerivationPending, PithledgerError, SourceError
+from pithledger.errors import DerivationPending, MalformedSource, PithledgerError, SourceError, SourceFileMissing, SourceTimeout
 from pithledger.records.events import verify_event
 from pithledger.render import badge
 from pithledger.render import pages
@@ -41,7 +32,7 @@ from pithledger.records.display import MetadataStore
 from pithledger.records.keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from pithledger.merge import MERGE_VERSION
 from pithledger.mirror.published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
-                        PART_INDEX_VERSION, MalformedSource, Published, _node_file, _pair_of, _part_file, ledger_id,
+                        PART_INDEX_VERSION, Published, _node_file, _pair_of, _part_file, ledger_id,
                         record_dir, record_parts)
 from pithledger.files import existing, read_regular, write_if_changed, write_linked
 from pithledger.store import Batch, Ledger, open_settled
@@ -51,8 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "DIGEST_FILE", "MAX_FETCH", "NODE_DIR", "PART_INDEX_FILE",
-    "Deadline", "MalformedSource", "Published", "RedirectRefused", "SourceConnectionError", "SourceFileMissing",
-    "SourceHTTPStatus", "SourceProtocolError", "SourceTLSError", "SourceTimeout", "SourceTooLarge", "UnsafePath",
+    "Deadline", "Published",
     "check_bundles", "open_source", "part_index_doc", "publish", "record_dir", "sync",
 ]
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, SourceFileMissing, UnsafePath, as_deadline, check_url,
+from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, as_deadline, check_url,
                          http_get, read_file)
 from pithledger.audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
 from pithledger.records.bundle import Bundle, read_bundle
 from pithledger.records.canonical import strict_decode
 from pithledger.records.events import is_pithledger_envelope, verify_event
-from pithledger.errors import PithledgerError, SourceError
+from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
 from pithledger.merge import MERGE_VERSION
 
 DIGEST_FILE = "pithledger/digest.json"
@@ -59,13 +59,6 @@ def _packed_event_ids(ids: Any) -> bytes | None:
     except ValueError:
         return None
     return packed if len(packed) == 32 * len(ordered) else None
-
-
-class MalformedSource(SourceError):
-    """A file of a published mirror that does not have the shape of spec/audit.md §4."""
-
-    hint = ("the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
-            "other; the source is broken or hostile")
 
 
 def _node_file(prefix: str, pair: Pair) -> str:

@@ -27,16 +27,14 @@ from pithledger.records import ids
 from pithledger.mirror.http11 import Client, Response
 from pithledger.mirror.transport import (
     Deadline,
-    SourceFileMissing,
-    SourceTimeout,
-    UnsafePath,
     check_relative,
     check_url,
     read_file,
 )
 from pithledger.records.bundle import Bundle, read_bundle
 from pithledger.records.canonical import strict_decode
-from pithledger.errors import AmbiguousId, LedgerError, MalformedId, NotFound, PithledgerError, SourceError
+from pithledger.errors import (AmbiguousId, BadManifest, LedgerError, MalformedId, NotFound, PithledgerError, SourceError, SourceFileMissing,
+                               SourceTimeout, UnsafePath)
 from pithledger.records.mint import mint
 from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.records.model import record_ids
@@ -60,12 +58,6 @@ MAX_CONNECTIONS = 64
 DEFAULT_RATE = 50.0
 CACHE_DIR = "pull-cache"
 CACHE_MAP_SIZE = 1 << 30
-
-
-class BadManifest(SourceError):
-    code = "bad-manifest"
-    hint = ("SOURCE must be a pith-mirrors.json (manifest_type pith_mirror_manifest, manifest_version 1.0, mirrors "
-            "with a bundle_pattern holding {suffix}; spec/pull.md §1), or the base URL of a mirror that serves one")
 
 
 # --- the manifest ----------------------------------------------------------------------------------

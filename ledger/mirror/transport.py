@@ -29,7 +29,8 @@ import time
 from collections.abc import Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from pithledger.errors import SourceError
+from pithledger.errors import (RedirectRefused, SourceConnectionError, SourceError, SourceFileMissing, SourceHTTPStatus, SourceProtocolError,
+                               SourceTimeout, SourceTLSError, SourceTooLarge, UnsafePath)
 from pithledger.files import READ_FLAGS as _O_FLAGS  # (its names here before they moved to ledger/files.py)
 from pithledger.files import kind as _kind
 
@@ -47,51 +48,6 @@ MAX_CHUNKS = 1 << 20
 """Chunks in one chunked body: each costs a parse, so a body of 1-byte chunks is refused, not crawled through."""
 _RECV = 256 * 1024
 USER_AGENT = "pithledger/0.1"
-
-
-# --- errors ----------------------------------------------------------------------------------------
-
-
-class SourceTimeout(SourceError):
-    hint = "the source is slow or stalled; try again later, or allow more time (timeout / deadline)"
-
-
-class SourceConnectionError(SourceError):
-    hint = "check the URL and the network; the server refused, dropped or reset the connection"
-
-
-class SourceTLSError(SourceError):
-    hint = "the server's certificate does not verify for this host name, or the port does not speak TLS"
-
-
-class SourceProtocolError(SourceError):
-    hint = "the server's reply is not valid HTTP/1.1 (or is cut short); the server is broken, or is not an HTTP server"
-
-
-class SourceTooLarge(SourceError):
-    hint = "no file of a published mirror may be larger than the limit; the source is broken or hostile"
-
-
-class RedirectRefused(SourceError):
-    hint = ("redirects are followed only within one origin (scheme, host and port), at most 5 and never in a "
-            "loop; give the mirror's final URL")
-
-
-class SourceHTTPStatus(SourceError):
-    hint = "the server answered with an error status; check the URL, or try again later"
-
-    def __init__(self, message: str, status: int, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.status = status
-
-
-class SourceFileMissing(SourceError):
-    hint = "the source is incomplete, or was re-published while being read: run the command again"
-
-
-class UnsafePath(SourceError):
-    hint = ("a published mirror is a tree of regular files; this one names a path outside its tree, a symlink "
-            "leading out of it, or something that is not a regular file (broken or hostile)")
 
 
 # --- deadlines -------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from pithledger.records import ids
 from pithledger.records import keys
 from pithledger.records.canonical import canonical_bytes, check_value
 from pithledger.records.display import DisplayMetadata, from_paper
-from pithledger.errors import BundleError, BundleInconsistent, EventTooLarge, PithledgerError, SubjectMismatch
-from pithledger.records.events import MAX_EVENT_BYTES, EventInvalid, subject_of
+from pithledger.errors import BundleError, BundleInconsistent, EventInvalid, EventTooLarge, PithledgerError, SubjectMismatch
+from pithledger.records.events import MAX_EVENT_BYTES, subject_of
 from pithledger.records.model import TIME_FRACTION_RE, check_time, record_ids
 
 BUNDLE_TYPE = "pith_open_graph_bundle"

@@ -18,7 +18,7 @@ from pithledger.records import ots as _ots
 from pithledger.records import ids
 from pithledger.records import keys
 from pithledger.records.canonical import canonical_bytes, check_value
-from pithledger.errors import PithledgerError
+from pithledger.errors import EventInvalid, PithledgerError
 from pithledger.records.model import HEX64_RE, TIME_RE, check_time, record_ids
 
 EVENT_VERSION = "pithledger-event-v1"
@@ -55,17 +55,6 @@ TARGETS: dict[str, str] = {
     "revocation": "event",
 }
 KNOWN_KINDS = frozenset(TARGETS)
-
-
-class EventInvalid(PithledgerError):
-    """Why one event is invalid. Its ``code`` is the reason reported in verify, log and state."""
-
-    code = "invalid-event"
-    hint = "the event was altered after signing, or was built wrongly; ask its signer for the original"
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # --- payloads --------------------------------------------------------------------------------------
@@ -528,7 +517,7 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
         try:
             raw = keys.b64decode_strict(p.ots_proof_b64, what="ots_proof_b64")
             proof = _ots.parse(raw)
-        except (PithledgerError, _ots.OtsError) as exc:
+        except PithledgerError as exc:  # OtsError among them
             raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
         if proof.hash_op != "sha256":
             raise EventInvalid("bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256")

@@ -11,6 +11,8 @@ from typing import Literal
 
 import msgspec
 
+from pithledger.errors import OtsError
+
 MAGIC = b"\x00OpenTimestamps\x00\x00Proof\x00\xbf\x89\xe2\xe8\x84\xe8\x92\x94"
 _FILE_HASH_OPS = {0x08: ("sha256", 32), 0x02: ("sha1", 20), 0x03: ("ripemd160", 20), 0x67: ("keccak256", 32)}
 _UNARY_OPS = {0x08, 0x02, 0x03, 0x67, 0xF2, 0xF3}  # sha256 sha1 ripemd160 keccak256 reverse hexlify
@@ -28,10 +30,6 @@ MAX_NODES = 10_000
 #: value that reaches a state is an exact JSON integer on every reader.
 MAX_VARUINT_BYTES = 8
 MAX_HEIGHT = 2**32 - 1
-
-
-class OtsError(ValueError):
-    pass
 
 
 class Attestation(msgspec.Struct, frozen=True):

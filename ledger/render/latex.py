@@ -7,18 +7,13 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from pithledger.errors import PithledgerError
+from pithledger.errors import BadResolver, PithledgerError
 
 DEFAULT_RESOLVER = "https://pith.science"
 #: The base URLs the package accepts (its own check is the same expression): nothing that needs escaping
 #: in a URI, a PDF string or TeX, so a link is never built from a mangled URL.
 RESOLVER_RE = re.compile(r"^https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9.\-/]*)?\Z", re.ASCII)
 _DEFAULT_LINE = r"\DeclareStringOption[https://pith.science]{resolver}"
-
-
-class BadResolver(PithledgerError):
-    code = "bad-resolver"
-    hint = "give a plain http(s) base URL: letters, digits, '.', '-', '/' and a :port, e.g. https://mirror.example.org"
 
 
 def sty_bytes(resolver: str = DEFAULT_RESOLVER) -> bytes:

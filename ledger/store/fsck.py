@@ -16,7 +16,7 @@ import lmdb
 import msgspec
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
-from ..errors import LedgerError
+from ..errors import LedgerError, TlogNotBuilt
 from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
@@ -187,7 +187,7 @@ class _Fsck(_PendingWork, _Translog):
             seen = 0
             try:  # the tlog is checked against the log as it streams by (a reader of a layout-4 ledger has none yet)
                 tlog: translog.Checker | None = translog.Checker(txn, self._tlog_read(txn, opened))
-            except translog.TlogNotBuilt:
+            except TlogNotBuilt:
                 tlog = None
             log = txn.cursor(db=self.db[b"log"]).iternext()
 

@@ -28,7 +28,7 @@ import msgspec
 
 from pithledger.records.bundle import served_pith_record_event
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import LedgerError
+from pithledger.errors import LedgerError, TlogDamaged, TlogOutOfRange
 from pithledger.records.events import is_pithledger_envelope
 from pithledger.layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
 from pithledger.tlog.merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
@@ -39,28 +39,6 @@ ENTRIES_DB = TLOG_ENTRIES_DB
 HASHES_DB = TLOG_HASHES_DB
 #: fsck names at most this many faults of the tlog one by one (then how many more).
 NAMED_FAULTS = 20
-
-
-class TlogNotBuilt(LedgerError):
-    """A read-only handle on a ledger of an older layout (4 or 3), whose log has no transparency log yet."""
-
-    code = "tlog-not-built"
-    hint = ("this ledger was written by an older pithledger (layout 4 or older) and has no transparency log yet: "
-            "the first writer builds it (any `pithledger apply`, or `pithledger fsck`, `digest` or `publish`)")
-
-
-class TlogOutOfRange(LedgerError, LookupError):
-    """A range of entries or hashes the tree at its current size does not hold (a tlog.HashReader's LookupError)."""
-
-    code = "tlog-out-of-range"
-    hint = "ask for entries and hashes below the log's size (`pithledger checkpoint` names it)"
-
-
-class TlogDamaged(LedgerError):
-    """The write path found the tlog out of step with the log: nothing is written on top of it."""
-
-    code = "tlog-damaged"
-    hint = "run `pithledger fsck` to see what is wrong; `pithledger rebuild --force` rebuilds the transparency log from the log"
 
 
 class TlogDbs(NamedTuple):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import lmdb
 
 import pithledger.store.tlog_tables as translog
-from ..errors import LedgerError
+from ..errors import LedgerError, TlogNotBuilt
 from .env import LAYOUT_VERSION, _Environment, _Pinned, _TLOG, _release_mapped_pages
 
 #: Log entries per transaction of the in-place upgrade (bounds one transaction; a killed upgrade resumes).
@@ -61,8 +61,8 @@ class _Translog(_Environment):
             return False
         return True
 
-    def _tlog_not_built(self) -> translog.TlogNotBuilt:
-        return translog.TlogNotBuilt(f"the ledger at {self.path} has layout {self.layout}, which holds no transparency log yet")
+    def _tlog_not_built(self) -> TlogNotBuilt:
+        return TlogNotBuilt(f"the ledger at {self.path} has layout {self.layout}, which holds no transparency log yet")
 
     def _tlog_read(self, txn: lmdb.Transaction, opened_now: bool) -> translog.TlogDbs:
         """The tlog's databases for a read in ``txn``: on a handle opened before the upgrade, only once

@@ -9,12 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from pithledger.errors import ProofError
+
 HASH_LEN = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
-
-
-class ProofError(ValueError):
-    pass
 
 
 def leaf_hash(data: bytes) -> bytes:

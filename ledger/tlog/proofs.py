@@ -16,9 +16,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import BadEncoding, PithledgerError
+from pithledger.errors import BadEncoding, BadOrigin, BadProof, InconsistentLog, NotInLog, PithledgerError, ProofError
 from pithledger.records.keys import b64decode_strict, b64encode, fingerprint_hex
-from pithledger.tlog.merkle import HASH_LEN, ProofError, leaf_hash, verify_consistency, verify_inclusion
+from pithledger.tlog.merkle import HASH_LEN, leaf_hash, verify_consistency, verify_inclusion
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint, signer_from_key
 
 if TYPE_CHECKING:
@@ -45,36 +45,6 @@ MAX_ORIGIN = 255
 _ORIGIN = re.compile(r"[\x21-\x2a\x2c-\x7e]{1,%d}\Z" % MAX_ORIGIN, re.ASCII)  # printable ASCII, no space, no '+'
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z", re.ASCII)
 _PITH = re.compile(r"pith:[0-9]{4}:[A-Z2-7]{26}\Z", re.ASCII)
-
-
-class BadOrigin(PithledgerError):
-    code = "bad-origin"
-    hint = ("an origin is 1-255 printable ASCII characters without spaces or '+', e.g. mirror.example.org/pith "
-            "(spec/transparency.md §4)")
-
-
-class NoLogKey(PithledgerError):
-    code = "no-log-key"
-    hint = ("name the key that signs this mirror's checkpoints: --key NAME (create one with `pithledger keys new mirror`, "
-            "then `pithledger checkpoint --key mirror`); `pithledger keys list` shows the keys you have")
-
-
-class BadProof(PithledgerError):
-    """A proof document that is malformed, or whose proof does not hold against its signed checkpoint."""
-
-    code = "bad-proof"
-    hint = "the proof document was changed or is not one `pithledger prove` wrote: do not rely on it; ask the mirror for a new one"
-
-
-class InconsistentLog(PithledgerError):
-    code = "inconsistent-log"
-    hint = ("the newer checkpoint does not extend the older one: the log was rewritten (a fork). Keep both checkpoint "
-            "files as evidence; they are signed, so anyone can check them")
-
-
-class NotInLog(PithledgerError):
-    code = "not-in-log"
-    hint = "the event is not in this mirror's log: check the event id (`pithledger log` lists the events appended)"
 
 
 # --- origins ---------------------------------------------------------------------------------------

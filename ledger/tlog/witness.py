@@ -31,7 +31,8 @@ from typing import Any
 
 from pithledger.tlog import merkle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import BadVerifierKey, CannotWrite, PithledgerError, UnsupportedKeyType
+from pithledger.errors import (BadConfig, BadEvidence, BadRequest, BadVerifierKey, CannotWrite, DamagedState, Inconsistent, NotVerified,
+                               PithledgerError, ProofError, SizeConflict, UnknownLog, UnsupportedKeyType, WitnessError)
 
 #: Largest add-checkpoint body read: the old-size line, 63 proof lines and a checkpoint with many
 #: signatures take a few KiB; 64 KiB leaves room for extension lines and 16+ post-quantum signatures.
@@ -47,90 +48,8 @@ CONFIG_TYPE = "pithledger_witness_config"
 STATE_TYPE = "pithledger_witness_state"
 EVIDENCE_TYPE = "pithledger_log_inconsistency"
 VERSION = "1"
-SIZE_MEDIA_TYPE = "text/x.tlog.size"
+SIZE_MEDIA_TYPE = SizeConflict.content_type  # "text/x.tlog.size", the 409 answer's (C2SP tlog-witness)
 _OLD_LINE = re.compile(rb"old (0|[1-9][0-9]{0,18})\Z")
-
-
-# --- errors ----------------------------------------------------------------------------------------
-
-
-class WitnessError(PithledgerError):
-    """A refused add-checkpoint; ``status`` is its HTTP status (C2SP tlog-witness)."""
-
-    code = "witness-refused"
-    status = 400
-    hint = "see spec/transparency.md §6 for what a witness checks"
-
-    def answer(self) -> Answer:
-        return Answer(self.status, "text/plain; charset=utf-8", f"{self.code}: {self.message}\n".encode())
-
-
-class BadRequest(WitnessError):
-    code = "bad-add-checkpoint"
-    status = 400
-    hint = ('the body is "old <size>\\n", up to 63 base64 proof lines, an empty line, then the signed checkpoint '
-            "(C2SP tlog-witness)")
-
-
-class UnknownLog(WitnessError):
-    code = "unknown-log"
-    status = 404
-    hint = "this witness follows only the logs of its config; ask its operator to add the origin and the log's key"
-
-
-class NotVerified(WitnessError):
-    code = "checkpoint-not-verified"
-    status = 403
-    hint = "the checkpoint must carry a valid signature by the log key this witness has for its origin"
-
-
-class SizeConflict(WitnessError):
-    """The old size is not the size this witness last cosigned: the body of the answer is that size."""
-
-    code = "size-conflict"
-    status = 409
-    hint = "send the consistency proof from the size this witness last cosigned (the answer's body)"
-
-    def __init__(self, message: str, size: int) -> None:
-        super().__init__(message)
-        self.size = size
-
-    def answer(self) -> Answer:
-        return Answer(409, SIZE_MEDIA_TYPE, f"{self.size}\n".encode())
-
-
-class Inconsistent(WitnessError):
-    """The checkpoint is not an extension of the one last cosigned; ``evidence`` is the file written, if any."""
-
-    code = "inconsistent-checkpoint"
-    status = 422
-    hint = "the log showed this witness two histories that do not extend each other; the evidence file shows both"
-
-    def __init__(self, message: str, evidence: Path | None = None) -> None:
-        super().__init__(message + (f"; evidence written to {evidence}" if evidence else ""))
-        self.evidence = evidence
-
-
-class BadConfig(PithledgerError):
-    code = "bad-witness-config"
-    hint = ('a witness config is {"config_type": "pithledger_witness_config", "config_version": "1", "name": ..., '
-            '"key": ..., "logs": [{"origin": ..., "vkey": ...}]}: see spec/transparency.md §6')
-
-
-class DamagedState(PithledgerError):
-    code = "damaged-witness-state"
-    hint = "restore the witness's state directory from a backup; never edit its files by hand"
-
-
-class BadEvidence(PithledgerError):
-    code = "bad-evidence"
-    hint = "an evidence file is the JSON a witness or a sync wrote (spec/transparency.md §6.3); it was altered, or is another file"
-
-
-class ForkNotProven(PithledgerError):
-    code = "fork-not-proven"
-    hint = ("the file is well formed and both checkpoints are the log's, but they do not prove by themselves that the "
-            "log forked (spec/transparency.md §6.3)")
 
 
 # --- small pure helpers ----------------------------------------------------------------------------
@@ -458,14 +377,14 @@ def judge(old: Signed, new: Signed, proof: Sequence[bytes], prefix: bytes | None
     try:
         merkle.verify_consistency(old.size, new.size, old.root, new.root, list(proof))
         return None
-    except merkle.ProofError:
+    except ProofError:
         pass
     x = prefix if prefix is not None else prefix_root(old.size, new.size, proof)
     if x is not None and x != old.root:
         try:
             merkle.verify_consistency(old.size, new.size, x, new.root, list(proof))
             return ("inconsistent-proof", x)
-        except merkle.ProofError:
+        except ProofError:
             pass
     return ("bad-proof", None)
 
@@ -525,7 +444,7 @@ class Witness:
             req = parse_request(body)
             lines = self.add_checkpoint(req.old_size, req.proof, req.checkpoint)
         except WitnessError as exc:
-            return exc.answer()
+            return Answer(exc.status, exc.content_type, exc.body())
         except PithledgerError as exc:  # the witness's own fault (its state cannot be read or written): nothing cosigned
             return Answer(500, "text/plain; charset=utf-8", f"{exc.code}: the witness cannot answer now\n".encode())
         return Answer(200, "text/plain; charset=utf-8", lines.encode())

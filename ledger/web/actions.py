@@ -31,7 +31,7 @@ import msgspec
 
 from pithledger.records.bundle import BUNDLE_TYPE, BUNDLE_VERSION, Bundle, read_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import LedgerError, PithledgerError
+from pithledger.errors import ActionError, LedgerError, PithledgerError
 from pithledger.records.events import MAX_EVENT_BYTES, Verdict, check_event, claimed_event_id, subject_of
 from pithledger.fanout import Fanout
 from pithledger.render.record_doc import ACTIONS
@@ -64,14 +64,6 @@ class Limits:
     total_burst: int = 400
     lock_wait: float = 5.0  # seconds a request waits for the writer lock (another process's apply) before 503
     max_queued: int = 2048  # requests waiting for the writer; beyond it 503
-
-
-class ActionError(Exception):
-    """An answer other than the writer's: status, code, message, extra headers."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
 
 # --- rate limits -------------------------------------------------------------------------------------

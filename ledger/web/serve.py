@@ -43,13 +43,14 @@ from pithledger.render import badge
 from pithledger.records import ids
 from pithledger.render import pages
 from pithledger.render import record_doc
-from pithledger.web.actions import ACTION_KINDS, MAX_BODY, ActionError, Actions, RateLimit, ServingLedger, read_body, request_bundle
+from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle
 from pithledger.web.actions import Limits as PostLimits
 from pithledger.audit import DEPTH, DIGEST_VERSION
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import MetadataStore
-from pithledger.mirror.logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, NoSuchTile, manifest_fields
-from pithledger.errors import AmbiguousId, DerivationPending, MalformedId, NotFound, PithledgerError
+from pithledger.mirror.logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, manifest_fields
+from pithledger.errors import (ActionError, AmbiguousId, CannotListen, DerivationPending, HTTPError, MalformedId, NoSuchTile, NotFound,
+                               PithledgerError, PortInUse)
 from pithledger.merge import MERGE_VERSION
 from pithledger.mirror.publish import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
 from pithledger.store import Ledger
@@ -86,24 +87,6 @@ CORS = {
     "access-control-expose-headers": "ETag, Content-Length, Location",
 }
 SECURITY = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
-
-
-class PortInUse(PithledgerError):
-    code = "port-in-use"
-    hint = "another program listens there: stop it, or choose another --port (0 picks a free one)"
-
-
-class CannotListen(PithledgerError):
-    code = "cannot-listen"
-    hint = "check --host (an address of this machine, e.g. 127.0.0.1) and --port (1024-65535 unless you are root)"
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 # --- content negotiation and caching ----------------------------------------------------------------------
