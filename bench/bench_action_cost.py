@@ -6,12 +6,12 @@ answers per second and median latency in each phase (unloaded, attacked, unloade
 attacked rate to the mean unloaded one (target >= 0.5), the attacker's
 statuses, and the machine's load average.
 
-    .venv/bin/python bench/bench_action_cost.py [--seconds 15] [--readers 1] [--junk N]
+    .venv/bin/python bench/bench_action_cost.py [--seconds 15] [--readers 1] [--junk N] [--pretty]
 
 The attack body: a signed author attestation whose payload gained ``"junk": [[],[],...]`` up to the
 ledger's event limit (1 MiB, ~349,000 empty arrays; its id no longer matches: refused, costing the
 attacker nothing). ``--junk N``: N empty arrays instead (e.g. just under the value cap, to measure what
-a body the cap admits still costs). Only 127.0.0.1 is contacted; everything lives in one temporary
+a body the cap admits still costs); ``--pretty``: the body indented (strict decoding's slower path). Only 127.0.0.1 is contacted; everything lives in one temporary
 directory, deleted at the end. Not run in CI.
 """
 
@@ -39,7 +39,7 @@ SUFFIX = "FHIBFT2FCAH6TNYKWKJEBOYM4L"
 NUMBER = "pith:2025:" + SUFFIX
 
 
-def attack_body(junk: int | None = None) -> bytes:
+def attack_body(junk: int | None = None, pretty: bool = False) -> bytes:
     """A bundle of one signed event whose payload carries ``junk`` empty arrays (default: as many as the
     ledger's event limit admits)."""
     from pithledger.bundle import write_bundle
@@ -52,7 +52,8 @@ def attack_body(junk: int | None = None) -> bytes:
     if junk is None:
         empty = len(canonical_bytes(event | {"payload": {"author_name": "Mallory", "junk": []}}))
         junk = (MAX_EVENT_BYTES - empty) // 3  # "[]," each
-    return canonical_bytes(write_bundle(NUMBER, [event | {"payload": {"author_name": "Mallory", "junk": [[]] * junk}}]))
+    bundle = write_bundle(NUMBER, [event | {"payload": {"author_name": "Mallory", "junk": [[]] * junk}}])
+    return json.dumps(bundle, indent=1).encode() if pretty else canonical_bytes(bundle)
 
 
 def _reader(port: int, seconds: float, out: Any) -> None:
@@ -118,6 +119,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--readers", type=int, default=1)
     ap.add_argument("--junk", type=int, default=None, help="empty arrays in the attack payload (default: up to 1 MiB)")
+    ap.add_argument("--pretty", action="store_true", help="indent the attack body (not msgspec's compact form)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-action-cost-"))
     env = dict(os.environ, XDG_DATA_HOME=str(tmp / "d"), XDG_CONFIG_HOME=str(tmp / "c"))
@@ -127,7 +129,7 @@ def main() -> None:
         ledger = tmp / "L"
         subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(RECORD_DOC)],
                        capture_output=True, env=env, check=True)
-        body = attack_body(args.junk)
+        body = attack_body(args.junk, args.pretty)
         server = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", "--accept-events"],
                                   stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         assert server.stderr is not None
