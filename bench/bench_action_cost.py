@@ -42,10 +42,10 @@ NUMBER = "pith:2025:" + SUFFIX
 def attack_body(junk: int | None = None, pretty: bool = False) -> bytes:
     """A bundle of one signed event whose payload carries ``junk`` empty arrays (default: as many as the
     ledger's event limit admits)."""
-    from pithledger.bundle import write_bundle
-    from pithledger.canonical import canonical_bytes
-    from pithledger.events import MAX_EVENT_BYTES, make_event
-    from pithledger.keys import LocalKey
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import MAX_EVENT_BYTES, make_event
+    from pithledger.records.keys import LocalKey
 
     key = LocalKey(name="mallory", seed=hashlib.sha256(b"bench action cost").digest())
     event = make_event("author_attestation", NUMBER, {"author_name": "Mallory"}, key, created_at="2026-06-01T00:00:00Z")

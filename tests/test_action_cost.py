@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import servekit
 
-from pithledger.actions import MAX_BODY, MAX_BODY_VALUES, too_structured
-from pithledger.bundle import write_bundle
-from pithledger.canonical import canonical_bytes
-from pithledger.events import MAX_EVENT_BYTES, make_event
-from pithledger.keys import LocalKey
+from pithledger.web.actions import MAX_BODY, MAX_BODY_VALUES, too_structured
+from pithledger.records.bundle import write_bundle
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import MAX_EVENT_BYTES, make_event
+from pithledger.records.keys import LocalKey
 
 VECTORS = Path(__file__).parent / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
