@@ -618,9 +618,11 @@ def verify_snippets(state: dict[str, Any], links: Links) -> str:
              "print(d.hex())\n"
              "print('pith:' + rec['metadata']['submitted_at'][:4] + ':' + base64.b32encode(d).decode()[:26])\n"
              f"EOF\n# expect: {digest}\n#         {state['pith_number']}")
-    ledger = (f"curl -s {base}/pith/{suffix}/bundle.json -o bundle.json\n"
-              "pithledger verify bundle.json          # every hash and signature, offline\n"
-              "pithledger --ledger L apply bundle.json\n"
+    # The record's export, not its bundle: the state counts the citations by other records, which only the
+    # export carries; applied to an empty ledger it gives exactly the state_sha256 promised here.
+    ledger = (f"curl -s {base}/pith/{suffix}/export.jsonl -o export.jsonl   # what `pithledger export` prints\n"
+              "pithledger verify export.jsonl          # every hash and signature, offline\n"
+              "pithledger --ledger L apply export.jsonl\n"
               f"pithledger --ledger L state {suffix}   # the same state_sha256: {state['state_sha256']}")
     blocks = [("with curl, jq and Python (as on pith.science)", out[0]), ("plain Python", plain), ("with pithledger", ledger)]
     return "".join(f'<h3>{e(t)}</h3><pre class="snippet">{e(c)}</pre>' for t, c in blocks)

@@ -78,6 +78,7 @@ CACHE_BYTES = 64 * 1024 * 1024
 CACHE_ENTRIES = 20_000
 _SUFFIX26 = re.compile(r"^[A-Z2-7]{26}\Z")
 _JSON = "application/json"
+_JSONL = "application/jsonl"  # JSON lines: `pithledger export`'s output
 _HTML = "text/html; charset=utf-8"
 CORS = {
     "access-control-allow-origin": "*",
@@ -261,6 +262,16 @@ class Site:
         body: bytes = self.read(build)
         return body
 
+
+    def export_bytes(self, subject: str) -> bytes:
+        """What ``pithledger export`` prints (and publish writes at pith/<suffix>/export.jsonl): the
+        record's bundles, then one bundle per record citing it. The page's "verify yourself" commands
+        apply it: the record's bundle alone lacks the inbound citations, so it gives another state."""
+        def build() -> bytes:
+            return b"".join(_json_body(b) for b in [*self.ledger.export_parts(subject), *self.ledger.inbound_bundles(subject)])
+
+        body: bytes = self.read(build)
+        return body
 
     def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
         body: bytes = self.read(lambda: self._rendered(subject, kind, root, page))
@@ -544,6 +555,12 @@ def badge_svg(request: Request) -> Response:
 def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).bundle_bytes(subject), _JSON)
+
+
+@_in_thread(heavy=True)
+def export_jsonl(request: Request) -> Response:
+    subject = _suffix_subject(request)
+    return respond(request, _site(request).export_bytes(subject), _JSONL)
 
 
 @_in_thread(heavy=True)
@@ -884,6 +901,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}/state.json", state_json),
         Route("/pith/{suffix}/bundle.json", bundle_json),
         Route("/pith/{suffix}/events.json", events_json),
+        Route("/pith/{suffix}/export.jsonl", export_jsonl),
         Route("/pith/{suffix}/index.html", record_index_html),
         Route("/pith/{suffix}/badge.svg", badge_svg),
         Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
