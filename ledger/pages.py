@@ -282,12 +282,11 @@ def _signer_name(signer: Any) -> str:
     return str(signer.get("signer_id") or signer.get("key_id") or "?")
 
 
-def _badge_class(text: str) -> str:
-    if text.startswith("not ") or text.endswith("pending"):
-        return "absent"
-    if "claimed" in text:
-        return "claim"
-    return "checked"
+def _badge_class(key: str, text: str) -> str:
+    """The class of a state's badge word: the badge SVG's (one table, badge.VOCABULARY), so a trust level
+    has one colour on the page and in the badge; a word outside it is "absent", never "checked"."""
+    known = badge.VOCABULARY.get(key, {}).get(text)
+    return known[0] if known is not None else "absent"
 
 
 #: What each completeness level means, shown as the level's tooltip (spec/serve.md §5 item 5).
@@ -346,7 +345,7 @@ def _badges(badges: dict[str, str]) -> str:
     out = []
     for key, label in BADGE_LABELS:
         text = str(badges.get(key, ""))
-        cls = _badge_class(text)
+        cls = _badge_class(key, text)
         note = (' title="a claim: its signature was checked, what it claims was not checked by this mirror"' if cls == "claim" else "")
         out.append(f'<span class="badge {cls}" data-badge="{e(key)}"{note}><b>{e(label)}</b> {e(text)}</span>')
     return '<div class="badges">' + "".join(out) + "</div>"
