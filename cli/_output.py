@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import shutil
 import stat
 import sys
@@ -240,15 +242,40 @@ def report(exc: PithledgerError, where: str = "") -> None:
         typer.echo(f"hint: {printable(exc.hint)}", err=True)
 
 
+#: A new output file's mode, less the umask the kernel applies: what ``open(path, "w")`` gives (0644 under
+#: the usual 022). mkstemp's 0600 made a bundle, export, proof or pith.sty unreadable to a web server or a
+#: co-author's account; nothing written here is a secret (keys are written by pithledger.records.keys, 0600).
+OUTPUT_MODE = 0o666
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def write_file_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it: readers never see half a file."""
+    """Write to a temporary file beside ``path`` and rename it: readers never see half a file. The file
+    gets the mode ``open()`` would give it: a file it replaces keeps its mode, a new one gets 0666 less
+    the umask (spec/serve.md §7)."""
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+        existing: os.stat_result | None = os.stat(path)
+    except OSError:
+        existing = None
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, _CREATE, OUTPUT_MODE)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+    try:
         with os.fdopen(fd, "wb") as fh:
+            if existing is not None and stat.S_ISREG(existing.st_mode):
+                os.fchmod(fh.fileno(), stat.S_IMODE(existing.st_mode))
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None

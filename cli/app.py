@@ -429,6 +429,8 @@ def event(
     ev = _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None)
     if post is not None:
         _post_events(ctx, [ev], post, 30.0, settings(ctx).json)
+    elif output is not None and settings(ctx).json:  # without -o, stdout already is the bundle (JSON)
+        emit_json({"written": str(output), "event_id": ev["event_id"], "kind": kind, "subject": number})
 
 
 def _print_example(ctx: typer.Context, kind: str) -> None:
@@ -1407,6 +1409,8 @@ def metadata(
                 key, meta = parse_any(value)
             except PithledgerError as exc:
                 report(exc, where)
+                if _json(ctx, as_json):  # the reason, not just a count (one line per failed document)
+                    emit_json({**exc.document(), "where": where})
                 failed += 1
                 continue
             if meta.source == FROM_RECORD_DOCUMENT:

@@ -78,7 +78,7 @@ def test_the_badge_is_safe_xml_with_the_states_words() -> None:
     assert title is not None and title.text == root.get("aria-label")
     assert "author: claimed" in (title.text or "") and "timestamp: bitcoin anchor claimed" in (title.text or "")
     fills = [r.get("fill") for r in root.iter(SVG + "rect") if r.get("fill") and r.get("fill") != "#fff"]
-    assert fills == [badge.COLORS[c] for c in ("number", "claim", "claim", "absent", "checked")]
+    assert fills == [badge.COLORS[c] for c in ("number", "claim", "claim", "absent", "claim")]
     # each text sits in its own segment (textLength holds it there whatever font draws it)
     rects = [r for r in root.iter(SVG + "rect") if r.get("fill") and r.get("fill") != "#fff"]
     for rect, text in zip(rects, root.iter(SVG + "text"), strict=True):
@@ -242,3 +242,21 @@ def test_a_record_revoked_away_loses_its_published_badge(tmp_path: Path) -> None
                                                   created_at="2026-07-02T00:00:00Z")]))
         publish(ledger, tmp_path / "pub")
         assert not path.exists() and not path.with_name("index.html").exists()
+
+
+def test_a_self_signed_citation_is_the_colour_of_a_self_signed_author_claim(served: tuple[Server, Path, Path]) -> None:
+    """Issue #31 item 7: one citation signed by a throwaway key (bundles/' demo-bob) drew "refs signed" green
+    (checked) beside the amber of an equally self-signed author claim. The same trust, the same colour, in
+    the served badge and on the page."""
+    server, ledger, tmp = served
+    current = json.loads(pl(tmp, "--ledger", str(ledger), "state", FZ7).stdout)["current"]
+    assert current["badges"]["references"] == "refs signed" and current["badges"]["author"] == "claimed"
+    assert {c["trust"] for c in current["citations"]} == {"self_signed"}
+    assert {a["trust"] for a in current["author_attestations"]} == {"self_signed"}
+    _, _, body = server.request(f"/pith/{FZ7}/badge.svg")
+    fills = [r.get("fill") for r in parse_safe(body).iter(SVG + "rect") if r.get("fill") and r.get("fill") != "#fff"]
+    author, references = fills[1], fills[4]
+    assert author == references == badge.COLORS["claim"], fills
+    _, _, page = server.request(f"/pith/{FZ7}", headers={"Accept": "text/html"})
+    classes = {key: cls for cls, key in re.findall(rb'<span class="badge (\w+)" data-badge="(\w+)"', page)}
+    assert classes[b"author"] == classes[b"references"] == b"claim", classes

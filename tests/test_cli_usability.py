@@ -259,6 +259,28 @@ def test_json_on_every_reporting_command(cli, tmp_path: Path) -> None:  # type: 
     assert cli("verify", "--json", "--digest", PITH_RECORDS[2]["canonical_sha256"], "--signature", "AA==").code == 1
 
 
+def test_json_event_names_what_it_wrote_and_json_metadata_names_why_it_failed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue #31 item 7: `--json event -o` printed nothing, `--json metadata nope.json` only a count."""
+    cli("keys", "new", "alice")
+    subject = PITH_RECORDS[0]["pith_number"]
+    payload = json.dumps({"author_name": "Josiah Carberry"})
+    r = cli("--json", "event", "author_attestation", "--key", "alice", "--subject", subject, "--payload", payload, "-o", "e.json")
+    assert r.code == 0, r.err
+    written = r.json()
+    bundle = json.loads((tmp_path / "e.json").read_text())
+    assert written == {"written": "e.json", "event_id": bundle["events"][0]["event_id"], "kind": "author_attestation",
+                       "subject": subject}
+    cli("--ledger", "L", "apply", "e.json")
+    plain = cli("--ledger", "L", "metadata", "nope.json")
+    r = cli("--ledger", "L", "--json", "metadata", "nope.json")
+    assert r.code == plain.code == 1
+    lines = [json.loads(x) for x in r.out.splitlines()]
+    assert lines[0] == {"error": "cannot-read", "message": "no such file: nope.json", "where": "nope.json",
+                        "hint": "check the path and its permissions"}
+    assert "error[cannot-read]: no such file: nope.json" in plain.err  # the same reason as without --json
+    assert lines[-1] == {"kept": 0, "failed": 1, "records_with_metadata": 0}
+
+
 # --- 7. event: help, examples, hints for the signer, --ots ---------------------------------------------
 
 

@@ -57,7 +57,8 @@ def test_one_copy_of_each_bundle_and_state_on_disk(ledger: Path, tmp_path: Path)
     out = tmp_path / "tree"
     assert _publish(ledger, out).returncode == 0
     own = out / "pithledger" / "records" / "2026" / FZ7
-    for same in ([own / "bundle.json", out / "pith" / FZ7 / "bundle.json", out / ".well-known" / "pith" / FZ7 / "bundle.json"],
+    for same in ([own / "bundle.json", out / "pith" / FZ7 / "bundle.json", out / ".well-known" / "pith" / FZ7 / "bundle.json",
+                  out / "pith" / FZ7 / "export.jsonl"],  # nobody cites FZ7: its export is its bundle
                  [own / "state.json", out / "pith" / FZ7 / "state.json"],
                  [out / "pith" / FZ7 / "events.json", out / "api" / "pith-number" / FZ7 / "events.json"]):
         assert len({p.stat().st_ino for p in same}) == 1, same
@@ -68,7 +69,7 @@ def test_one_copy_of_each_bundle_and_state_on_disk(ledger: Path, tmp_path: Path)
     # a second publish changes nothing and keeps the links
     again = _publish(ledger, out)
     assert again.returncode == 0 and "0 records written" in again.stdout, again.stdout
-    assert (own / "bundle.json").stat().st_nlink == 3
+    assert (own / "bundle.json").stat().st_nlink == 4
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])

@@ -299,11 +299,20 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     present = value.get("record_status") == "present"  # the top level, never a payload's bytes
     pith_bundle = [f"pith/{suffix}/bundle.json", f".well-known/pith/{suffix}/bundle.json"]
     pith_state = [f"pith/{suffix}/state.json"]
+    # pith/<suffix>/export.jsonl: what `pithledger export` prints, the file the page's commands apply (the
+    # bundle lacks the inbound citations, which the state counts); the record's only part when none cite it.
+    export = f"pith/{suffix}/export.jsonl"
+    inbound = [canonical_bytes(b) + b"\n" for b in ledger.inbound_bundles(number)] if present else []
+    alone = present and len(parts) == 1 and not inbound
     # One copy of each file on disk, hard links at its other paths (spec/serve.md §7)
     for n, data in enumerate(parts):
-        write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else []), data)
+        write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else [])
+                     + ([export] if alone and n == 0 else []), data)
     if present and bundle is not parts[0]:
         write_linked(directory, pith_bundle, bundle)
+    if present and not alone:
+        write_if_changed(directory, export, b"".join(parts) + b"".join(inbound))
+    del inbound
     write_if_changed(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
     write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
     if present:
@@ -320,6 +329,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
         return
     if _owner(directory / pith_state[0]) == number:
         _unlink(directory / f"pith/{suffix}/index.html")
+        _unlink(directory / export)
         _unlink(directory / f"pith/{suffix}/badge.svg")
     for rel in pith_bundle + pith_state:  # a record revoked away gives up Pith's paths; a pending subject never takes them
         if _owner(directory / rel) == number:

@@ -25,7 +25,9 @@ VOCABULARY: dict[str, dict[str, tuple[str, str]]] = {
     "timestamp": {"bitcoin anchor claimed": ("claim", "bitcoin anchor claimed"), "anchor pending": ("absent", "anchor pending"),
                   "not anchored": ("absent", "not anchored")},
     "storage": {"capture claimed": ("claim", "capture claimed"), "not stored": ("absent", "not stored")},
-    "references": {"refs signed": ("checked", "refs signed"), "refs pending": ("absent", "refs pending")},
+    # "refs signed" is any standing citation's signature, a throwaway key's too: the same self-signed trust
+    # as an author claim, so the same colour ("claim"), never the green of what was checked (issue #31).
+    "references": {"refs signed": ("claim", "refs signed"), "refs pending": ("absent", "refs pending")},
 }
 ORDER = ("author", "timestamp", "storage", "references")
 

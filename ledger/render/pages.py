@@ -284,12 +284,11 @@ def _signer_name(signer: Any) -> str:
     return str(signer.get("signer_id") or signer.get("key_id") or "?")
 
 
-def _badge_class(text: str) -> str:
-    if text.startswith("not ") or text.endswith("pending"):
-        return "absent"
-    if "claimed" in text:
-        return "claim"
-    return "checked"
+def _badge_class(key: str, text: str) -> str:
+    """The class of a state's badge word: the badge SVG's (one table, badge.VOCABULARY), so a trust level
+    has one colour on the page and in the badge; a word outside it is "absent", never "checked"."""
+    known = badge.VOCABULARY.get(key, {}).get(text)
+    return known[0] if known is not None else "absent"
 
 
 #: What each completeness level means, shown as the level's tooltip (spec/serve.md §5 item 5).
@@ -348,7 +347,7 @@ def _badges(badges: dict[str, str]) -> str:
     out = []
     for key, label in BADGE_LABELS:
         text = str(badges.get(key, ""))
-        cls = _badge_class(text)
+        cls = _badge_class(key, text)
         note = (' title="a claim: its signature was checked, what it claims was not checked by this mirror"' if cls == "claim" else "")
         out.append(f'<span class="badge {cls}" data-badge="{e(key)}"{note}><b>{e(label)}</b> {e(text)}</span>')
     return '<div class="badges">' + "".join(out) + "</div>"
@@ -620,9 +619,11 @@ def verify_snippets(state: dict[str, Any], links: Links) -> str:
              "print(d.hex())\n"
              "print('pith:' + rec['metadata']['submitted_at'][:4] + ':' + base64.b32encode(d).decode()[:26])\n"
              f"EOF\n# expect: {digest}\n#         {state['pith_number']}")
-    ledger = (f"curl -s {base}/pith/{suffix}/bundle.json -o bundle.json\n"
-              "pithledger verify bundle.json          # every hash and signature, offline\n"
-              "pithledger --ledger L apply bundle.json\n"
+    # The record's export, not its bundle: the state counts the citations by other records, which only the
+    # export carries; applied to an empty ledger it gives exactly the state_sha256 promised here.
+    ledger = (f"curl -s {base}/pith/{suffix}/export.jsonl -o export.jsonl   # what `pithledger export` prints\n"
+              "pithledger verify export.jsonl          # every hash and signature, offline\n"
+              "pithledger --ledger L apply export.jsonl\n"
               f"pithledger --ledger L state {suffix}   # the same state_sha256: {state['state_sha256']}")
     blocks = [("with curl, jq and Python (as on pith.science)", out[0]), ("plain Python", plain), ("with pithledger", ledger)]
     return "".join(f'<h3>{e(t)}</h3><pre class="snippet">{e(c)}</pre>' for t, c in blocks)

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 import lmdb
 import msgspec
@@ -81,6 +82,7 @@ CACHE_BYTES = 64 * 1024 * 1024
 CACHE_ENTRIES = 20_000
 _SUFFIX26 = re.compile(r"^[A-Z2-7]{26}\Z")
 _JSON = "application/json"
+_JSONL = "application/jsonl"  # JSON lines: `pithledger export`'s output
 _HTML = "text/html; charset=utf-8"
 CORS = {
     "access-control-allow-origin": "*",
@@ -247,6 +249,16 @@ class Site:
         return body
 
 
+    def export_bytes(self, subject: str) -> bytes:
+        """What ``pithledger export`` prints (and publish writes at pith/<suffix>/export.jsonl): the
+        record's bundles, then one bundle per record citing it. The page's "verify yourself" commands
+        apply it: the record's bundle alone lacks the inbound citations, so it gives another state."""
+        def build() -> bytes:
+            return b"".join(_json_body(b) for b in [*self.ledger.export_parts(subject), *self.ledger.inbound_bundles(subject)])
+
+        body: bytes = self.read(build)
+        return body
+
     def rendered(self, subject: str, kind: str, root: str, page: str) -> bytes:
         body: bytes = self.read(lambda: self._rendered(subject, kind, root, page))
         return body
@@ -364,6 +376,13 @@ class Site:
             "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
         }
 
+    @property
+    def base_path(self) -> str:
+        """The path of ``--base-url`` without its last slash ("" at a host's root), percent-encoded: what
+        every root-relative URL the server emits starts with, so that a proxy serving it under a path
+        (nginx ``location /mirror/ { proxy_pass http://127.0.0.1:8080/; }``) keeps its clients there."""
+        return quote(urlsplit(self.base_url).path.rstrip("/"), safe="/%!$&'()*+,;=:@-._~")
+
     def links(self, root: str, page: str = "") -> pages.Links:
         return pages.Links(root=root, page=page, base_url=self.base_url, server=True)
 
@@ -406,11 +425,14 @@ def _site(request: Request) -> Site:
     return site
 
 
-def _redirect(subject: str, tail: str = "") -> Response:
+def _redirect(site: Site, subject: str, tail: str = "") -> Response:
+    """A 302 to the record's page under the base URL's path: behind a proxy at https://host/mirror/ a
+    Location of /pith/... would leave the mirror (spec/serve.md §2)."""
     suffix = ids.suffix_of_pith_number(subject)
     if not _SUFFIX26.match(suffix):  # pragma: no cover - resolve returns long Pith Numbers only
         raise HTTPError(404, "not-found", "no such record")
-    return Response(status_code=302, headers={"location": f"/pith/{suffix}{tail}", "cache-control": "no-store", **CORS, **SECURITY})
+    location = f"{site.base_path}/pith/{suffix}{tail}"
+    return Response(status_code=302, headers={"location": location, "cache-control": "no-store", **CORS, **SECURITY})
 
 
 Handler = Callable[[Request], Response]
@@ -443,7 +465,7 @@ def _index_response(request: Request, ident: str | None, root: str) -> Response:
     error, status = "", 200
     if ident:
         try:
-            return _redirect(site.record_subject(ident))
+            return _redirect(site, site.record_subject(ident))
         except HTTPError as exc:
             error, status = exc.message, exc.status
     body = pages.index_page(site.recent(), site.digest(), site.links(root), mirror=site.name, error=error).encode()
@@ -469,13 +491,13 @@ def resolve(request: Request) -> Response:
         return _index_response(request, ident or "", "")
     if not ident:
         raise HTTPError(400, "usage", "give an identifier: /resolve?id=ID or /resolve/ID")
-    return _redirect(site.record_subject(ident))
+    return _redirect(site, site.record_subject(ident))
 
 
 def _record_response(request: Request, suffix: str, root: str, page: str) -> Response:
     site = _site(request)
     if not _SUFFIX26.match(suffix):
-        return _redirect(site.record_subject(suffix))
+        return _redirect(site, site.record_subject(suffix))
     subject = site.subject(suffix)
     media = wants_json(request.headers.get("accept"))
     kind = "json" if media is not None and not page else "html"
@@ -519,6 +541,12 @@ def badge_svg(request: Request) -> Response:
 def bundle_json(request: Request) -> Response:
     subject = _suffix_subject(request)
     return respond(request, _site(request).bundle_bytes(subject), _JSON)
+
+
+@_in_thread(heavy=True)
+def export_jsonl(request: Request) -> Response:
+    subject = _suffix_subject(request)
+    return respond(request, _site(request).export_bytes(subject), _JSONL)
 
 
 @_in_thread(heavy=True)
@@ -568,14 +596,15 @@ def api_resolve(request: Request) -> Response:
         raise HTTPError(400, "usage", "give one identifier: /api/pith-number/resolve?arxiv=ID (or doi=, pith=, id=)&json=true")
     subject = site.record_subject(given[0][1])
     if request.query_params.get("json", "").lower() not in ("true", "1"):
-        return _redirect(subject)
+        return _redirect(site, subject)
     return respond(request, _json_body(record_doc.resolution(site.state(subject), site.urls())), _JSON)
 
 
 @_in_thread()
 def paper(request: Request) -> Response:
     """``/paper/<8-char short, or arXiv id>`` (any ID form): a 302 to the record page."""
-    return _redirect(_site(request).record_subject(request.path_params["ident"]))
+    site = _site(request)
+    return _redirect(site, site.record_subject(request.path_params["ident"]))
 
 
 async def schema(request: Request) -> Response:
@@ -612,7 +641,7 @@ def log_json(request: Request) -> Response:
         return out
 
     items: list[dict[str, Any]] = site.read(page)
-    doc: dict[str, Any] = {"events": items, "next": f"/events.json?since={items[-1]['seq'] + 1}&limit={limit}" if len(items) == limit else None}
+    doc: dict[str, Any] = {"events": items, "next": f"{site.base_path}/events.json?since={items[-1]['seq'] + 1}&limit={limit}" if len(items) == limit else None}
     return respond(request, _json_body(doc), _JSON)
 
 
@@ -858,6 +887,7 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}/state.json", state_json),
         Route("/pith/{suffix}/bundle.json", bundle_json),
         Route("/pith/{suffix}/events.json", events_json),
+        Route("/pith/{suffix}/export.jsonl", export_jsonl),
         Route("/pith/{suffix}/index.html", record_index_html),
         Route("/pith/{suffix}/badge.svg", badge_svg),
         Route("/.well-known/pith/{suffix}/bundle.json", bundle_json),
@@ -881,6 +911,9 @@ def create_app(site: Site) -> ASGIApp:
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, 404: http_error, 405: http_error,
                                                        PithledgerError: pithledger_error, Exception: server_error})
+    # Starlette's own slash redirects (/digest.json/ -> http://<Host>/digest.json) are built from the Host
+    # header and drop the base URL's path: such a path is a 404, and every redirect is :func:`_redirect`'s.
+    app.router.redirect_slashes = False
     app.state.site = site
     return Guard(app)
 
