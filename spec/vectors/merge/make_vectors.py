@@ -15,12 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pithledger import _ots, keys
-from pithledger.canonical import canonical_bytes
-from pithledger.events import compute_event_id, make_event, signing_message, verify_event
-from pithledger.keys import LocalKey
+from pithledger.records import ots as _ots
+from pithledger.records import keys
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import compute_event_id, make_event, signing_message, verify_event
+from pithledger.records.keys import LocalKey
 from pithledger.merge import Entry, MERGE_VERSION, reduce_all
-from pithledger.model import record_ids
+from pithledger.records.model import record_ids
 
 HERE = Path(__file__).parent
 RECORDS = [json.loads(line) for line in (HERE.parent.parent.parent / "tests" / "vectors" / "pith-records.jsonl").read_text().splitlines()]
