@@ -6,14 +6,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pithledger.store import StoreTuning
 
 VECTORS = Path(__file__).parent / "vectors"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -28,20 +29,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 LMDB_EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1000
 
 
-@contextmanager
-def derive_on_workers(on: bool = True) -> Iterator[None]:
-    """Within it, ledgers opened here derive every finishing step's states, and fsck checks the log
-    and the states, on worker processes in parts of two (the path big runs take), instead of in place
-    (the path of small ones)."""
-    from pithledger import store
+def derive_on_workers(on: bool = True, **more: Any) -> StoreTuning:
+    """The tuning (``Ledger(..., tuning=)``) with which a ledger derives every finishing step's states,
+    and fsck checks the log and the states, on worker processes in parts of two (the path big runs
+    take), instead of in place (the path of small ones); ``on`` False: the defaults. ``more``: other
+    fields to set."""
+    from pithledger.store import StoreTuning
 
-    saved = store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART
-    if on:
-        store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART = 1, 2, 2
-    try:
-        yield
-    finally:
-        store._PARALLEL_STATES, store._DERIVE_PART, store._FSCK_PART = saved
+    return StoreTuning(parallel_states=1, derive_part_records=2, fsck_part=2, **more) if on else StoreTuning(**more)
 
 
 def load_jsonl(name: str) -> list[dict[str, Any]]:

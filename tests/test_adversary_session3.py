@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pithledger import store
 from pithledger.fanout import Fanout
 from pithledger.audit import DEPTH, record_event_root
 from pithledger.errors import DerivationPending, NotFound
 from pithledger.records.events import make_event
 from pithledger.mirror.publish import node_doc
-from pithledger.store import Ledger, open_settled
+from pithledger.store import Ledger, StoreTuning, open_settled
 
 from eventpool import ALICE, P, RECS, bundles_of, pool, t
 from test_pending import make_layout_3
@@ -75,13 +74,12 @@ def test_pending_record_makes_the_live_node_document_refuse_until_finished(tmp_p
         assert record_event_root(rec["event_ids"]).hex() == rec["event_root"]
 
 
-def test_worker_process_killed_breaks_every_later_batch_of_the_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worker_process_killed_breaks_every_later_batch_of_the_handle(tmp_path: Path) -> None:
     """_outcome falls back only for futures already submitted; self._procs stays the broken pool, so the next
     _submit (same batch or any later batch: a long apply/rebuild) raises BrokenProcessPool from pool.submit."""
-    monkeypatch.setattr(store, "_VERIFY_CHUNK", 2)
-    monkeypatch.setattr(store, "_PROCESS_AFTER_CHUNKS", 1)
+    tuning = StoreTuning(verify_chunk=2, process_after_chunks=1)
     events = pool()
-    with Fanout.processes(2) as fan, Ledger(tmp_path / "l", create=True, fanout=fan) as ledger:
+    with Fanout.processes(2) as fan, Ledger(tmp_path / "l", create=True, fanout=fan, tuning=tuning) as ledger:
         first = ledger.apply_batch(bundles_of(events[:6]), defer=True)
         assert first.new > 0 and fan.worker_pids()
         for pid in fan.worker_pids():

@@ -75,7 +75,7 @@ def test_fsck_names_a_state_tampered_to_the_wrong_type_instead_of_stopping(tmp_p
     step that re-derives this record (_derive reads the old state's index keys), so re-deriving can
     no longer overwrite the damage."""
     old, new = tamper
-    with derive_on_workers(on_workers), Ledger(tmp_path, create=True) as ledger:
+    with Ledger(tmp_path, create=True, tuning=derive_on_workers(on_workers)) as ledger:
         ledger.apply_batch(example_bundles())
         with ledger.env.begin(write=True) as txn:
             raw = zlib.decompress(txn.get(SUBJECT.encode(), db=ledger.db[b"state"]))

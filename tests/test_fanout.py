@@ -222,20 +222,18 @@ ROOT = Path(__file__).parent.parent
 SMALL_PARTS = """
 import atexit, json, os, sys
 from pithledger.cli import _bundles
-from pithledger import store
-from pithledger.store import log, pending, snapshot
+from pithledger.store import StoreTuning, log, pending, snapshot, tuned
 _bundles.REGION_BYTES = 4000
-for name, value in {settings}.items():
-    setattr(store, name, value)
 {patch}
 atexit.register(lambda: print("snapshot-parts " + json.dumps(pending._snapshot_stats), file=sys.stderr))
 atexit.register(lambda: print("precheck " + json.dumps(log._precheck_stats), file=sys.stderr))
 sys.argv = ["pithledger"] + sys.argv[1:]
 from pithledger.cli import main
-main()
+with tuned(StoreTuning(**{settings})):  # every ledger handle the command opens
+    main()
 """
-SMALL = {"_VERIFY_CHUNK": 8, "_PROCESS_AFTER_CHUNKS": 2, "_PARALLEL_STATES": 1, "_DERIVE_PART": 3, "_FSCK_PART": 4,
-         "_SNAPSHOT_PART": 2, "_START_WORKERS_FROM": 0}
+SMALL = {"verify_chunk": 8, "process_after_chunks": 2, "parallel_states": 1, "derive_part_records": 3, "fsck_part": 4,
+         "snapshot_part": 2, "start_workers_from": 0}
 
 
 def _key(i: int) -> LocalKey:
@@ -518,11 +516,11 @@ def test_a_worker_killed_while_it_reads_the_snapshot_changes_nothing(reference: 
     marker = tmp_path / "killed"
     patch = f"""
 _derive_states = snapshot.derive_states
-def _dies_once(task):
+def _dies_once(task, **kw):
     try:
         fd = os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL)
     except FileExistsError:
-        return _derive_states(task)
+        return _derive_states(task, **kw)
     os.close(fd)
     os._exit(1)
 pending.derive_states = _dies_once
@@ -577,9 +575,9 @@ def test_a_part_refused_in_the_middle_of_a_states_step_changes_nothing(reference
     patch = """
 _derive_states = pending.derive_states
 _calls = [0]
-def _refuses_the_second(task):
+def _refuses_the_second(task, **kw):
     _calls[0] += 1
-    return None if _calls[0] == 2 else _derive_states(task)
+    return None if _calls[0] == 2 else _derive_states(task, **kw)
 pending.derive_states = _refuses_the_second
 """
     dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=patch)

@@ -87,7 +87,7 @@ def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path
     order = list(events)
     rnd.shuffle(order)
     incremental = tmp_path_factory.mktemp("inc")
-    with derive_on_workers(on_workers), Ledger(incremental, create=True) as ledger:
+    with Ledger(incremental, create=True, tuning=derive_on_workers(on_workers)) as ledger:
         step = max(1, len(order) // batches)
         for i in range(0, len(order), step):
             # deferred derivation (spec/storage.md §3.1), finished at any moment or only at the end

@@ -16,8 +16,8 @@ import pytest
 from pithledger.records.canonical import canonical_bytes
 from pithledger.fanout import Fanout
 from pithledger.merge import reduce, reduce_all
-from pithledger import store
-from pithledger.store import Ledger, open_settled
+from pithledger.store import Ledger, StoreTuning, open_settled
+from pithledger.store.views import _derive_part
 
 from conftest import derive_on_workers
 from eventpool import P, bundles_of, entries, pool
@@ -44,18 +44,15 @@ def make_layout_3(path: Path) -> None:
     env.close()
 
 
-def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path) -> None:
     events = pool()
     derived: list[str] = []
-    original = store._derive
 
-    def counting(inputs: Any) -> Any:
-        derived.append(inputs.subject)
-        return original(inputs)
+    def counting(part: Any) -> Any:  # the writer derives these small steps itself: a closure will do
+        derived.extend(inputs.subject for inputs in part)
+        return _derive_part(part)
 
-    monkeypatch.setattr(store, "_derive", counting)
-    with Ledger(tmp_path / "l", create=True) as ledger:
+    with Ledger(tmp_path / "l", create=True, tuning=StoreTuning(derive=counting)) as ledger:
         for i in range(0, len(events), 4):  # many batches touching the same records
             ledger.apply_batch(bundles_of(events[i:i + 4]), defer=True)
         assert derived == []  # a batch derives nothing
@@ -136,7 +133,7 @@ def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_pa
 
     def counting(self: Fanout, func: Any, parts: Any, *, parallel: Any = True, ahead: int | None = None) -> Any:
         for results in original(self, func, parts, parallel=parallel, ahead=ahead):
-            if func is store._derive_part and parallel is True:  # (a callable: only big parts of a small step)
+            if func is _derive_part and parallel is True:  # (a callable: only big parts of a small step)
                 assert self._procs is not None  # the parts went to processes
                 handed_over.append(len(results))
             yield results
@@ -144,7 +141,7 @@ def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_pa
     monkeypatch.setattr(Fanout, "map", counting)
     for on_workers in (False, True):
         handed_over.clear()
-        with derive_on_workers(on_workers), Ledger(tmp_path / f"l{on_workers}", create=True) as ledger:
+        with Ledger(tmp_path / f"l{on_workers}", create=True, tuning=derive_on_workers(on_workers)) as ledger:
             for i in range(0, len(events), 5):
                 ledger.apply_batch(bundles_of(events[i:i + 5]), defer=True)
             ledger.finish()
@@ -162,16 +159,16 @@ def _dies_in_a_worker(part: Any) -> Any:
 
 
 _PARENT = os.getpid()
-_ORIGINAL_PART = store._derive_part
+_ORIGINAL_PART = _derive_part
 
 
-def test_a_worker_that_dies_while_deriving_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_dies_while_deriving_changes_nothing(tmp_path: Path) -> None:
     events = pool()
     with Ledger(tmp_path / "ref", create=True) as ledger:
         ledger.apply_batch(bundles_of(events))
         want = states(ledger), ledger.root()
-    monkeypatch.setattr(store, "_derive_part", _dies_in_a_worker)  # inherited by the forked workers
-    with derive_on_workers(), Ledger(tmp_path / "l", create=True) as ledger:
+    # sent to the workers by reference (a module-level function); they die in it
+    with Ledger(tmp_path / "l", create=True, tuning=derive_on_workers(derive=_dies_in_a_worker)) as ledger:
         ledger.apply_batch(bundles_of(events), defer=True)
         ledger.finish()
         assert ledger._fanout.lost  # the handle works in place from then on
@@ -187,10 +184,10 @@ def test_a_big_record_of_a_small_step_is_derived_on_a_worker(tmp_path: Path, mon
     mine = [e for e in events if e["subject_pith_number"] == P[0]]
     later = next(e for e in mine if e["event_type"] == "author_attestation")  # valid, and changes the state
     mine = [e for e in mine if e is not later] + [later]
-    monkeypatch.setattr(store, "_DERIVE_PART_ENTRIES", 2)
+    tuning = StoreTuning(derive_part_entries=2)
     got = []
     for workers in (0, 2):
-        with Fanout.processes(workers) as fan, Ledger(tmp_path / f"l{workers}", create=True, fanout=fan) as ledger:
+        with Fanout.processes(workers) as fan, Ledger(tmp_path / f"l{workers}", create=True, fanout=fan, tuning=tuning) as ledger:
             ledger.apply_batch(bundles_of(mine[:-1]), defer=True)
             ledger.finish()
             assert not fan.worker_pids()  # not started for one part (verification of a few copies: on threads)
@@ -200,6 +197,6 @@ def test_a_big_record_of_a_small_step_is_derived_on_a_worker(tmp_path: Path, mon
             with monkeypatch.context() as m:
                 m.setattr(fan, "_start", lambda func, part, **kw: sent.append(func) or Fanout._start(fan, func, part, **kw))
                 ledger.finish()
-            assert (store._derive_part in sent) == (workers > 0)  # the one record's derivation went to a worker
+            assert (_derive_part in sent) == (workers > 0)  # the one record's derivation went to a worker
             got.append(states(ledger))
     assert got[0] == got[1] and P[0] in got[0]

@@ -159,7 +159,7 @@ def test_unknown_bundle_fields_survive_apply_and_export(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])
 def test_fsck_names_a_tampered_state(tmp_path: Path, on_workers: bool) -> None:
-    with derive_on_workers(on_workers), Ledger(tmp_path, create=True) as ledger:
+    with Ledger(tmp_path, create=True, tuning=derive_on_workers(on_workers)) as ledger:
         ledger.apply_batch(example_bundles())
         assert ledger.fsck() == []
         subject = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
@@ -176,7 +176,7 @@ def test_fsck_names_a_tampered_log_entry(tmp_path: Path, on_workers: bool) -> No
 
     from pithledger.store import LogEntry
 
-    with derive_on_workers(on_workers), Ledger(tmp_path, create=True) as ledger:
+    with Ledger(tmp_path, create=True, tuning=derive_on_workers(on_workers)) as ledger:
         ledger.apply_batch(example_bundles())
         seq = next(e.seq for e in ledger.log() if b"Carberry" in e.event)
         with ledger.env.begin(write=True) as txn:
@@ -236,3 +236,33 @@ def test_unknown_bundle_fields_are_kept_within_caps_and_only_for_records_with_ev
         with ledger.env.begin() as txn:
             keys = [bytes(k) for k in txn.cursor(db=ledger.db[b"extra"]).iternext(values=False)]
     assert len(keys) == MAX_EXTRA_PER_RECORD and all(k.startswith(P[0].encode()) for k in keys)
+
+
+def test_a_handle_is_tuned_by_its_store_tuning_and_by_nothing_set_on_the_package(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's knobs are fields of the StoreTuning a handle opens with (or that ``tuned`` sets for
+    the handles opened within it), not module globals: a name set on the package reaches no handle
+    (issue #32: compiled modules cannot have their globals patched). The knob here: export's part size."""
+    from pithledger import store
+    from pithledger.store import StoreTuning, tuned
+
+    def parts(ledger: Ledger) -> int:
+        return len(ledger.export_parts(P[0]))
+
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()))
+        assert parts(ledger) == 1
+    small = StoreTuning(part_bytes=1)  # one event a part
+    monkeypatch.setattr(store, "PART_BYTES", 1, raising=False)  # what tests did before
+    with Ledger(tmp_path / "l") as ledger:
+        assert parts(ledger) == 1
+    with Ledger(tmp_path / "l", tuning=small) as ledger:
+        many = parts(ledger)
+        assert many > 1
+    with tuned(small) as t:
+        assert t is small
+        with Ledger(tmp_path / "l") as ledger:
+            assert parts(ledger) == many
+    with Ledger(tmp_path / "l") as ledger:  # tuned's ends with it
+        assert parts(ledger) == 1
+    assert type(store) is type(zlib)  # a plain module: nothing relays a name set on it to the parts

@@ -175,13 +175,13 @@ def test_cli_sync_timeout_cuts_off_a_trickling_server(tmp_path: Path, cli) -> No
         thread.join(timeout=5)
 
 
-def test_a_record_flooded_with_events_still_travels_in_parts(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import pithledger.store
+def test_a_record_flooded_with_events_still_travels_in_parts(tmp_path: Path) -> None:
+    from pithledger.store import StoreTuning, tuned
 
-    monkeypatch.setattr(pithledger.store, "PART_BYTES", 4000)  # a flood of ~1 MiB events, scaled down
     flood = [make_event("graph_snapshot", P[0], {"graph_snapshot": {"n": i, "pad": "x" * 1500}}, BOB,
                         created_at=f"2026-07-{1 + i % 28:02d}T00:00:{i % 60:02d}Z") for i in range(12)]
-    with ledger_with(tmp_path / "a", pool() + flood) as a:
+    # a flood of ~1 MiB events, scaled down
+    with tuned(StoreTuning(part_bytes=4000)), ledger_with(tmp_path / "a", pool() + flood) as a:
         parts = a.export_parts(P[0])
         assert len(parts) > 3 and "canonical_record" in parts[0] and all("canonical_record" not in p for p in parts[1:])
         assert sorted(e["event_id"] for p in parts for e in p["events"] if "event_id" in e) == sorted(

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger import store
 from pithledger.mirror import transport as _transport
 from pithledger.records import keys
 from pithledger.audit import LISTED_IDS, compare
@@ -25,7 +23,7 @@ from pithledger.errors import SourceError, SourceProtocolError
 from pithledger.records.events import make_event
 from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync
 from pithledger.records.model import record_ids
-from pithledger.store import Ledger
+from pithledger.store import Ledger, StoreTuning, tuned
 
 from adversary import garble
 from conftest import LMDB_EXAMPLES, PITH_RECORDS
@@ -36,14 +34,9 @@ SMALL_PART = 3600
 PAD = 1100  # each flood event is ~1.7 kB canonical: two per part
 
 
-@contextmanager
-def small_parts() -> Iterator[None]:
-    saved = store.PART_BYTES
-    store.PART_BYTES = SMALL_PART
-    try:
-        yield
-    finally:
-        store.PART_BYTES = saved
+def small_parts() -> AbstractContextManager[StoreTuning]:
+    """Within it, ledgers opened without a tuning of their own export in parts of SMALL_PART."""
+    return tuned(StoreTuning(part_bytes=SMALL_PART))
 
 
 @lru_cache(maxsize=1)

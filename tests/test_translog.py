@@ -509,7 +509,7 @@ def test_fsck_names_a_tampered_entry(tmp_path: Path, workers: bool) -> None:
     with Ledger(path, readonly=True) as ledger:
         entries = ledger.tlog_entries(0, ledger.tlog_size())
     raw_put(path, T.ENTRIES_DB, (7).to_bytes(8, "big"), entries[7].replace(b'"record":"pith:', b'"record":"pith:X'))
-    with derive_on_workers(workers), Ledger(path, readonly=True) as ledger:
+    with Ledger(path, readonly=True, tuning=derive_on_workers(workers)) as ledger:
         problems = ledger.fsck()
     assert problems == [f"transparency log entry 7 differs from its log entry{REMEDY}"]
 
@@ -648,7 +648,6 @@ import os, sys
 from pathlib import Path
 from pithledger import store
 import pithledger.store.tlog_tables as translog
-store.UPGRADE_CHUNK = 10
 appended = 0
 original = translog.Appender.append
 def append(self, entry):
@@ -658,7 +657,7 @@ def append(self, entry):
         os._exit(9)
     return original(self, entry)
 translog.Appender.append = append
-store.Ledger(Path(sys.argv[1]))
+store.Ledger(Path(sys.argv[1]), tuning=store.StoreTuning(upgrade_chunk=10))
 """
 
 

@@ -8,7 +8,9 @@ One ``Ledger`` class, composed of one part per concern, each in its own module, 
 
 - ``env``      the LMDB environment: tables, layout check, transactions, map growth, page release, keys
 - ``lookup``   finding a record and reading its state (and ``StateReader``, a handle for that alone)
-- ``workers``  how the pure work (signature checks, derivation, fsck) is cut into parts, for ledger/fanout.py
+- ``workers``  the pure work handed to ledger/fanout.py (signature checks)
+- ``tuning``   ``StoreTuning``: every knob of a handle (chunk and part sizes, when work goes to the workers),
+               and the derivation hook tests use; a field of the handle, never a module global
 - ``log``      the append-only log and evidence: Batch and ``_write``, the single writer's serial path
 - ``views``    derived views: derivation inputs and results, citation and lookup indexes, digest tree
 - ``reads``    queries: log, states, evidence, the audit Source interface, identifier resolution, exports
@@ -28,7 +30,6 @@ asked for, not when a part is imported: ``pithledger state`` imports ``lookup`` 
 from __future__ import annotations
 
 import importlib
-import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -36,20 +37,21 @@ if TYPE_CHECKING:
     from ._all import *  # noqa: F403 - what type checkers see; at run time __getattr__ loads it
     from ._all import __all__ as __all__
 
-#: parts named like a function the package offers: the name stays the function's (as before the split)
+#: parts named like a function the package offers: the name stays the function's (as before the split),
+#: though the import system sets the part of that name on the package when it loads it
 _SHADOWED = frozenset({"rebuild"})
-_PART_NAMES = ("env", "lookup", "entries", "workers", "views", "pending", "snapshot", "translog", "reads", "log", "fsck",
-               "ledger", "rebuild")
 
 
 def _load() -> types.ModuleType:
     """Every part loaded, and every name of ``__all__`` made an attribute of the package, as before the
-    names were loaded lazily (so that monkeypatching one here records and restores it)."""
+    names were loaded lazily."""
     _all = importlib.import_module(f"{__name__}._all")  # (not `from . import`: that asks __getattr__ again)
     namespace = globals()
     if "__all__" not in namespace:
         for name in _all.__all__:
             namespace.setdefault(name, getattr(_all, name))
+        for name in _SHADOWED:
+            namespace[name] = getattr(_all, name)
         namespace["__all__"] = _all.__all__
     return _all
 
@@ -62,26 +64,3 @@ def __getattr__(name: str) -> Any:
         return getattr(_load(), name)
     except AttributeError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
-class _Package(types.ModuleType):
-    """Tests tune the store's knobs and swap its pure functions on the package itself
-    (``monkeypatch.setattr(store, "_DERIVE_PART", 2)``, ``store.PART_BYTES = ...``): a name set here is
-    set as well in each module of the package that holds it, where the code reads it."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType):  # the import system, setting a submodule
-            if name not in _SHADOWED:
-                super().__setattr__(name, value)
-            return
-        if not name.startswith("__"):
-            _load()  # every part loaded, so that every holder of the name is found
-
-            for part in _PART_NAMES:
-                module = sys.modules.get(f"{__name__}.{part}")
-                if module is not None and name in vars(module):
-                    setattr(module, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -26,10 +26,8 @@ from .pending import _PendingWork
 from .translog import _Translog
 from .views import (_FINAL_BLOCK, _ZLIB_HEADER, _FoldEntry, _Inputs, _derive_as, _fold_decoder, _fold_entry_decoder,
                     _pair_decoder, _stored_index_keys, _unpack_state)
-from .workers import _PARALLEL_STATES
 
 
-_FSCK_PART = 512  # log entries per fsck task
 
 
 def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None, bytes]]:
@@ -193,11 +191,11 @@ class _Fsck(_PendingWork, _Translog):
 
             def log_part() -> list[tuple[bytes, bytes]]:
                 _release_mapped_pages(self)  # a reader of the whole file would otherwise map all of it
-                return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, _FSCK_PART)]
+                return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, self.tuning.fsck_part)]
 
             parts = iter(log_part, [])
             check = functools.partial(_fsck_log_part, reverify=reverify)
-            many = txn.stat(self.db[b"log"])["entries"] >= 2 * _FSCK_PART
+            many = txn.stat(self.db[b"log"])["entries"] >= 2 * self.tuning.fsck_part
             for checked in self._fanout.map(check, parts, parallel=many):
                 for seq, faults, key, tlog_entry in checked:
                     seen += 1
@@ -217,7 +215,7 @@ class _Fsck(_PendingWork, _Translog):
             problems += self._fsck_citations(txn)
             # each record's inputs as stored, its stored state as "old": compared with, not replaced
             subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
-            many = txn.stat(self.db[b"state"])["entries"] >= _PARALLEL_STATES
+            many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
             leaves: dict[str, Pair] = {}
             for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
                 for subject, same, pair, fold_fault in found:
@@ -238,7 +236,7 @@ class _Fsck(_PendingWork, _Translog):
     def _with_fold_entries(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
         """Each record's stored inputs, in parts, with its stored fold entry (bytes, checked on the workers)."""
         fold = self.db.get(b"fold")  # optional: a ledger of an older pithledger has none
-        for part in self._input_parts(txn, subjects):
+        for part in self._input_parts(txn, subjects, self.tuning.derive_part_records, self.tuning.derive_part_entries):
             yield [(inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part]
 
     def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:

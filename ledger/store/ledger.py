@@ -14,6 +14,7 @@ from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
+from .tuning import StoreTuning, default_tuning
 
 
 class Ledger(_Log, _Reads, _Fsck):
@@ -24,13 +25,15 @@ class Ledger(_Log, _Reads, _Fsck):
 
     def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
                  evidence_limits: EvidenceLimits = EvidenceLimits(),  # noqa: B008 - frozen
-                 fanout: Fanout | None = None) -> None:
+                 fanout: Fanout | None = None, tuning: StoreTuning | None = None) -> None:
         """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
         for an apply in another process (LMDB gives it the last committed snapshot). ``fanout``: where
         its pure parallel work runs (ledger/fanout.py; the caller closes it); default: the running
         command's (``fanout.current()``: --workers, --scheduler), else the handle's own local workers on
-        all cores, started when first needed and closed with the handle."""
+        all cores, started when first needed and closed with the handle. ``tuning``: how its work is cut
+        (ledger/store/tuning.py); default: :func:`~pithledger.store.tuning.tuned`'s, else StoreTuning()."""
         self.evidence_limits = evidence_limits
+        self.tuning = tuning or default_tuning()  # before _upgrade, which reads it
         self._open_handle(path, readonly=readonly, map_size=map_size, create=create)
         shared = fanout or current()
         self._own_fanout = shared is None
@@ -57,15 +60,15 @@ class Ledger(_Log, _Reads, _Fsck):
         super().close()
 
 
-def open_settled(path: Path) -> Ledger:
+def open_settled(path: Path, *, tuning: StoreTuning | None = None) -> Ledger:
     """Open a ledger read-only for a reader that needs its derived views whole (digest tree, fsck,
     publish, audit): if derivation is pending (an apply or sync was killed, or is running), finish it
     first, as a writer, which waits for a running one (spec/storage.md §3.1); a ledger of an older layout
-    is upgraded first the same way (spec/storage.md §2.2)."""
-    ledger = Ledger(path, readonly=True)
+    is upgraded first the same way (spec/storage.md §2.2). ``tuning``: the handles' (Ledger)."""
+    ledger = Ledger(path, readonly=True, tuning=tuning)
     if not ledger.pending() and ledger.layout == LAYOUT_VERSION:
         return ledger
     ledger.close()
-    with Ledger(path) as writer:
+    with Ledger(path, tuning=tuning) as writer:
         writer.finish()
-    return Ledger(path, readonly=True)
+    return Ledger(path, readonly=True, tuning=tuning)

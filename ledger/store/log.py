@@ -28,7 +28,7 @@ from .entries import (BatchResult, EvidenceLimits, Prepared, Rejection, Usage, _
 from .env import _RELEASE_EVERY, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .translog import _Translog
-from .workers import _PROCESS_AFTER_CHUNKS, _VERIFY_CHUNK, _verify_offers
+from .workers import _verify_offers
 
 
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
@@ -228,7 +228,7 @@ class Batch:
         self._prechecked: dict[bytes, _Checked] = {}  # copy -> what the worker that prepared it found (Copy.checked)
         # the verdicts of the candidates, a chunk each, in order (ledger/fanout.py): on threads for a
         # run's first chunks (a small apply does not pay for processes), then on the workers
-        self._verdicts = ledger._fanout.stream(_verify_offers, threads_first=_PROCESS_AFTER_CHUNKS - 1)
+        self._verdicts = ledger._fanout.stream(_verify_offers, threads_first=ledger.tuning.process_after_chunks - 1)
         self.events = 0  # events added
         self._released = 0  # self.events at the last _release_mapped_pages
         self.fill = 0  # what a batch closes on: events, a bundle without events counting one
@@ -267,7 +267,7 @@ class Batch:
                 self._prechecked[copy] = c.checked
                 continue
             self._chunk.append((c.data, c.claimed_id, signatures_verified))
-            if len(self._chunk) >= _VERIFY_CHUNK:
+            if len(self._chunk) >= self._ledger.tuning.verify_chunk:
                 self._submit()
 
     @property

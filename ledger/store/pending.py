@@ -1,11 +1,12 @@
 """Pending derivation (spec/storage.md §3.1): the records a deferred batch left for ``finish``, which
-derives each one once however many batches touched it, in write transactions of FINISH_CHUNK records.
+derives each one once however many batches touched it, in write transactions of ``finish_chunk`` records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
+from functools import partial
 from itertools import count
 
 import lmdb
@@ -14,26 +15,26 @@ from ..audit import bucket_of
 from ..errors import LedgerError
 from .env import _RELEASE_EVERY, _release_mapped_pages
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
-from .views import _Derived, _Inputs, _Views, _derive_part
-from .workers import _BIG_STATE, _DERIVE_PART_ENTRIES, _PARALLEL_STATES, _SNAPSHOT_PART, _Workers
+from .tuning import StoreTuning
+from .views import _Derived, _Inputs, _Views
+from .workers import _Workers
 
-#: Records derived per write transaction when pending work is finished (bounds one transaction).
-FINISH_CHUNK = 2048
 #: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
 _snapshot_stats = {"read": 0, "fallback": 0}
 
 
-def _worth_handing_over(part: list[_Inputs]) -> bool:
+def _worth_handing_over(part: list[_Inputs], tuning: StoreTuning) -> bool:
     """A part of a small step that is big work all the same (a hot record: thousands of events, a state
     of megabytes): it is derived on a worker, not in the writer's thread."""
-    return sum(len(i.own) + len(i.inbound) for i in part) >= _DERIVE_PART_ENTRIES or \
-        sum(len(i.old_state or b"") for i in part) >= _BIG_STATE
+    return sum(len(i.own) + len(i.inbound) for i in part) >= tuning.derive_part_entries or \
+        sum(len(i.old_state or b"") for i in part) >= tuning.big_state
 
 
 class _PendingWork(_Views, _Workers):
     """The pending sets, and finishing them."""
 
     _snapshot_refused = False  # a worker could not read this ledger's snapshot: hand the inputs over (snapshot.py)
+    tuning: StoreTuning  # set when the handle opens (Ledger.__init__)
 
     def pending(self) -> int:
         """How many records have derivation pending (0 once every apply and sync has finished)."""
@@ -48,7 +49,7 @@ class _PendingWork(_Views, _Workers):
             return [s for s in subjects if self.is_pending(txn, s)]
 
     def finish(self, progress: Callable[[int], None] | None = None, *, steps: int | None = None) -> int:
-        """Derive everything pending (spec/storage.md §3.1), in transactions of FINISH_CHUNK records:
+        """Derive everything pending (spec/storage.md §3.1), in transactions of ``finish_chunk`` records:
         first every pending record's standing outbound citations (which marks the records whose inbound
         citations changed), then each pending record's state, lookup indexes and digest leaf, once, and
         the digest tree above them. Killed half-way, it resumes where it stopped. Returns the records
@@ -58,7 +59,7 @@ class _PendingWork(_Views, _Workers):
         for _ in count() if steps is None else range(steps):
             try:
                 with self._begin(write=True) as txn:
-                    n = self._finish_some(txn, FINISH_CHUNK, committed=True)
+                    n = self._finish_some(txn, self.tuning.finish_chunk, committed=True)
             except lmdb.MapFullError:
                 self._grow()
                 continue
@@ -77,7 +78,7 @@ class _PendingWork(_Views, _Workers):
     def _finish_some(self, txn: lmdb.Transaction, limit: int | None, *, committed: bool = False) -> int | None:
         """One step of :meth:`finish` in ``txn``: up to ``limit`` records (None: all) of the first
         non-empty pending set. Returns the states derived in this step, or None when nothing is pending.
-        A step of _PARALLEL_STATES records or more derives its states on the worker processes.
+        A step of ``parallel_states`` records or more derives its states on the worker processes.
         ``committed``: ``txn`` has written nothing yet, so every input of the step is in the snapshot it
         began from, and local workers may read their parts' inputs from it themselves (snapshot.py)."""
         cites = self._take(txn, b"pendcite", limit)
@@ -107,20 +108,21 @@ class _PendingWork(_Views, _Workers):
         """A record derived from its whole inputs (no fold), on a worker: a record whose fold fell back
         is a big one."""
         part = [self._gather(txn, subject)]
-        [(_, derived, packed)] = next(self._fanout.map(_derive_part, iter([part]), parallel=self._hand_over_big))
+        [(_, derived, packed)] = next(self._fanout.map(self.tuning.derive, iter([part]), parallel=self._hand_over_big))
         assert derived is not None  # without a Fold, a full derivation
         return derived, packed
 
     def _snapshot_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> list[tuple[Snapshot, list[str]]] | None:
         """The parts of a step whose inputs local workers are to read themselves (snapshot.py), or None
         where they cannot: another executor, a step too small to hand over, files that cannot be named."""
-        if (self._fanout.kind != "processes" or self._fanout.lost or len(subjects) < _PARALLEL_STATES
+        if (self._fanout.kind != "processes" or self._fanout.lost or len(subjects) < self.tuning.parallel_states
                 or self._snapshot_refused):
             return None
         snap = snapshot_of(self, txn)
         if snap is None:
             return None
-        return [(snap, subjects[i:i + _SNAPSHOT_PART]) for i in range(0, len(subjects), _SNAPSHOT_PART)]
+        step = self.tuning.snapshot_part
+        return [(snap, subjects[i:i + step]) for i in range(0, len(subjects), step)]
 
     def _outbound_on_workers(self, txn: lmdb.Transaction, subjects: list[str]) -> dict[str, list[tuple[str, str]]]:
         """The standing outbound citations of ``subjects``, as far as the workers read them from the
@@ -146,11 +148,13 @@ class _PendingWork(_Views, _Workers):
 
     def _derived_parts(self, txn: lmdb.Transaction, states: list[str], committed: bool
                        ) -> Iterator[list[tuple[str, _Derived | None, bytes]]]:
-        """What :func:`_derive_part` makes of each part of a states step, in order: read and derived on the
-        workers from the snapshot where they can, else gathered here and derived here or on the workers."""
+        """What ``tuning.derive`` (views._derive_part) makes of each part of a states step, in order: read
+        and derived on the workers from the snapshot where they can, else gathered here and derived here or
+        on the workers."""
         tasks = self._snapshot_parts(txn, states) if committed else None
         done = 0
-        with closing(self._fanout.map(derive_states, iter(tasks or ()))) as results:
+        # the workers derive with this handle's function (a test's hook, else views._derive_part)
+        with closing(self._fanout.map(partial(derive_states, derive=self.tuning.derive), iter(tasks or ()))) as results:
             for (_, part), got in zip(tasks or (), results, strict=False):
                 if got is None:  # not read there: this part and the rest go the usual way
                     self._refuse_snapshots()
@@ -160,13 +164,14 @@ class _PendingWork(_Views, _Workers):
                 yield got
         rest = states[done:]
         if rest:
-            parts = self._input_parts(txn, rest, incremental=True)
-            yield from self._fanout.map(_derive_part, parts, parallel=len(rest) >= _PARALLEL_STATES or self._hand_over_big)
+            tuning = self.tuning
+            parts = self._input_parts(txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True)
+            yield from self._fanout.map(tuning.derive, parts, parallel=len(rest) >= tuning.parallel_states or self._hand_over_big)
 
     def _hand_over_big(self, part: list[_Inputs]) -> bool:
         """Whether a part of a small step goes to the workers: only if it is big work (a hot record's fold)
         and the workers run already (a run that started none would pay more to start them than it saves)."""
-        return self._fanout.started and _worth_handing_over(part)
+        return self._fanout.started and _worth_handing_over(part, self.tuning)
 
     def _take(self, txn: lmdb.Transaction, name: bytes, limit: int | None) -> list[tuple[str, bytes]]:
         """Remove and return up to ``limit`` (key, value) of a pending set (key order)."""

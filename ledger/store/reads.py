@@ -24,7 +24,6 @@ from .views import _pair_decoder
 
 #: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
 #: the 64 MiB a reader accepts, whatever a record holds).
-PART_BYTES = 4 * 1024 * 1024
 
 
 class _Reads(_PendingWork):
@@ -84,9 +83,9 @@ class _Reads(_PendingWork):
         """:meth:`export` cut into bundles of at most ``part_bytes`` of events each (at least one event
         a part): the first carries the record and the unknown fields, the others events only. A record
         flooded with events then still travels in documents every reader accepts (spec/storage.md §5).
-        ``part_bytes``: 0 for :data:`PART_BYTES`, None for one bundle whatever its size."""
+        ``part_bytes``: 0 for the handle's ``tuning.part_bytes``, None for one bundle whatever its size."""
         self._pending_dbs()
-        part_bytes = PART_BYTES if part_bytes == 0 else part_bytes
+        part_bytes = self.tuning.part_bytes if part_bytes == 0 else part_bytes
         with self._begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:

@@ -22,17 +22,12 @@ from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
 from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _TLOG, _json_decoder
 from .ledger import Ledger
-from .workers import _PARALLEL_STATES
+from .tuning import StoreTuning, default_tuning
 
 
 # --- rebuilding from the log ---------------------------------------------------------------------
 
 _REBUILT_MARK = "REBUILT"
-#: Received events per task of rebuild's preparing (decoding and encoding them: on the workers).
-_REBUILD_PART = 512
-#: A ledger file this big has finishing steps worth handing over whole: the run's workers are started
-#: before it is opened (Fanout.start), so that they can read its snapshots themselves.
-_START_WORKERS_FROM = 8 * 1024 * 1024
 
 
 def _file_size(path: Path) -> int:
@@ -87,7 +82,8 @@ def _copy_sidecars(old: Path, new: Path) -> None:
                               hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
 
 
-def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False) -> dict[str, Any]:
+def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False,
+            tuning: StoreTuning | None = None) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
     The log of every layout keeps each received event's bytes (layout 1 kept every class of event
@@ -99,6 +95,7 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
     reads, it holds the old ledger's writer lock, so nothing is applied to the old ledger meanwhile.
     Re-running after an interruption finishes the job. A ledger already at this merge version is left
     as it is (``already_current``), unless ``force``: rebuilding it would only pile up backups.
+    ``tuning``: the new ledger's knobs and this run's (ledger/store/tuning.py).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".rebuild-tmp")
@@ -108,8 +105,11 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
             return {"finished_interrupted_rebuild": True, "backup": "", "events_read": 0, "new": 0, "duplicate": 0,
                     "invalid": 0, "unverified": 0}
         raise NoLedger(f"no ledger at {path}")
+    tuning = tuning or default_tuning()
     fan = current()
-    if fan is not None and _file_size(path / "data.mdb") >= _START_WORKERS_FROM:
+    # a ledger file this big has finishing steps worth handing over whole: the run's workers are started
+    # before it is opened (Fanout.start), so that they can read its snapshots themselves
+    if fan is not None and _file_size(path / "data.mdb") >= tuning.start_workers_from:
         fan.start()  # before any handle is open: the workers may then read the new ledger's snapshots
     try:
         env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
@@ -124,14 +124,14 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
             if old_merge == MERGE_VERSION and not force:
                 return counts | {"already_current": True, "backup": "", "old_merge_version": old_merge}
             shutil.rmtree(tmp, ignore_errors=True)
-            with Ledger(tmp, create=True) as new:
+            with Ledger(tmp, create=True, tuning=tuning) as new:
                 batch = new.batch()
                 # the writer reads the old ledger and commits; decoding and encoding each event (what
                 # Batch.add would do in place) runs on the new ledger's workers, in order
-                big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= _PARALLEL_STATES * 8
+                big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= tuning.parallel_states * 8
                 # on the workers, each copy is verified where it is prepared (the new ledger is empty:
                 # every copy is a candidate), so the batch hands nothing over again
-                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn), _REBUILD_PART))
+                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn), tuning.rebuild_part))
                 for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1

@@ -29,7 +29,7 @@ import lmdb
 
 from ..errors import NoLedger, PithledgerError
 from .env import DEFAULT_MAP_SIZE, _Environment, _file_id, _release_mapped_pages
-from .views import _Derived, _derive_part, _Views
+from .views import _Derived, _derive_part, _Inputs, _Views
 
 
 _T = TypeVar("_T")
@@ -115,11 +115,14 @@ def _read(task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.T
         _release_mapped_pages(handle)  # as the writer's: what a part touched of the file is not kept mapped
 
 
-def derive_states(task: tuple[Snapshot, list[str]]) -> list[tuple[str, _Derived | None, bytes]] | None:
+def derive_states(task: tuple[Snapshot, list[str]], *,
+                  derive: Callable[[list[_Inputs]], list[tuple[str, _Derived | None, bytes]]] = _derive_part
+                  ) -> list[tuple[str, _Derived | None, bytes]] | None:
     """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
-    as the writer gathers them), derived and compressed (views._derive_part); None: not read here."""
+    as the writer gathers them), derived and compressed by ``derive`` (the handle's StoreTuning.derive:
+    views._derive_part); None: not read here."""
     # one record at a time: a worker holds one record's inputs, whatever the part holds (a hot record)
-    rows = _read(task, lambda handle, txn, subject: _derive_part([handle._gather(txn, subject, incremental=True)])[0])
+    rows = _read(task, lambda handle, txn, subject: derive([handle._gather(txn, subject, incremental=True)])[0])
     return rows
 
 

@@ -9,9 +9,8 @@ import lmdb
 import pithledger.store.tlog_tables as translog
 from ..errors import LedgerError, TlogNotBuilt
 from .env import LAYOUT_VERSION, _Environment, _Pinned, _TLOG, _release_mapped_pages
+from .tuning import StoreTuning
 
-#: Log entries per transaction of the in-place upgrade (bounds one transaction; a killed upgrade resumes).
-UPGRADE_CHUNK = 16_384
 
 
 class _Translog(_Environment):
@@ -19,10 +18,11 @@ class _Translog(_Environment):
     :meth:`snapshot`, the same one as every other read)."""
 
     layout: int  # the layout this handle reads: LAYOUT_VERSION, or an older one a reader reads as it is
+    tuning: StoreTuning  # set when the handle opens (Ledger.__init__)
 
     def _upgrade(self) -> None:
         """Upgrade a layout-3 or -4 ledger in place (its missing databases were just created empty):
-        build the transparency log from the log, in order, in transactions of UPGRADE_CHUNK log
+        build the transparency log from the log, in order, in transactions of ``tuning.upgrade_chunk`` log
         entries, and write the new layout version in the last one. A killed upgrade leaves the old
         layout and part of the tlog, from where the next writer goes on (spec/storage.md §2.2);
         another writer upgrading at the same time takes turns with this one, transaction by transaction."""
@@ -32,7 +32,7 @@ class _Translog(_Environment):
                 with self._begin(write=True) as txn:
                     if bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) == str(LAYOUT_VERSION).encode():
                         return  # another writer finished it
-                    if translog.build(txn, self.db[b"log"], dbs, UPGRADE_CHUNK):
+                    if translog.build(txn, self.db[b"log"], dbs, self.tuning.upgrade_chunk):
                         txn.put(b"layout_version", str(LAYOUT_VERSION).encode(), db=self.db[b"meta"])
                         return
             except lmdb.MapFullError:

@@ -23,7 +23,6 @@ from .entries import LogEntry, _entry_decoder
 from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
 from .lookup import _Lookup
 from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
-from .workers import _DERIVE_PART, _DERIVE_PART_ENTRIES
 
 
 _pair_encoder = msgspec.msgpack.Encoder()
@@ -279,9 +278,10 @@ class _Views(_Lookup):
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
-    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str], *, incremental: bool = False) -> Iterator[list[_Inputs]]:
-        """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of _DERIVE_PART records or
-        _DERIVE_PART_ENTRIES log entries, for :func:`_derive` here or on the worker processes. A step
+    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str], records: int, log_entries: int, *,
+                     incremental: bool = False) -> Iterator[list[_Inputs]]:
+        """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of ``records`` records or
+        ``log_entries`` log entries (StoreTuning), for :func:`_derive` here or on the worker processes. A step
         writes no input of another record's derivation and reads each record's old state before
         writing it, so gathering ahead of storing changes nothing."""
         part: list[_Inputs] = []
@@ -293,7 +293,7 @@ class _Views(_Lookup):
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
                 _release_mapped_pages(self)
                 read = entries
-            if len(part) >= _DERIVE_PART or entries >= _DERIVE_PART_ENTRIES:
+            if len(part) >= records or entries >= log_entries:
                 yield part
                 part, entries, read = [], 0, 0
         if part:
