@@ -19,13 +19,11 @@ from pithledger.errors import InputChanged, MalformedId, NoLedger, PithledgerErr
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
 from ._options import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
-from ._output import (emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
-                      write_file_atomically)
+from ._output import emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, write_file_atomically
 
 if TYPE_CHECKING:
-    from pithledger.records.display import DisplayMetadata
     from pithledger.mirror.checkpoints import Check
-    from pithledger.store import Batch, Ledger, Prepared, Rejection
+    from pithledger.store import Ledger, Rejection
 
 app = typer.Typer(
     name="pithledger",
@@ -517,10 +515,6 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
 # --- the ledger ------------------------------------------------------------------------------------
 
 
-#: A batch also closes at this many bytes of bundles, so memory is bounded by configuration, not input.
-BATCH_BYTES = 64 * 1024 * 1024
-
-
 @command(cls=Command)
 def apply(
     ctx: typer.Context,
@@ -533,161 +527,67 @@ def apply(
 
     Without --keep-going a structural fault anywhere stops before anything is written.
     """
-    from ._bundles import Plan, check_bundles, committed_display, reread_bundles
+    from pithledger.ingest.apply import Apply
+
     from ._progress import ApplyProgress, wanted
 
     json_out = _json(ctx, as_json)
-    skipped: list[tuple[str, PithledgerError]] = []
-
-    def skip(exc: PithledgerError, where: str = "") -> None:
-        report(exc, where)
-        skipped.append((where or exc.message.split(": ", 1)[0], exc))
-
+    run = Apply(batch_size=batch_size, keep_going=keep_going, on_skip=lambda exc, where: report(exc, where))
+    summary = run.report
     with ExitStack() as stack:
         stack.enter_context(_fanout(workers, scheduler))
         try:
-            files = spool_streams(expand_inputs(inputs, on_error=skip if keep_going else None), stack)
+            files = run.inputs(inputs, stack)
         except KeyboardInterrupt:
             typer.echo("interrupted while reading the inputs: nothing was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
-        # pass 1: every structural fault before anything is written; plan the batches (cli/_bundles.py)
-        total = bundles = total_batches = size = nbytes = 0
-        progress.checking(files)
-        plan = Plan()
-        try:
-            for where, item in check_bundles(files, plan, progress.checked_file):
-                if isinstance(item, PithledgerError):
-                    if not keep_going:
-                        raise item
-                    skip(item, where)
-                    continue
-                progress.checked(item.size)
-                total += item.events
-                bundles += 1
-                size += max(1, item.events)  # a bundle without events still fills a batch
-                nbytes += item.size
-                if size >= batch_size or nbytes >= BATCH_BYTES:
-                    total_batches, size, nbytes = total_batches + 1, 0, 0
+        try:  # pass 1: every structural fault before anything is written (ledger/ingest/apply.py)
+            run.check(files, progress)
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             typer.echo("interrupted while checking the inputs: nothing was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        total_batches += size > 0
-        summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
-        touched: set[str] = set()
-        rejected: list[Rejection] = []
-        committed_events = 0
         ledger = stack.enter_context(_open(ctx, write=True))
-        logged_before = ledger.counts()["events"]
-        progress.applying(total)
-        batch: Batch | None = None
-        documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
-        seen = [0, 0]  # of the committed batches: events, and those that were neither held nor duplicates
-
-        def precheck() -> bool:
-            """Whether the reading workers verify the next region's events too (spec/storage.md §3.2):
-            into an empty ledger, and later while most events were new (verifying what the ledger holds
-            already would be wasted: a region's events are looked up only once it is read)."""
-            events, new = seen[0] + (batch.events if batch else 0), seen[1] + (batch.candidates if batch else 0)
-            return 2 * new >= events if events else logged_before == 0
-
-        def flush() -> None:
-            nonlocal batch, committed_events, documents
-            if batch is None:
-                return
-            seen[0] += batch.events
-            seen[1] += batch.candidates
-            result = batch.commit(defer=True)  # one durable transaction; states derived once, below
-            if documents:
-                _keep_display(ctx, committed_display(documents, result.rejected))
-                documents = []
-            for key in ("new", "duplicate", "invalid", "unverified"):
-                summary[key] += getattr(result, key)
-            summary["batches"] += 1
-            committed_events += batch.events
-            batch = None
-            touched.update(result.touched)
-            rejected.extend(result.rejected)
-            progress.applied(committed_events, len(touched), summary["batches"], total_batches)
-
-        try:
-            # pass 2: group commit, one transaction per batch; each bundle's signatures are checked on
-            # the ledger's workers as soon as it is added, while the next ones are read and decoded
-            for _, sound in reread_bundles(files, plan, precheck):
-                if sound is None:
-                    continue  # reported in pass 1 (--keep-going)
-                if batch is None:
-                    batch = ledger.batch()
-                batch.add(sound)
-                if sound.display is not None:
-                    documents.append(sound)
-                if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
-                    flush()
-            flush()
-            progress.deriving(ledger.pending())
-            ledger.finish(progress.derived)  # once per record however many batches touched it
+        try:  # pass 2: one transaction per batch, then the touched records derived
+            run.apply(ledger, progress)
         except InputChanged as changed:
             progress.__exit__(None, None, None)
-            if batch is not None:
-                batch.abandon()
-            changed.message += (f"; {summary['batches']} of {_plural(total_batches, 'batch', 'batches')} committed "
-                            f"({_plural(committed_events, 'event')}), all from the bytes checked before")
             report(changed)
-            if summary["batches"]:  # what was committed is derived as usual
-                ledger.finish()
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
-            done = summary["batches"]
-            # Ctrl-C can land after a batch's commit but before commit() returned: the log tells.
-            if batch is not None:
-                batch.abandon()
-                if ledger.counts()["events"] - logged_before > summary["new"]:
-                    done += 1
-                    committed_events += batch.events
-            typer.echo(f"interrupted: {done} of {_plural(total_batches, 'batch', 'batches')} committed "
-                       f"({_plural(committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
+            typer.echo(f"interrupted: {summary.committed_batches} of {_plural(summary.batches_total, 'batch', 'batches')} committed "
+                       f"({_plural(summary.committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
                        err=True)
             if json_out:
-                emit_json(summary | {"records_touched": len(touched), "interrupted": True, "batches_total": total_batches,
-                                     "rejected": [_rejection_doc(r) for r in rejected]})
+                emit_json(summary.summary() | {"records_touched": summary.records_touched, "interrupted": True,
+                                               "batches_total": summary.batches_total,
+                                               "rejected": [_rejection_doc(r) for r in summary.rejected]})
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    summary["records_touched"] = len(touched)
+    skipped = summary.skipped
     if json_out:
-        doc: dict[str, Any] = summary | {"rejected": [_rejection_doc(r) for r in rejected]}
+        doc: dict[str, Any] = summary.summary() | {"records_touched": summary.records_touched,
+                                                   "rejected": [_rejection_doc(r) for r in summary.rejected]}
         if keep_going:
             doc["skipped"] = [{"where": w, "code": e.code, "message": e.message} for w, e in skipped]
         emit_json(doc)
     else:
-        for r in rejected:
+        for r in summary.rejected:
             say(rejection_line(r))
         typer.echo(
-            f"applied {_plural(summary['events'], 'event')} from {_plural(bundles, 'bundle')}: {summary['new']:,} new, "
-            f"{summary['duplicate']:,} duplicate, {summary['invalid']:,} invalid, {summary['unverified']:,} unverified; "
-            f"{_plural(len(touched), 'record')} touched ({_plural(summary['batches'], 'batch', 'batches')}) -> {settings(ctx).ledger}"
+            f"applied {_plural(summary.events, 'event')} from {_plural(summary.bundles, 'bundle')}: {summary.new:,} new, "
+            f"{summary.duplicate:,} duplicate, {summary.invalid:,} invalid, {summary.unverified:,} unverified; "
+            f"{_plural(summary.records_touched, 'record')} touched ({_plural(summary.batches, 'batch', 'batches')}) -> {settings(ctx).ledger}"
         )
-    if summary["invalid"]:
+    if summary.invalid:
         _note(ctx, "invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest")
     if skipped:
         typer.echo(f"skipped {_plural(len(skipped), 'input')} (--keep-going):", err=True)
         for where, problem in skipped:
             typer.echo(f"  {where}: [{problem.code}]", err=True)
-    if summary["invalid"] or skipped:
+    if summary.invalid or skipped:
         raise typer.Exit(1)
-
-
-def _keep_display(ctx: typer.Context, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> None:
-    """Keep the paper blocks of committed record documents beside the ledger (outside consensus)."""
-    if not items:
-        return
-    from pithledger.records.display import MetadataStore
-
-    store = MetadataStore(settings(ctx).ledger, readonly=False)
-    try:
-        store.keep_documents(items)
-    finally:
-        store.close()
 
 
 def rejection_line(r: Rejection) -> str:
