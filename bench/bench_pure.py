@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
 
-    from pithledger.cli import _bundles
+    from pithledger.ingest import bundles as _bundles
     from pithledger.store.ledger import Ledger
     from pithledger.store.views import _derive_part
 

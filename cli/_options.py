@@ -1,22 +1,23 @@
 """What the command modules share: option types, the small helpers every command calls (open the
 ledger, the key store, --json, notes), and :class:`Commands`, which lets a module define commands that
-cli/app.py adds to the app. app.py, _tlog.py and _witness.py import from here, so no command module
+cli/app.py adds to the app. app.py, _mirrors.py, _tlog.py and _witness.py import from here, so no command module
 imports app.py (and app.py imports them: no circle).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 
-from ._base import settings
+from ._base import UsageProblem, settings
 
 if TYPE_CHECKING:
     from pithledger.records.keys import KeyStore
-    from pithledger.store import Ledger
+    from pithledger.store import Ledger, Rejection
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -87,3 +88,59 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", mi
 def _deadline_option() -> Any:
     return typer.Option("--deadline", metavar="SECONDS", min=0,
                         help="Wall-clock seconds for all the reads of the run; 0 for no limit.")
+
+
+def _plural(n: int, word: str, plural: str = "") -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+#: Where the parallel work of a command runs (ledger/fanout.py, spec/storage.md §7): one definition
+#: for every command that fans out.
+WorkersOption = Annotated[Optional[int], typer.Option(
+    "--workers", metavar="N", min=0, show_default=False,
+    help="Worker processes for the pure parallel work (checking inputs, verifying, deriving states); 0 works in place "
+         "[default: all cores].")]
+SchedulerOption = Annotated[Optional[str], typer.Option(
+    "--scheduler", metavar="ADDRESS", show_default=False,
+    help="Run that work on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786; needs "
+         "pip install 'pithledger[dask]', and pithledger on its workers); the ledger is still written here.")]
+
+
+def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
+    """The context in which a command's ledger handles share the chosen executor (closed at the end)."""
+    from pithledger.fanout import Fanout, using
+
+    if workers is not None and scheduler:
+        raise UsageProblem("--workers and --scheduler both given", hint="give --scheduler to use a Dask cluster, or --workers N for this machine")
+    fan = Fanout.choose(workers, scheduler)
+    if scheduler:  # a lost worker or scheduler is handled (its parts redone here): Dask's logs of it are noise
+        import logging
+
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + ["distributed"]:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    return using(fan)
+
+
+
+
+# sync, pull and audit: the source's log (spec/transparency.md §6.4).
+LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
+    "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
+    "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
+WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
+    "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rejection_line(r: Rejection) -> str:
+    """One line per rejected offer: what it was, why, and where it went."""
+    where = f"copy sha256:{r.copy_sha256}" + ("" if r.kept else ", not kept: the evidence cap is reached")
+    return f"{r.status:<10} {r.subject} {r.event_type} [{r.reason}] {r.message} ({where})"
+
+
+def _rejection_doc(r: Rejection) -> dict[str, Any]:
+    return {"copy_sha256": r.copy_sha256, "subject": r.subject, "event_type": r.event_type, "declared_event_id": r.declared_event_id,
+            "status": r.status, "reason": r.reason, "message": r.message, "kept": r.kept}

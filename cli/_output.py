@@ -6,20 +6,23 @@ import contextlib
 import os
 import re
 import secrets
-import shutil
 import stat
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NoReturn
 
-import msgspec
 import typer
 
-from pithledger.records.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
 from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
+from pithledger.ingest.inputs import Input as Input  # the reading of inputs is the library's (ledger/ingest/inputs.py)
+from pithledger.ingest.inputs import cannot_read as cannot_read
+from pithledger.ingest.inputs import expand_inputs as expand_inputs
+from pithledger.ingest.inputs import lines_framed as lines_framed
+from pithledger.ingest.inputs import located as located
+from pithledger.ingest.inputs import read_bytes as read_bytes
+from pithledger.ingest.inputs import spool_streams as spool_streams
+from pithledger.records.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
 
 
 #: What never reaches a terminal as itself (spec/serve.md §5, hostile strings): C0 controls (newline and tab included),
@@ -56,112 +59,6 @@ def fail(message: str, *, code: str = "error", hint: str = "", exit_code: int = 
     if hint:
         typer.echo(f"hint: {printable(hint)}", err=True)
     raise typer.Exit(exit_code)
-
-
-def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, label: str | None = None) -> bytes:
-    """Read a whole file (or stdin for ``-``), refusing anything over ``max_bytes``."""
-    name = label or path
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(max_bytes + 1)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise cannot_read(exc, name) from None
-    if len(data) > max_bytes:
-        raise DocumentTooLarge(f"{name} is larger than {max_bytes:,} bytes")
-    return data
-
-
-def located(exc: PithledgerError, where: str) -> PithledgerError:
-    """``exc`` with its message starting with ``where`` (the file, or file:line, it is about)."""
-    if not exc.message.startswith(where):
-        exc.message = f"{where}: {exc.message}"
-    return exc
-
-
-def cannot_read(exc: OSError, name: str) -> CannotRead:
-    """The named error for a file that cannot be opened or read."""
-    if isinstance(exc, FileNotFoundError):
-        return CannotRead(f"no such file: {name}")
-    if isinstance(exc, IsADirectoryError):
-        return CannotRead(f"{name} is a directory, not a file", hint="name a file")
-    return CannotRead(f"cannot read {name}: {exc.strerror}")
-
-
-class Input(NamedTuple):
-    """A file to read (``path``) and the name a user gave it (``label``): stdin and pipes are spooled."""
-
-    path: str
-    label: str
-
-
-def expand_inputs(items: list[str], on_error: Callable[[PithledgerError], None] | None = None) -> list[Input]:
-    """Files named, and the .json/.jsonl files of directories named, in order. A directory without
-    any raises (or goes to ``on_error`` and is left out)."""
-    files: list[Input] = []
-    for item in items:
-        path = Path(item)
-        if item != "-" and path.is_dir():
-            try:
-                found = sorted(str(p) for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
-            except OSError as exc:
-                found, problem = [], CannotRead(f"cannot list {item}: {exc.strerror}")
-            else:
-                problem = CannotRead(f"{item} holds no .json or .jsonl files",
-                                     hint="name .json files (one bundle each) or .jsonl files (one bundle per line), "
-                                          "or a directory that holds some")
-            if not found:
-                if on_error is None:
-                    raise problem
-                on_error(problem)
-            files += [Input(f, f) for f in found]
-        else:
-            files.append(Input(item, "stdin" if item == "-" else item))
-    return files
-
-
-def spool_streams(files: list[Input], stack: ExitStack) -> list[Input]:
-    """Copy stdin, pipes (``<(cmd)``, /dev/stdin) and other non-regular files to temporary files, so
-    that they can be read twice; a regular file is read where it is."""
-    out: list[Input] = []
-    for item in files:
-        if item.path != "-":
-            try:
-                regular = stat.S_ISREG(os.stat(item.path).st_mode)
-            except OSError:
-                regular = True  # let the reader name the problem
-            if regular:
-                out.append(item)
-                continue
-        spool = stack.enter_context(tempfile.NamedTemporaryFile(prefix="pithledger-spool-", suffix=".jsonl"))
-        try:
-            if item.path == "-":
-                shutil.copyfileobj(sys.stdin.buffer, spool)
-            else:
-                with open(item.path, "rb") as src:
-                    shutil.copyfileobj(src, spool)
-        except OSError as exc:
-            raise CannotRead(f"cannot read {item.label}: {exc.strerror}") from None
-        spool.flush()
-        out.append(Input(spool.name, item.label))
-    return out
-
-
-def lines_framed(data: bytes) -> bool:
-    """Whether a file whose decoding as one document failed (with a fault other than trailing data) is
-    JSON lines all the same: its first line alone is a complete JSON text and non-blank content follows
-    it. The fault is then that line's, and the later lines are read (spec/bundle.md §2). A pretty-printed
-    document's first line is never a complete text, so its fault still refuses the whole file."""
-    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
-    if not ends or not data[min(ends) + 1:].strip():
-        return False
-    try:
-        msgspec.json.decode(data[: min(ends)])
-    except (msgspec.DecodeError, ValueError):
-        return False
-    return True
 
 
 def iter_documents(path: str, *, label: str | None = None, tolerant: bool = False) -> Iterator[tuple[str, Any]]:

@@ -9,23 +9,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from pithledger.errors import EventInvalid, InputChanged, MalformedId, NoLedger, OtsError, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
-from ._options import JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
-from ._output import (emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, spool_streams,
-                      write_file_atomically)
+from ._options import (JsonOption, KeyDirOption, SchedulerOption, WorkersOption, _fanout, _json, _note, _now, _open, _plural,
+                       _rejection_doc, _store, rejection_line)
+from ._output import emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, write_file_atomically
 
 if TYPE_CHECKING:
-    from pithledger.records.display import DisplayMetadata
-    from pithledger.mirror.checkpoints import Check
-    from pithledger.store import Batch, Ledger, Prepared, Rejection
+    from pithledger.store import Ledger
 
 app = typer.Typer(
     name="pithledger",
@@ -73,38 +70,6 @@ def root(
     if ledger is not None and not ledger.strip():
         raise UsageProblem("--ledger is empty", hint="give the ledger's directory, e.g. --ledger ./ledger, or leave --ledger out")
     ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet, key_dir=key_dir)
-
-
-def _plural(n: int, word: str, plural: str = "") -> str:
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
-
-
-#: Where the parallel work of a command runs (ledger/fanout.py, spec/storage.md §7): one definition
-#: for every command that fans out.
-WorkersOption = Annotated[Optional[int], typer.Option(
-    "--workers", metavar="N", min=0, show_default=False,
-    help="Worker processes for the pure parallel work (checking inputs, verifying, deriving states); 0 works in place "
-         "[default: all cores].")]
-SchedulerOption = Annotated[Optional[str], typer.Option(
-    "--scheduler", metavar="ADDRESS", show_default=False,
-    help="Run that work on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786; needs "
-         "pip install 'pithledger[dask]', and pithledger on its workers); the ledger is still written here.")]
-
-
-def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
-    """The context in which a command's ledger handles share the chosen executor (closed at the end)."""
-    from pithledger.fanout import Fanout, using
-
-    if workers is not None and scheduler:
-        raise UsageProblem("--workers and --scheduler both given", hint="give --scheduler to use a Dask cluster, or --workers N for this machine")
-    fan = Fanout.choose(workers, scheduler)
-    if scheduler:  # a lost worker or scheduler is handled (its parts redone here): Dask's logs of it are noise
-        import logging
-
-        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + ["distributed"]:
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-    return using(fan)
-
 
 
 def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
@@ -261,13 +226,6 @@ keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only k
                        rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 
-# sync, pull and audit: the source's log (spec/transparency.md §6.4).
-LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
-    "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
-    "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
-WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
-    "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
-
 @keys_app.command("new", cls=Command)
 def keys_new(
     ctx: typer.Context,
@@ -322,10 +280,6 @@ def keys_export(name: Annotated[str, typer.Argument(metavar="NAME", help="The ke
 
     key = _store(key_dir).load(name)
     emit_json(keys_.public_key_doc(name, key.public_key))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventCommand(Command):
@@ -428,6 +382,8 @@ def event(
         value["cited_pith_number"] = _long_number(ctx, value["cited_pith_number"], "cited_pith_number")
     ev = _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None)
     if post is not None:
+        from ._mirrors import _post_events
+
         _post_events(ctx, [ev], post, 30.0, settings(ctx).json)
     elif output is not None and settings(ctx).json:  # without -o, stdout already is the bundle (JSON)
         emit_json({"written": str(output), "event_id": ev["event_id"], "kind": kind, "subject": number})
@@ -519,10 +475,6 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
 # --- the ledger ------------------------------------------------------------------------------------
 
 
-#: A batch also closes at this many bytes of bundles, so memory is bounded by configuration, not input.
-BATCH_BYTES = 64 * 1024 * 1024
-
-
 @command(cls=Command)
 def apply(
     ctx: typer.Context,
@@ -535,172 +487,67 @@ def apply(
 
     Without --keep-going a structural fault anywhere stops before anything is written.
     """
-    from ._bundles import Plan, check_bundles, committed_display, reread_bundles
+    from pithledger.ingest.apply import Apply
+
     from ._progress import ApplyProgress, wanted
 
     json_out = _json(ctx, as_json)
-    skipped: list[tuple[str, PithledgerError]] = []
-
-    def skip(exc: PithledgerError, where: str = "") -> None:
-        report(exc, where)
-        skipped.append((where or exc.message.split(": ", 1)[0], exc))
-
+    run = Apply(batch_size=batch_size, keep_going=keep_going, on_skip=lambda exc, where: report(exc, where))
+    summary = run.report
     with ExitStack() as stack:
         stack.enter_context(_fanout(workers, scheduler))
         try:
-            files = spool_streams(expand_inputs(inputs, on_error=skip if keep_going else None), stack)
+            files = run.inputs(inputs, stack)
         except KeyboardInterrupt:
             typer.echo("interrupted while reading the inputs: nothing was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         progress = stack.enter_context(ApplyProgress(wanted(settings(ctx).quiet)))
-        # pass 1: every structural fault before anything is written; plan the batches (cli/_bundles.py)
-        total = bundles = total_batches = size = nbytes = 0
-        progress.checking(files)
-        plan = Plan()
-        try:
-            for where, item in check_bundles(files, plan, progress.checked_file):
-                if isinstance(item, PithledgerError):
-                    if not keep_going:
-                        raise item
-                    skip(item, where)
-                    continue
-                progress.checked(item.size)
-                total += item.events
-                bundles += 1
-                size += max(1, item.events)  # a bundle without events still fills a batch
-                nbytes += item.size
-                if size >= batch_size or nbytes >= BATCH_BYTES:
-                    total_batches, size, nbytes = total_batches + 1, 0, 0
+        try:  # pass 1: every structural fault before anything is written (ledger/ingest/apply.py)
+            run.check(files, progress)
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
             typer.echo("interrupted while checking the inputs: nothing was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        total_batches += size > 0
-        summary = {"bundles": bundles, "events": total, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0}
-        touched: set[str] = set()
-        rejected: list[Rejection] = []
-        committed_events = 0
         ledger = stack.enter_context(_open(ctx, write=True))
-        logged_before = ledger.counts()["events"]
-        progress.applying(total)
-        batch: Batch | None = None
-        documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
-        seen = [0, 0]  # of the committed batches: events, and those that were neither held nor duplicates
-
-        def precheck() -> bool:
-            """Whether the reading workers verify the next region's events too (spec/storage.md §3.2):
-            into an empty ledger, and later while most events were new (verifying what the ledger holds
-            already would be wasted: a region's events are looked up only once it is read)."""
-            events, new = seen[0] + (batch.events if batch else 0), seen[1] + (batch.candidates if batch else 0)
-            return 2 * new >= events if events else logged_before == 0
-
-        def flush() -> None:
-            nonlocal batch, committed_events, documents
-            if batch is None:
-                return
-            seen[0] += batch.events
-            seen[1] += batch.candidates
-            result = batch.commit(defer=True)  # one durable transaction; states derived once, below
-            if documents:
-                _keep_display(ctx, committed_display(documents, result.rejected))
-                documents = []
-            for key in ("new", "duplicate", "invalid", "unverified"):
-                summary[key] += getattr(result, key)
-            summary["batches"] += 1
-            committed_events += batch.events
-            batch = None
-            touched.update(result.touched)
-            rejected.extend(result.rejected)
-            progress.applied(committed_events, len(touched), summary["batches"], total_batches)
-
-        try:
-            # pass 2: group commit, one transaction per batch; each bundle's signatures are checked on
-            # the ledger's workers as soon as it is added, while the next ones are read and decoded
-            for _, sound in reread_bundles(files, plan, precheck):
-                if sound is None:
-                    continue  # reported in pass 1 (--keep-going)
-                if batch is None:
-                    batch = ledger.batch()
-                batch.add(sound)
-                if sound.display is not None:
-                    documents.append(sound)
-                if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
-                    flush()
-            flush()
-            progress.deriving(ledger.pending())
-            ledger.finish(progress.derived)  # once per record however many batches touched it
+        try:  # pass 2: one transaction per batch, then the touched records derived
+            run.apply(ledger, progress)
         except InputChanged as changed:
             progress.__exit__(None, None, None)
-            if batch is not None:
-                batch.abandon()
-            changed.message += (f"; {summary['batches']} of {_plural(total_batches, 'batch', 'batches')} committed "
-                            f"({_plural(committed_events, 'event')}), all from the bytes checked before")
             report(changed)
-            if summary["batches"]:  # what was committed is derived as usual
-                ledger.finish()
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
-            done = summary["batches"]
-            # Ctrl-C can land after a batch's commit but before commit() returned: the log tells.
-            if batch is not None:
-                batch.abandon()
-                if ledger.counts()["events"] - logged_before > summary["new"]:
-                    done += 1
-                    committed_events += batch.events
-            typer.echo(f"interrupted: {done} of {_plural(total_batches, 'batch', 'batches')} committed "
-                       f"({_plural(committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
+            typer.echo(f"interrupted: {summary.committed_batches} of {_plural(summary.batches_total, 'batch', 'batches')} committed "
+                       f"({_plural(summary.committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
                        err=True)
             if json_out:
-                emit_json(summary | {"records_touched": len(touched), "interrupted": True, "batches_total": total_batches,
-                                     "rejected": [_rejection_doc(r) for r in rejected]})
+                emit_json(summary.summary() | {"records_touched": summary.records_touched, "interrupted": True,
+                                               "batches_total": summary.batches_total,
+                                               "rejected": [_rejection_doc(r) for r in summary.rejected]})
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    summary["records_touched"] = len(touched)
+    skipped = summary.skipped
     if json_out:
-        doc: dict[str, Any] = summary | {"rejected": [_rejection_doc(r) for r in rejected]}
+        doc: dict[str, Any] = summary.summary() | {"records_touched": summary.records_touched,
+                                                   "rejected": [_rejection_doc(r) for r in summary.rejected]}
         if keep_going:
             doc["skipped"] = [{"where": w, "code": e.code, "message": e.message} for w, e in skipped]
         emit_json(doc)
     else:
-        for r in rejected:
+        for r in summary.rejected:
             say(rejection_line(r))
         typer.echo(
-            f"applied {_plural(summary['events'], 'event')} from {_plural(bundles, 'bundle')}: {summary['new']:,} new, "
-            f"{summary['duplicate']:,} duplicate, {summary['invalid']:,} invalid, {summary['unverified']:,} unverified; "
-            f"{_plural(len(touched), 'record')} touched ({_plural(summary['batches'], 'batch', 'batches')}) -> {settings(ctx).ledger}"
+            f"applied {_plural(summary.events, 'event')} from {_plural(summary.bundles, 'bundle')}: {summary.new:,} new, "
+            f"{summary.duplicate:,} duplicate, {summary.invalid:,} invalid, {summary.unverified:,} unverified; "
+            f"{_plural(summary.records_touched, 'record')} touched ({_plural(summary.batches, 'batch', 'batches')}) -> {settings(ctx).ledger}"
         )
-    if summary["invalid"]:
+    if summary.invalid:
         _note(ctx, "invalid events are kept as evidence (`pithledger evidence ID`), outside every state and digest")
     if skipped:
         typer.echo(f"skipped {_plural(len(skipped), 'input')} (--keep-going):", err=True)
         for where, problem in skipped:
             typer.echo(f"  {where}: [{problem.code}]", err=True)
-    if summary["invalid"] or skipped:
+    if summary.invalid or skipped:
         raise typer.Exit(1)
-
-
-def _keep_display(ctx: typer.Context, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> None:
-    """Keep the paper blocks of committed record documents beside the ledger (outside consensus)."""
-    if not items:
-        return
-    from pithledger.records.display import MetadataStore
-
-    store = MetadataStore(settings(ctx).ledger, readonly=False)
-    try:
-        store.keep_documents(items)
-    finally:
-        store.close()
-
-
-def rejection_line(r: Rejection) -> str:
-    """One line per rejected offer: what it was, why, and where it went."""
-    where = f"copy sha256:{r.copy_sha256}" + ("" if r.kept else ", not kept: the evidence cap is reached")
-    return f"{r.status:<10} {r.subject} {r.event_type} [{r.reason}] {r.message} ({where})"
-
-
-def _rejection_doc(r: Rejection) -> dict[str, Any]:
-    return {"copy_sha256": r.copy_sha256, "subject": r.subject, "event_type": r.event_type, "declared_event_id": r.declared_event_id,
-            "status": r.status, "reason": r.reason, "message": r.message, "kept": r.kept}
 
 
 @command(cls=Command)
@@ -893,571 +740,9 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
         raise typer.Exit(1)
 
 
-# --- mirrors ---------------------------------------------------------------------------------------
+from . import _mirrors, _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
 
-
-@command(cls=Command)
-def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Print this mirror's order-independent roots (event sets and states)."""
-    with _open(ctx, settled=True) as ledger:
-        root = ledger.root()
-        counts = ledger.counts()
-    doc = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
-           "events": counts["events"], "digest_version": "pithledger-digest-v1"}
-    if _json(ctx, as_json):
-        emit_json(doc)
-    else:
-        typer.echo(f"events_root {doc['events_root']}\nstates_root {doc['states_root']}\n"
-                   f"{_plural(counts['records'], 'record')}, {_plural(counts['events'], 'event')}")
-
-
-@command(cls=Command)
-def publish(
-    ctx: typer.Context,
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the static mirror tree.")],
-    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs the log's checkpoint (spec/transparency.md §4).")] = None,
-    base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The URL the tree will be served at (for the manifest).")] = "",
-    origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
-    witnesses: Annotated[Optional[list[str]], typer.Option("--witness", metavar="URL", help="With --key: ask this witness (C2SP tlog-witness, URL/add-checkpoint) to cosign the checkpoint; its cosignature is added to the published one. Repeatable.")] = None,
-    key_dir: KeyDirOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Write (or update) a static mirror tree any web server can host; with --key, its log too (checkpoint and tiles).
-
-    With --witness URL, each witness is asked to cosign the new checkpoint; a witness that refuses is
-    named (exit 1) and the checkpoint stays published without its cosignature."""
-    from pithledger.mirror.publish import publish as publish_mirror
-
-    from ._tlog import log_signer
-
-    if origin is not None and not key:
-        raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
-    if witnesses and not key:
-        raise UsageProblem("--witness cosigns the checkpoint a --key signs", hint="add --key NAME, or leave --witness out")
-    for url in witnesses or []:
-        if not url.startswith(("http://", "https://")):
-            raise UsageProblem(f"--witness {url!r} is not an http(s) URL", hint="give the witness's submission prefix, e.g. https://witness.example")
-    signing = _store(key_dir).load(key) if key else None
-    log = log_signer(key, origin, base_url, key_dir) if key else None
-    with _open(ctx, settled=True) as ledger:
-        counts = publish_mirror(ledger, directory, signing, base_url.rstrip("/"), log=log)
-    asked = []
-    if witnesses:
-        from pithledger.mirror.checkpoints import ask_witnesses
-
-        asked = ask_witnesses(directory, witnesses)
-    if _json(ctx, as_json):
-        emit_json(counts | {"directory": str(directory), "origin": log.name if log else None, "log_key": log.vkey if log else None,
-                            "witnesses": [{"url": a.url, "cosigned": not a.refused, "refused": a.refused} for a in asked]})
-    else:
-        for a in asked:
-            say(f"witness {a.url}: cosigned" if not a.refused else
-                f"witness {a.url} refused: {a.refused}; the checkpoint is published without its cosignature")
-        typer.echo(f"published to {directory}: {_plural(counts['records_written'], 'record')} written, "
-                   f"{_plural(counts['nodes_written'], 'digest node')} written, {counts['nodes_removed']:,} removed")
-        if log is not None:
-            typer.echo(f"log {log.name}: checkpoint at size {counts['log_size']:,}, {_plural(counts['tiles_written'], 'tile')} written; "
-                       f"log key {log.vkey}")
-        else:
-            typer.echo("no checkpoint signed: publish --key NAME also writes the log (checkpoint and tiles)")
-    if any(a.refused for a in asked):
-        raise typer.Exit(1)
-
-
-def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
-    """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130."""
-    after = ledger.counts()
-    typer.echo(f"interrupted: {_plural(after['events'] - before['events'], 'new event')} "
-               f"({_plural(after['records'] - before['records'], 'new record')}) committed from {source}; "
-               "the ledger is consistent — run the same command again to finish", err=True)
-    raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
-@command(cls=Command)
-def sync(ctx: typer.Context, source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
-         as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
-         deadline: Annotated[float, _deadline_option()] = 3600.0,
-         log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
-         workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
-    """Fetch from a published mirror what this ledger lacks, walking only where digests differ.
-
-    Every record either arrives or is named: skipped (unreadable, too large, about another record) or
-    lying (its bundle lacks events the source's digests advertise). Exit 1 if any, or if any event was invalid.
-    A source that publishes a signed checkpoint is first checked against the one this ledger last saw of
-    its log: a fork is named (exit 1, evidence written) and nothing is synced.
-    """
-    from pithledger.mirror.publish import sync as sync_mirror
-
-    from pithledger.mirror.transport import Deadline
-
-    from ._witness import log_check
-
-    from pithledger.mirror.checkpoints import check_vkeys
-
-    check_vkeys(log_key, witness_keys or [])  # a mistyped key is named before anything is opened or fetched
-    run = Deadline(deadline or None)  # one budget for the whole run: a wait for another run of the origin spends it too
-    with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
-        check = log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, run, "pithledger sync")
-        try:
-            before = ledger.counts()
-            try:
-                counts = sync_mirror(ledger, source, timeout=timeout, deadline=run)
-            except KeyboardInterrupt:
-                _interrupted(ledger, before, source)
-        finally:
-            check.release()
-    if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
-    else:
-        say(check.line())
-        for r in counts["rejected"]:
-            say(rejection_line(r))
-        for skip in counts["skipped"]:
-            say(f"skipped    {skip['pith_number']} [{skip['reason']}] {skip['message']}")
-        for lie in counts["lying"]:
-            say(f"lying      {lie['pith_number']}: the source advertises {_plural(len(lie['missing_event_ids']), 'event')} "
-                       f"its bundle does not carry as valid events: {', '.join(lie['missing_event_ids'])}")
-        typer.echo(f"synced from {source}: {_plural(counts['records_fetched'], 'record')} fetched, {counts['new']:,} new events, "
-                   f"{counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid, {counts['unverified']:,} unverified, "
-                   f"{len(counts['skipped']):,} skipped, {len(counts['lying']):,} lying "
-                   f"({_plural(counts['batches'], 'batch', 'batches')}, {_plural(counts['digests_read'], 'digest')} read)")
-    if counts["invalid"] or counts["skipped"] or counts["lying"]:
-        raise typer.Exit(1)
-
-
-def _pull_targets(values: list[str], ids_file: Optional[str]) -> Any:
-    """The IDs named on the command line, then those of ``--ids`` (a line at a time, bounded): a
-    malformed one stops the run before anything is fetched."""
-    from pithledger.mirror.pull import MAX_ID_LINE, target_of_line, targets_of_args
-
-    from ._output import cannot_read
-
-    targets = targets_of_args(values)
-    if ids_file is None:
-        return targets
-    name = "stdin" if ids_file == "-" else ids_file
-    try:
-        fh = sys.stdin.buffer if ids_file == "-" else open(ids_file, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise cannot_read(exc, name) from None
-    try:
-        n = 0
-        while line := fh.readline(MAX_ID_LINE + 1):
-            n += 1
-            if (target := target_of_line(line, f"{name}:{n}")) is not None:
-                targets.append(target)
-    except OSError as exc:
-        raise cannot_read(exc, name) from None
-    finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()
-    return targets
-
-
-@command(cls=Command)
-def pull(
-    ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A pith-mirrors.json (URL or file), or a mirror's base URL (SOURCE/pith-mirrors.json is read).")],
-    ids_given: Annotated[Optional[list[str]], typer.Argument(metavar="[ID]...", help="Records to pull, in any ID form (Pith Number, suffix, arXiv id, DOI).", show_default=False)] = None,
-    ids_file: Annotated[Optional[str], typer.Option("--ids", metavar="FILE", help="More IDs, one a line ('-' for stdin; blank lines and # comments skipped); a line holding a JSON object is an arXiv metadata snapshot entry, minted offline into its Pith Number.")] = None,
-    connections: Annotated[int, typer.Option("--connections", metavar="N", min=1, max=64, help="Keep-alive HTTP connections (one per worker) fetching at once.")] = 4,
-    rate: Annotated[float, typer.Option("--rate", metavar="R", min=0, help="At most R requests per second over all connections; 0 for no limit.")] = 50.0,
-    as_json: JsonOption = False, timeout: TimeoutOption = 30.0,
-    deadline: Annotated[float, _deadline_option()] = 3600.0,
-    log_key: LogKeyOption = None, witness_keys: WitnessKeyOption = None,
-    workers: WorkersOption = None, scheduler: SchedulerOption = None,
-) -> None:
-    """Fill the ledger from any Pith-shaped mirror, by the patterns of its pith-mirrors.json.
-
-    Each record's bundle is fetched by bundle_pattern, then well_known_pattern, then from the manifest's
-    other mirrors; IDs that are not Pith Numbers and that this ledger does not resolve are resolved by the
-    mirror's resolver, and the bundle must then be the record the ID names. With no IDs, every record the
-    ledger holds is refreshed. Re-runs fetch only what changed (ETag / body hash). Every record not pulled
-    is named: not published, unresolved, skipped or lying. Exit 1 if any was skipped or lying, or if any event was invalid.
-    """
-    from pithledger.mirror.pull import pull as pull_records
-
-    from ._progress import PullProgress, wanted
-
-    from pithledger.mirror.checkpoints import check_vkeys
-
-    check_vkeys(log_key, witness_keys or [])  # a mistyped key is named before anything is opened or fetched
-    given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
-    targets = _pull_targets(list(ids_given or []), ids_file)
-    from ._witness import log_check
-
-    with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
-        if not given and ledger.counts()["records"] == 0:
-            raise UsageProblem("no IDs to pull, and this ledger holds no records to refresh",
-                               hint="name IDs (pithledger pull SOURCE 2605.00424 ...) or give --ids FILE")
-        checks: list[Check] = []  # the manifest pull reads is checked before any record is fetched
-
-        def check_log(manifest: bytes) -> None:
-            checks.append(log_check(ctx, ledger.path, source, log_key, witness_keys, timeout, deadline, "pithledger pull", manifest))
-
-        before = ledger.counts()
-        try:
-            try:
-                with PullProgress(wanted(settings(ctx).quiet)) as progress:
-                    counts = pull_records(ledger, source, targets if given else None, connections=connections, rate=rate,
-                                          timeout=timeout, deadline=deadline or None, progress=progress.update, check=check_log)
-            except KeyboardInterrupt:
-                _interrupted(ledger, before, source)
-            check = checks[0]
-        finally:
-            for held in checks:
-                held.release()
-    if _json(ctx, as_json):
-        emit_json(counts | {"rejected": [_rejection_doc(r) for r in counts["rejected"]], "checkpoint": check.document()})
-    else:
-        say(check.line())
-        for r in counts["rejected"]:
-            say(rejection_line(r))
-        for item in counts["not_published"]:
-            say(f"not published  {item['id']}" + (f" ({item['pith_number']})" if item["pith_number"] and item["pith_number"] != item["id"] else ""))
-        for item in counts["unresolved"]:
-            say(f"unresolved     {item['id']}: {item['message']}")
-        for item in counts["skipped"]:
-            say(f"skipped        {item['id']} [{item['reason']}] {item['message']}")
-        for item in counts["lying"]:
-            say(f"lying          {item['id']}: {item['message']} ({item['url']})")
-        for note in counts["mirrors_ignored"]:
-            _note(ctx, f"note: mirror not used: {note}")
-        head = "nothing new" if counts["new"] == 0 else f"{counts['new']:,} new events"
-        typer.echo(f"pulled from {counts['source']}: {head} ({_plural(counts['records_fetched'], 'record')} fetched, "
-                   f"{counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid, {counts['unverified']:,} unverified events; "
-                   f"{counts['unchanged']:,} unchanged, {len(counts['not_published']):,} not published, "
-                   f"{len(counts['unresolved']):,} unresolved, {len(counts['skipped']):,} skipped, {len(counts['lying']):,} lying; "
-                   f"{_plural(counts['batches'], 'batch', 'batches')}, {_plural(counts['requests'], 'request')} over "
-                   f"{_plural(counts['connections_opened'], 'connection')})")
-    if counts["stopped"]:
-        _note(ctx, f"stopped: {counts['stopped']}; {_plural(counts['not_tried'], 'record')} not tried — "
-                   "what was pulled is committed: run the same command again to continue")
-    if counts["invalid"] or counts["skipped"] or counts["lying"] or counts["stopped"]:
-        raise typer.Exit(1)
-
-
-@command(cls=Command)
-def audit(
-    ctx: typer.Context,
-    a: Annotated[str, typer.Argument(metavar="A", help="A ledger directory, a published directory, or an http(s) URL.")],
-    b: Annotated[Optional[str], typer.Argument(metavar="[B]", help="The other side (not with --bundles).")] = None,
-    as_json: JsonOption = False,
-    sign: Annotated[Optional[str], typer.Option("--sign", metavar="KEY", help="Sign the report with this local key (JSON output).")] = None,
-    key_dir: KeyDirOption = None,
-    timeout: TimeoutOption = 30.0,
-    deadline: Annotated[float, _deadline_option()] = 600.0,
-    bundles: Annotated[bool, typer.Option("--bundles", help="Read the published mirror A's bundles against its own digests: "
-                                                             "name every record whose bundle does not carry, as valid events, "
-                                                             "what its digests advertise.")] = False,
-    sample: Annotated[Optional[int], typer.Option("--sample", metavar="N", min=1, help="With --bundles: check a random sample of N records.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", metavar="S", help="With --sample: the seed of the sample (printed when not given).")] = None,
-    witness_keys: WitnessKeyOption = None,
-) -> None:
-    """Compare two mirrors: exit 0 when consistent, else name every divergent record and the event ids each side lacks.
-
-    With --bundles, check one published mirror's bundles against its own digests instead (every record,
-    or --sample N with --seed S): exit 1 when any record's bundle does not deliver what is advertised.
-    """
-    from pithledger.audit import compare, report_value, sign_report
-    from pithledger.mirror.publish import open_source
-    from pithledger.store import Ledger
-
-    if bundles:
-        _audit_bundles(ctx, a, b, as_json, sign, timeout, deadline, sample, seed)
-        return
-    if sample is not None or seed is not None:
-        raise UsageProblem("--sample and --seed choose the records --bundles checks", hint="add --bundles, or leave them out")
-    if b is None:
-        raise UsageProblem("audit compares two mirrors: give A and B", hint="or check one published mirror's bundles: audit A --bundles")
-    from pithledger.mirror.checkpoints import check_pair, check_vkeys
-
-    check_vkeys(None, witness_keys or [])
-    ledger_path = settings(ctx).ledger
-    # published sides' checkpoints: against this ledger's memory, and against each other for one origin
-    checks = check_pair(ledger_path if (ledger_path / "data.mdb").is_file() else None, a, b,
-                        witness_keys=list(witness_keys or []), timeout=timeout, deadline=deadline or None)
-    side_a = open_source(a, timeout=timeout, deadline=deadline or None)
-    # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
-    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(b, timeout=timeout, deadline=deadline or None)
-    try:
-        result = compare(side_a, side_b)
-    finally:
-        for side in {id(side_a): side_a, id(side_b): side_b}.values():
-            if isinstance(side, Ledger):
-                side.close()
-    doc = report_value(result, a, b)
-    if sign:
-        emit_json(sign_report(doc, _store(key_dir).load(sign), _now()))
-    elif _json(ctx, as_json):
-        emit_json(doc | {"digests_read": result.digests_read, "checkpoints": [c.document() | {"source": c.source} for c in checks]})
-    else:
-        for c in checks:
-            say(c.line())
-        if result.consistent:
-            typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
-        for d in result.divergent:
-            line = f"DIVERGENT {d.pith_number} {d.kind}"
-            for label, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
-                if count:
-                    more = f" and {count - len(listed):,} more" if count > len(listed) else ""
-                    line += f"; {label} lacks {', '.join(listed)}{more}"
-            say(line)
-        if result.merge_bug_suspected:
-            typer.echo("both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
-                       "(run `pithledger fsck` on each ledger)")
-        if not result.consistent:
-            typer.echo(f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)")
-    if not result.consistent:
-        raise typer.Exit(1)
-
-
-def _audit_bundles(ctx: typer.Context, a: str, b: Optional[str], as_json: bool, sign: Optional[str], timeout: float,
-                   deadline: float, sample: Optional[int], seed: Optional[int]) -> None:
-    """``audit A --bundles``: spec/audit.md §5.1."""
-    import secrets
-
-    from pithledger.mirror.publish import DIGEST_FILE, Published, check_bundles
-
-    if b is not None:
-        raise UsageProblem("--bundles checks one published mirror against its own digests: give only A",
-                           hint="compare two mirrors without --bundles")
-    if sign:
-        raise UsageProblem("--sign signs a comparison report, not a bundle check")
-    if seed is not None and sample is None:
-        raise UsageProblem("--seed chooses the records of a --sample", hint="add --sample N")
-    if not a.startswith(("http://", "https://")) and not Path(a, DIGEST_FILE).is_file():
-        raise UsageProblem(f"{a} is not a published mirror (no {DIGEST_FILE}); --bundles reads a published tree or URL",
-                           hint="a ledger's bundles are its own exports: check a ledger with `pithledger fsck`")
-    if sample is not None and seed is None:
-        seed = secrets.randbelow(2**32)
-    result = check_bundles(Published(a, timeout=timeout, deadline=deadline or None), sample=sample, seed=seed)
-    if _json(ctx, as_json):
-        emit_json({"source": a, "records": result.records, "checked": result.checked, "sample": sample, "seed": seed,
-                   "consistent": not result.faults, "faults": result.faults})
-    else:
-        for f in result.faults:
-            line = f"BAD-BUNDLE {f['pith_number']} [{f['reason']}] {f['message']}"
-            if f.get("missing_event_ids"):
-                more = f" and {f['missing_count'] - len(f['missing_event_ids']):,} more" if f["missing_count"] > len(f["missing_event_ids"]) else ""
-                line += f": {', '.join(f['missing_event_ids'])}{more}"
-            say(line)
-        drawn = f" (a sample drawn with --seed {seed})" if sample is not None else ""
-        verdict = "every bundle carries what its digests advertise" if not result.faults else _plural(len(result.faults), "bad bundle")
-        typer.echo(f"bundles of {a}: {result.checked:,} of {_plural(result.records, 'record')} checked{drawn}: {verdict}")
-    if result.faults:
-        raise typer.Exit(1)
-
-
-# --- serving -----------------------------------------------------------------------------------------
-
-
-def _wildcard(host: str) -> bool:
-    """An address that binds every interface (0.0.0.0, ::, or an empty host)."""
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_unspecified
-    except ValueError:
-        return host.strip() == ""
-
-
-@command(cls=Command)
-def serve(
-    ctx: typer.Context,
-    host: Annotated[str, typer.Option("--host", metavar="ADDR", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on (0: any free port).")] = 8080,
-    base_url: Annotated[str, typer.Option("--base-url", metavar="URL", help="The public URL of this mirror, for the manifest, the record JSON and the page's commands [default: the bound address].")] = "",
-    name: Annotated[str, typer.Option("--name", metavar="NAME", help="This mirror's name in its manifest.")] = "pithledger mirror",
-    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Local key whose public part the manifest names; it also signs /checkpoint.")] = None,
-    origin: Annotated[Optional[str], typer.Option("--origin", metavar="ORIGIN", help="With --key: the log's origin [default: from --base-url, else pithledger/<key fingerprint>].")] = None,
-    key_dir: KeyDirOption = None,
-    accept_events: Annotated[bool, typer.Option("--accept-events", help="Also accept signed events at POST /pith/<suffix>/action/<kind> (spec/serve.md §8); off: every POST is 405.")] = False,
-    post_rate: Annotated[float, typer.Option("--post-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second per client address.")] = 5.0,
-    post_burst: Annotated[int, typer.Option("--post-burst", metavar="N", min=1, help="--accept-events: POSTs a client may send at once.")] = 20,
-    post_total_rate: Annotated[float, typer.Option("--post-total-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second from all clients (burst: twice that).")] = 200.0,
-    post_wait: Annotated[float, typer.Option("--post-wait", metavar="SECONDS", min=0.05, max=600, help="--accept-events: how long a POST waits for the ledger's write lock (another process's apply) before 503.")] = 5.0,
-    witness_config: Annotated[Optional[Path], typer.Option("--witness", metavar="CONFIG", help="Also be a witness (C2SP tlog-witness) of the logs of CONFIG at POST /add-checkpoint (spec/transparency.md §6).")] = None,
-) -> None:
-    """Serve the ledger over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
-
-    Paths (spec/serve.md): /pith/<suffix> (HTML, or the record JSON for Accept: application/ld+json),
-    /pith/<suffix>/bundle.json, /pith/<suffix>/state.json, /pith/<suffix>/events.json,
-    /.well-known/pith/<suffix>/bundle.json, /resolve?id=ID, /pith-mirrors.json, /pith-signing-key.json,
-    /digest.json, /events.json. It reads while `apply` writes in another process.
-    """
-    from pithledger.records.keys import public_key_doc
-    from pithledger.web.serve import run
-
-    if base_url and not base_url.startswith(("http://", "https://")):
-        raise UsageProblem(f"--base-url {base_url!r} is not an http(s) URL", hint="e.g. --base-url https://mirror.example.org")
-    if not base_url and _wildcard(host):
-        # every link, the manifest and the record documents name the base URL: http://0.0.0.0:PORT reaches nobody
-        raise UsageProblem(f"--host {host} listens on every interface, so the bound address is no URL a client can use",
-                           hint=f"say where clients reach this mirror: --base-url http://HOSTNAME:{port} (or https://... behind a proxy)")
-    from ._tlog import log_signer
-
-    if origin is not None and not key:
-        raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")
-    mirror_key = None
-    log = None
-    if key:
-        local = _store(key_dir).load(key)
-        mirror_key = public_key_doc(local.name, local.public_key)
-        log = log_signer(key, origin, base_url, key_dir)  # the origin from --base-url as given, never the bound address
-    limits = None
-    if accept_events:
-        from pithledger.web.actions import Limits
-
-        limits = Limits(client_rate=post_rate, client_burst=post_burst, total_rate=post_total_rate,
-                        total_burst=max(1, int(post_total_rate * 2)), lock_wait=post_wait)
-    witness = None
-    if witness_config is not None:
-        from pithledger.tlog.witness import Witness, load_config
-
-        witness = Witness.from_config(load_config(witness_config), _store(key_dir))
-    run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
-        accept_events=limits, log=log, witness=witness)
-
-
-@command(cls=Command)
-def submit(
-    ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="FILE", help="A bundle (or JSON lines of bundles) of signed events, e.g. what `pithledger event` wrote; '-' for stdin.")],
-    url: Annotated[str, typer.Argument(metavar="URL", help="A mirror's base URL (events go to URL/pith/<suffix>/action/<kind>), or a URL pattern holding {suffix} and/or {kind}.")],
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.1, help="Wall clock for one request.")] = 30.0,
-    as_json: JsonOption = False,
-) -> None:
-    """Post each event of a bundle to the action URL of its record on a mirror (`serve --accept-events`).
-
-    One line per event: new, duplicate, invalid, unverified or refused, with the mirror's reason.
-    Exit 1 if any event was refused (or could not be posted).
-    """
-    from pithledger.records.bundle import read_bundle
-
-    events: list[dict[str, Any]] = []
-    for where, value in iter_documents(source):
-        try:
-            events.extend(read_bundle(value).events)
-        except PithledgerError as exc:
-            exc.message = f"{where}: {exc.message}"
-            raise
-    _post_events(ctx, events, url, timeout, _json(ctx, as_json))
-
-
-def _post_events(ctx: typer.Context, events: list[dict[str, Any]], url: str, timeout: float, json_out: bool) -> None:
-    from pithledger.mirror.http11 import Client
-    from pithledger.mirror.transport import Deadline, check_url
-    from pithledger.web.actions import ACTION_KINDS, action_url, post_event
-    from pithledger.errors import SourceError
-
-    if "{suffix}" not in url and "{kind}" not in url:
-        check_url(url)  # a bad base URL is one error, before anything is posted
-    results: list[dict[str, Any]] = []
-    client = Client()
-    deadline = Deadline(None)
-    try:
-        for event in events:
-            kind, number = event.get("event_type"), str(event.get("subject_pith_number"))
-            if kind not in ACTION_KINDS:
-                results.append({"event_id": event.get("event_id", ""), "event_type": kind, "subject": number, "url": "",
-                                "http_status": 0, "status": "skipped", "reason": "no-action",
-                                "message": f"a mirror takes no {kind} events by POST (actions: {', '.join(sorted(ACTION_KINDS))}); apply it instead"})
-                continue
-            target = action_url(url, number, str(kind))
-            try:
-                results.append(post_event(client, target, event, timeout=timeout, deadline=deadline))
-            except SourceError as exc:
-                results.append({"event_id": event.get("event_id", ""), "event_type": kind, "subject": number, "url": target,
-                                "http_status": 0, "status": "refused", "reason": exc.code, "message": exc.message})
-    finally:
-        client.close()
-    refused = [r for r in results if r["status"] not in ("new", "duplicate", "skipped")]
-    if json_out:
-        emit_json({"posted": sum(r["status"] != "skipped" for r in results), "refused": len(refused), "events": results})
-    else:
-        for r in results:
-            why = f" [{r['reason']}] {r['message']}" if r["reason"] else ""
-            http = f" (HTTP {r['http_status']})" if r["http_status"] else ""
-            typer.echo(f"{r['status']:<10} {r['subject']} {r['event_type']} {r['event_id']}{why}{http}")
-    if refused:
-        raise typer.Exit(1)
-
-
-@command(cls=Command)
-def metadata(
-    ctx: typer.Context,
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="arXiv snapshot lines (what `mint` reads) or Pith record documents (what a Pith record URL returns for JSON: its paper block); '-' for stdin.")],
-    as_json: JsonOption = False,
-) -> None:
-    """Keep display metadata (titles, authors, abstracts) beside the records, outside consensus.
-
-    Pages show each field with its check against the record's title/abstract hash (match, mismatch,
-    unchecked; Pith's abstract excerpt: "unchecked: excerpt"); nothing here changes a state, a digest
-    or an export (spec/serve.md §6).
-    """
-    from pithledger.records.display import FROM_RECORD_DOCUMENT, MetadataStore, parse_any
-
-    items = []
-    documents = []  # a record document's paper block never replaces a field that matches with one that does not
-    failed = 0
-    for path in files:
-        for where, value in iter_documents(path, tolerant=True):
-            try:
-                if isinstance(value, PithledgerError):
-                    raise value
-                key, meta = parse_any(value)
-            except PithledgerError as exc:
-                report(exc, where)
-                if _json(ctx, as_json):  # the reason, not just a count (one line per failed document)
-                    emit_json({**exc.document(), "where": where})
-                failed += 1
-                continue
-            if meta.source == FROM_RECORD_DOCUMENT:
-                documents.append((value["canonical_record"], meta))
-            else:
-                items.append((key, meta))
-    store = MetadataStore(settings(ctx).ledger, readonly=False)
-    try:
-        kept = store.put_many(items) + store.keep_documents(documents)
-        total = store.count()
-    finally:
-        store.close()
-    if _json(ctx, as_json):
-        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total})
-    else:
-        typer.echo(f"kept display metadata of {_plural(kept, 'record')} ({failed:,} failed); {total:,} held beside {settings(ctx).ledger}")
-    if failed:
-        raise typer.Exit(1)
-
-
-# --- the `pith` LaTeX package ---------------------------------------------------------------------------
-
-
-@command(cls=Command)
-def latex(
-    ctx: typer.Context,
-    resolver: Annotated[str, typer.Option("--resolver", metavar="URL", help="The package's default resolver: badges link to URL/pith/<suffix> (authors can still set \\usepackage[resolver=...]{pith}).")] = "https://pith.science",
-    output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Write pith.sty into this directory.")] = Path("."),
-    as_json: JsonOption = False,
-) -> None:
-    """Write the `pith` LaTeX package (pith.sty): \\usepackage{pith} and \\pithnumber{<26-char suffix>}
-    print a linked badge after the title and put the Pith Number in the PDF's metadata
-    (spec/badge-and-latex.md). Put pith.sty beside your .tex file (arXiv compiles it from there)."""
-    from pithledger.render.latex import sty_bytes
-
-    data = sty_bytes(resolver)
-    if not output.is_dir():
-        raise UsageProblem(f"-o {output}: not a directory", hint="give an existing directory, e.g. -o . (pith.sty is written into it)")
-    path = output / "pith.sty"
-    write_file_atomically(path, data)
-    if _json(ctx, as_json):
-        emit_json({"written": str(path), "resolver": resolver.removesuffix("/"), "bytes": len(data)})
-    else:
-        typer.echo(f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}")
-
-
-from . import _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
+_mirrors.command.register(app)  # digest, publish, sync, pull, audit, serve, submit, metadata, latex
 
 _tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log
 _witness.command.register(app)  # witness, check-evidence

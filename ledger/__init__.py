@@ -1,9 +1,68 @@
 """pithledger: a mirror-side ledger for Pith records.
 
-The library is pure where it can be: ``canonical``, ``ids``, ``model``, ``mint`` and the
-verification in ``keys`` take values or bytes and do no IO.
+The declared Python API is ``__all__`` below: each entry is documented, and does what the command line
+command it names does, with the same checks, limits and counts (the command line is a shell over it).
+Every other module and name is internal and may change without notice, whatever its name (renaming the
+internal modules with a leading ``_`` is a later step of issue #32).
+
+    import pithledger
+    report = pithledger.apply("ledger", "bundles")
+    print(pithledger.state_document("ledger", "2502.21231")["current"]["verification_status"])
+
+The names are loaded on first use (module ``__getattr__``): ``import pithledger`` stays cheap, because
+``pithledger state`` imports this package and its start-up time is most of a query's time.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 #: Kept equal to pyproject.toml's version by tests/test_packaging.py; a literal, because asking
 #: importlib.metadata costs ~40 ms on every command's start.
 __version__ = "0.2.0"
+
+#: Each public name and the module it is loaded from.
+_WHERE = {
+    "open_ledger": "pithledger.api", "Ledger": "pithledger.store",
+    "apply": "pithledger.api", "apply_bytes": "pithledger.api", "ApplyReport": "pithledger.ingest.apply",
+    "ApplyProgress": "pithledger.ingest.apply",
+    "resolve": "pithledger.api", "state": "pithledger.api", "state_document": "pithledger.api", "export": "pithledger.api",
+    "verify_bundle": "pithledger.api", "Verdict": "pithledger.records.events",
+    "publish": "pithledger.api", "sync": "pithledger.api", "pull": "pithledger.api", "audit_mirrors": "pithledger.api",
+    "AuditResult": "pithledger.audit", "verify_proof": "pithledger.api", "Inclusion": "pithledger.tlog.proofs",
+    "parse_id": "pithledger.records.ids", "ParsedId": "pithledger.records.ids", "record_ids": "pithledger.records.model",
+    "RecordIds": "pithledger.records.model",
+    "PithledgerError": "pithledger.errors", "errors": "",
+}
+
+__all__ = ["__version__", *_WHERE]
+
+if TYPE_CHECKING:
+    from pithledger import errors as errors
+    from pithledger.api import (apply as apply, apply_bytes as apply_bytes, audit_mirrors as audit_mirrors, export as export,
+                                open_ledger as open_ledger, publish as publish, pull as pull, resolve as resolve,
+                                state as state, state_document as state_document, sync as sync,
+                                verify_bundle as verify_bundle, verify_proof as verify_proof)
+    from pithledger.audit import AuditResult as AuditResult
+    from pithledger.errors import PithledgerError as PithledgerError
+    from pithledger.ingest.apply import ApplyProgress as ApplyProgress, ApplyReport as ApplyReport
+    from pithledger.records.events import Verdict as Verdict
+    from pithledger.records.ids import ParsedId as ParsedId, parse_id as parse_id
+    from pithledger.records.model import RecordIds as RecordIds, record_ids as record_ids
+    from pithledger.store import Ledger as Ledger
+    from pithledger.tlog.proofs import Inclusion as Inclusion
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module the first time it is asked for."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'pithledger' has no attribute {name!r}")
+    value = importlib.import_module(f"pithledger.{name}") if not where else getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -29,7 +29,7 @@ FIFTY = Path(__file__).parent.parent / "bundles" / "demo-50-records.jsonl"
 
 KILL_A_CHECKING_WORKER = """
 import os, signal, sys
-from pithledger.cli import _bundles
+from pithledger.ingest import bundles as _bundles
 _bundles.REGION_BYTES = 3000  # demo-50-records.jsonl is ~32 regions: checked on worker processes
 flag = sys.argv[1]
 checked = _bundles._check_span  # the workers read their regions from the file (path, offset, length)
@@ -46,7 +46,7 @@ main()
 
 
 def test_a_checking_worker_killed_mid_region_is_no_traceback(tmp_path: Path) -> None:
-    """cli/_bundles.py _take: future.result() of a region whose worker died raises BrokenProcessPool,
+    """ledger/ingest/bundles.py _take: future.result() of a region whose worker died raises BrokenProcessPool,
     which nothing catches: apply dies with a Python traceback (errors.py: 'nothing a user types or
     feeds in should ever surface as a traceback'), where finishing and verification fall back to
     working in place (store._on_workers, _outcome). Expected: the region is checked in place, the run
@@ -123,7 +123,7 @@ def test_verify_and_apply_give_one_verdict_message_whatever_the_key_order(tmp_pa
 
 
 def test_apply_reads_a_bare_cr_jsonl_file_as_verify_and_the_previous_apply_did(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """cli/_bundles.py _lines splits regions on b"\\n" only; _output.iter_documents (verify, and apply
+    """ledger/ingest/bundles.py _lines splits regions on b"\\n" only; _output.iter_documents (verify, and apply
     before b713297) splits a small file with bytes.splitlines(), which also breaks on a bare "\\r".
     A classic-Mac/CR-terminated .jsonl file now fails apply with trailing-data on line 1 while
     `pithledger verify` of the same file finds every event valid (a regression, fail-closed)."""

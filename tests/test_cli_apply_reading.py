@@ -1,5 +1,5 @@
 """apply reads its inputs twice: a strict checking pass that records a digest per region, then a
-guarded pass that decodes checked bytes with msgspec's plain decoder (cli/_bundles.py, spec/storage.md §3)."""
+guarded pass that decodes checked bytes with msgspec's plain decoder (ledger/ingest/bundles.py, spec/storage.md §3)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pithledger.records.canonical import MAX_SAFE_INTEGER, strict_decode
-from pithledger.cli import _bundles
-from pithledger.cli._output import Input
+from pithledger.ingest import bundles as _bundles
+from pithledger.ingest.inputs import Input
 
 BUNDLES = Path(__file__).parent.parent / "bundles"
 FIFTY = BUNDLES / "demo-50-records.jsonl"
@@ -90,7 +90,7 @@ class _Trickle(io.BytesIO):
 
 RUN = """
 import os, sys
-from pithledger.cli import _bundles
+from pithledger.ingest import bundles as _bundles
 _bundles.REGION_BYTES = int(sys.argv[1])
 if os.environ.get("MAXDOC"):
     _bundles.MAX_DOCUMENT_BYTES = int(os.environ["MAXDOC"])
@@ -268,7 +268,7 @@ RESTS = [b"", b"\n", b"\r\n", b"\n\x0c\x0b \n", b"\n{}\n", b"\nzz", b"\n\xff\n",
 def test_a_file_is_found_to_be_json_lines_or_one_document_as_when_it_was_read_whole(first: bytes, rest: list[bytes]) -> None:
     """_open finds JSON lines from the first line when it can: the same outcome as reading the file whole
     and decoding it as one document first (what it did before)."""
-    from pithledger.cli._output import lines_framed, located
+    from pithledger.ingest.inputs import lines_framed, located
     from pithledger.errors import PithledgerError, TrailingData
 
     data = first + b"".join(rest)

@@ -221,7 +221,7 @@ ROOT = Path(__file__).parent.parent
 #: pass (regions checked, chunks verified, states derived, fsck's parts): the path big runs take.
 SMALL_PARTS = """
 import atexit, json, os, sys
-from pithledger.cli import _bundles
+from pithledger.ingest import bundles as _bundles
 from pithledger.store import StoreTuning, log, pending, snapshot, tuned
 _bundles.REGION_BYTES = 4000
 {patch}

@@ -432,7 +432,7 @@ def test_checking_a_single_big_file_moves_by_bytes(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from pithledger.cli._output import Input
+    from pithledger.ingest.inputs import Input
     from pithledger.cli._progress import ApplyProgress
 
     big = tmp_path / "big.jsonl"

@@ -20,8 +20,8 @@ from pithledger.records import keys
 from pithledger.render import pages
 from pithledger.records.bundle import checked_bundle, pith_record_event, read_bundle, write_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode, text_sha256
-from pithledger.cli import _bundles
-from pithledger.cli._output import Input
+from pithledger.ingest import bundles as _bundles
+from pithledger.ingest.inputs import Input
 from pithledger.records.display import DisplayMetadata, MetadataStore, check, combine, from_pith_json
 from pithledger.errors import BundleError, EventTooLarge, PithledgerError
 from pithledger.records.events import make_event, pith_record_event_id, verify_event

@@ -23,7 +23,7 @@ from pithledger.mirror.transport import (
 )
 from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import DerivationPending, MalformedSource, PithledgerError, SourceError, SourceFileMissing, SourceTimeout
+from pithledger.errors import DerivationPending, PithledgerError, SourceError, SourceTimeout
 from pithledger.records.events import verify_event
 from pithledger.render import badge
 from pithledger.render import pages
@@ -34,7 +34,7 @@ from pithledger.merge import MERGE_VERSION
 from pithledger.mirror.published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
                         PART_INDEX_VERSION, Published, _node_file, _pair_of, _part_file, ledger_id,
                         record_dir, record_parts)
-from pithledger.files import existing, read_regular, write_if_changed, write_linked
+from pithledger.files import read_regular, write_if_changed, write_linked
 from pithledger.store import Batch, Ledger, open_settled
 
 if TYPE_CHECKING:

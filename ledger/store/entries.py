@@ -111,7 +111,7 @@ class Prepared(msgspec.Struct, array_like=True):
 
 def prepare(bundle: Bundle, *, check: bool = False, known: bool = False) -> Prepared:
     """Everything of ``bundle`` the writer needs, with nothing left to decode or encode. Pure: apply
-    runs it on its reading workers (cli/_bundles.py), every other caller of Batch.add in place.
+    runs it on its reading workers (ledger/ingest/bundles.py), every other caller of Batch.add in place.
     ``check``: verify each copy here as well (:func:`_check_copy`; ``known``: as the batch's
     ``signatures_verified`` would, which its caller must then pass), so that the batch need not hand
     it to a worker again (apply's reading workers for input that is mostly new, rebuild's)."""

@@ -43,7 +43,7 @@ from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, T
 from pithledger.fanout import Fanout, current
 from pithledger.store import Prepared, Rejection, prepare
 
-from ._output import Input, cannot_read, lines_framed, located, read_bytes
+from .inputs import Input, cannot_read, lines_framed, located, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024

@@ -1,0 +1,210 @@
+"""The public entry points that are more than a name re-exported (ledger/__init__.py declares them all).
+
+Each takes a ledger as an open :class:`~pithledger.store.Ledger` (left open) or as the path of its directory
+(opened for the call and closed), does what the command it names does, with the same checks, limits and
+counts, and raises a :class:`~pithledger.errors.PithledgerError` (a code and a hint) for what it refuses.
+Nothing here prints: the command line renders what these return.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pithledger.audit import AuditResult
+    from pithledger.errors import PithledgerError
+    from pithledger.ingest.apply import ApplyProgress, ApplyReport
+    from pithledger.mirror.transport import Deadline
+    from pithledger.records.events import Verdict
+    from pithledger.records.keys import LocalKey
+    from pithledger.store import Ledger
+    from pithledger.tlog.note import NoteSigner
+    from pithledger.tlog.proofs import Inclusion
+
+
+
+def open_ledger(path: str | Path, *, create: bool = False, readonly: bool = False) -> Ledger:
+    """Open the ledger in directory ``path``: a :class:`~pithledger.store.Ledger`, a context manager
+    (``with open_ledger(p) as ledger: ...`` closes it). ``create``: make it if absent (what ``apply`` and
+    ``sync`` do); ``readonly``: for queries, which never wait for a writer in another process. LMDB allows
+    one handle on a ledger per process: while it is open, pass it (not its path) to the entry points.
+
+    Raises :class:`~pithledger.errors.NoLedger` when there is none (and not ``create``),
+    :class:`~pithledger.errors.LayoutMismatch` for a ledger of another layout. The CLI's ``--ledger PATH``."""
+    from pithledger.store import Ledger
+
+    return Ledger(Path(path), create=create, readonly=readonly)
+
+
+@contextmanager
+def _opened(ledger: Ledger | str | Path, *, write: bool = False) -> Iterator[Ledger]:
+    """The handle given (left open), or one opened on the path for the call (closed after it)."""
+    from pithledger.store import Ledger
+
+    if isinstance(ledger, Ledger):
+        yield ledger
+        return
+    with Ledger(Path(ledger), create=write, readonly=not write) as opened:
+        yield opened
+
+
+def apply(ledger: Ledger | str | Path, *inputs: str | Path, batch_size: int = 10_000, keep_going: bool = False,
+          workers: int | None = None, progress: ApplyProgress | None = None,
+          on_skip: Callable[[PithledgerError, str], None] | None = None) -> ApplyReport:
+    """Verify and ingest bundles into ``ledger``, idempotently: ``pithledger apply INPUT...``.
+
+    ``inputs``: bundle files (``.json``, or ``.jsonl`` with one bundle per line), directories of them,
+    ``"-"`` for stdin. Every input is checked before anything is written; then one durable transaction
+    per ``batch_size`` events, and each touched record's state derived once. A path ledger is created
+    if absent (once the inputs are checked). ``workers``: processes for the pure work (0: in place;
+    default: the running fan-out's, else all cores). ``progress``: an
+    :class:`~pithledger.ingest.apply.ApplyProgress` told of each phase; ``on_skip(error, where)``: told of
+    each input skipped under ``keep_going``.
+
+    Returns an :class:`~pithledger.ingest.apply.ApplyReport` (new / duplicate / invalid / unverified
+    counts, rejections, skipped inputs, records touched); ``report.ok`` is false where the CLI exits 1.
+    Raises the first structural fault (``PithledgerError``; nothing written) unless ``keep_going``, and
+    :class:`~pithledger.errors.InputChanged` if an input changed between the passes (what was committed
+    came from checked bytes). On KeyboardInterrupt the ledger is consistent: run it again to finish."""
+    from pithledger.ingest.apply import apply_inputs
+
+    with ExitStack() as stack:
+        if workers is not None:
+            from pithledger.fanout import Fanout, using
+
+            stack.enter_context(using(Fanout.processes(workers)))
+        return apply_inputs(ledger, inputs, batch_size=batch_size, keep_going=keep_going, progress=progress, on_skip=on_skip)
+
+
+def apply_bytes(ledger: Ledger | str | Path, data: bytes, *, keep_going: bool = False, workers: int | None = None) -> ApplyReport:
+    """:func:`apply` of bytes held in memory (one bundle document, or JSON lines of bundles), read as a
+    file holding them would be, with the same checks and report; errors name the input ``bytes``."""
+    with tempfile.TemporaryDirectory(prefix="pithledger-bytes-") as tmp:
+        path = Path(tmp, "bytes")
+        path.write_bytes(data)
+        return apply(ledger, path, keep_going=keep_going, workers=workers)
+
+
+def resolve(ledger: Ledger | str | Path, ident: str) -> str:
+    """The long Pith Number ``ident`` names in ``ledger``: any identifier form (long or short Pith Number,
+    8/12/16/26-character suffix, arXiv id with or without version, DOI). Raises
+    :class:`~pithledger.errors.MalformedId`, :class:`~pithledger.errors.NotFound` or ``AmbiguousId``."""
+    with _opened(ledger) as opened:
+        return opened.resolve(ident)
+
+
+def state(ledger: Ledger | str | Path, ident: str) -> bytes:
+    """The merged state document of the record ``ident`` names (any form, as :func:`resolve`): its
+    canonical JSON bytes, the consensus bytes every mirror holding the same valid events prints
+    (``pithledger state ID``, without its newline). Raises as :func:`resolve`."""
+    with _opened(ledger) as opened:
+        return opened.state_bytes(opened.resolve(ident))
+
+
+def state_document(ledger: Ledger | str | Path, ident: str) -> dict[str, Any]:
+    """:func:`state` decoded: the state document as a dict (e.g. ``["verification_status"]``)."""
+    import msgspec
+
+    value: dict[str, Any] = msgspec.json.decode(state(ledger, ident))
+    return value
+
+
+def export(ledger: Ledger | str | Path, ident: str) -> bytes:
+    """JSON lines that, applied to an empty ledger, reproduce the record's state exactly: its bundle (its
+    events as received), then one bundle per record citing it (``pithledger export ID``)."""
+    from pithledger.records.canonical import canonical_bytes
+
+    with _opened(ledger) as opened:
+        subject = opened.resolve(ident)
+        return b"".join(canonical_bytes(b) + b"\n" for b in [*opened.export_parts(subject), *opened.inbound_bundles(subject)])
+
+
+def verify_bundle(bundle: bytes | Mapping[str, Any]) -> list[Verdict]:
+    """Check one bundle offline, nothing written (``pithledger verify FILE``): the
+    :class:`~pithledger.records.events.Verdict` of each of its events (``status``: valid, invalid or
+    unverified; ``reason`` and ``message`` say why). ``bundle``: its bytes (decoded strictly: duplicate
+    keys, lone surrogates, trailing data refused) or its decoded value. Raises a ``PithledgerError`` for a
+    document that is not a structurally sound bundle."""
+    from pithledger.records.bundle import read_bundle
+    from pithledger.records.canonical import strict_decode
+    from pithledger.records.events import verify_event
+
+    value = strict_decode(bytes(bundle), what="the bundle") if isinstance(bundle, (bytes, bytearray, memoryview)) else bundle
+    return [verify_event(event) for event in read_bundle(value).events]
+
+
+def publish(ledger: Ledger | str | Path, directory: str | Path, *, key: LocalKey | None = None, base_url: str = "",
+            log: NoteSigner | None = None) -> dict[str, int]:
+    """Write (or bring up to date) a static mirror tree of ``ledger`` in ``directory`` (``pithledger
+    publish DIR``); ``key`` names the mirror's key in the manifest, ``log`` signs the log's checkpoint
+    (:func:`pithledger.tlog.proofs.log_signer`). Pending derivation is finished first. Returns the counts
+    written and removed."""
+    from pithledger.mirror.publish import publish as publish_mirror
+    from pithledger.store import Ledger, open_settled
+
+    with ExitStack() as stack:
+        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+        return publish_mirror(opened, Path(directory), key, base_url.rstrip("/"), log=log)
+
+
+def sync(ledger: Ledger | str | Path, source: str, *, timeout: float | None = 30.0,
+         deadline: Deadline | float | None = 3600.0) -> dict[str, Any]:
+    """Fetch from a published mirror (a directory or an http(s) base URL) what ``ledger`` lacks, walking
+    only where digests differ (``pithledger sync SOURCE``, without its checkpoint check). Returns the
+    counts of spec/sync: records fetched, new / duplicate / invalid / unverified, ``rejected``,
+    ``skipped`` and ``lying`` records."""
+    from pithledger.mirror.publish import sync as sync_mirror
+
+    with _opened(ledger, write=True) as opened:
+        return sync_mirror(opened, source, timeout=timeout, deadline=deadline)
+
+
+def pull(ledger: Ledger | str | Path, source: str, ids: Sequence[str] | None = None, *, timeout: float | None = 30.0,
+         deadline: float | None = 3600.0, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Fetch the records ``ids`` (any ID form; None: every record the ledger holds) from the mirrors a
+    ``pith-mirrors.json`` (URL or file, or a mirror's base URL) names, and apply them in batches
+    (``pithledger pull SOURCE ID...``). Returns the report of spec/pull.md §5. Raises
+    :class:`~pithledger.errors.MalformedId` for a malformed ID before anything is fetched."""
+    from pithledger.mirror.pull import pull as pull_records
+    from pithledger.mirror.pull import targets_of_args
+
+    targets = targets_of_args(ids) if ids is not None else None
+    with _opened(ledger, write=True) as opened:
+        return pull_records(opened, source, targets, timeout=timeout, deadline=deadline, progress=progress)
+
+
+def audit_mirrors(a: str | Path, b: str | Path, *, timeout: float | None = 30.0, deadline: float | None = 3600.0) -> AuditResult:
+    """Compare two mirrors (ledger directories, published directories or http(s) URLs), walking only
+    where their order-independent digests differ (``pithledger audit A B``). The result's
+    ``consistent`` is true when they hold the same valid events and states; otherwise ``divergent`` names
+    each record and the event ids each side lacks (:func:`pithledger.audit.report_value` makes the
+    report ``--json`` prints). Not named ``audit``: that is the internal module ``pithledger.audit``, which
+    would replace a function of that name on the package as soon as it is imported."""
+    from pithledger.audit import compare
+    from pithledger.mirror.publish import open_source
+    from pithledger.store import Ledger
+
+    side_a = open_source(str(a), timeout=timeout, deadline=deadline)
+    # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
+    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(str(b), timeout=timeout, deadline=deadline)
+    try:
+        return compare(side_a, side_b)
+    finally:
+        for side in {id(side_a): side_a, id(side_b): side_b}.values():
+            if isinstance(side, Ledger):
+                side.close()
+
+
+def verify_proof(proof: bytes, log_key: str) -> Inclusion:
+    """Check an inclusion proof document (what ``pithledger prove`` writes) offline against the log's
+    verifier key ``log_key`` (a note verifier key, ``name+hex+base64``): the checkpoint's signature, then
+    the entry's inclusion in the signed tree (``pithledger verify-proof FILE --log-key KEY``). Returns
+    what it proves (origin, size, root, index, entry); raises :class:`~pithledger.tlog.proofs.BadProof`
+    (a ``PithledgerError``) naming what does not hold."""
+    from pithledger.tlog.proofs import verifier_of, verify_inclusion_document
+
+    return verify_inclusion_document(proof, verifier_of(log_key))
