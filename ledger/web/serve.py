@@ -1058,6 +1058,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
     while a request's body is still arriving half-closes and drains, bounded, instead of resetting."""
     held: dict[str, int] = {}
     admitted = [0]
+    stopping = [False]  # the server stops (shutdown() was called): a lingering close that starts now ends at once
 
     class Guarded(base):  # type: ignore[misc]
         _peer: str | None = None
@@ -1210,6 +1211,7 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
                 self._stop("request-timeout", f"a request head must arrive within {limits.head_timeout:g} s", 408)
 
         def shutdown(self) -> None:
+            stopping[0] = True
             if self._wrapped is not None and self._wrapped.lingering:  # the server stops: no one waits for a drain
                 self._end_linger()
                 return
@@ -1232,13 +1234,22 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             real = self._real
             self._disarm()
             self._wrapped.lingering = True
+            now = self.loop.time()
+            # a server that stops ends its lingering connections at once (shutdown()); one whose linger starts
+            # after that (its answer came later, e.g. a 408 body-timeout) gets LINGER s to read its answer
+            total = min(LINGER, limits.linger_time) if stopping[0] else limits.linger_time
+            self._linger_until, self._linger_last, self._linger_read = now + total, now, 0
+            self._linger_timer = self.loop.call_later(min(limits.linger_timeout, total), self._check_linger)
+            real.resume_reading()
             # the answer goes first (write_eof waits for the buffer), then FIN: the client reads the answer and
             # EOF while it still sends, and its bytes are read here, so no reset takes the answer away
-            real.write_eof()
-            real.resume_reading()
-            now = self.loop.time()
-            self._linger_until, self._linger_last, self._linger_read = now + limits.linger_time, now, 0
-            self._linger_timer = self.loop.call_later(min(limits.linger_timeout, limits.linger_time), self._check_linger)
+            try:
+                real.write_eof()
+            except OSError:
+                # the client reset the connection already (shutdown: ENOTCONN), e.g. it read the answer's head and
+                # closed: nothing to linger for. Raised here it went up the ASGI send and was swallowed, leaving
+                # the connection open for ever, unread, with its place under the caps (review-serve).
+                self._end_linger()
 
         def _check_linger(self) -> None:
             self._linger_timer = None
