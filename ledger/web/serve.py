@@ -1127,8 +1127,10 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
                 body = MAX_BODY if flight and self.cycle.scope.get("method") == "POST" else 0
                 room = limits.max_head + body - self._head_bytes
                 if room <= 0:
-                    if body and not self.cycle.response_started and getattr(self.cycle, "more_body", False):
-                        self._too_large()  # a POST's body (as sent: chunk framing counts) passed the cap unanswered
+                    if flight and not self.cycle.response_started and getattr(self.cycle, "more_body", False):
+                        # a request's body (as sent: chunk framing counts) passed the cap unanswered: a POST's over an
+                        # action's size, any other method's over a head's worth (a GET with a body, review-serve)
+                        self._too_large(post=bool(body))
                         return
                     self._stop("request-too-long", f"a request head is at most {limits.max_head} bytes", 431)
                     return
@@ -1273,14 +1275,17 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             else:
                 self._real.close()
 
-        def _too_large(self) -> None:
-            """A POST whose body, as sent, passed the cap before the application answered: the answer is
+        def _too_large(self, *, post: bool) -> None:
+            """A request whose body, as sent, passed the cap before the application answered: the answer is
             written here, the application's request is ended (it sees a disconnect; its answer is dropped), and
             the connection lingers."""
             self.cycle.disconnected = True
             self.cycle.message_event.set()
-            _answer(self._real, 413, "body-too-large",
-                    f"the request is over {limits.max_head + MAX_BODY:,} bytes as sent; an action body is at most {MAX_BODY:,}")
+            if post:
+                message = f"the request is over {limits.max_head + MAX_BODY:,} bytes as sent; an action body is at most {MAX_BODY:,}"
+            else:
+                message = f"the request is over {limits.max_head:,} bytes as sent; only a POST to an action URL carries a body"
+            _answer(self._real, 413, "body-too-large", message)
             self._linger()
 
         def _stop(self, code: str, message: str, status: int) -> None:
