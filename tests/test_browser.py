@@ -67,11 +67,15 @@ def test_record_page_in_chromium(browser: Any, served: tuple[Server, Path, Path]
     assert page.inner_text("#long-number") == state["pith_number"] == f"pith:2026:{FZ7}"
     assert page.inner_text("#short-number") == f"pith:{FZ7[:8]}"
     assert page.inner_text("#canonical-hash") == state["current"]["canonical_sha256"]
-    # badges: the state's wording, claims marked as claims
+    # badges: the state's wording, coloured by what stands behind it (the badge's own table: a self-signed
+    # citation, "refs signed", is a claim like a self-signed author, never the green of what was checked)
+    from pithledger.render.badge import VOCABULARY
+
     for key, text in state["current"]["badges"].items():
         badge = page.locator(f'[data-badge="{key}"]')
         assert badge.inner_text() == f"{key} {text}"
-        assert ("claim" in (badge.get_attribute("class") or "")) == ("claimed" in text)
+        assert VOCABULARY[key][text][0] in (badge.get_attribute("class") or "").split(), (key, text)
+        assert ("checked" in (badge.get_attribute("class") or "")) == (text == "attested (strong)")
     # the style applied (CSP allowed the hashed inline style): badges are pills, not plain text
     radius = page.eval_on_selector('[data-badge="author"]', "el => getComputedStyle(el).borderTopLeftRadius")
     assert radius not in ("0px", "")

@@ -32,6 +32,8 @@ SHARED = {
 def error_classes() -> list[type[PithledgerError]]:
     """PithledgerError and every subclass defined in a module of pithledger (each module imported)."""
     for info in pkgutil.walk_packages(pithledger.__path__, "pithledger."):
+        if info.name.endswith(".__main__"):  # installed as a package (CI), cli/__main__.py runs the command line
+            continue
         importlib.import_module(info.name)
     found: dict[type[PithledgerError], None] = {PithledgerError: None}
     todo = [PithledgerError]
