@@ -3,13 +3,49 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
+
+
+def _interrupted_quietly(signum: int, frame: object) -> None:
+    """SIGINT while no command runs (its imports, or the exit after it): nothing is open and
+    nothing is half-done, so the process ends at once, as a command interrupted does."""
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+def quiet_interrupts() -> None:
+    """Until a command runs, and again once it has finished, Ctrl-C ends the process quietly (exit
+    130), never with a KeyboardInterrupt traceback out of an import or an exit handler (issue #31)."""
+    _set_sigint(_interrupted_quietly)
+
+
+def interruptible() -> None:
+    """From here a Ctrl-C is a KeyboardInterrupt, which the command in progress handles (it stops
+    where it is consistent, names what it did, exits 130)."""
+    _set_sigint(signal.default_int_handler)
+
+
+def _set_sigint(handler: Any) -> None:
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # called off the main thread (in-process callers): their process, their handler
+        pass
+
+
+def _launched_as_command() -> bool:
+    """This package is being imported by the console script (``pithledger``, whose wrapper imports
+    it, then calls :func:`main`) or by ``python -m pithledger.cli`` (argv[0] is "-m" while the module
+    is looked up): not by a program that uses it in-process, whose signal handlers are its own."""
+    first = sys.argv[0] if sys.argv else ""
+    return first == "-m" or os.path.basename(first).split(".")[0] in ("pithledger", "pithledger-script")
 
 
 def main() -> None:
     """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
     with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
+    quiet_interrupts()  # first: the imports below take most of a start's 0.1 s
     from ._stdout import guard_stdout, output_failed, report_output_failure
 
     guard_stdout()
@@ -24,6 +60,10 @@ def main() -> None:
         if not output_failed(exc):
             raise
         code = report_output_failure(exc)
+    except KeyboardInterrupt:  # between the command's own handling and quiet_interrupts() again
+        sys.stderr.write("interrupted\n")
+        code = 130
+    quiet_interrupts()
     sys.exit(code)
 
 
@@ -46,6 +86,7 @@ def full() -> None:
     from .app import app
 
     try:
+        interruptible()
         rv = app(prog_name="pithledger", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
         sys.stdout.flush()
@@ -66,7 +107,12 @@ def full() -> None:
         if not is_click_error(exc):
             raise
         code = report_usage_error(exc)
+    quiet_interrupts()  # what was to be written is written: a Ctrl-C now only ends the exit
     sys.exit(code)
 
 
 __all__ = ["app", "main"]
+
+
+if _launched_as_command():  # as early as the command's own code runs (the wrapper's re.sub comes next)
+    quiet_interrupts()

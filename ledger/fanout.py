@@ -24,7 +24,9 @@ The three executors (:data:`Kind`):
   on the first part that needs them; a function that releases the GIL (signature checks) runs its
   first ``threads_first`` parts on N threads, so a small run never pays for a fork, and on threads
   again if the processes are lost or cannot be started. Workers ignore Ctrl-C and die with their
-  parent (:func:`ignore_interrupts`);
+  parent (:func:`ignore_interrupts`); a Ctrl-C while a pool starts waits until it has started
+  (:func:`_held_interrupts`), and closing waits a bounded time for the workers, then kills them
+  (:func:`_stop_processes`), so an interrupted run never hangs on its pool (spec/storage.md §7.1);
 * ``"dask"`` (``--scheduler ADDRESS``): the parts go to a Dask distributed cluster through
   ``Client.submit``; the cluster's workers must have pithledger installed. The writer stays here.
 """
@@ -54,6 +56,9 @@ _T = TypeVar("_T", covariant=True)
 CONNECT_TIMEOUT = 10.0
 #: Seconds a part may take on a Dask cluster before it is taken back and done in place.
 TASK_TIMEOUT = 300.0
+#: Seconds closing a fan-out waits for its worker processes to finish their current part and exit,
+#: before it kills them (they hold nothing that needs cleaning up: spec/storage.md §7.1).
+CLOSE_TIMEOUT = 10.0
 #: The most parts a map keeps in flight by default (twice the workers, up to this): what waits in the
 #: writer's memory must not grow with the size of a cluster.
 MAX_AHEAD = 32
@@ -202,7 +207,8 @@ class Fanout:
         if pool is None:
             return None
         try:
-            future = pool.submit(_call, func, part)
+            with _held_interrupts():  # a submit may start the pool: never leave it half-started
+                future = pool.submit(_call, func, part)
         except (BrokenExecutor, RuntimeError):  # a worker process died since: none from now on
             self._lose()
             return self._start(func, part, threads_first=threads_first)
@@ -230,8 +236,8 @@ class Fanout:
         """A worker was lost: no processes (or cluster) for this fan-out from now on."""
         self.lost = True
         if self._procs is not None:
-            self._procs.shutdown(wait=False, cancel_futures=True)
-            self._procs = None
+            procs, self._procs = self._procs, None
+            _stop_processes(procs, wait=False)
         self._no_procs = True
 
     def _processes(self) -> ProcessPoolExecutor | None:
@@ -264,7 +270,8 @@ class Fanout:
             procs = self._processes()
             if procs is not None:
                 try:  # with fork, the first task starts every worker process, before it returns
-                    procs.submit(int)
+                    with _held_interrupts():
+                        procs.submit(int)
                 except (RuntimeError, OSError):  # pragma: no cover - cannot start them now: they start when needed
                     pass
 
@@ -285,8 +292,8 @@ class Fanout:
             self._threads.shutdown()
             self._threads = None
         if self._procs is not None:
-            self._procs.shutdown(cancel_futures=True)
-            self._procs = None
+            procs, self._procs = self._procs, None
+            _stop_processes(procs)
         if self._client is not None:
             try:
                 self._client.close(timeout=CONNECT_TIMEOUT)
@@ -371,6 +378,63 @@ def using(fanout: Fanout) -> Iterator[Fanout]:
 # --- worker processes --------------------------------------------------------------------------------
 
 
+@contextmanager
+def _held_interrupts() -> Iterator[None]:
+    """Within it, a Ctrl-C (SIGINT) is held, and raised as KeyboardInterrupt once it ends: around the
+    start of a pool, whose workers are forked one by one and then given a manager thread.
+
+    Interrupted halfway (issue #31), ProcessPoolExecutor is left with workers but no manager thread:
+    nothing ever sends them their stop, and multiprocessing's exit handler waits for them for ever.
+    And a KeyboardInterrupt raised in an at-fork hook of the parent (logging's) is printed and dropped,
+    so the run went on as if never interrupted. So the parent's handler only notes the signal here;
+    and the signal is blocked in this thread, so every child is born with it blocked (fork and spawn
+    both keep the mask) until its initializer ignores it (:func:`ignore_interrupts`) — a worker never
+    sees a Ctrl-C meant for its parent, whenever it came. Off the main thread (no handler can be set
+    there, and no KeyboardInterrupt is raised there) only the mask applies."""
+    import signal
+
+    # None: a handler set outside Python, which could not be put back: only the mask then
+    on_main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None
+    held: list[int] = []
+    previous: Any = None
+    if on_main:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C pending on this thread is noted now
+        if on_main:
+            signal.signal(signal.SIGINT, previous)
+            if held:  # now, to whatever handled it before (KeyboardInterrupt, by default)
+                signal.raise_signal(signal.SIGINT)
+
+
+def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, timeout: float = CLOSE_TIMEOUT) -> None:
+    """Shut ``pool`` down: its queued parts dropped, its workers told to stop after their current
+    part; ``wait``: wait at most ``timeout`` seconds for that, then kill what is left and reap it.
+
+    A bound, not a wait for ever: a worker is never joined unboundedly by this process (or by
+    multiprocessing's exit handler, which joins every child it started), whatever state the pool
+    was left in. Killing one loses nothing: its part is not needed any more."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    if not wait:
+        return
+    if manager is not None:  # it sends each worker its stop, then joins (reaps) them: the one waiter
+        manager.join(timeout)
+        if manager.is_alive():
+            for proc in workers:
+                proc.kill()  # a worker the manager has reaped already is skipped
+            manager.join(timeout)  # SIGKILL cannot be refused (bounded all the same)
+    else:  # never told to stop (no manager to tell them): nothing to wait for
+        for proc in workers:
+            proc.kill()
+        for proc in workers:
+            proc.join(timeout)
+
+
 def ignore_interrupts(deathsig: bool = True) -> None:
     """The initializer of every worker process.
 
@@ -381,7 +445,8 @@ def ignore_interrupts(deathsig: bool = True) -> None:
     ``deathsig``: the pool was started on the main thread (see :func:`_exit_with_parent`)."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # also drops a Ctrl-C held pending since the fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # born blocked: see _held_interrupts
     _exit_with_parent(deathsig)
 
 
