@@ -15,22 +15,43 @@ def _interrupted_quietly(signum: int, frame: object) -> None:
     os._exit(130)
 
 
+#: This process is the command line (the console script, ``python -m pithledger.cli``, or main()):
+#: its SIGINT handling is ours. Not so for a program that runs the typer app in-process.
+_owns_sigint = False
+
+
+def take_interrupts() -> None:
+    """The command line owns Ctrl-C in this process; quiet until a command runs (issue #31).
+    A Ctrl-C ignored by whoever started the process (``nohup``, ``cmd &`` in a script) stays ignored."""
+    global _owns_sigint
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            return
+    except ValueError:  # pragma: no cover - off the main thread
+        return
+    _owns_sigint = True
+    quiet_interrupts()
+
+
 def quiet_interrupts() -> None:
     """Until a command runs, and again once it has finished, Ctrl-C ends the process quietly (exit
-    130), never with a KeyboardInterrupt traceback out of an import or an exit handler (issue #31)."""
+    130, `interrupted`), never with a KeyboardInterrupt traceback out of an import, out of argument
+    parsing (typer turns it into a silent exit 130 there) or out of an exit handler (issue #31)."""
     _set_sigint(_interrupted_quietly)
 
 
 def interruptible() -> None:
-    """From here a Ctrl-C is a KeyboardInterrupt, which the command in progress handles (it stops
-    where it is consistent, names what it did, exits 130)."""
+    """From here (cli/_base.py _run) a Ctrl-C is a KeyboardInterrupt, which the command in progress
+    handles: it stops where it is consistent, names what it did, exits 130."""
     _set_sigint(signal.default_int_handler)
 
 
 def _set_sigint(handler: Any) -> None:
+    if not _owns_sigint:
+        return
     try:
         signal.signal(signal.SIGINT, handler)
-    except ValueError:  # called off the main thread (in-process callers): their process, their handler
+    except ValueError:  # pragma: no cover - off the main thread: not ours to set
         pass
 
 
@@ -45,7 +66,7 @@ def _launched_as_command() -> bool:
 def main() -> None:
     """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
     with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
-    quiet_interrupts()  # first: the imports below take most of a start's 0.1 s
+    take_interrupts()  # first: the imports below take most of a start's 0.1 s
     from ._stdout import guard_stdout, output_failed, report_output_failure
 
     guard_stdout()
@@ -86,7 +107,6 @@ def full() -> None:
     from .app import app
 
     try:
-        interruptible()
         rv = app(prog_name="pithledger", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
         sys.stdout.flush()
@@ -115,4 +135,4 @@ __all__ = ["app", "main"]
 
 
 if _launched_as_command():  # as early as the command's own code runs (the wrapper's re.sub comes next)
-    quiet_interrupts()
+    take_interrupts()

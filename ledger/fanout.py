@@ -37,7 +37,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from .errors import DaskMissing, SchedulerUnreachable
@@ -207,7 +207,7 @@ class Fanout:
         if pool is None:
             return None
         try:
-            with _held_interrupts():  # a submit may start the pool: never leave it half-started
+            with _held_interrupts() if _may_start(pool) else nullcontext():  # never leave a pool half-started
                 future = pool.submit(_call, func, part)
         except (BrokenExecutor, RuntimeError):  # a worker process died since: none from now on
             self._lose()
@@ -287,13 +287,15 @@ class Fanout:
         procs = self._procs
         return sorted(getattr(procs, "_processes", None) or ()) if procs is not None else []
 
-    def close(self) -> None:
+    def close(self, *, abandon: bool = False) -> None:
+        """End the executors. ``abandon``: the run stopped (Ctrl-C, an error), so the parts its
+        workers are on are not wanted: they are killed at once rather than waited for."""
         if self._threads is not None:
-            self._threads.shutdown()
+            self._threads.shutdown(cancel_futures=abandon)
             self._threads = None
         if self._procs is not None:
             procs, self._procs = self._procs, None
-            _stop_processes(procs)
+            _stop_processes(procs, abandon=abandon)
         if self._client is not None:
             try:
                 self._client.close(timeout=CONNECT_TIMEOUT)
@@ -304,8 +306,8 @@ class Fanout:
     def __enter__(self) -> Fanout:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(abandon=kind is not None)
 
 
 _END: Any = object()
@@ -370,9 +372,12 @@ def using(fanout: Fanout) -> Iterator[Fanout]:
     saved, _current = _current, fanout
     try:
         yield fanout
-    finally:
+    except BaseException:
         _current = saved
-        fanout.close()
+        fanout.close(abandon=True)
+        raise
+    _current = saved
+    fanout.close()
 
 
 # --- worker processes --------------------------------------------------------------------------------
@@ -410,9 +415,25 @@ def _held_interrupts() -> Iterator[None]:
                 signal.raise_signal(signal.SIGINT)
 
 
-def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, timeout: float = CLOSE_TIMEOUT) -> None:
+def _may_start(pool: Any) -> bool:
+    """Whether a submit to ``pool`` (of processes or threads) may start workers: not all of them run
+    yet, or a process pool has no manager thread yet. Only those submits hold Ctrl-C (it costs tens
+    of microseconds, and a run submits a part per bundle). A pool of another shape: yes."""
+    running = getattr(pool, "_processes", None)
+    if running is None:
+        running = getattr(pool, "_threads", None)
+    limit = getattr(pool, "_max_workers", None)
+    if running is None or not isinstance(limit, int) or len(running) < limit:
+        return True
+    return getattr(pool, "_executor_manager_thread", False) is None
+
+
+def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, abandon: bool = False,
+                    timeout: float = CLOSE_TIMEOUT) -> None:
     """Shut ``pool`` down: its queued parts dropped, its workers told to stop after their current
-    part; ``wait``: wait at most ``timeout`` seconds for that, then kill what is left and reap it.
+    part; ``wait``: wait at most ``timeout`` seconds for that, then kill what is left and reap it;
+    ``abandon``: kill them at once (the parts they are on, and those already queued to them, which
+    no cancel recalls, would only delay a stopped run's exit by seconds).
 
     A bound, not a wait for ever: a worker is never joined unboundedly by this process (or by
     multiprocessing's exit handler, which joins every child it started), whatever state the pool
@@ -423,6 +444,9 @@ def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, timeout: fl
     if not wait:
         return
     if manager is not None:  # it sends each worker its stop, then joins (reaps) them: the one waiter
+        if abandon:
+            for proc in workers:
+                proc.kill()
         manager.join(timeout)
         if manager.is_alive():
             for proc in workers:
