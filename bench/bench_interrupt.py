@@ -10,7 +10,8 @@ the imports, the pool start and the first batches are each hit) SIGINT goes to t
 as a terminal's Ctrl-C does. Each run is checked:
 
 - it ends within ``--timeout`` seconds (else: a hang; the group is SIGKILLed and the run counted as hung);
-- no "Traceback" on stderr; exit 130 (or 0 when it finished before the signal);
+- no "Traceback" on stderr; exit 130 with one line on stderr starting "interrupted" (or exit 0 when it
+  finished before the signal);
 - the same apply again exits 0, and ``pithledger fsck`` on the ledger exits 0 (``fsck: ok``);
 - no process of its group is left behind.
 
@@ -57,7 +58,9 @@ def _group_alive(pgid: int) -> bool:
 def one(exe: str, data: Path, ledger: Path, delay: float, timeout: float, workers: int | None) -> dict[str, Any]:
     extra = ["--workers", str(workers)] if workers is not None else []
     cmd = [exe, "--ledger", str(ledger), "apply", str(data), "-q", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # SIGINT as from a terminal, even when this script runs in the background with it ignored
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t0 = time.monotonic()
     time.sleep(max(0.0, delay - (time.monotonic() - t0)))
     sent = proc.poll() is None
@@ -89,8 +92,12 @@ def one(exe: str, data: Path, ledger: Path, delay: float, timeout: float, worker
     r["fsck_rc"] = fsck.returncode
     r["fsck"] = fsck.stdout.decode().strip()[:80] or fsck.stderr.decode().strip()[-160:]
     expected_rc = (130, 0) if sent else (0,)
-    r["ok"] = (not hung and not r["traceback"] and proc.returncode in expected_rc and not leftover
+    # exit 130 says so in one line; exit 0 (finished before the signal) says nothing with -q
+    r["one_line"] = (len(text.strip().splitlines()) == 1 and text.startswith("interrupted")) if proc.returncode == 130 else True
+    r["ok"] = (not hung and not r["traceback"] and proc.returncode in expected_rc and r["one_line"] and not leftover
                and rerun.returncode == 0 and fsck.returncode == 0)
+    if not r["ok"]:
+        r["stderr"] = text[-3000:]
     return r
 
 
@@ -138,7 +145,8 @@ def main() -> None:
                 shutil.rmtree(ledger, ignore_errors=True)
         summary = {"runs": len(results), "ok": sum(r["ok"] for r in results), "hung": sum(r["hung"] for r in results),
                    "traceback": sum(r["traceback"] for r in results), "exit_130": sum(r["rc"] == 130 for r in results),
-                   "exit_0": sum(r["rc"] == 0 for r in results), "leftover": sum(r["leftover"] for r in results),
+                   "exit_0": sum(r["rc"] == 0 for r in results), "not_one_line": sum(not r["one_line"] for r in results),
+                   "leftover": sum(r["leftover"] for r in results),
                    "rerun_failed": sum(r["rerun_rc"] != 0 for r in results), "fsck_failed": sum(r["fsck_rc"] != 0 for r in results),
                    "spread_s": args.spread, "events": args.papers * 20, "load_end": round(os.getloadavg()[0], 2)}
         print(json.dumps(summary))

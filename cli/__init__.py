@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -29,7 +30,12 @@ def take_interrupts() -> None:
             return
     except ValueError:  # pragma: no cover - off the main thread
         return
-    _owns_sigint = True
+    if not _owns_sigint:
+        _owns_sigint = True
+        # Registered first, so it runs last of the exit handlers (after the pools' joins, which a
+        # Ctrl-C still cuts short): from there Python's own teardown, which puts SIGINT back to its
+        # default before it is done, would end silently killed by SIGINT instead of with the exit code.
+        atexit.register(_set_sigint, signal.SIG_IGN)
     quiet_interrupts()
 
 

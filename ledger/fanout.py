@@ -25,8 +25,9 @@ The three executors (:data:`Kind`):
   first ``threads_first`` parts on N threads, so a small run never pays for a fork, and on threads
   again if the processes are lost or cannot be started. Workers ignore Ctrl-C and die with their
   parent (:func:`ignore_interrupts`); a Ctrl-C while a pool starts waits until it has started
-  (:func:`_held_interrupts`), and closing waits a bounded time for the workers, then kills them
-  (:func:`_stop_processes`), so an interrupted run never hangs on its pool (spec/storage.md §7.1);
+  (:func:`_held_interrupts`), and closing kills the workers of a stopped run at once, and waits a
+  bounded time for those of a finished one before it kills them (:func:`_stop_processes`), so an
+  interrupted run never hangs on its pool (spec/storage.md §7.1);
 * ``"dask"`` (``--scheduler ADDRESS``): the parts go to a Dask distributed cluster through
   ``Client.submit``; the cluster's workers must have pithledger installed. The writer stays here.
 """
@@ -404,11 +405,13 @@ def _held_interrupts() -> Iterator[None]:
     previous: Any = None
     if on_main:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    masks = hasattr(signal, "pthread_sigmask")  # not on Windows (spawn only: the handler alone)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else set()
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C pending on this thread is noted now
+        if masks:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C pending on this thread is noted now
         if on_main:
             signal.signal(signal.SIGINT, previous)
             if held:  # now, to whatever handled it before (KeyboardInterrupt, by default)
@@ -440,21 +443,31 @@ def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, abandon: bo
     was left in. Killing one loses nothing: its part is not needed any more."""
     workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
     manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
     pool.shutdown(wait=False, cancel_futures=True)
     if not wait:
         return
+
+    def kill() -> None:
+        for proc in workers:
+            proc.kill()  # a worker the manager has reaped already is skipped
+        # A worker killed while it wrote a result leaves half a message in the result pipe, and the
+        # manager thread would wait for the rest for ever (concurrent.futures' exit handler joins
+        # it: found by bench_interrupt.py), since this process holds a write end of that pipe too.
+        # Closed, the pipe ends: the manager reads EOF, counts the pool broken, reaps and returns.
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            writer.close()
+
     if manager is not None:  # it sends each worker its stop, then joins (reaps) them: the one waiter
         if abandon:
-            for proc in workers:
-                proc.kill()
+            kill()
         manager.join(timeout)
         if manager.is_alive():
-            for proc in workers:
-                proc.kill()  # a worker the manager has reaped already is skipped
+            kill()
             manager.join(timeout)  # SIGKILL cannot be refused (bounded all the same)
     else:  # never told to stop (no manager to tell them): nothing to wait for
-        for proc in workers:
-            proc.kill()
+        kill()
         for proc in workers:
             proc.join(timeout)
 
@@ -470,7 +483,8 @@ def ignore_interrupts(deathsig: bool = True) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also drops a Ctrl-C held pending since the fork
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # born blocked: see _held_interrupts
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # born blocked: see _held_interrupts
     _exit_with_parent(deathsig)
 
 

@@ -77,12 +77,18 @@ def _mapped(pid: int, needle: str) -> bool:
         return False
 
 
+def _as_from_a_terminal() -> None:
+    """A suite started in the background (``pytest &`` in a script) runs with SIGINT ignored, and so
+    would the command (which keeps it ignored, as nohup wants): start it as from a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int | None, str, bool]:
     """Start the command in its own process group; once ``when`` ("workers": its first worker process
     exists; "imports": msgspec is mapped) and ``delay`` seconds more, SIGINT the group. The exit code
     (None: still running after BOUND, then killed), stderr, and whether the signal was sent."""
     proc = subprocess.Popen(_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp), cwd=tmp,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         start = time.monotonic()
         while proc.poll() is None and time.monotonic() - start < BOUND:
