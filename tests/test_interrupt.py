@@ -152,3 +152,43 @@ def test_ctrl_c_while_the_command_loads(big_input: Path, tmp_path: Path, delay: 
     assert again.returncode == 0, again.stderr
     fsck = _run(["--ledger", str(tmp_path / "L"), "fsck"], tmp_path)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+def _half_a_result(marker: str) -> int:
+    """On a worker: what a worker killed while it sends a big result leaves behind — the start of a
+    message in the result pipe (its header announces 1 MiB, 10 bytes follow) — then nothing more."""
+    import gc
+    import multiprocessing.queues
+    import struct
+
+    for obj in gc.get_objects():
+        if isinstance(obj, multiprocessing.queues.SimpleQueue):  # the pool's result queue
+            os.write(obj._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 10)
+    Path(marker).touch()
+    time.sleep(3600)
+    return 0
+
+
+def test_a_stopped_run_does_not_wait_for_a_result_half_written(tmp_path: Path) -> None:
+    """Before: the pool's manager thread waited for the rest of that message for ever (this process
+    holds a write end of the pipe too), and Python's exit joins that thread: bench_interrupt.py saw 2
+    hangs in 50 Ctrl-Cs. Now closing a stopped run's pool kills its workers and closes that write end."""
+    from pithledger.fanout import Fanout
+
+    fan = Fanout.processes(1)
+    marker = tmp_path / "written"
+    stream = fan.stream(_half_a_result)
+    stream.add(str(marker))
+    procs = fan._procs
+    assert procs is not None
+    manager = procs._executor_manager_thread  # type: ignore[attr-defined]
+    results = procs._result_queue  # type: ignore[attr-defined]
+    try:
+        deadline = time.monotonic() + BOUND
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marker.exists()
+        fan.close(abandon=True)  # what using() does when the run raised (Ctrl-C, an error)
+        assert manager is not None and not manager.is_alive()
+    finally:  # a regression fails this test, not the suite's exit (which would join that thread)
+        results._writer.close()
