@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import sys
-from typing import Any
 
 
 def _interrupted_quietly(signum: int, frame: object) -> None:
@@ -14,6 +12,23 @@ def _interrupted_quietly(signum: int, frame: object) -> None:
     nothing is half-done, so the process ends at once, as a command interrupted does."""
     os.write(2, b"interrupted\n")
     os._exit(130)
+
+
+def _launched_as_command() -> bool:
+    """This package is being imported by the console script (``pithledger``, whose wrapper imports
+    it, then calls :func:`main`) or by ``python -m pithledger.cli`` (argv[0] is "-m" while the module
+    is looked up): not by a program that uses it in-process, whose signal handlers are its own."""
+    first = sys.argv[0] if sys.argv else ""
+    return first == "-m" or os.path.basename(first).split(".")[0] in ("pithledger", "pithledger-script")
+
+
+# At once, before this module's other imports (take_interrupts() below does the rest): a Ctrl-C in
+# them printed a KeyboardInterrupt traceback (bench/bench_interrupt.py, under load).
+if _launched_as_command() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+    signal.signal(signal.SIGINT, _interrupted_quietly)
+
+import atexit  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 #: This process is the command line (the console script, ``python -m pithledger.cli``, or main()):
@@ -59,14 +74,6 @@ def _set_sigint(handler: Any) -> None:
         signal.signal(signal.SIGINT, handler)
     except ValueError:  # pragma: no cover - off the main thread: not ours to set
         pass
-
-
-def _launched_as_command() -> bool:
-    """This package is being imported by the console script (``pithledger``, whose wrapper imports
-    it, then calls :func:`main`) or by ``python -m pithledger.cli`` (argv[0] is "-m" while the module
-    is looked up): not by a program that uses it in-process, whose signal handlers are its own."""
-    first = sys.argv[0] if sys.argv else ""
-    return first == "-m" or os.path.basename(first).split(".")[0] in ("pithledger", "pithledger-script")
 
 
 def main() -> None:
