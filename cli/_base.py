@@ -155,10 +155,19 @@ def emit_error(doc: dict[str, str]) -> None:
     sys.stdout.flush()
 
 
+#: How many _run calls are under way (the root group's, then its command's).
+_running = 0
+
+
 def _run(invoke: Any, ctx: Any) -> Any:
     from pithledger.errors import PithledgerError
 
+    from . import interruptible, quiet_interrupts
+
+    global _running
+    _running += 1
     try:
+        interruptible()  # Ctrl-C is the command's to handle from here: below, not typer's silent Exit(130)
         return invoke(ctx)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
@@ -182,6 +191,10 @@ def _run(invoke: Any, ctx: Any) -> Any:
         if not output_failed(exc):
             raise
         raise typer.Exit(report_output_failure(exc)) from None
+    finally:
+        _running -= 1
+        if not _running:  # the command is over, its message written: what is left is the exit
+            quiet_interrupts()
 
 
 #: What help shows for an option's value when its declaration names no metavar (typer would show

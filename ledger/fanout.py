@@ -24,7 +24,10 @@ The three executors (:data:`Kind`):
   on the first part that needs them; a function that releases the GIL (signature checks) runs its
   first ``threads_first`` parts on N threads, so a small run never pays for a fork, and on threads
   again if the processes are lost or cannot be started. Workers ignore Ctrl-C and die with their
-  parent (:func:`ignore_interrupts`);
+  parent (:func:`ignore_interrupts`); a Ctrl-C while a pool starts waits until it has started
+  (:func:`_held_interrupts`), and closing kills the workers of a stopped run at once, and waits a
+  bounded time for those of a finished one before it kills them (:func:`_stop_processes`), so an
+  interrupted run never hangs on its pool (spec/storage.md §7.1);
 * ``"dask"`` (``--scheduler ADDRESS``): the parts go to a Dask distributed cluster through
   ``Client.submit``; the cluster's workers must have pithledger installed. The writer stays here.
 """
@@ -35,7 +38,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from .errors import DaskMissing, SchedulerUnreachable
@@ -54,6 +57,9 @@ _T = TypeVar("_T", covariant=True)
 CONNECT_TIMEOUT = 10.0
 #: Seconds a part may take on a Dask cluster before it is taken back and done in place.
 TASK_TIMEOUT = 300.0
+#: Seconds closing a fan-out waits for its worker processes to finish their current part and exit,
+#: before it kills them (they hold nothing that needs cleaning up: spec/storage.md §7.1).
+CLOSE_TIMEOUT = 10.0
 #: The most parts a map keeps in flight by default (twice the workers, up to this): what waits in the
 #: writer's memory must not grow with the size of a cluster.
 MAX_AHEAD = 32
@@ -202,7 +208,8 @@ class Fanout:
         if pool is None:
             return None
         try:
-            future = pool.submit(_call, func, part)
+            with _held_interrupts() if _may_start(pool) else nullcontext():  # never leave a pool half-started
+                future = pool.submit(_call, func, part)
         except (BrokenExecutor, RuntimeError):  # a worker process died since: none from now on
             self._lose()
             return self._start(func, part, threads_first=threads_first)
@@ -230,8 +237,8 @@ class Fanout:
         """A worker was lost: no processes (or cluster) for this fan-out from now on."""
         self.lost = True
         if self._procs is not None:
-            self._procs.shutdown(wait=False, cancel_futures=True)
-            self._procs = None
+            procs, self._procs = self._procs, None
+            _stop_processes(procs, wait=False)
         self._no_procs = True
 
     def _processes(self) -> ProcessPoolExecutor | None:
@@ -264,7 +271,8 @@ class Fanout:
             procs = self._processes()
             if procs is not None:
                 try:  # with fork, the first task starts every worker process, before it returns
-                    procs.submit(int)
+                    with _held_interrupts():
+                        procs.submit(int)
                 except (RuntimeError, OSError):  # pragma: no cover - cannot start them now: they start when needed
                     pass
 
@@ -280,13 +288,15 @@ class Fanout:
         procs = self._procs
         return sorted(getattr(procs, "_processes", None) or ()) if procs is not None else []
 
-    def close(self) -> None:
+    def close(self, *, abandon: bool = False) -> None:
+        """End the executors. ``abandon``: the run stopped (Ctrl-C, an error), so the parts its
+        workers are on are not wanted: they are killed at once rather than waited for."""
         if self._threads is not None:
-            self._threads.shutdown()
+            self._threads.shutdown(cancel_futures=abandon)
             self._threads = None
         if self._procs is not None:
-            self._procs.shutdown(cancel_futures=True)
-            self._procs = None
+            procs, self._procs = self._procs, None
+            _stop_processes(procs, abandon=abandon)
         if self._client is not None:
             try:
                 self._client.close(timeout=CONNECT_TIMEOUT)
@@ -297,8 +307,8 @@ class Fanout:
     def __enter__(self) -> Fanout:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(abandon=kind is not None)
 
 
 _END: Any = object()
@@ -363,12 +373,119 @@ def using(fanout: Fanout) -> Iterator[Fanout]:
     saved, _current = _current, fanout
     try:
         yield fanout
-    finally:
+    except BaseException:
         _current = saved
-        fanout.close()
+        fanout.close(abandon=True)
+        raise
+    _current = saved
+    fanout.close()
 
 
 # --- worker processes --------------------------------------------------------------------------------
+
+
+@contextmanager
+def _held_interrupts() -> Iterator[None]:
+    """Within it, a Ctrl-C (SIGINT) is held, and raised as KeyboardInterrupt once it ends: around the
+    start of a pool, whose workers are forked one by one and then given a manager thread.
+
+    Interrupted halfway (issue #31), ProcessPoolExecutor is left with workers but no manager thread:
+    nothing ever sends them their stop, and multiprocessing's exit handler waits for them for ever.
+    And a KeyboardInterrupt raised in an at-fork hook of the parent (logging's) is printed and dropped,
+    so the run went on as if never interrupted. So the parent's handler only notes the signal here;
+    and the signal is blocked in this thread, so every child is born with it blocked (fork and spawn
+    both keep the mask) until its initializer ignores it (:func:`ignore_interrupts`) — a worker never
+    sees a Ctrl-C meant for its parent, whenever it came. Off the main thread (no handler can be set
+    there, and no KeyboardInterrupt is raised there) only the mask applies."""
+    import signal
+
+    # None: a handler set outside Python, which could not be put back: only the mask then
+    on_main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None
+    held: list[int] = []
+    previous: Any = None
+    if on_main:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    masks = hasattr(signal, "pthread_sigmask")  # not on Windows (spawn only: the handler alone)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else set()
+    try:
+        yield
+    finally:
+        if masks:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C pending on this thread is noted now
+        if on_main:
+            signal.signal(signal.SIGINT, previous)
+            if held:  # now, to whatever handled it before (KeyboardInterrupt, by default)
+                signal.raise_signal(signal.SIGINT)
+
+
+def _may_start(pool: Any) -> bool:
+    """Whether a submit to ``pool`` (of processes or threads) may start workers: not all of them run
+    yet, or a process pool has no manager thread yet. Only those submits hold Ctrl-C (it costs tens
+    of microseconds, and a run submits a part per bundle). A pool of another shape: yes."""
+    running = getattr(pool, "_processes", None)
+    if running is None:
+        running = getattr(pool, "_threads", None)
+    limit = getattr(pool, "_max_workers", None)
+    if running is None or not isinstance(limit, int) or len(running) < limit:
+        return True
+    return getattr(pool, "_executor_manager_thread", False) is None
+
+
+def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, abandon: bool = False,
+                    timeout: float = CLOSE_TIMEOUT) -> None:
+    """Shut ``pool`` down: its queued parts dropped, its workers told to stop after their current
+    part; ``wait``: wait at most ``timeout`` seconds for that, then kill what is left and reap it;
+    ``abandon``: kill them at once (the parts they are on, and those already queued to them, which
+    no cancel recalls, would only delay a stopped run's exit by seconds).
+
+    A bound, not a wait for ever: a worker is never joined unboundedly by this process (or by
+    multiprocessing's exit handler, which joins every child it started), whatever state the pool
+    was left in. Killing one loses nothing: its part is not needed any more."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    if not wait:
+        return
+
+    def kill() -> None:
+        for proc in workers:
+            proc.kill()  # a worker the manager has reaped already is skipped
+        # A worker killed while it wrote a result leaves half a message in the result pipe, and the
+        # manager thread would wait for the rest for ever (concurrent.futures' exit handler joins
+        # it: found by bench_interrupt.py), since this process holds a write end of that pipe too.
+        # Closed, the pipe ends: the manager reads EOF, counts the pool broken, reaps and returns.
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            writer.close()
+
+    if manager is not None:  # it sends each worker its stop, then joins (reaps) them: the one waiter
+        if abandon:
+            _dropped_cancelled(manager)
+            kill()
+        manager.join(timeout)
+        if manager.is_alive():
+            kill()
+            manager.join(timeout)  # SIGKILL cannot be refused (bounded all the same)
+    else:  # never told to stop (no manager to tell them): nothing to wait for
+        kill()
+        for proc in workers:
+            proc.join(timeout)
+
+
+def _dropped_cancelled(manager: threading.Thread, bound: float = 1.0) -> None:
+    """Wait (at most ``bound`` s) until the pool's manager thread, woken by shutdown(), has dropped
+    the parts cancelled meanwhile: a worker killed before that has it mark every part it still holds
+    broken, a cancelled one too, which raises InvalidStateError in that thread and prints its
+    traceback (Python 3.11; seen by bench/bench_interrupt.py)."""
+    import time
+
+    deadline = time.monotonic() + bound
+    while manager.is_alive() and time.monotonic() < deadline:
+        items = getattr(manager, "pending_work_items", None)
+        if not isinstance(items, dict) or not any(item.future.cancelled() for item in list(items.values())):
+            return
+        time.sleep(0.002)
 
 
 def ignore_interrupts(deathsig: bool = True) -> None:
@@ -381,7 +498,9 @@ def ignore_interrupts(deathsig: bool = True) -> None:
     ``deathsig``: the pool was started on the main thread (see :func:`_exit_with_parent`)."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # also drops a Ctrl-C held pending since the fork
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # born blocked: see _held_interrupts
     _exit_with_parent(deathsig)
 
 
