@@ -2,78 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
+# First, before the other imports: its Ctrl-C handler is set as it loads (cli/_signals.py).
+from ._signals import _launched_as_command, quiet_interrupts, take_interrupts  # noqa: I001
 
-
-def _interrupted_quietly(signum: int, frame: object) -> None:
-    """SIGINT while no command runs (its imports, or the exit after it): nothing is open and
-    nothing is half-done, so the process ends at once, as a command interrupted does."""
-    os.write(2, b"interrupted\n")
-    os._exit(130)
-
-
-def _launched_as_command() -> bool:
-    """This package is being imported by the console script (``pithledger``, whose wrapper imports
-    it, then calls :func:`main`) or by ``python -m pithledger.cli`` (argv[0] is "-m" while the module
-    is looked up): not by a program that uses it in-process, whose signal handlers are its own."""
-    first = sys.argv[0] if sys.argv else ""
-    return first == "-m" or os.path.basename(first).split(".")[0] in ("pithledger", "pithledger-script")
-
-
-# At once, before this module's other imports (take_interrupts() below does the rest): a Ctrl-C in
-# them printed a KeyboardInterrupt traceback (bench/bench_interrupt.py, under load).
-if _launched_as_command() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-    signal.signal(signal.SIGINT, _interrupted_quietly)
-
-import atexit  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 from typing import Any  # noqa: E402
-
-
-#: This process is the command line (the console script, ``python -m pithledger.cli``, or main()):
-#: its SIGINT handling is ours. Not so for a program that runs the typer app in-process.
-_owns_sigint = False
-
-
-def take_interrupts() -> None:
-    """The command line owns Ctrl-C in this process; quiet until a command runs (issue #31).
-    A Ctrl-C ignored by whoever started the process (``nohup``, ``cmd &`` in a script) stays ignored."""
-    global _owns_sigint
-    try:
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            return
-    except ValueError:  # pragma: no cover - off the main thread
-        return
-    if not _owns_sigint:
-        _owns_sigint = True
-        # Registered first, so it runs last of the exit handlers (after the pools' joins, which a
-        # Ctrl-C still cuts short): from there Python's own teardown, which puts SIGINT back to its
-        # default before it is done, would end silently killed by SIGINT instead of with the exit code.
-        atexit.register(_set_sigint, signal.SIG_IGN)
-    quiet_interrupts()
-
-
-def quiet_interrupts() -> None:
-    """Until a command runs, and again once it has finished, Ctrl-C ends the process quietly (exit
-    130, `interrupted`), never with a KeyboardInterrupt traceback out of an import, out of argument
-    parsing (typer turns it into a silent exit 130 there) or out of an exit handler (issue #31)."""
-    _set_sigint(_interrupted_quietly)
-
-
-def interruptible() -> None:
-    """From here (cli/_base.py _run) a Ctrl-C is a KeyboardInterrupt, which the command in progress
-    handles: it stops where it is consistent, names what it did, exits 130."""
-    _set_sigint(signal.default_int_handler)
-
-
-def _set_sigint(handler: Any) -> None:
-    if not _owns_sigint:
-        return
-    try:
-        signal.signal(signal.SIGINT, handler)
-    except ValueError:  # pragma: no cover - off the main thread: not ours to set
-        pass
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ _running = 0
 def _run(invoke: Any, ctx: Any) -> Any:
     from pithledger.errors import PithledgerError
 
-    from . import interruptible, quiet_interrupts
+    from ._signals import interruptible, quiet_interrupts
 
     global _running
     _running += 1

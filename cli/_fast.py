@@ -56,7 +56,7 @@ def try_state(argv: list[str]) -> int | None:
 
     ledger_path = option if option is not None else default_ledger_path()
     try:
-        from . import interruptible
+        from ._signals import interruptible
 
         interruptible()  # as a command's _run does (cli/_base.py)
         try:  # a handle that reads stored states alone: no import of the merge algorithm or the writer's code

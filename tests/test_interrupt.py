@@ -44,10 +44,10 @@ def _command() -> list[str]:
 @pytest.fixture(scope="module")
 def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """~11 MB of really signed events: more than two 4 MiB regions, so apply checks them on its pool."""
-    from pithledger.bundle import write_bundle
-    from pithledger.canonical import canonical_bytes
-    from pithledger.events import make_event
-    from pithledger.keys import LocalKey
+    from pithledger.records.bundle import write_bundle
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import make_event
+    from pithledger.records.keys import LocalKey
 
     key = LocalKey(name="interrupt", seed=hashlib.sha256(b"interrupt test key").digest())
     text = " ".join(f"finding {i} of the reproduction notes." for i in range(60))  # ~2 KB an event
