@@ -8,7 +8,7 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -147,6 +147,11 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | 
 
 
 def write_file_atomically(path: Path, data: bytes) -> None:
+    """:func:`write_chunks_atomically` of one chunk."""
+    write_chunks_atomically(path, [data])
+
+
+def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
     """Write to a temporary file beside ``path`` and rename it: readers never see half a file. The file
     gets the mode ``open()`` would give it: a file it replaces keeps its mode, a new one gets 0666 less
     the umask (spec/serve.md §7)."""
@@ -168,11 +173,14 @@ def write_file_atomically(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             if existing is not None and stat.S_ISREG(existing.st_mode):
                 os.fchmod(fh.fileno(), stat.S_IMODE(existing.st_mode))
-            fh.write(data)
+            for chunk in chunks:  # streamed: memory holds one chunk at a time
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:  # the chunks' producer failing too: no half file is left
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if not isinstance(exc, OSError):
+            raise
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None

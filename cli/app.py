@@ -660,15 +660,25 @@ def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID",
 @command(cls=Command)
 def export(
     ctx: typer.Context,
-    ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form.")],
+    ident: Annotated[Optional[str], typer.Argument(metavar="ID", help="Any identifier form.", show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every record's bundle instead of one record's (the whole ledger, streamed).")] = False,
 ) -> None:
     """Write the record's bundle (its events as received), then one bundle per record citing it.
 
     JSON lines: applied to an empty ledger, they reproduce the record's state exactly. The citing
-    bundles carry only the standing citations of this record (spec/storage.md §5).
+    bundles carry only the standing citations of this record (spec/storage.md §5). With --all (no ID):
+    every record's bundle, which applied to an empty ledger gives the same digest.
     """
     from pithledger.records.canonical import canonical_bytes
+
+    if every == (ident is not None):
+        raise UsageProblem("give an ID or --all, not both" if every else "give an ID, or --all for every record")
+    if ident is None:
+        from ._backup import export_all
+
+        export_all(ctx, output)
+        return
 
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
@@ -740,9 +750,10 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
         raise typer.Exit(1)
 
 
-from . import _mirrors, _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
+from . import _backup, _mirrors, _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
 
 _mirrors.command.register(app)  # digest, publish, sync, pull, audit, serve, submit, metadata, latex
 
 _tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log
 _witness.command.register(app)  # witness, check-evidence
+_backup.command.register(app)  # backup

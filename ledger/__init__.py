@@ -28,6 +28,7 @@ _WHERE = {
     "apply": "pithledger.api", "apply_bytes": "pithledger.api", "ApplyReport": "pithledger.ingest.apply",
     "ApplyProgress": "pithledger.ingest.apply",
     "resolve": "pithledger.api", "state": "pithledger.api", "state_document": "pithledger.api", "export": "pithledger.api",
+    "export_all": "pithledger.api", "backup": "pithledger.api",
     "verify_bundle": "pithledger.api", "Verdict": "pithledger.records.events",
     "publish": "pithledger.api", "sync": "pithledger.api", "pull": "pithledger.api", "audit_mirrors": "pithledger.api",
     "AuditResult": "pithledger.audit", "verify_proof": "pithledger.api", "Inclusion": "pithledger.tlog.proofs",
@@ -40,7 +41,8 @@ __all__ = ["__version__", *_WHERE]
 
 if TYPE_CHECKING:
     from pithledger import errors as errors
-    from pithledger.api import (apply as apply, apply_bytes as apply_bytes, audit_mirrors as audit_mirrors, export as export,
+    from pithledger.api import (apply as apply, apply_bytes as apply_bytes, audit_mirrors as audit_mirrors, backup as backup,
+                                export as export, export_all as export_all,
                                 open_ledger as open_ledger, publish as publish, pull as pull, resolve as resolve,
                                 state as state, state_document as state_document, sync as sync,
                                 verify_bundle as verify_bundle, verify_proof as verify_proof)

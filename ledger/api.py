@@ -123,6 +123,33 @@ def export(ledger: Ledger | str | Path, ident: str) -> bytes:
         return b"".join(canonical_bytes(b) + b"\n" for b in [*opened.export_parts(subject), *opened.inbound_bundles(subject)])
 
 
+def export_all(ledger: Ledger | str | Path) -> Iterator[bytes]:
+    """Every record's bundle as JSON lines (``pithledger export --all``): its valid events as received,
+    then its unverified copies, record by record from one snapshot; applied to an empty ledger they give
+    the same ``digest``. Streams (memory does not grow with the ledger): consume it in one thread. A path
+    ledger's pending derivation is finished first (as ``digest`` does); an open handle must have none."""
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.store import Ledger, open_settled
+
+    with ExitStack() as stack:
+        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+        for bundle in opened.export_all():
+            yield canonical_bytes(bundle) + b"\n"
+
+
+def backup(ledger: str | Path, dest: str | Path) -> dict[str, Any]:
+    """Copy the ledger directory ``ledger`` to ``dest``, which must not exist (``pithledger backup DEST``):
+    one consistent snapshot while other processes write (compacted; its pending derivation copied as
+    pending), its sidecars and remembered checkpoints, verified (spec/storage.md §9), then renamed into
+    place; restoring is using ``dest`` as a ledger directory. Returns what it copied (``events``,
+    ``pending``, ``tlog_size``, ``bytes``, ...). Raises :class:`~pithledger.errors.BackupExists`, or
+    :class:`~pithledger.errors.BackupFailed` (a full disk: nothing is left at ``dest``). A path only: LMDB
+    allows one handle per process, and the copy is opened to be verified."""
+    from pithledger.store.backup import backup as backup_ledger
+
+    return backup_ledger(Path(ledger), Path(dest))
+
+
 def verify_bundle(bundle: bytes | Mapping[str, Any]) -> list[Verdict]:
     """Check one bundle offline, nothing written (``pithledger verify FILE``): the
     :class:`~pithledger.records.events.Verdict` of each of its events (``status``: valid, invalid or

@@ -260,6 +260,17 @@ class LedgerFull(LedgerError):
     hint = "free disk space (the batch was not written; the ledger is as before) and run the same command again"
 
 
+class BackupExists(CannotWrite):
+    code = "backup-exists"
+    hint = "give a path that does not exist yet: a backup never replaces anything (remove or move the old one first)"
+
+
+class BackupFailed(LedgerError):
+    code = "backup-failed"
+    hint = ("nothing was left at the destination and the ledger is unchanged: free space there if the disk is full "
+            "(a backup needs about the size of the ledger's data.mdb), then run the same command again")
+
+
 class DerivationPending(PithledgerError):
     code = "derivation-pending"
     hint = ("an apply or sync is running on this ledger, or one was interrupted: wait for it, or finish the work with "

@@ -7,3 +7,5 @@ MERGE_VERSION = "pithledger-merge-v2"
 #: The transparency log's two databases (spec/storage.md §2.2, ledger/store/tlog_tables.py).
 TLOG_ENTRIES_DB = b"tlog"
 TLOG_HASHES_DB = b"tlogh"
+#: The ledger's memory of the checkpoints it saw, per origin (spec/transparency.md §6.4), a directory in it.
+CHECKPOINTS_DIR = "checkpoints"

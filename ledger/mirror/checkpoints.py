@@ -23,6 +23,7 @@ from pithledger.tlog import merkle
 from pithledger.tlog import witness as w
 from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, as_deadline, check_relative, check_url, http_get, read_file
 from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.layout import CHECKPOINTS_DIR
 from pithledger.errors import (BadCheckpoint, BadRequest, BadVerifierKey, DamagedMemory, Inconsistent, LogFork, LogKeyChanged,
                                NotVerified, NotWitnessed, OriginBusy, PithledgerError, SourceError, SourceFileMissing, UnknownLog,
                                UnsupportedKeyType)
@@ -35,7 +36,7 @@ CHECKPOINT_NAME = "checkpoint"
 MAX_CHECKPOINT = 64 * 1024
 #: A tile is at most 256 hashes of 32 bytes; an entry bundle 256 entries of 64 KiB.
 MAX_TILE = 256 * (2 + 0xFFFF)
-MEMORY_DIR = "checkpoints"
+MEMORY_DIR = CHECKPOINTS_DIR  # (ledger/layout.py: backup copies it too)
 MEMORY_TYPE = "pithledger_seen_checkpoint"
 
 

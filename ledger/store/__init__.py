@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 #: parts named like a function the package offers: the name stays the function's (as before the split),
 #: though the import system sets the part of that name on the package when it loads it
-_SHADOWED = frozenset({"rebuild"})
+_SHADOWED = frozenset({"rebuild", "backup"})
 
 
 def _load() -> types.ModuleType:

@@ -17,10 +17,11 @@ from .lookup import StatePending, StateReader, _Candidate, _choose
 from .log import Batch, BatchWithdrawn, MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD, _rejection
 from .fsck import _NAMED_MISCOUNTS, _fsck_log_part, _fsck_state_part, _usage_text, _verdict_key
 from .ledger import Ledger, open_settled
+from .backup import backup
 from .rebuild import _REBUILT_MARK, _copy_db, _copy_sidecars, _old_events, _tally, rebuild
 
 __all__ = [
-    "Batch", "BatchResult", "StatePending", "StateReader", "BatchWithdrawn", "Copy", "DEFAULT_MAP_SIZE", "EvidenceEntry", "EvidenceLimits",
+    "Batch", "BatchResult", "backup", "StatePending", "StateReader", "BatchWithdrawn", "Copy", "DEFAULT_MAP_SIZE", "EvidenceEntry", "EvidenceLimits",
     "LAYOUT_VERSION", "Ledger", "LogEntry", "MAX_EXTRA_BYTES", "MAX_EXTRA_PER_RECORD", "Rejection", "StoreTuning",
     "Usage", "_Candidate", "_CurrentView", "_DBS",
     "_Derived", "_IndexView", "_Inputs", "_NAMED_MISCOUNTS", "_NEW_LEDGER_MAY_HOLD",

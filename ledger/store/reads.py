@@ -127,6 +127,27 @@ class _Reads(_PendingWork):
         )
         return [first] + [write_bundle(subject, chunk) for chunk in chunks[1:]]
 
+    def export_all(self) -> Iterator[dict[str, Any]]:
+        """Every record's bundles, as :meth:`export_parts` cuts them (its valid events, then its unverified
+        copies), in Pith Number order, then a bundle of the unverified copies of each record this ledger
+        holds no valid event of; all read in one snapshot, one record at a time (memory does not grow with
+        the ledger). A record's citations are its own events, so each event is written once, and the
+        lines applied to an empty ledger give the same digest (spec/storage.md §5). Consume it in the
+        thread that began it: the snapshot is that thread's."""
+        self._pending_dbs()  # (opened before the snapshot's transaction begins)
+        with self.snapshot():
+            with self._begin() as txn:
+                for key in txn.cursor(db=self.db[b"subject"]).iternext_nodup(keys=True, values=False):
+                    yield from self.export_parts(bytes(key).decode())
+                for key in txn.cursor(db=self.db[b"evsubj"]).iternext_nodup(keys=True, values=False):
+                    subject = bytes(key).decode()
+                    if txn.get(key, db=self.db[b"subject"]) is not None:
+                        continue
+                    copies = [_json_decoder.decode(held.event) for _, held in self._evidence(txn, subject)
+                              if held.verdict.status == "unverified"]
+                    if copies:
+                        yield write_bundle(subject, copies)
+
     def lacking(self, event_ids: Iterable[str]) -> list[str]:
         """The ids among ``event_ids`` that this ledger holds no valid event under."""
         with self._begin() as txn:
