@@ -335,3 +335,21 @@ def test_the_client_address_rule() -> None:
         Proxies("10.0.0.0/33")
     assert Proxies("*").trusts("203.0.113.1") and not Proxies("*").trusts("?") and not Proxies("").trusts("127.0.0.1")
     assert escaped('a"b\\c\n\x1b\u202e') == "a\\x22b\\x5cc\\x0a\\x1b\\u202e"
+
+
+def test_metrics_name_each_logged_source_and_when_sync_last_checked_it(ledger: tuple[Path, Path]) -> None:
+    tmp, base = ledger
+    assert pl(tmp, "keys", "new", "opslog").returncode == 0
+    out = pl(tmp, "--ledger", str(base), "publish", str(tmp / "site"), "--key", "opslog", "--origin", "example.org/ops")
+    assert out.returncode == 0, out.stderr
+    follower = tmp / "follower"
+    out = pl(tmp, "--ledger", str(follower), "sync", str(tmp / "site"))
+    assert out.returncode == 0, out.stderr
+    assert list((follower / "checkpoints").glob("*.json"))  # what sync remembered of the source's log
+    srv = Server(follower, tmp)
+    try:
+        samples = [s for s in srv.metrics().get("pithledger_source_last_success_timestamp_seconds", [])]
+        assert [s.labels for s in samples] == [{"source": str(tmp / "site")}]
+        assert samples[0].value > 1.7e9
+    finally:
+        srv.stop()
