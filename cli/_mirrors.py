@@ -411,16 +411,25 @@ def serve(
     post_total_rate: Annotated[float, typer.Option("--post-total-rate", metavar="N", min=0.001, help="--accept-events: POSTs per second from all clients (burst: twice that).")] = 200.0,
     post_wait: Annotated[float, typer.Option("--post-wait", metavar="SECONDS", min=0.05, max=600, help="--accept-events: how long a POST waits for the ledger's write lock (another process's apply) before 503.")] = 5.0,
     witness_config: Annotated[Optional[Path], typer.Option("--witness", metavar="CONFIG", help="Also be a witness (C2SP tlog-witness) of the logs of CONFIG at POST /add-checkpoint (spec/transparency.md §6).")] = None,
+    access_log: Annotated[str, typer.Option("--access-log", metavar="FILE", help="Append one line per request (and per POSTed event) to FILE; '-': stderr (spec/serve.md §9.3).")] = "-",
+    forwarded_allow_ips: Annotated[str, typer.Option("--forwarded-allow-ips", metavar="IPS", help="Comma-separated proxy addresses or networks (CIDR) whose X-Forwarded-For / Forwarded names the client, for the rate limits and the log (spec/serve.md §9.1); '*' trusts every peer.")] = "",
 ) -> None:
     """Serve the ledger over HTTP: record pages, Pith's JSON paths, a resolver for any ID form.
 
     Paths (spec/serve.md): /pith/<suffix> (HTML, or the record JSON for Accept: application/ld+json),
     /pith/<suffix>/bundle.json, /pith/<suffix>/state.json, /pith/<suffix>/events.json,
     /.well-known/pith/<suffix>/bundle.json, /resolve?id=ID, /pith-mirrors.json, /pith-signing-key.json,
-    /digest.json, /events.json. It reads while `apply` writes in another process.
+    /digest.json, /events.json, /healthz, /metrics. It reads while `apply` writes in another process.
+    One access-log line per request on stderr (or --access-log FILE).
     """
     from pithledger.records.keys import public_key_doc
+    from pithledger.web.ops import Proxies
     from pithledger.web.serve import run
+
+    try:
+        Proxies(forwarded_allow_ips)
+    except ValueError as exc:
+        raise UsageProblem(f"--forwarded-allow-ips: {exc}", hint="e.g. --forwarded-allow-ips 127.0.0.1,10.0.0.0/8") from None
 
     if base_url and not base_url.startswith(("http://", "https://")):
         raise UsageProblem(f"--base-url {base_url!r} is not an http(s) URL", hint="e.g. --base-url https://mirror.example.org")
@@ -450,7 +459,7 @@ def serve(
 
         witness = Witness.from_config(load_config(witness_config), _store(key_dir))
     run(settings(ctx).ledger, host=host, port=port, base_url=base_url, name=name, mirror_key=mirror_key, quiet=settings(ctx).quiet,
-        accept_events=limits, log=log, witness=witness)
+        accept_events=limits, log=log, witness=witness, access_log=access_log, forwarded_allow_ips=forwarded_allow_ips)
 
 
 @command(cls=Command)

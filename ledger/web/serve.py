@@ -25,6 +25,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from pithledger.render import pages
 from pithledger.render import record_doc
 from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle
 from pithledger.web.actions import Limits as PostLimits
+from pithledger.web.ops import AccessLog, Ops, Proxies, health, open_log
 from pithledger.audit import DEPTH, DIGEST_VERSION
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import MetadataStore
@@ -172,7 +174,7 @@ class Site:
 
     def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
                  mirror_key: dict[str, str] | None = None, accept_events: PostLimits | None = None, builds: int = 2,
-                 log: NoteSigner | None = None, witness: Witness | None = None) -> None:
+                 log: NoteSigner | None = None, witness: Witness | None = None, ops: Ops | None = None) -> None:
         self.actions: Actions | None = None
         self.witness = witness  # serve --witness: POST /add-checkpoint (spec/transparency.md §6.2)
         self.witness_rates = RateLimit(PostLimits()) if witness is not None else None
@@ -194,8 +196,12 @@ class Site:
         self._lock = threading.Lock()  # the caches above: handlers run in worker threads
         #: Record-sized builds at once; the others wait on the event loop, not in a thread.
         self.builds = asyncio.Semaphore(builds)
+        #: Metrics, the access log and the trusted proxies (spec/serve.md §9)
+        self.ops = ops if ops is not None else Ops()
+        self.ops.watch(self.read, self.ledger)
 
     def close(self) -> None:
+        self.ops.log.close()
         self.meta.close()
         if self.actions is not None and not self.actions.close():
             return  # the writer is blocked on another process's write lock: the process exit closes the ledger
@@ -645,6 +651,27 @@ def log_json(request: Request) -> Response:
     return respond(request, _json_body(doc), _JSON)
 
 
+# --- operations (spec/serve.md §9) ---------------------------------------------------------------------
+
+
+@_in_thread()
+def healthz(request: Request) -> Response:
+    """``/healthz``: 200 while the ledger reads (its event count, its last commit), else 503 and why; never cached."""
+    site = _site(request)
+    status, doc = health(site.ledger, site.read)
+    return Response(_json_body(doc), status_code=status, media_type=_JSON,
+                    headers={"cache-control": "no-store", **SECURITY, **({"retry-after": "30"} if status == 503 else {})})
+
+
+@_in_thread()
+def metrics(request: Request) -> Response:
+    """``/metrics``: this server's registry in the Prometheus text format (its own, never the global one)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(_site(request).ops.registry), media_type=CONTENT_TYPE_LATEST,
+                    headers={"cache-control": "no-store", **SECURITY})
+
+
 async def manifest(request: Request) -> Response:
     return respond(request, _json_body(_site(request).manifest()), _JSON, cache=CACHE_STABLE)
 
@@ -793,16 +820,22 @@ async def action(request: Request) -> Response:
     if actions is None:  # pragma: no cover - Guard answers 405 first
         raise HTTPError(405, "method-not-allowed", "this mirror does not accept events")
     kind = request.path_params["kind"]
+    client = request.client.host if request.client else "?"  # the effective client (Guard: spec/serve.md §9.1)
+    subject = "-"
     try:
         if kind not in ACTION_KINDS:
             raise ActionError(404, "not-found", f"no action {kind[:60]!r}; the actions are {', '.join(sorted(ACTION_KINDS))}")
         subject = _suffix_subject(request)
-        client = request.client.host if request.client else "?"
         actions.check_head(client, request.headers.get("content-length"))
         bundle = request_bundle(await read_body(request.stream()), subject, kind)
         answer = await actions.submit(bundle, kind)
     except ActionError as exc:
+        site.ops.refused_submission(client=client, kind=kind, subject=subject, reason=exc.code)
         return error_response(exc.status, exc.code, exc.message, exc.headers)
+    except HTTPError as exc:
+        site.ops.refused_submission(client=client, kind=kind, subject=subject, reason=exc.code)
+        raise
+    site.ops.events(client=client, kind=kind, subject=subject, status=answer.status, body=answer.body)
     body = canonical_bytes(answer.body) + b"\n"
     return Response(body, status_code=answer.status, media_type=_JSON,
                     headers={"cache-control": "no-store", **CORS, **SECURITY, **answer.headers})
@@ -834,7 +867,8 @@ async def server_error(request: Request, exc: Exception) -> Response:
 
 
 class Guard:
-    """Outermost ASGI layer: read-only methods, CORS preflight, bounded request lines."""
+    """Outermost ASGI layer: the effective client address, the access log and request metrics (spec/serve.md
+    §9), read-only methods, CORS preflight, bounded request lines."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -843,6 +877,34 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        ops: Ops = self.app.state.site.ops  # type: ignore[attr-defined]
+        started_at = time.perf_counter()
+        peer = str(scope["client"][0]) if scope.get("client") else "?"
+        # computed once, here: the rate limits (request.client) and the log read it (spec/serve.md §9.1)
+        client = ops.proxies.client(peer, scope.get("headers") or ())
+        if client != peer:
+            scope["client"] = (client, 0)
+        answered = [0, 0]  # status, body bytes
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answered[0] = int(message["status"])
+            elif message["type"] == "http.response.body":
+                answered[1] += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self._answer(scope, receive, counted)
+        finally:
+            route = scope.get("route")
+            raw = scope.get("raw_path") or scope.get("path", "").encode()
+            query = scope.get("query_string") or b""
+            path = (raw + (b"?" + query if query else b"")).decode("latin-1")
+            ops.request(client=client, peer=peer, method=str(scope.get("method", "")), path=path,
+                        route=getattr(route, "path", None) or "unmatched", status=answered[0], size=answered[1],
+                        seconds=time.perf_counter() - started_at)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
         if method == "OPTIONS":
             # an action path of a server accepting events also takes POST, so a page on another site may submit
@@ -883,6 +945,8 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith-mirrors.json", manifest),
         Route("/pith-signing-key.json", signing_key),
         Route("/digest.json", digest),
+        Route("/healthz", healthz),
+        Route("/metrics", metrics),
         Route("/events.json", log_json),
         Route("/pith/{suffix}/state.json", state_json),
         Route("/pith/{suffix}/bundle.json", bundle_json),
@@ -1046,7 +1110,7 @@ class _Lingering(asyncio.Transport):
         return self.real.get_protocol()
 
 
-def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
+def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ``base`` with bounds it lacks: a deadline for a request head to arrive,
     a cap on a head's bytes counted as they arrive (before the parser accumulates them: httptools
     concatenates a header value chunk by chunk, quadratic in its length), a deadline for a stalled
@@ -1055,8 +1119,15 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
     so it does not count against anybody else (uvicorn's own ``limit_concurrency`` counts every open
     connection, so one client holding many made every other client's requests 503). And a lingering close
     (``Limits.linger_time``): uvicorn is given a :class:`_Lingering` transport, so every close it asks for
-    while a request's body is still arriving half-closes and drains, bounded, instead of resetting."""
+    while a request's body is still arriving half-closes and drains, bounded, instead of resetting.
+    ``ops``: its trusted proxies are exempt from the per-address cap (their connections carry many clients';
+    the total cap still holds them), and every answer of the guard is counted and logged (spec/serve.md §9)."""
     held: dict[str, int] = {}
+    trusted = ops.proxies.trusts if ops is not None and ops.proxies else (lambda host: False)
+
+    def refused(peer: str | None, code: str, status: int) -> None:
+        if ops is not None:
+            ops.guard_refused(peer or "?", code, status)
     admitted = [0]
     stopping = [False]  # the server stops (shutdown() was called): a lingering close that starts now ends at once
 
@@ -1080,9 +1151,10 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:
             peer = transport.get_extra_info("peername")
             host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-            if held.get(host, 0) >= limits.per_client or admitted[0] >= limits.total:
+            mine = held.get(host, 0) >= limits.per_client and not trusted(host)
+            if mine or admitted[0] >= limits.total:
                 self._refused = True
-                mine = held.get(host, 0) >= limits.per_client
+                refused(host, "too-many-connections", 503)
                 _refuse(transport, "too-many-connections",
                         f"this client holds {limits.per_client} connections to this mirror already" if mine else
                         f"this mirror holds {limits.total} connections already: try again shortly")
@@ -1286,11 +1358,13 @@ def guarded(base: type[Any], limits: Limits) -> type[asyncio.Protocol]:
             else:
                 message = f"the request is over {limits.max_head:,} bytes as sent; only a POST to an action URL carries a body"
             _answer(self._real, 413, "body-too-large", message)
+            refused(self._peer, "body-too-large", 413)
             self._linger()
 
         def _stop(self, code: str, message: str, status: int) -> None:
             self._disarm()
             self._refused = True
+            refused(self._peer, code, status)
             if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
                 self.transport.close()
                 return
@@ -1327,19 +1401,28 @@ def _answer(transport: asyncio.Transport, status: int, code: str, message: str) 
 
 def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
         mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools", limits: Limits = Limits(),
-        accept_events: PostLimits | None = None, log: NoteSigner | None = None, witness: Witness | None = None) -> None:
+        accept_events: PostLimits | None = None, log: NoteSigner | None = None, witness: Witness | None = None,
+        access_log: str = "-", forwarded_allow_ips: str = "") -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
-    ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python)."""
+    ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python).
+    ``access_log``: ``-`` (stderr) or a file appended to; ``forwarded_allow_ips``: the trusted proxies (spec/serve.md §9)."""
     import uvicorn
     from uvicorn.config import HTTP_PROTOCOLS
     from uvicorn.importer import import_from_string
 
-    site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds,
-                log=log, witness=witness)
+    proxies = Proxies(forwarded_allow_ips)  # ValueError: the caller names the option
+    stream = open_log(access_log)  # CannotWrite before anything else starts
+    ops = Ops(proxies=proxies, log=AccessLog(stream))
+    try:
+        site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds,
+                    log=log, witness=witness, ops=ops)
+    except BaseException:
+        ops.log.close()
+        raise
     try:
         sock = bind(host, port)
         site.base_url = (base_url or url_of(sock)).rstrip("/")
-        protocol = guarded(import_from_string(HTTP_PROTOCOLS[http]), limits)
+        protocol = guarded(import_from_string(HTTP_PROTOCOLS[http]), limits, ops)
         # The caps above replace uvicorn's limit_concurrency; h11's own bound is a backstop past ours.
         config = uvicorn.Config(create_app(site), log_level="warning", access_log=False, server_header=False, date_header=True,
                                 proxy_headers=False, lifespan="off", http=protocol, loop="asyncio",
@@ -1353,7 +1436,10 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
             sys.stderr.write(f"serving {ledger_path} at {url_of(sock)}/ ({mode}; Ctrl-C to stop)\n")
             if witness is not None:
                 sys.stderr.write(f"witness key (cosignature/v1): {witness.signer.cosigner.vkey}\n")
-            sys.stderr.flush()
+        if proxies.any:  # a warning, even with --quiet
+            sys.stderr.write("warning: --forwarded-allow-ips '*' believes X-Forwarded-For from every peer: any client can "
+                             "choose its address for the rate limits and the log; list the proxy's address instead\n")
+        sys.stderr.flush()
         server.run(sockets=[sock])
         sock.close()
     finally:
