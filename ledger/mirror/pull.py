@@ -612,9 +612,11 @@ def _leaves_differ(ledger: Ledger, source: Any, numbers: set[str]) -> tuple[set[
     from pithledger.audit import DEPTH
 
     wanted: set[str] = set()
+    by_bucket: dict[str, list[str]] = {}  # so a bucket costs its own records, not every record asked for
     for n in numbers:
         suffix = ids.suffix_of_pith_number(n)
         wanted.update(suffix[:k] for k in range(1, DEPTH + 1))
+        by_bucket.setdefault(suffix[:DEPTH], []).append(n)
     differ: set[str] = set()
     reads = 2
     if ledger.root() == source.root():
@@ -629,11 +631,10 @@ def _leaves_differ(ledger: Ledger, source: Any, numbers: set[str]) -> tuple[set[
             continue
         ours_b, theirs_b = ledger.bucket(prefix), source.bucket(prefix)
         reads += len(ours_b) + len(theirs_b)
-        for n in numbers:
-            if ids.suffix_of_pith_number(n).startswith(prefix):
-                a, b = ours_b.get(n), theirs_b.get(n)
-                if a is None or b is None or a.events != b.events:
-                    differ.add(n)
+        for n in by_bucket.get(prefix, []):
+            a, b = ours_b.get(n), theirs_b.get(n)
+            if a is None or b is None or a.events != b.events:
+                differ.add(n)
     return differ, reads
 
 
