@@ -75,3 +75,30 @@ def _set_sigint(handler: Any) -> None:
         signal.signal(signal.SIGINT, handler)
     except ValueError:  # pragma: no cover - off the main thread: not ours to set
         pass
+
+
+# --- SIGTERM in follow mode (issue #33) ------------------------------------------------------------------
+
+#: SIGTERM arrived while a follow loop ran: the run it ended exits 0, not 130.
+_terminated = False
+
+
+def terminated() -> bool:
+    """Whether a follow loop was told to stop by SIGTERM (its run's KeyboardInterrupt is a clean stop)."""
+    return _terminated
+
+
+def stop_on_sigterm(stop: Any, running: Any) -> Any:
+    """Until the returned callable restores the previous handler: SIGTERM sets ``stop`` (a
+    threading.Event ending the follow loop's wait) and, when ``running()`` says a run is in progress,
+    raises KeyboardInterrupt in it once, so it commits its batch and stops as it does on Ctrl-C."""
+    def on_term(signum: int, frame: object) -> None:
+        global _terminated
+        first = not _terminated
+        _terminated = True
+        stop.set()
+        if first and running():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, previous)

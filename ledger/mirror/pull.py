@@ -40,8 +40,8 @@ from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EV
 from pithledger.records.model import record_ids
 from pithledger.store import Batch, Ledger
 
-__all__ = ["BadManifest", "Manifest", "Mirror", "RateLimit", "Target", "parse_manifest", "pull", "target_of_line",
-           "targets_of_args"]
+__all__ = ["BadManifest", "Manifest", "Mirror", "RateLimit", "Target", "digest_base", "fetch_id_list", "parse_manifest", "pull",
+           "target_of_line", "targets_of_args"]
 
 MANIFEST_FILE = "pith-mirrors.json"
 MANIFEST_TYPE = "pith_mirror_manifest"
@@ -261,6 +261,26 @@ def target_of_line(line: bytes, where: str) -> Target | None:
             raise
         return Target(str(meta["id"]).strip(), where, rid.pith_number, ids.suffix_of_pith_number(rid.pith_number))
     return _target(text, where)
+
+
+#: An ID list read from a URL (``--ids-from URL``): at most this many bytes (as a bundle).
+MAX_ID_LIST = MAX_FETCH
+
+
+def fetch_id_list(url: str, *, timeout: float | None = 30.0, deadline: Deadline | float | None = None) -> bytes:
+    """The body of an ID list at an http(s) URL (one ID or arXiv snapshot line a line, spec/pull.md §2),
+    through the hostile transport: same-origin redirects only, ``timeout`` for the whole request, at
+    most :data:`MAX_ID_LIST` bytes. 404/410 is :class:`SourceFileMissing`; anything else but 200 a
+    :class:`SourceError`. The lines are read by :func:`target_of_line`, as a file's are."""
+    client = Client()
+    try:
+        run = deadline if isinstance(deadline, Deadline) else Deadline(deadline)
+        resp = client.get(url, timeout=timeout, deadline=run, max_bytes=MAX_ID_LIST)
+    finally:
+        client.close()
+    if resp.status != 200:
+        raise SourceFileMissing(f"no ID list at {url}: HTTP {resp.status}", hint="check the URL of the listing")
+    return resp.body
 
 
 def _resolver_query(q: ids.ParsedId) -> str:
@@ -574,13 +594,96 @@ def _local(ledger: Ledger, targets: Iterable[Target]) -> Iterator[Target]:
         yield t
 
 
+def digest_base(manifest: Manifest) -> str | None:
+    """Where the source's pithledger digest tree would be (spec/pull.md §4.1): the directory of its
+    manifest, when its first mirror's bundle pattern lies under that directory (the manifest describes
+    the tree beside it, as ``publish`` and ``serve`` write it); else None (no digest is read)."""
+    first = manifest.mirrors[0].patterns[0]
+    if first.root is not None:
+        return first.root
+    base = manifest.location.rsplit("/", 1)[0]
+    return base if first.template.startswith(base + "/") else None
+
+
+def _leaves_differ(ledger: Ledger, source: Any, numbers: set[str]) -> tuple[set[str], int]:
+    """Of ``numbers`` (held here), those whose record the source's tree lacks or lists with another
+    event root, and the digests read: the walk descends only where the digests differ *and* one of
+    ``numbers`` lies below, so it costs at most the paths to the records asked for."""
+    from pithledger.audit import DEPTH
+
+    wanted: set[str] = set()
+    by_bucket: dict[str, list[str]] = {}  # so a bucket costs its own records, not every record asked for
+    for n in numbers:
+        suffix = ids.suffix_of_pith_number(n)
+        wanted.update(suffix[:k] for k in range(1, DEPTH + 1))
+        by_bucket.setdefault(suffix[:DEPTH], []).append(n)
+    differ: set[str] = set()
+    reads = 2
+    if ledger.root() == source.root():
+        return differ, reads
+    stack = [""]
+    while stack:
+        prefix = stack.pop()
+        if len(prefix) < DEPTH:
+            ours, theirs = ledger.children(prefix), source.children(prefix)
+            reads += len(ours) + len(theirs)
+            stack += [prefix + c for c in set(ours) | set(theirs) if prefix + c in wanted and ours.get(c) != theirs.get(c)]
+            continue
+        ours_b, theirs_b = ledger.bucket(prefix), source.bucket(prefix)
+        reads += len(ours_b) + len(theirs_b)
+        for n in by_bucket.get(prefix, []):
+            a, b = ours_b.get(n), theirs_b.get(n)
+            if a is None or b is None or a.events != b.events:
+                differ.add(n)
+    return differ, reads
+
+
+def _by_digest(ledger: Ledger, manifest: Manifest, todo: list[Target], *, timeout: float | None,
+               deadline: Deadline) -> tuple[list[Target], list[Outcome], str, int]:
+    """(the targets still to fetch, the held ones the source's digests show unchanged, what was read,
+    the digests read): spec/pull.md §4.1.
+
+    A target is left out only when the ledger holds its record and the source's digest tree lists the
+    record with the same event root: the source then advertises exactly the events held here, so its
+    bundle could bring nothing new. Anything else is fetched as before (§3, §4). A source without a
+    readable digest tree — a plain Pith-shaped one, or one whose tree is broken, changes while being
+    walked, or times out — is refreshed as before, and the reason is reported."""
+    from pithledger.mirror.published import Published
+
+    held = {t.number for t in todo if t.number is not None and ledger.record_events(t.number)}
+    if not held:
+        return todo, [], "not read (no record this ledger holds was asked for)", 0
+    base = digest_base(manifest)
+    if base is None:
+        return todo, [], "none (the manifest's first mirror is not beside it)", 0
+    try:
+        source = Published(base, timeout=timeout, deadline=deadline)
+    except SourceFileMissing:
+        return todo, [], "none (a plain Pith-shaped source: no pithledger/digest.json)", 0
+    except SourceError as exc:
+        return todo, [], f"unusable [{exc.code}]: {exc.message[:300]}", 0
+    try:
+        differ, reads = _leaves_differ(ledger, source, held)
+    except SourceError as exc:  # a node missing or not matching its parent, a timeout, ...
+        return todo, [], f"unusable [{exc.code}]: {exc.message[:300]}", 0
+    fetch: list[Target] = []
+    same: list[Outcome] = []
+    for t in todo:
+        if t.number in held and t.number not in differ:
+            same.append(Outcome(t, "unchanged", t.number))
+        else:
+            fetch.append(t)
+    return fetch, same, "used", reads
+
+
 def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connections: int = DEFAULT_CONNECTIONS,
          rate: float = DEFAULT_RATE, timeout: float | None = 30.0, deadline: Deadline | float | None = 3600.0,
          batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES,
          progress: Callable[[dict[str, Any]], None] | None = None, limit: RateLimit | None = None,
-         check: Callable[[bytes], None] | None = None) -> dict[str, Any]:
+         check: Callable[[bytes], None] | None = None, digests: bool = True) -> dict[str, Any]:
     """Fetch the bundles of ``targets`` (None: every record the ledger holds) from the mirrors of
-    SOURCE's manifest and apply them in batches; the report of spec/pull.md §5."""
+    SOURCE's manifest and apply them in batches; the report of spec/pull.md §5. ``digests``: when the
+    source is also a published pithledger tree, skip held records whose leaf there equals ours (§4.1)."""
     if not 1 <= connections <= MAX_CONNECTIONS:
         raise ValueError(f"connections must be 1..{MAX_CONNECTIONS}")
     run = deadline if isinstance(deadline, Deadline) else Deadline(deadline)
@@ -598,12 +701,20 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
     if targets is None:
         targets = [Target(n, "ledger", n, ids.suffix_of_pith_number(n)) for n in ledger.subjects()]
     todo = list(_local(ledger, targets))
+    same: list[Outcome] = []
+    digest_note, digests_read = "not read (--no-digests)", 0
+    if digests:
+        todo, same, digest_note, digests_read = _by_digest(ledger, manifest, todo, timeout=timeout, deadline=run)
     counts: dict[str, Any] = {
         "source": manifest.location, "mirrors": [m.name for m in manifest.mirrors], "mirrors_ignored": list(manifest.ignored),
         "ids": len(todo), "records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0,
         "unchanged": 0, "repeated": 0, "not_published": [], "unresolved": [], "skipped": [], "lying": [], "rejected": [],
         "requests": 0, "connections_opened": 0, "stopped": None, "not_tried": 0,
+        "digest": digest_note, "digests_read": digests_read, "unchanged_by_digest": len(same),
     }
+    for unchanged in same:
+        _count(counts, unchanged)
+    counts["ids"] += len(same)
     cache = PullCache(ledger.path)
     results: queue.Queue[Fetched | Outcome | None] = queue.Queue(maxsize=connections)
     stop = threading.Event()
