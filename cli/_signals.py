@@ -101,4 +101,11 @@ def stop_on_sigterm(stop: Any, running: Any) -> Any:
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        # Once asked to stop, a second SIGTERM is ignored while the process ends: GNU timeout (and a kill of the
+        # process group) delivers it twice, and the second, landing after the previous handler was back, killed the
+        # process on its way to exit 0 (exit 143 under load).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if _terminated else previous)
+
+    return restore
