@@ -12,7 +12,7 @@ Two readings, both pure functions of the bytes (no calendar or Bitcoin node is a
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -168,16 +168,28 @@ _OP_NAMES = {0x08: "sha256", 0x02: "sha1", 0x03: "ripemd160", 0x67: "keccak256",
              0xF0: "append", 0xF1: "prepend"}
 
 
-def _hash(name: str, msg: bytes) -> bytes:
+class Hasher(Protocol):
+    def update(self, data: bytes, /) -> Any: ...
+    def digest(self) -> bytes: ...
+
+
+def hasher(name: str) -> Hasher:
+    """A fresh hasher for one of the proof's hash operations (sha256, sha1, ripemd160, keccak256)."""
     if name == "sha256" or name == "sha1":
-        return hashlib.new(name, msg).digest()
+        return hashlib.new(name)
     if name == "ripemd160":  # not in every OpenSSL build's hashlib, so from the library the reference uses too
         from Cryptodome.Hash import RIPEMD160
 
-        return RIPEMD160.new(msg).digest()
+        return RIPEMD160.new()  # type: ignore[no-any-return, unused-ignore]
     from Cryptodome.Hash import keccak  # Keccak-256 (original padding), not SHA3-256
 
-    return keccak.new(digest_bits=256, data=msg).digest()
+    return keccak.new(digest_bits=256)  # type: ignore[no-any-return, unused-ignore]
+
+
+def _hash(name: str, msg: bytes) -> bytes:
+    h = hasher(name)
+    h.update(msg)
+    return h.digest()
 
 
 def _apply(tag: int, arg: bytes, msg: bytes) -> bytes:
@@ -277,6 +289,7 @@ def _strict_attestation(r: _Reader) -> tuple[tuple[object, ...], Attestation]:
     payload = _Reader(raw)
     kind = _ATTESTATIONS.get(tag)
     att: Attestation
+    key: tuple[object, ...]
     if kind == "pending":
         uri = payload.varbytes(MAX_URI)
         if bad := sorted(set(uri) - URI_CHARS):
@@ -287,7 +300,7 @@ def _strict_attestation(r: _Reader) -> tuple[tuple[object, ...], Attestation]:
         if height > MAX_HEIGHT:
             raise OtsError(f"the claimed {kind or 'ethereum'} block height {height} exceeds {MAX_HEIGHT}")
         if kind == "bitcoin" or kind == "litecoin":
-            att = Attestation(kind=kind, height=height)
+            att = Attestation(kind="bitcoin" if kind == "bitcoin" else "litecoin", height=height)
         else:  # Ethereum: read and checked as the reference does, reported as unknown (as the default reading does)
             att = Attestation(kind="unknown")
         key = (tag, height)
