@@ -750,10 +750,11 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
         raise typer.Exit(1)
 
 
-from . import _backup, _mirrors, _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
+from . import _backup, _mirrors, _ots, _tlog, _witness  # noqa: E402 - their commands come last in --help, after this module's
 
 _mirrors.command.register(app)  # digest, publish, sync, pull, audit, serve, submit, metadata, latex
 
 _tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log
 _witness.command.register(app)  # witness, check-evidence
 _backup.command.register(app)  # backup
+_ots.register(app)  # ots verify

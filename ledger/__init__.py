@@ -32,6 +32,7 @@ _WHERE = {
     "verify_bundle": "pithledger.api", "Verdict": "pithledger.records.events",
     "publish": "pithledger.api", "sync": "pithledger.api", "pull": "pithledger.api", "audit_mirrors": "pithledger.api",
     "AuditResult": "pithledger.audit", "verify_proof": "pithledger.api", "Inclusion": "pithledger.tlog.proofs",
+    "verify_timestamp": "pithledger.api", "TimestampCheck": "pithledger.records.bitcoin",
     "parse_id": "pithledger.records.ids", "ParsedId": "pithledger.records.ids", "record_ids": "pithledger.records.model",
     "RecordIds": "pithledger.records.model",
     "PithledgerError": "pithledger.errors", "errors": "",
@@ -45,10 +46,12 @@ if TYPE_CHECKING:
                                 export as export, export_all as export_all,
                                 open_ledger as open_ledger, publish as publish, pull as pull, resolve as resolve,
                                 state as state, state_document as state_document, sync as sync,
-                                verify_bundle as verify_bundle, verify_proof as verify_proof)
+                                verify_bundle as verify_bundle, verify_proof as verify_proof,
+                                verify_timestamp as verify_timestamp)
     from pithledger.audit import AuditResult as AuditResult
     from pithledger.errors import PithledgerError as PithledgerError
     from pithledger.ingest.apply import ApplyProgress as ApplyProgress, ApplyReport as ApplyReport
+    from pithledger.records.bitcoin import TimestampCheck as TimestampCheck
     from pithledger.records.events import Verdict as Verdict
     from pithledger.records.ids import ParsedId as ParsedId, parse_id as parse_id
     from pithledger.records.model import RecordIds as RecordIds, record_ids as record_ids

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pithledger.errors import PithledgerError
     from pithledger.ingest.apply import ApplyProgress, ApplyReport
     from pithledger.mirror.transport import Deadline
+    from pithledger.records.bitcoin import TimestampCheck
     from pithledger.records.events import Verdict
     from pithledger.records.keys import LocalKey
     from pithledger.store import Ledger
@@ -235,3 +236,34 @@ def verify_proof(proof: bytes, log_key: str) -> Inclusion:
     from pithledger.tlog.proofs import verifier_of, verify_inclusion_document
 
     return verify_inclusion_document(proof, verifier_of(log_key))
+
+
+#: A proof file larger than this is refused unread (spec/events.md §3.1.2): a real proof is a few KiB.
+MAX_OTS_FILE = 8 << 20
+
+
+def verify_timestamp(proof: bytes, headers: Sequence[str], *, digest: bytes | None = None,
+                     file: str | Path | None = None) -> TimestampCheck:
+    """Check a detached OpenTimestamps proof offline against Bitcoin block headers (``pithledger ots verify``):
+    the proof is read as the reference library reads it, must stamp ``digest`` (or the digest of ``file``,
+    hashed with the proof's own hash operation), and one of its Bitcoin attestations must lead to the Merkle
+    root of a given header that carries mainnet's proof of work. ``headers``: ``HEX`` or ``HEIGHT:HEX`` each.
+    Returns what checks (height, hash, time, work per attestation); raises :class:`~pithledger.errors.OtsError`
+    for an unreadable proof, else the :class:`~pithledger.errors.OtsNotVerified` subclass naming why not."""
+    from pithledger.errors import CannotRead
+    from pithledger.records import bitcoin, ots
+
+    if (digest is None) == (file is None):
+        raise ValueError("give the stamped file's digest or the file, one of the two")
+    parsed = [bitcoin.parse_header_arg(h) for h in headers]
+    if file is not None:
+        hasher = ots.hasher(ots.parse(proof, strict=True).hash_op)  # the proof's own file hash operation
+        try:
+            with open(file, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    hasher.update(chunk)
+        except OSError as exc:
+            raise CannotRead(f"cannot read {file}: {exc.strerror}") from None
+        digest = hasher.digest()
+    assert digest is not None
+    return bitcoin.verify(proof, digest, parsed)

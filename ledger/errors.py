@@ -231,6 +231,44 @@ class OtsError(PithledgerError, ValueError):
         return self.message
 
 
+class OtsNotVerified(PithledgerError):
+    """``pithledger ots verify``: the proof was read, but no Bitcoin attestation in it checks against the
+    headers given (spec/events.md §3.1.2). Each subclass names why."""
+
+    code = "ots-not-verified"
+    hint = "see spec/events.md §3.1.2 for what `ots verify` checks"
+
+
+class OtsPendingOnly(OtsNotVerified):
+    code = "ots-pending-only"
+    hint = "the proof has no Bitcoin attestation yet: `ots upgrade PROOF` once its calendar has been anchored (a few hours)"
+
+
+class OtsNoHeader(OtsNotVerified):
+    code = "ots-no-header"
+    hint = "give the header of the attested block: --header HEX (its 80 bytes, from a node you trust: `bitcoin-cli getblockheader HASH false`)"
+
+
+class OtsBadHeader(OtsNotVerified):
+    code = "ots-bad-header"
+    hint = "a --header is the 80-byte block header in hex (160 hex digits), optionally HEIGHT:HEX"
+
+
+class OtsPowShort(OtsNotVerified):
+    code = "ots-pow-short"
+    hint = "the header does not carry mainnet's proof of work (a changed or test-network header): get it from a mainnet node"
+
+
+class OtsMerkleRootDiffers(OtsNotVerified):
+    code = "ots-merkle-root-differs"
+    hint = "the proof's path does not lead to this block's Merkle root: the header is of another block, or the proof was altered"
+
+
+class OtsDigestDiffers(OtsNotVerified):
+    code = "ots-digest-differs"
+    hint = "the proof stamps another file: give the file (or digest) that was stamped"
+
+
 # --- the ledger ------------------------------------------------------------------------------------
 
 

@@ -1,13 +1,18 @@
 """A small reader for OpenTimestamps proofs (.ots): what file digest they commit to, which attestations.
 
-Only the structure is read; no hash operation is executed and no calendar or Bitcoin node is asked,
-so the result is a pure function of the bytes. Checking a Bitcoin attestation against the chain is
-left to the OpenTimestamps client (spec/events.md, timestamp_anchor).
+Two readings, both pure functions of the bytes (no calendar or Bitcoin node is asked):
+- the default (``strict=False``) reads the structure only and executes no operation; it is the reading
+  event validity uses under ``pithledger-merge-v2`` (spec/events.md §3.1) and must not change with it;
+- ``strict=True`` reads as the reference library (python-opentimestamps 0.4.5) does: every operation's
+  result is computed under its limits, and what the reference refuses is refused (spec/events.md §3.1.1).
+  It also returns each attestation's message (for Bitcoin: the block's Merkle root), which
+  ``pithledger ots verify`` checks against block headers. Selected by the next merge version, not this one.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -38,10 +43,18 @@ class Attestation(msgspec.Struct, frozen=True):
     height: int | None = None  # bitcoin/litecoin: the claimed block height
 
 
+class Commitment(msgspec.Struct, frozen=True):
+    """Strict reading only: an attestation and the message it attests (the result of the path to it)."""
+
+    msg: bytes
+    attestation: Attestation
+
+
 class OtsProof(msgspec.Struct, frozen=True):
     hash_op: str
     digest: bytes
     attestations: list[Attestation]
+    commitments: tuple[Commitment, ...] = ()  # filled by the strict reading only
 
 
 class _Reader:
@@ -76,8 +89,12 @@ class _Reader:
         return self.take(n)
 
 
-def parse(data: bytes) -> OtsProof:
-    """Parse a detached .ots proof; raise :class:`OtsError` naming what is wrong."""
+def parse(data: bytes, *, strict: bool = False) -> OtsProof:
+    """Parse a detached .ots proof; raise :class:`OtsError` naming what is wrong.
+
+    ``strict=True`` is the reference reading (module docstring); the default is merge v2's."""
+    if strict:
+        return _parse_strict(data)
     r = _Reader(data)
     if r.take(len(MAGIC)) != MAGIC:
         raise OtsError("not an OpenTimestamps proof (bad magic bytes)")
@@ -137,6 +154,161 @@ def _attestation(r: _Reader) -> Attestation:
             raise OtsError(f"the claimed {kind} block height {height} exceeds {MAX_HEIGHT}")
         return Attestation(kind=kind, height=height)  # type: ignore[arg-type]
     return Attestation(kind="unknown")
+
+
+# ---- the reference reading (strict=True): spec/events.md §3.1.1 ----------------------------------------------
+
+MAX_RESULT = 4096  # python-opentimestamps Op.MAX_RESULT_LENGTH: every result, and every append/prepend argument
+MAX_MSG = 4096  # Op.MAX_MSG_LENGTH: the message an operation is applied to
+MAX_HEXLIFY_MSG = MAX_RESULT // 2  # OpHexlify.MAX_MSG_LENGTH
+MAX_URI = 1000  # PendingAttestation.MAX_URI_LENGTH
+URI_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._/:")
+_ETHEREUM = bytes.fromhex("30fe8087b5c7ead7")  # the reference's "dubious" Ethereum attestation: a height
+_OP_NAMES = {0x08: "sha256", 0x02: "sha1", 0x03: "ripemd160", 0x67: "keccak256", 0xF2: "reverse", 0xF3: "hexlify",
+             0xF0: "append", 0xF1: "prepend"}
+
+
+class Hasher(Protocol):
+    def update(self, data: bytes, /) -> Any: ...
+    def digest(self) -> bytes: ...
+
+
+def hasher(name: str) -> Hasher:
+    """A fresh hasher for one of the proof's hash operations (sha256, sha1, ripemd160, keccak256)."""
+    if name == "sha256" or name == "sha1":
+        return hashlib.new(name)
+    if name == "ripemd160":  # not in every OpenSSL build's hashlib, so from the library the reference uses too
+        from Cryptodome.Hash import RIPEMD160
+
+        return RIPEMD160.new()  # type: ignore[no-any-return, unused-ignore]
+    from Cryptodome.Hash import keccak  # Keccak-256 (original padding), not SHA3-256
+
+    return keccak.new(digest_bits=256)  # type: ignore[no-any-return, unused-ignore]
+
+
+def _hash(name: str, msg: bytes) -> bytes:
+    h = hasher(name)
+    h.update(msg)
+    return h.digest()
+
+
+def _apply(tag: int, arg: bytes, msg: bytes) -> bytes:
+    """One operation's result, refusing what the reference's Op.__call__ refuses."""
+    name = _OP_NAMES[tag]
+    limit = MAX_HEXLIFY_MSG if tag == 0xF3 else MAX_MSG
+    if len(msg) > limit:
+        raise OtsError(f"{name} is applied to a message of {len(msg)} bytes; the limit is {limit}")
+    if tag == 0xF0:
+        result = msg + arg
+    elif tag == 0xF1:
+        result = arg + msg
+    elif tag == 0xF2:
+        result = msg[::-1]
+    elif tag == 0xF3:
+        result = msg.hex().encode("ascii")
+    else:
+        result = _hash(name, msg)
+    if len(result) > MAX_RESULT:
+        raise OtsError(f"{name} gives a result of {len(result)} bytes; the limit is {MAX_RESULT}")
+    return result  # never empty: every message is (a digest is 20 or 32 bytes, and no op shortens to 0)
+
+
+class _Node:
+    """A timestamp as the reference holds it: a set of attestations, and one child per distinct operation."""
+
+    __slots__ = ("msg", "attestations", "ops")
+
+    def __init__(self, msg: bytes) -> None:
+        self.msg = msg
+        self.attestations: dict[tuple[object, ...], Attestation] = {}  # the reference's set, in first-read order
+        self.ops: dict[tuple[int, bytes], _Node] = {}  # the reference's dict: a repeated op replaces the earlier
+
+
+def _parse_strict(data: bytes) -> OtsProof:
+    r = _Reader(data)
+    if r.take(len(MAGIC)) != MAGIC:
+        raise OtsError("not an OpenTimestamps proof (bad magic bytes)")
+    if (version := r.varuint()) != 1:
+        raise OtsError(f"unsupported proof version {version}")
+    tag = r.byte()
+    if tag not in _FILE_HASH_OPS:
+        raise OtsError(f"unknown file hash operation 0x{tag:02x}")
+    name, size = _FILE_HASH_OPS[tag]
+    digest = r.take(size)
+    root = _strict_timestamp(r, digest, MAX_DEPTH)
+    if r.pos != len(data):
+        raise OtsError("trailing bytes after the proof")
+    commitments: list[Commitment] = []
+    stack = [root]
+    while stack:  # document order of what the reference keeps; iterative: the depth is bounded but a path is long
+        node = stack.pop()
+        commitments += [Commitment(msg=node.msg, attestation=a) for a in node.attestations.values()]
+        stack += reversed(list(node.ops.values()))
+    return OtsProof(hash_op=name, digest=digest, attestations=[c.attestation for c in commitments],
+                    commitments=tuple(commitments))
+
+
+def _strict_timestamp(r: _Reader, msg: bytes, depth: int) -> _Node:
+    if depth <= 0:
+        raise OtsError("proof nests too deeply")
+    node = _Node(msg)
+    tag = r.byte()
+    while tag == 0xFF:
+        _strict_node(r, r.byte(), node, depth)
+        tag = r.byte()
+    _strict_node(r, tag, node, depth)
+    return node
+
+
+def _strict_node(r: _Reader, tag: int, node: _Node, depth: int) -> None:
+    r.nodes += 1
+    if r.nodes > MAX_NODES:
+        raise OtsError("proof has too many operations")
+    if tag == 0x00:
+        key, att = _strict_attestation(r)
+        node.attestations.setdefault(key, att)
+        return
+    arg = b""
+    if tag in _BINARY_OPS:
+        n = r.varuint()
+        if n > MAX_RESULT:
+            raise OtsError(f"field of {n} bytes exceeds the limit of {MAX_RESULT}")
+        if n == 0:
+            raise OtsError(f"an empty {_OP_NAMES[tag]} argument")
+        arg = r.take(n)
+    elif tag not in _UNARY_OPS:
+        raise OtsError(f"unknown operation 0x{tag:02x}")
+    result = _apply(tag, arg, node.msg)
+    child = _strict_timestamp(r, result, depth - 1)
+    node.ops[(tag, arg)] = child  # a repeated operation: the later branch replaces the earlier (§3.1.1)
+
+
+def _strict_attestation(r: _Reader) -> tuple[tuple[object, ...], Attestation]:
+    tag = r.take(8)
+    raw = r.varbytes(8192)
+    payload = _Reader(raw)
+    kind = _ATTESTATIONS.get(tag)
+    att: Attestation
+    key: tuple[object, ...]
+    if kind == "pending":
+        uri = payload.varbytes(MAX_URI)
+        if bad := sorted(set(uri) - URI_CHARS):
+            raise OtsError(f"pending attestation URI holds the character {bytes([bad[0]])!r}, outside [A-Za-z0-9._/:-]")
+        att, key = Attestation(kind="pending", calendar=uri.decode("ascii")), ("pending", uri)
+    elif kind in ("bitcoin", "litecoin") or tag == _ETHEREUM:
+        height = payload.varuint()
+        if height > MAX_HEIGHT:
+            raise OtsError(f"the claimed {kind or 'ethereum'} block height {height} exceeds {MAX_HEIGHT}")
+        if kind == "bitcoin" or kind == "litecoin":
+            att = Attestation(kind="bitcoin" if kind == "bitcoin" else "litecoin", height=height)
+        else:  # Ethereum: read and checked as the reference does, reported as unknown (as the default reading does)
+            att = Attestation(kind="unknown")
+        key = (tag, height)
+    else:
+        return (tag, raw), Attestation(kind="unknown")
+    if payload.pos != len(raw):
+        raise OtsError(f"trailing bytes inside a {kind or 'ethereum'} attestation")
+    return key, att
 
 
 def _varuint_bytes(n: int) -> bytes:

@@ -1,0 +1,68 @@
+"""``pithledger ots verify``: an OpenTimestamps proof checked offline against given Bitcoin block headers
+(spec/events.md §3.1.2, spec/adr/0016). Parse, call ``pithledger.verify_timestamp``, render."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ._base import Command, Group, UsageProblem
+from ._output import emit_json, say
+from ._options import JsonOption, _json
+
+ots_app = typer.Typer(cls=Group, help="OpenTimestamps proofs, checked offline.", no_args_is_help=True,
+                      rich_markup_mode=None)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ots_app, name="ots")
+
+
+@ots_app.command("verify", cls=Command)
+def verify(
+    ctx: typer.Context,
+    proof: Annotated[Path, typer.Argument(metavar="PROOF", help="A detached .ots proof.")],
+    digest: Annotated[Optional[str], typer.Option("--digest", metavar="HEX", help="The stamped file's digest (the proof's hash operation).")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", metavar="PATH", help="The stamped file: hashed with the proof's hash operation.")] = None,
+    header: Annotated[Optional[list[str]], typer.Option("--header", metavar="[HEIGHT:]HEX", help="An 80-byte Bitcoin block header in hex (repeatable); with HEIGHT: it answers for that height only.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a proof against Bitcoin block headers you give, offline: the proof is read as the reference
+    OpenTimestamps library reads it, must stamp the digest, and one Bitcoin attestation must lead to a given
+    header's Merkle root, the header carrying mainnet's proof of work. Exit 0 with the block's height, hash,
+    time and work; 1 naming why not (pending only, no header for that height, proof of work short, Merkle root
+    differs, digest differs, unreadable proof). The height is the attestation's claim: a header proves work,
+    not its place in the best chain."""
+    from pithledger import verify_timestamp
+    from pithledger.api import MAX_OTS_FILE
+    from pithledger.errors import CannotRead, OtsError
+
+    if (digest is None) == (file is None):
+        raise UsageProblem("give the stamped file's digest (--digest HEX) or the file (--file PATH), one of the two")
+    want: bytes | None = None
+    if digest is not None:
+        try:
+            want = bytes.fromhex(digest)
+        except ValueError:
+            raise UsageProblem("--digest must be hexadecimal") from None
+    try:
+        with open(proof, "rb") as fh:
+            data = fh.read(MAX_OTS_FILE + 1)  # bounded: a proof of any size (/dev/zero) is refused, not read whole
+    except OSError as exc:
+        raise CannotRead(f"cannot read {proof}: {exc.strerror}") from None
+    if len(data) > MAX_OTS_FILE:
+        raise OtsError(f"{proof} is over {MAX_OTS_FILE} bytes; a proof is a few KiB")
+    check = verify_timestamp(data, header or [], digest=want, file=file)
+    blocks = [{"height": v.height, "hash": v.header.hash, "time": v.header.time,
+               "time_utc": datetime.fromtimestamp(v.header.time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "merkle_root": v.header.merkle_root[::-1].hex(), "bits": f"{v.header.bits:08x}",
+               "work": str(v.header.work)} for v in check.verified]
+    if _json(ctx, as_json):
+        emit_json({"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks})
+        return
+    for b in blocks:
+        say(f"verified: Bitcoin block {b['height']} hash {b['hash']} time {b['time']} ({b['time_utc']}) "
+            f"work {b['work']} ({check.hash_op} {check.digest.hex()})")
