@@ -21,10 +21,10 @@ from pithledger.records.events import make_event
 from pithledger.mirror.publish import node_doc
 from pithledger.store import Ledger, StoreTuning, open_settled
 
-from eventpool import ALICE, P, RECS, bundles_of, pool, t
-from test_pending import make_layout_3
+from helpers.eventpool import ALICE, P, RECS, bundles_of, pool, t
+from helpers.ledgers import make_layout_3
+from helpers.common import TESTS
 
-TESTS = Path(__file__).parent
 
 
 def _revocation_of_record_1() -> dict:  # type: ignore[type-arg]

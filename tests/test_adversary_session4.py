@@ -19,11 +19,11 @@ from pithledger.errors import PithledgerError
 from pithledger.records.events import EVENT_VERSION, compute_event_id, signing_message, verify_event
 from pithledger.store import Ledger
 
-from conftest import derive_on_workers
-from eventpool import ALICE, P, t
-from test_store import example_bundles
+from helpers.common import ROOT, derive_on_workers
+from helpers.eventpool import ALICE, P, t
+from helpers.ledgers import example_bundles
 
-FIFTY = Path(__file__).parent.parent / "bundles" / "demo-50-records.jsonl"
+FIFTY = ROOT / "bundles" / "demo-50-records.jsonl"
 
 # --- 1. a checking worker that dies ----------------------------------------------------------------
 

@@ -20,16 +20,16 @@ from typing import Any
 import lmdb
 import pytest
 
-from adversary import unsigned_pith_event
-from conftest import FIXTURES
-from eventpool import ALICE
+from helpers.adversary import unsigned_pith_event
+from helpers.common import FIXTURES
+from helpers.eventpool import ALICE
 
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
 from pithledger.store import Ledger
+from helpers.common import ROOT
 
-ROOT = Path(__file__).parent.parent
 BUNDLES = ROOT / "bundles"
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
 
