@@ -9,6 +9,11 @@ from pathlib import Path
 from pithledger.records import ots as _ots
 
 from helpers.common import FIXTURES, PITH_RECORDS, ROOT
+import subprocess
+import sys
+from helpers.clikit import _env, _pithledger
+
+NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
 
 A, B = PITH_RECORDS[0], PITH_RECORDS[1]
 PAYLOADS = {
@@ -112,3 +117,22 @@ def test_validity_and_event_id_do_not_depend_on_local_keys(cli, tmp_path: Path) 
     with_keys = cli("verify", bundle)
     assert without.code == with_keys.code == 0
     assert without.out == with_keys.out and without.out.startswith("valid")
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
+def test_key_dir_is_global(tmp_path: Path) -> None:
+    made = _pithledger("--key-dir", "K", "keys", "new", "alice", cwd=tmp_path)
+    assert made.returncode == 0 and "in K" in made.stdout, made.stderr
+    for args in (["--key-dir", "K", "keys", "list"], ["keys", "list", "--key-dir", "K"], ["keys", "--key-dir", "K", "list"]):
+        r = _pithledger(*args, cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout.startswith("alice\t"), (args, r.stdout, r.stderr)
+    # given on the line, it wins over $PITHLEDGER_KEYS
+    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--key-dir", "K", "keys", "list"], capture_output=True, text=True,
+                       cwd=tmp_path, env=_env(tmp_path, PITHLEDGER_KEYS=str(tmp_path / "elsewhere")), timeout=60)
+    assert r.stdout.startswith("alice\t"), r.stdout + r.stderr
+    # accepted after any command, and used by the commands that sign
+    payload = json.dumps({"author_name": "A. Author"})
+    ev = _pithledger("event", "author_attestation", "--subject", NUMBER, "--key", "alice", "--payload", payload,
+                     "-o", "e.json", "--key-dir", "K", cwd=tmp_path)
+    assert ev.returncode == 0, ev.stderr
+    assert _pithledger("--key-dir", "K", "--ledger", "nowhere", "digest", cwd=tmp_path).stderr.startswith("error[no-ledger]")

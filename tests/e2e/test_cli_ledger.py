@@ -8,6 +8,9 @@ from pathlib import Path
 
 from helpers.common import FIXTURES
 from helpers.common import ROOT
+import lmdb
+from pithledger.store import Ledger
+from helpers.clikit import _junk, _pith, _pithledger
 
 BUNDLES = ROOT / "bundles"
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
@@ -144,3 +147,57 @@ def test_readme_first_command_works(tmp_path: Path) -> None:
         out = subprocess.run(cmd, shell=True, cwd=work, capture_output=True, text=True)
         assert out.returncode == 0, (step, out.stderr)
     assert json.loads(out.stdout)["state_type"] == "pith_open_graph_state"
+
+
+def _miscount(path: Path) -> None:
+    """What the old code left after a race: counters above what is held (no entry changed)."""
+    from pithledger.store import Usage, _entry_encoder
+
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    with env.begin(write=True) as txn:
+        evsize, meta = env.open_db(b"evsize", txn=txn), env.open_db(b"meta", txn=txn)
+        txn.put(_pith(2).encode(), _entry_encoder.encode(Usage(9, 9999)), db=evsize)
+        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(8256, 10**6)), db=meta)
+    env.close()
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
+def test_fsck_names_each_evidence_miscount_and_repair_recounts(tmp_path: Path) -> None:
+    _junk(tmp_path / "junk.jsonl", 3, 5)
+    assert _pithledger("--ledger", "L", "apply", "junk.jsonl", cwd=tmp_path).returncode == 0
+    _miscount(tmp_path / "L")
+    r = _pithledger("--ledger", "L", "fsck", cwd=tmp_path)
+    assert r.returncode == 1
+    assert f"MISMATCH evidence usage of {_pith(2)} counts 9 copies (9,999 bytes) but 5 copies (" in r.stdout
+    assert "MISMATCH the total evidence usage counts 8,256 copies (1,000,000 bytes) but 15 copies (" in r.stdout
+    assert "fsck --repair" in r.stderr
+    fixed = _pithledger("--ledger", "L", "fsck", "--repair", "--json", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    doc = json.loads(fixed.stdout)
+    assert doc["ok"] is True and len(doc["repaired"]) == 2 and doc["problems"] == []
+    assert _pithledger("--ledger", "L", "fsck", cwd=tmp_path).returncode == 0
+    with Ledger(tmp_path / "L", readonly=True) as ledger:
+        assert ledger.evidence_usage().entries == 15
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
+def test_apply_refuses_a_non_empty_directory_that_is_not_a_ledger(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "bundles").mkdir(parents=True)
+    (site / "index.html").write_text("<h1>a published tree</h1>")
+    before = sorted(p.relative_to(site) for p in site.rglob("*"))
+    for target in (site, site / "index.html"):
+        r = _pithledger("--ledger", str(target), "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path)
+        assert r.returncode == 1 and r.stderr.startswith("error[not-a-ledger]: "), r.stderr
+        assert "hint: " in r.stderr and "data.mdb" in r.stderr
+    assert r.stderr.startswith(f"error[not-a-ledger]: {site / 'index.html'} is a file")
+    assert sorted(p.relative_to(site) for p in site.rglob("*")) == before  # nothing written
+    (tmp_path / "empty").mkdir()
+    for fresh in ("empty", "new/deeper"):  # an empty or new directory becomes a ledger, and stays one
+        for _ in range(2):
+            r = _pithledger("--ledger", fresh, "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path)
+            assert r.returncode == 0, r.stderr
+    sidecar = _pithledger("--ledger", "empty", "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"),
+                          cwd=tmp_path)
+    assert sidecar.returncode == 0, sidecar.stderr
+    assert _pithledger("--ledger", "empty", "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0

@@ -4,7 +4,6 @@ redone, the function's own exception raised again; on every executor kind (spec/
 from __future__ import annotations
 
 import os
-import random
 import signal
 import time
 from collections.abc import Iterator
@@ -13,18 +12,8 @@ import pytest
 
 from pithledger.fanout import Fanout
 from helpers.common import ROOT
-
-
-def _slow_square(part: tuple[int, float]) -> int:
-    n, delay = part
-    time.sleep(delay)
-    return n * n
-
-
-def _fails_on_seven(n: int) -> int:
-    if n == 7:
-        raise ValueError(f"a bug at {n}")
-    return n + 1
+from helpers.fanout import _fails_on_seven, _parts, _slow_square, local  # noqa: F401 (fixtures)
+from helpers.site import BUNDLES
 
 
 def _kills_its_worker_once(part: tuple[int, str]) -> int:
@@ -35,58 +24,6 @@ def _kills_its_worker_once(part: tuple[int, str]) -> int:
             pass
         os.kill(os.getpid(), signal.SIGKILL)
     return n * 10
-
-
-def _parts(n: int, seed: int) -> list[tuple[int, float]]:
-    rng = random.Random(seed)
-    return [(i, rng.random() * 0.02) for i in range(n)]
-
-
-@pytest.fixture(params=["in-place", "processes-1", "processes-2"])
-def local(request: pytest.FixtureRequest) -> Iterator[Fanout]:
-    kind = str(request.param)
-    fan = Fanout.in_place() if kind == "in-place" else Fanout.processes(int(kind.rsplit("-", 1)[1]))
-    with fan:
-        yield fan
-
-
-def test_order_is_kept_under_random_delays(local: Fanout) -> None:
-    parts = _parts(40, seed=3)
-    assert list(local.map(_slow_square, iter(parts))) == [n * n for n, _ in parts]
-
-
-def test_look_ahead_is_bounded(local: Fanout) -> None:
-    """At most `ahead` parts are taken from the iterator and not yet yielded, whatever the delays."""
-    taken = 0
-    worst = 0
-
-    def parts() -> Iterator[tuple[int, float]]:
-        nonlocal taken
-        for part in _parts(30, seed=5):
-            taken += 1
-            yield part
-
-    for yielded, _ in enumerate(local.map(_slow_square, parts(), ahead=3), 1):
-        worst = max(worst, taken - (yielded - 1))
-        time.sleep(0.005)
-    assert taken == 30
-    assert worst <= 3
-    if local.kind == "processes":
-        assert worst == 3  # the bound is used: the workers do run ahead
-
-
-def test_in_place_runs_in_the_writer_when_asked(local: Fanout) -> None:
-    pid = os.getpid()
-    assert list(local.map(lambda _: os.getpid(), iter([1, 2]), parallel=False)) == [pid, pid]  # a lambda: never pickled
-
-
-def test_the_functions_own_exception_is_raised_not_masked(local: Fanout) -> None:
-    got: list[int] = []
-    with pytest.raises(ValueError, match="a bug at 7"):
-        for r in local.map(_fails_on_seven, iter(range(20))):
-            got.append(r)
-    assert got == [n + 1 for n in range(7)]  # everything before it, in order
-    assert not local.lost  # a bug is not a lost worker
 
 
 def test_a_worker_killed_mid_part_is_redone_in_place(tmp_path: os.PathLike[str]) -> None:
@@ -109,21 +46,6 @@ def test_a_worker_killed_from_outside_changes_nothing() -> None:
                 assert pids
                 os.kill(pids[0], signal.SIGKILL)
     assert out == [n * n for n, _ in parts]
-
-
-def test_a_stream_on_threads_first_then_processes_keeps_order() -> None:
-    with Fanout.processes(2) as fan:
-        stream = fan.stream(_slow_square, threads_first=3)
-        parts = _parts(12, seed=1)
-        for part in parts:
-            stream.add(part)
-        assert list(stream.results()) == [n * n for n, _ in parts]
-        assert fan.worker_pids()  # from the 4th part on, processes
-
-
-def test_zero_workers_is_in_place() -> None:
-    assert Fanout.processes(0).kind == "in-place"
-    assert Fanout.choose(None, None).workers == ((os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else 0)
 
 
 # --- Dask --------------------------------------------------------------------------------------------
@@ -180,15 +102,6 @@ def test_dask_a_scheduler_gone_mid_run_changes_nothing() -> None:
     assert out == [n * n for n, _ in parts]
 
 
-def test_an_unreachable_scheduler_is_a_named_error_in_bounded_time() -> None:
-    from pithledger.errors import SchedulerUnreachable
-
-    started = time.monotonic()
-    with pytest.raises(SchedulerUnreachable, match="tcp://127.0.0.1:9"):
-        Fanout.dask("tcp://127.0.0.1:9", connect_timeout=2)
-    assert time.monotonic() - started < 30
-
-
 def test_a_scheduler_without_workers_is_a_named_error_not_a_five_minute_stall() -> None:
     from distributed import LocalCluster
 
@@ -216,6 +129,8 @@ from pithledger.records.canonical import canonical_bytes  # noqa: E402
 from pithledger.records.events import make_event  # noqa: E402
 from pithledger.records.keys import LocalKey  # noqa: E402
 from pithledger.records.model import record_ids  # noqa: E402
+import lmdb
+from helpers.clikit import _env, _junk, _pithledger
 
 #: The CLI with every threshold lowered, so that these small inputs take the parallel path of every
 #: pass (regions checked, chunks verified, states derived, fsck's parts): the path big runs take.
@@ -451,6 +366,7 @@ def test_scheduler_errors_are_named_not_tracebacks(tmp_path: Path, workload: lis
 
 # --- finishing's inputs read on the workers (ledger/store/snapshot.py, spec/storage.md §3.4) ------------
 
+
 def _apply_with(tmp: Path, ledger: Path, patch: str = "", *, rebuild: bool = False
                 ) -> tuple[dict[str, list[tuple[bytes, bytes]]], dict[str, int]]:
     """apply the workload on 2 local workers (or ``rebuild`` the ledger) with ``patch`` run first in the
@@ -585,21 +501,59 @@ pending.derive_states = _refuses_the_second
     assert dump == reference["dump"]
 
 
-def test_a_ledger_swapped_in_under_the_writer_is_not_handed_to_the_workers(tmp_path: Path) -> None:
-    """Another process's rebuild swaps a ledger in at the writer's path between two of its steps: the
-    snapshot names the file the writer has open, so it no longer matches the path, and no part goes to
-    workers that would open the other ledger."""
-    import shutil
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return out
 
-    from pithledger.store import Ledger
-    from pithledger.store.snapshot import snapshot_of
 
-    path = tmp_path / "l"
-    with Ledger(path, create=True, fanout=Fanout.in_place()) as ledger:
-        with ledger._begin() as txn:
-            snap = snapshot_of(ledger, txn)
-        assert snap is not None and snap.files == (os.stat(path / "data.mdb").st_dev, os.stat(path / "data.mdb").st_ino)
-        shutil.copyfile(path / "data.mdb", tmp_path / "other.mdb")
-        os.replace(tmp_path / "other.mdb", path / "data.mdb")  # another file at the path now
-        with ledger._begin() as txn:
-            assert snapshot_of(ledger, txn) is None
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie is dead; only its parent's parent has not reaped it
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
+@pytest.mark.skipif(not Path("/proc/self/task").exists() or (os.cpu_count() or 1) < 2, reason="needs /proc and 2 cores")
+def test_workers_exit_when_apply_is_killed(tmp_path: Path) -> None:
+    """kill -9 of an apply whose worker processes run: they end too, instead of waiting on their task
+    queue forever (each ~45 MiB, holding the ledger's files open)."""
+    ledger = tmp_path / "L"
+    assert _pithledger("--ledger", str(ledger), "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0
+    data = tmp_path / "junk.jsonl"
+    _junk(data, 3000, 10)  # 30,000 copies to verify in 3 batches: the 4th chunk of 512 starts the worker processes
+    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path), cwd=tmp_path)
+    env = lmdb.open(str(ledger), max_dbs=32, subdir=True)
+    txn = None
+    try:
+        workers: set[int] = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+            workers = {c for c in _children(proc.pid) if _alive(c)}
+            time.sleep(0.02)
+        assert len(workers) >= 2, "the apply never started its worker processes"
+        # Take the ledger's writer lock: the apply, still verifying on its workers, then waits to write.
+        txn = env.begin(write=True)
+        assert proc.poll() is None and all(_alive(w) for w in workers)
+        proc.kill()  # SIGKILL: nothing in the parent runs
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        left = [w for w in workers if _alive(w)]
+    finally:
+        if txn is not None:
+            txn.abort()
+        env.close()
+        if proc.poll() is None:
+            proc.kill()
+    for w in left:  # do not leave them behind for the next tests
+        os.kill(w, signal.SIGKILL)
+    assert left == [], f"worker processes {left} outlived their killed parent"

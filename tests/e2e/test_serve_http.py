@@ -24,6 +24,8 @@ from pithledger.store import Ledger
 
 from helpers.eventpool import ALICE, P, bundles_of, pool, t
 from helpers.site import BUNDLES, FZ7, Y7E, PITH_SNIPPET, _env, pl, Server, example_site
+from helpers.clikit import _env, _pithledger
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, Path]]:
@@ -400,3 +402,13 @@ def test_a_node_whose_bucket_holds_pending_work_is_503_until_finished(tmp_path: 
         assert status == 404 and json.loads(body)["error"] == "not-found"  # answered again: only the tag is stale
     finally:
         server.stop()
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_serve_on_every_interface_needs_a_base_url(tmp_path: Path, host: str) -> None:
+    """Bound to a wildcard address, the bound address is no URL anyone can follow: every link, the
+    manifest and the record documents would advertise http://0.0.0.0:PORT. Refused before binding."""
+    r = _pithledger("--ledger", str(tmp_path / "L"), "serve", "--host", host, "--port", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "error[usage]" in r.stderr and "--base-url" in r.stderr, r.stderr
+    assert "serving" not in r.stderr

@@ -5,48 +5,20 @@ shown as Pith's. Every check runs the real command line and real `serve` process
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from pithledger.records.bundle import pith_record_event, served_pith_record_event, write_bundle
-from pithledger.records.events import make_event, verify_event
+from pithledger.records.events import make_event
 
-from helpers.common import VECTORS
 from helpers.eventpool import ALICE
 from helpers.site import Server, pl
+from helpers.served_bytes import DOC, FORGED, _relayed
 
-DOC = json.loads((VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json").read_text())
 NUMBER = DOC["pith_number"]
 SUFFIX = NUMBER.rsplit(":", 1)[-1]
-FORGED = "RECORD WITHDRAWN"
-
-
-def _relayed(event: dict[str, Any]) -> dict[str, Any]:
-    """The real record_created as a hostile relay delivers it: every field Pith's receipt leaves unsigned rewritten."""
-    out = copy.deepcopy(event)
-    out["created_at"] = "2031-01-01T00:00:00Z"
-    out["signer"]["signer_id"] = FORGED
-    out["payload"]["receipt"]["signed_at"] = FORGED
-    out["payload"]["receipt"]["notice"] = FORGED
-    out["payload"]["receipt"]["signature_status"] = FORGED
-    return out
-
-
-def test_the_served_form_has_the_copys_identity_and_verifies() -> None:
-    real = pith_record_event(DOC)
-    relayed = _relayed(real)
-    served = served_pith_record_event(relayed)
-    assert served == served_pith_record_event(real)
-    for event in (real, relayed, served):
-        verdict = verify_event(event)
-        assert verdict.status == "valid", verdict
-        assert verdict.event_id == verify_event(real).event_id
-    assert FORGED not in json.dumps(served)
-    assert served["created_at"] == DOC["canonical_record"]["metadata"]["submitted_at"]  # authenticated by the record's hash
-    assert served["signer"]["signer_id"] == "pith.science"
 
 
 def _ledger(tmp: Path, name: str, first: dict[str, Any], also: list[dict[str, Any]]) -> Path:

@@ -11,9 +11,7 @@ Real CLI subprocesses throughout.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -28,6 +26,7 @@ import pytest
 
 from helpers.tlogkit import pl
 from helpers.common import TESTS
+from helpers.tlog_plain import mldsa_vkey
 
 ORIGIN = "example.com/gotlog"
 GOPATH = Path("/usr/share/gocode")
@@ -155,17 +154,6 @@ def test_a_manifest_still_decides_where_the_log_is(tmp_path: Path, go_writer: Pa
 
 
 # --- keys given on the command line ---------------------------------------------------------------------
-
-
-def mldsa_vkey(name: str = "witness.example/pq") -> str:
-    """A well-formed C2SP vkey of type 0x06 (ML-DSA-44: a 1,312-byte public key), built from the spec."""
-    raw = bytes([0x06]) + bytes(range(256)) * 5 + bytes(32)
-    kid = hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
-    return f"{name}+{kid}+{base64.b64encode(raw).decode()}"
-
-
-def test_an_ml_dsa_vkey_is_well_formed() -> None:
-    assert len(base64.b64decode(mldsa_vkey().split("+", 2)[2])) == 1 + 1312
 
 
 @pytest.fixture

@@ -287,26 +287,6 @@ def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(p
     assert unreadable.records == whole.records
 
 
-def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scratch LMDB environment's directory is gone once it is open (the open file lives on), so a
-    SIGTERM or SIGKILL mid-run leaves nothing behind; what it holds is still there to read."""
-    import tempfile
-
-    from pithledger.mirror import logsite
-
-    made: list[str] = []
-    mkdtemp = tempfile.mkdtemp
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
-    wanted = logsite._Wanted(10)
-    try:
-        assert len(made) == 1 and not Path(made[0]).exists()
-        assert wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ab" * 32, 0, "cd" * 32)
-        assert not wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ef" * 32, 1, "cd" * 32)  # the same event id again
-        assert list(wanted.chunks()) == [(SUBJECT, {"sha256:" + "ab" * 32: (0, "cd" * 32), "sha256:" + "ef" * 32: (1, "cd" * 32)})]
-    finally:
-        wanted.close()
-
-
 def test_verify_log_lists_the_first_faults_and_counts_the_rest(published: Published, tmp_path: Path) -> None:
     from pithledger.mirror import logsite
 
@@ -343,22 +323,6 @@ def test_a_tile_deleted_from_the_directory_is_written_again_before_the_next_chec
     assert (site / "tile/0/000").is_file() and (site / "tile/entries/000").is_file()
     code, report, err = _verify_log(published, site, check=False)
     assert code == 0 and report["consistent"] is True, err
-
-
-def test_tile_paths_name_exactly_the_tiles_of_a_tree() -> None:
-    from pithledger.tlog import merkle
-    from pithledger.tlog import tiles as tlog
-    from pithledger.mirror.logsite import tile_paths
-
-    leaves = [merkle.leaf_hash(str(i).encode()) for i in range(600)]
-
-    class Reader:
-        def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
-            return [merkle.root(leaves[i << level:(i + 1) << level]) for i in range(start, end)]
-
-    for n in (0, 1, 255, 256, 257, 511, 512, 513, 600):
-        want = {rel for rel, _ in tlog.tiles_for(Reader(), lambda a, b: [b"x"] * (b - a), n)}
-        assert set(tile_paths(n)) == want, n
 
 
 def test_another_history_under_the_same_key_is_a_fork(published: Published, tmp_path: Path) -> None:

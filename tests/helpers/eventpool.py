@@ -13,11 +13,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from pithledger.merge import Entry
 from pithledger.records import ots as _ots
 from pithledger.records.bundle import Bundle
 from pithledger.records.events import compute_event_id, make_event, verify_event
 from pithledger.records.keys import LocalKey
-from pithledger.merge import Entry
 from pithledger.records.model import record_ids
 
 from helpers.common import PITH_RECORDS

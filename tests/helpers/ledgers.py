@@ -1,12 +1,11 @@
 """Ledgers the tests build: of the example bundles, of a pool of events, of an older layout
-(cut from tests/test_store.py, test_mirror_audit.py, test_sync.py and test_pending.py)."""
+(cut from tests/unit/store/test_store.py, tests/unit/audit/test_mirror_audit.py, tests/unit/mirror/test_sync.py and tests/unit/store/test_pending.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import lmdb
-
 from pithledger.records.bundle import read_bundle
 from pithledger.records.canonical import strict_decode
 from pithledger.store import Ledger

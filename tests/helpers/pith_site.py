@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
 from pithledger.store import Ledger

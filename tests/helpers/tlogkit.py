@@ -1,4 +1,4 @@
-"""Shared by tests/test_tlog_publish.py and tests/test_tlog_cli.py: the real command line in
+"""Shared by tests/e2e/test_tlog_publish.py and tests/e2e/test_tlog_cli.py: the real command line in
 subprocesses with a private key directory, ledgers grown batch by batch with really signed events,
 a real `serve` on loopback, and a tampering proxy in front of one."""
 
@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers import servekit
 from pithledger.records.bundle import write_bundle
 from pithledger.records.events import make_event
 
-from helpers.eventpool import ALICE, IDS, P, RECS
+from helpers import servekit
 from helpers.common import ROOT
+from helpers.eventpool import ALICE, IDS, RECS, P
 
 BUNDLES = ROOT / "bundles"
 SUBJECT = P[0]
@@ -82,6 +82,7 @@ class Server(servekit.Server):
 
     def request(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:  # type: ignore[override]
         return self.raw_request(path, method)  # tile and checkpoint paths exactly as given: no normalising
+
 
 class TamperingProxy:
     """A loopback HTTP server that forwards every GET to ``upstream`` and passes each answer through

@@ -98,7 +98,7 @@ def _layer(name: str) -> int:
     for n, layer in enumerate(LAYERS):
         if key in layer:
             return n
-    raise AssertionError(f"{name} is in no layer: add it to LAYERS (tests/test_layers.py) and README")
+    raise AssertionError(f"{name} is in no layer: add it to LAYERS (tests/unit/test_layers.py) and README")
 
 
 def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:

@@ -7,7 +7,7 @@ The events are built as the reducer sees them (an event and its verdict, as veri
 Hypothesis can draw hostile shapes freely: registry and self-signed signers, equal times, revocations of
 anything (revocations, other signers' events, events of other records, events not held yet), anchors bound
 to another digest, unknown kinds, and junk — invalid and unverified copies, some carrying the id of a valid
-event. tests/test_merge_properties.py runs the same through really signed events and the ledger.
+event. tests/unit/merge/test_merge_properties.py runs the same through really signed events and the ledger.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Order-independence and replay stability of merge v1, over really signed event sets.
 
-The pool (tests/eventpool.py) holds valid, invalid, unverified, duplicate-able, revoking,
+The pool (tests/helpers/eventpool.py) holds valid, invalid, unverified, duplicate-able, revoking,
 equivocating, unknown-kind and record-missing events; Hypothesis draws subsets, orders, duplications
 and bundle splits of it.
 """

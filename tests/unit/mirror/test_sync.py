@@ -6,30 +6,13 @@ import json
 from pathlib import Path
 
 from pithledger.audit import compare
-from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
 from pithledger.mirror.publish import Published, publish, record_dir, sync
 from pithledger.store import Ledger
 
-from helpers.adversary import garble
 from helpers.eventpool import ALICE, BOB, P, bundles_of, pool
 from helpers.ledgers import ledger_with
-
-
-def bundle_path(pub: Path, number: str) -> Path:
-    return pub / record_dir(number) / "bundle.json"
-
-
-def publish_with_a_garbled_citation(tmp_path: Path) -> dict:  # type: ignore[type-arg]
-    """Publish the pool at tmp_path/pub, then garble one citation in P[2]'s published bundle (a lying source)."""
-    citation = next(e for e in pool() if e["event_type"] == "citation_signature" and e["subject_pith_number"] == P[2])
-    with ledger_with(tmp_path / "a", pool()) as a:
-        publish(a, tmp_path / "pub")
-    path = bundle_path(tmp_path / "pub", P[2])
-    bundle = json.loads(path.read_text())
-    bundle["events"] = [garble(e, "wrong-event-id") if e == citation else e for e in bundle["events"]]
-    path.write_bytes(canonical_bytes(bundle) + b"\n")
-    return citation
+from helpers.sync import bundle_path, publish_with_a_garbled_citation
 
 
 def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_sees_it(tmp_path: Path) -> None:
@@ -108,66 +91,6 @@ def test_a_record_revoked_away_gives_up_pith_paths_on_republish(tmp_path: Path) 
                                              created_at="2026-07-02T00:00:00Z")]))
         publish(a, tmp_path / "pub")
         assert not pith_path.exists() and (tmp_path / "pub" / record_dir(fake) / "bundle.json").is_file()
-
-
-def test_cli_sync_names_skipped_and_lying_records_on_every_run_with_exit_1(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    citation = publish_with_a_garbled_citation(tmp_path)
-    bundle_path(tmp_path / "pub", P[0]).write_bytes(b"[]")
-    for _ in range(2):
-        r = cli("--ledger", "C", "sync", str(tmp_path / "pub"))
-        assert r.code == 1, r.err
-        assert f"skipped    {P[0]} [bad-bundle]" in r.out
-        assert f"lying      {P[2]}" in r.out and citation["event_id"] in r.out
-    doc = cli("--ledger", "C", "sync", str(tmp_path / "pub"), "--json").json()
-    assert [s["pith_number"] for s in doc["skipped"]] == [P[0]] and [x["pith_number"] for x in doc["lying"]] == [P[2]]
-    audit = cli("audit", "C", str(tmp_path / "pub"))
-    assert audit.code == 1 and f"DIVERGENT {P[2]} events-differ; A lacks {citation['event_id']}" in audit.out
-
-
-def test_cli_apply_closes_batches_on_bundles_without_events(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "empty.jsonl"
-    path.write_text("\n".join(json.dumps({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                          "pith_number": p, "events": []}) for p in P) + "\n")
-    r = cli("--ledger", "L", "apply", "--batch-size", "1", str(path), "--json")
-    assert r.code == 0 and r.json()["batches"] == len(P)
-
-
-def test_cli_sync_timeout_cuts_off_a_trickling_server(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    import socket
-    import threading
-    import time
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-    server.settimeout(10)
-    stop = threading.Event()
-
-    def trickle() -> None:
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return
-        with conn:
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-            while not stop.is_set():
-                try:
-                    conn.sendall(b"{")
-                except OSError:
-                    return
-                time.sleep(0.2)
-
-    thread = threading.Thread(target=trickle, daemon=True)
-    thread.start()
-    try:
-        started = time.monotonic()
-        r = cli("--ledger", "C", "sync", f"http://127.0.0.1:{server.getsockname()[1]}", "--timeout", "1")
-        assert time.monotonic() - started < 30
-        assert r.code == 1 and "error[bad-source]" in r.err and "1 s" in r.err and "Traceback" not in r.err
-    finally:
-        stop.set()
-        server.close()
-        thread.join(timeout=5)
 
 
 def test_a_record_flooded_with_events_still_travels_in_parts(tmp_path: Path) -> None:

@@ -27,9 +27,15 @@ from pithledger.records.events import (
 from pithledger.records.keys import LocalKey
 
 from helpers.common import FIXTURES, PITH_RECORDS, SPEC_VECTORS, VECTORS
+from pathlib import Path
+from pithledger.records.bundle import write_bundle
+from pithledger.records.events import EVENT_VERSION
+from pithledger.store import Ledger
+from helpers.eventpool import ALICE, P, t
 
 BUNDLES = FIXTURES / "bundles"
 EXPECTED = json.loads((BUNDLES / "expected.json").read_text())
+
 
 # What each fixture must produce, written by hand from its name (expected.json adds the exact message).
 REASONS = {
@@ -182,7 +188,7 @@ def tampered(value: Any) -> Any:
     return "x"
 
 
-VALID_EVENTS = [  # ours: Pith's envelope authenticates only its record and receipt (tests/test_pith_document.py)
+VALID_EVENTS = [  # ours: Pith's envelope authenticates only its record and receipt (tests/unit/records/test_pith_document.py)
     e for name in sorted(REASONS) if REASONS[name] == "valid"
     for e in read_bundle(strict_decode((BUNDLES / f"{name}.json").read_bytes())).events if is_pithledger_envelope(e)
 ]
@@ -293,3 +299,33 @@ def test_make_event_refuses_what_would_not_verify() -> None:
         make_event("citation_signature", PITH_RECORDS[0]["pith_number"], {"cited_pith_number": "x", "relation": "cites"}, key,
                    created_at="2026-06-01T00:00:00Z")
     assert info.value.code == "bad-payload"
+
+
+def _event_with_two_mistyped_payload_fields() -> dict:  # type: ignore[type-arg]
+    """Signed and intact (the id and signature cover canonical, sorted bytes), its payload's keys in
+    reverse order, both mistyped: step 10 fails on whichever msgspec.convert meets first."""
+    pk = ALICE.public_key
+    event = {"created_at": t(5), "event_type": "citation_signature", "event_version": EVENT_VERSION,
+             "payload": {"relation": 1, "cited_pith_number": 2},
+             "signer": {"key_id": ALICE.name, "public_key_b64": keys.b64encode(pk), "public_key_fingerprint": keys.fingerprint_hex(pk),
+                        "signer_id": f"ed25519:{keys.fingerprint_hex(pk)}", "signer_type": "self_signed"},
+             "subject_pith_number": P[0], "target": "record"}
+    event["signature_b64"] = keys.b64encode(ALICE.sign(signing_message(event)))
+    event["event_id"] = compute_event_id(event)
+    return event
+
+
+# A finding of the adversarial review of session 4 (apply's two readings, finishing/fsck/verification
+# on worker processes); failed at 6581123, before the fix it guards.
+def test_verify_and_apply_give_one_verdict_message_whatever_the_key_order(tmp_path: Path) -> None:
+    """716d8b6 verifies apply's copies from their canonical (key-sorted) bytes, so apply's evidence
+    says '... at `$.cited_pith_number`', while `pithledger verify` (app.py _check_document ->
+    verify_event on the input's own key order) says '... at `$.relation`' for the same event: what a
+    user checks with verify is not what the ledger records. Root: events.py _payload,
+    msgspec.convert reports the first bad field in dict order."""
+    event = _event_with_two_mistyped_payload_fields()
+    said_by_verify = verify_event(event)
+    with Ledger(tmp_path, create=True) as ledger:
+        result = ledger.apply_batch([read_bundle(json.loads(json.dumps(write_bundle(P[0], [event]))))])
+    (rejected,) = result.rejected
+    assert (rejected.reason, rejected.message) == (said_by_verify.reason, said_by_verify.message)

@@ -3,10 +3,7 @@ what is pending survives the process and is finished by the next writer or whole
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +12,19 @@ import pytest
 from pithledger.records.canonical import canonical_bytes
 from pithledger.fanout import Fanout
 from pithledger.merge import reduce, reduce_all
-from pithledger.store import Ledger, StoreTuning, open_settled
+from pithledger.store import Ledger, StoreTuning
 from pithledger.store.views import _derive_part
 
 from helpers.common import derive_on_workers
 from helpers.eventpool import P, bundles_of, entries, pool
 from helpers.ledgers import make_layout_3
-
-
-def states(ledger: Ledger) -> dict[str, bytes]:
-    return {s: ledger.state_bytes(s) for s in ledger.subjects()}
-
-
-def reference(tmp_path: Path) -> Ledger:
-    ledger = Ledger(tmp_path / "reference", create=True)
-    ledger.apply_batch(bundles_of(pool()))
-    return ledger
+from helpers.pending import reference, states
+from pithledger.audit import DEPTH, record_event_root
+from pithledger.errors import DerivationPending, NotFound
+from pithledger.records.events import make_event
+from pithledger.mirror.publish import node_doc
+from pithledger.store import open_settled
+from helpers.eventpool import ALICE, RECS, t
 
 
 def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path) -> None:
@@ -82,35 +76,6 @@ def test_layout_3_is_read_as_it_is_and_upgraded_in_place_by_a_writer(tmp_path: P
     with Ledger(path, readonly=True) as reader:
         assert bytes(reader.env.begin(db=reader.db[b"meta"]).get(b"layout_version")) == b"5"
         assert reader.tlog_size() == reader.counts()["events"]  # the upgrade built the transparency log too
-
-
-def test_work_left_by_a_killed_run_is_finished_by_a_whole_view_reader(tmp_path: Path) -> None:
-    path = tmp_path / "l"
-    with Ledger(path, create=True) as ledger:  # as a killed apply leaves it: batches committed, not derived
-        ledger.apply_batch(bundles_of(pool()), defer=True)
-    with reference(tmp_path) as ref:
-        want = ref.root()
-    out = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "digest", "--json"],
-                         capture_output=True, text=True, check=True)
-    doc = json.loads(out.stdout)
-    assert (doc["events_root"], doc["states_root"]) == (want.events.hex(), want.states.hex())
-    with open_settled(path) as settled:
-        assert settled.pending() == 0 and settled.fsck() == []
-
-
-def test_apply_finishes_what_an_earlier_run_left_pending(tmp_path: Path) -> None:
-    path = tmp_path / "l"
-    events = pool()
-    with Ledger(path, create=True) as ledger:
-        ledger.apply_batch(bundles_of(events), defer=True)
-    data = tmp_path / "again.jsonl"
-    data.write_text("".join(json.dumps(b) + "\n" for b in [{"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                                            "pith_number": events[0]["subject_pith_number"],
-                                                            "events": [events[0]]}]))
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", "-q", str(data)],
-                   capture_output=True, check=True)  # only a duplicate: the run still finishes the pending work
-    with Ledger(path) as ledger, reference(tmp_path) as ref:
-        assert ledger.pending() == 0 and states(ledger) == states(ref) and ledger.fsck() == []
 
 
 def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_path: Path,
@@ -189,3 +154,54 @@ def test_a_big_record_of_a_small_step_is_derived_on_a_worker(tmp_path: Path, mon
             assert (_derive_part in sent) == (workers > 0)  # the one record's derivation went to a worker
             got.append(states(ledger))
     assert got[0] == got[1] and P[0] in got[0]
+
+
+def _revocation_of_record_1() -> dict:  # type: ignore[type-arg]
+    created = [e for e in pool() if e["event_type"] == "record_created" and e["subject_pith_number"] == P[1]]
+    assert len(created) == 1 and created[0]["signer"]["key_id"] == ALICE.name
+    return make_event("revocation", P[1], {"revoked_event_id": created[0]["event_id"]}, ALICE, created_at=t(20))
+
+
+# A finding of the adversarial review of session 3 (deferred derivation, split verification, signature
+# reuse, page release); fails on 5098d9d.
+@pytest.mark.parametrize("how", ["suffix", "arxiv", "arxiv-version"])
+def test_record_revoked_away_in_a_pending_batch_crashes_resolve_by_suffix_or_alias(tmp_path: Path, how: str) -> None:
+    """A record found by the suffix/alias index of the last finished run, whose record_created was revoked
+    in a deferred batch: _candidate computes its pending state, whose `current` is {} -> KeyError
+    'canonical_record' (resolve, state/export by any short form, serve's /resolve -> 500)."""
+    source = RECS[1]["source"]
+    text = {"suffix": "pith:" + P[1].rsplit(":", 1)[1][:8], "arxiv": f"arXiv:{source['id']}",
+            "arxiv-version": f"arXiv:{source['id']}v{source['version']}"}[how]
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()))
+        assert ledger.resolve(text) == P[1]
+        ledger.apply_batch(bundles_of([_revocation_of_record_1()]), defer=True)  # an apply run, not finished yet
+        try:
+            ledger.resolve(text)  # the index of the last finished run still names it: found, or not-found
+        except NotFound:
+            pass
+        ledger.finish()
+        with pytest.raises(NotFound):
+            ledger.resolve(text)
+
+
+# A finding of the adversarial review of session 3 (deferred derivation, split verification, signature
+# reuse, page release); fails on 5098d9d.
+def test_pending_record_makes_the_live_node_document_refuse_until_finished(tmp_path: Path) -> None:
+    """serve's /pithledger/nodes/<bucket>: node_doc would list event_ids from the log (pending events included)
+    next to the stored, not-yet-derived event_root, which sync/audit rightly reject as a lie. A bucket holding a
+    pending record is refused with derivation-pending (serve: 503, Retry-After) until the work is finished."""
+    path = tmp_path / "l"
+    with Ledger(path, create=True) as ledger:
+        ledger.apply_batch(bundles_of(pool()))
+        late = make_event("author_attestation", P[0], {"author_name": "Late Author"}, ALICE, created_at=t(20))
+        ledger.apply_batch(bundles_of([late]), defer=True)  # apply/sync in progress (or killed): pending
+    bucket = P[0].rsplit(":", 1)[1][:DEPTH]
+    with Ledger(path, readonly=True) as served:  # serve's handle
+        with pytest.raises(DerivationPending):
+            node_doc(served, bucket)
+    with open_settled(path) as settled:
+        doc = node_doc(settled, bucket)
+        assert doc is not None
+        rec = doc["records"][P[0]]
+        assert record_event_root(rec["event_ids"]).hex() == rec["event_root"]

@@ -19,6 +19,12 @@ from pithledger.store import Ledger
 from helpers.common import derive_on_workers
 from helpers.eventpool import ORPHAN, P, bundles_of, entries, pool
 from helpers.ledgers import EXAMPLES, example_bundles
+from pithledger.records.bundle import write_bundle
+from pithledger.errors import PithledgerError
+from typing import Any
+from helpers.adversary import unsigned_pith_event
+from helpers.clikit import _pith
+
 
 def all_states(ledger: Ledger) -> dict[str, bytes]:
     return {s: ledger.state_bytes(s) for s in ledger.subjects()}
@@ -256,3 +262,58 @@ def test_a_handle_is_tuned_by_its_store_tuning_and_by_nothing_set_on_the_package
     with Ledger(tmp_path / "l") as ledger:  # tuned's ends with it
         assert parts(ledger) == 1
     assert type(store) is type(zlib)  # a plain module: nothing relays a name set on it to the parts
+
+
+SUBJECT = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
+
+
+# A finding of the adversarial review of session 4 (apply's two readings, finishing/fsck/verification
+# on worker processes); failed at 6581123, before the fix it guards.
+@pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])
+@pytest.mark.parametrize("tamper", [(b'"record_status":"present"', b'"record_status":1'),
+                                    (b'"record_status":"present"', b'"record_status":null')], ids=["int", "null"])
+def test_fsck_names_a_state_tampered_to_the_wrong_type_instead_of_stopping(tmp_path: Path, on_workers: bool,
+                                                                              tamper: tuple[bytes, bytes]) -> None:
+    """store.py _stored_index_keys (typed _IndexView, record_status: str) raises LedgerError 'not
+    readable (damaged ledger)' from _fsck_indexes for a state whose JSON is fine but whose
+    record_status is not a string: fsck reports no list at all, though _fsck_state_part has already
+    found the mismatch (before 867f64f, fsck listed it). The same raise stops every later finishing
+    step that re-derives this record (_derive reads the old state's index keys), so re-deriving can
+    no longer overwrite the damage."""
+    old, new = tamper
+    with Ledger(tmp_path, create=True, tuning=derive_on_workers(on_workers)) as ledger:
+        ledger.apply_batch(example_bundles())
+        with ledger.env.begin(write=True) as txn:
+            raw = zlib.decompress(txn.get(SUBJECT.encode(), db=ledger.db[b"state"]))
+            assert old in raw
+            txn.put(SUBJECT.encode(), zlib.compress(raw.replace(old, new, 1)), db=ledger.db[b"state"])
+        try:
+            problems = ledger.fsck()
+        except PithledgerError as exc:
+            pytest.fail(f"fsck raised instead of listing the mismatch: {exc}")
+    assert f"state of {SUBJECT} differs from its recomputation from the log" in problems
+
+
+def _usage(ledger: Ledger) -> tuple[Any, dict[str, Any]]:
+    return ledger.evidence_usage(), dict(ledger.evidence_subjects())
+
+
+# Issue #20 §4/§6 (hardening), as a user meets it.
+def test_two_writers_offering_the_same_junk_count_it_once(tmp_path: Path) -> None:
+    """Both writers look the copies up before either writes (as two processes do when one waits for
+    the other's lock): the second finds them held in its write transaction and counts nothing."""
+    junk = [unsigned_pith_event(_pith(1), n=i) for i in range(40)]
+    bundle = write_bundle(_pith(1), junk)
+    from pithledger.records.bundle import read_bundle
+
+    with Ledger(tmp_path / "L", create=True) as ledger:
+        first, second = ledger.batch(), ledger.batch()
+        first.add(read_bundle(bundle))
+        second.add(read_bundle(bundle))  # looked up before the first commits: nothing held yet
+        a, b = first.commit(), second.commit()
+        assert a.unverified == b.unverified == 40 and all(r.kept for r in a.rejected + b.rejected)
+        total, per_record = _usage(ledger)
+        held = ledger.evidence(_pith(1))
+        assert (total.entries, per_record[_pith(1)].entries) == (len(held), len(held)) == (40, 40)
+        assert total.bytes == sum(len(e.event) for _, e in held)
+        assert ledger.fsck() == []

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from pithledger.tlog import merkle
 import pithledger.store.tlog_tables as T
-from pithledger.errors import TlogDamaged, TlogNotBuilt, TlogOutOfRange
+from pithledger.errors import TlogDamaged, TlogOutOfRange
 from helpers.common import ROOT
+from helpers.translog import NUMBER, REMEDY, assert_tlog_is_the_log, attestations, raw_put, record_created, served, small_ledger
 
 
 @pytest.fixture
@@ -104,9 +105,6 @@ def test_ranges_beyond_the_tree_are_lookup_errors(raw: tuple[lmdb.Environment, T
         with pytest.raises(TlogOutOfRange):
             T.tree_hash(txn, dbs, 11)
         assert T.read_entries(txn, dbs, 3, 3) == []
-
-
-REMEDY = "; the transparency log is derived from the log: `pithledger rebuild --force` rebuilds it"
 
 
 def _check(env: lmdb.Environment, dbs: T.TlogDbs, implied: list[bytes]) -> list[str]:
@@ -273,68 +271,16 @@ def test_build_refuses_a_log_with_a_gap(raw: tuple[lmdb.Environment, T.TlogDbs])
 # --- the ledger: the tlog is the log's, batch by batch ---------------------------------------------------------------
 
 import json  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tarfile  # noqa: E402
-import time  # noqa: E402
 import copy as copy_  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pithledger import store  # noqa: E402
 from pithledger.records.bundle import Bundle, read_bundle  # noqa: E402
-from pithledger.records.canonical import canonical_bytes, strict_decode  # noqa: E402
+from pithledger.records.canonical import strict_decode  # noqa: E402
 from pithledger.errors import LedgerFull  # noqa: E402
-from pithledger.records.events import make_event  # noqa: E402
-from pithledger.store import BatchWithdrawn, Ledger, rebuild  # noqa: E402
+from pithledger.store import BatchWithdrawn, Ledger  # noqa: E402
 
-from helpers.common import FIXTURES, LMDB_EXAMPLES, PITH_RECORDS, derive_on_workers  # noqa: E402
-from helpers.eventpool import ALICE, bundles_of, pool  # noqa: E402
-
-RECORD = PITH_RECORDS[0]
-NUMBER = RECORD["pith_number"]
-
-
-def served(data: bytes) -> bytes:
-    """The canonical bytes of a logged event as the mirror serves it (spec/bundle.md §6): ours as held, a
-    Pith-envelope record_created in its served form, which is what its entry hashes (spec/transparency.md §1)."""
-    from pithledger.records.bundle import served_pith_record_event
-
-    event = json.loads(data)
-    pith = "signature_b64" not in event and "event_version" not in event
-    return canonical_bytes(served_pith_record_event(event)) if pith else data
-
-
-def contract_entries(ledger: Ledger) -> list[bytes]:
-    """The entry bytes the contract says each log entry has (spec/storage.md §2.2), computed here from
-    the log, independently of ledger/store/tlog_tables.py."""
-    out = []
-    for e in ledger.log():
-        v = e.verdict
-        assert v.event_id.startswith("sha256:")
-        out.append(canonical_bytes({"event_id": v.event_id[len("sha256:"):], "record": v.subject,
-                                    "sha256": hashlib.sha256(served(e.event)).hexdigest()}))
-    return out
-
-
-def assert_tlog_is_the_log(ledger: Ledger) -> list[bytes]:
-    entries = contract_entries(ledger)
-    assert ledger.tlog_size() == len(entries) == ledger.counts()["events"]
-    assert ledger.tlog_entries(0, len(entries)) == entries
-    assert ledger.tlog_root() == merkle.root([merkle.leaf_hash(e) for e in entries])
-    for n, e in enumerate(ledger.log()):
-        assert ledger.tlog_index(e.verdict.event_id) == n == e.seq
-    return entries
-
-
-def attestations(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [make_event("author_attestation", NUMBER, {"author_name": f"author {i}"}, ALICE,
-                       created_at=f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z") for i in range(start, start + n)]
-
-
-def record_created() -> dict[str, Any]:
-    return make_event("record_created", NUMBER, {"canonical_record": RECORD["canonical_record"],
-                                                 "canonical_sha256": RECORD["canonical_sha256"]}, ALICE, created_at="2026-01-01T00:00:00Z")
+from helpers.common import FIXTURES, LMDB_EXAMPLES, derive_on_workers  # noqa: E402
+from helpers.eventpool import bundles_of, pool  # noqa: E402
 
 
 def junk() -> list[dict[str, Any]]:
@@ -396,22 +342,6 @@ def test_a_failed_batch_leaves_the_tlog_as_it_was(tmp_path: Path, monkeypatch: p
         assert_tlog_is_the_log(ledger)
 
 
-def test_bad_input_through_the_cli_writes_no_tlog_entry(tmp_path: Path, cli: Any) -> None:
-    led = tmp_path / "l"
-    good = tmp_path / "good.json"
-    good.write_bytes(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": NUMBER,
-                                      "events": [record_created()]}))
-    assert cli("--ledger", str(led), "apply", str(good)).code == 0
-    bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": NUMBER,
-                                     "events": attestations(3)}) + b"\n{not json\n")
-    done = cli("--ledger", str(led), "apply", str(bad))
-    assert done.code == 1 and "events" not in done.out
-    with Ledger(led, readonly=True) as ledger:
-        assert ledger.tlog_size() == 1
-        assert_tlog_is_the_log(ledger)
-
-
 def test_the_tlog_index_is_the_log_sequence(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l", create=True) as ledger:
         ledger.apply_batch(bundles_of(pool()))
@@ -431,74 +361,8 @@ def test_the_tlog_index_is_the_log_sequence(tmp_path: Path) -> None:
 
 # --- processes: a killed apply, two writers ------------------------------------------------------------------------
 
-def write_lines(path: Path, events: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                               "pith_number": e["subject_pith_number"], "events": [e]}) + b"\n" for e in events))
-    return path
-
-
-def apply_cmd(ledger: Path, data: Path, batch: int = 50) -> list[str]:
-    return [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", str(batch), "-q", str(data)]
-
-
-def test_a_killed_apply_leaves_log_and_tlog_agreeing(tmp_path: Path) -> None:
-    data = write_lines(tmp_path / "in.jsonl", [record_created()] + attestations(1500))
-    start = time.monotonic()
-    assert subprocess.run(apply_cmd(tmp_path / "reference", data), capture_output=True).returncode == 0
-    full_run = time.monotonic() - start  # kill moments spread over a whole run on this machine, as it is loaded now
-    killed_mid_run = 0
-    for trial, share in enumerate((0.5, 0.7, 0.3, 0.9, 0.6, 0.4, 0.8, 0.2)):
-        if killed_mid_run >= 2:
-            break
-        led = tmp_path / f"l{trial}"
-        delay = share * full_run
-        proc = subprocess.Popen(apply_cmd(led, data), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        if not (led / "data.mdb").exists():
-            continue
-        with Ledger(led) as ledger:
-            logged = ledger.counts()["events"]
-            killed_mid_run += 0 < logged < 1501
-            assert_tlog_is_the_log(ledger)
-            ledger.finish()
-            assert ledger.fsck() == []
-        assert subprocess.run(apply_cmd(led, data), capture_output=True).returncode == 0
-        with Ledger(led, readonly=True) as ledger:
-            assert ledger.tlog_size() == 1501
-            assert_tlog_is_the_log(ledger)
-    assert killed_mid_run >= 1  # the kills did land while the apply wrote
-
-
-def test_two_writers_in_two_processes(tmp_path: Path) -> None:
-    led = tmp_path / "l"
-    events = [record_created()] + attestations(800)
-    a = write_lines(tmp_path / "a.jsonl", events[:500])
-    b = write_lines(tmp_path / "b.jsonl", events[300:])  # overlapping: each dedups against the other
-    assert subprocess.run(apply_cmd(led, write_lines(tmp_path / "first.jsonl", events[:1])), capture_output=True).returncode == 0
-    procs = [subprocess.Popen(apply_cmd(led, f, batch=40), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for f in (a, b)]
-    for p in procs:
-        assert p.wait(timeout=300) in (0,), p.stderr.read() if p.stderr else b""
-    with Ledger(led, readonly=True) as ledger:
-        assert ledger.tlog_size() == 801
-        assert_tlog_is_the_log(ledger)
-        assert ledger.fsck() == []
-
 
 # --- fsck and rebuild ---------------------------------------------------------------------------------------------
-
-def raw_put(path: Path, db: bytes, key: bytes, value: bytes) -> None:
-    env = lmdb.open(str(path), max_dbs=32)
-    with env.begin(write=True) as txn:
-        txn.put(key, value, db=env.open_db(db, txn=txn, create=False))
-    env.close()
-
-
-def small_ledger(path: Path) -> None:
-    with Ledger(path, create=True) as ledger:
-        ledger.apply_batch(bundles_of(pool()))
-        ledger.apply_batch([Bundle(pith_number=NUMBER, events=[record_created()] + attestations(40))])
 
 
 @pytest.mark.parametrize("workers", [False, True])
@@ -511,18 +375,6 @@ def test_fsck_names_a_tampered_entry(tmp_path: Path, workers: bool) -> None:
     with Ledger(path, readonly=True, tuning=derive_on_workers(workers)) as ledger:
         problems = ledger.fsck()
     assert problems == [f"transparency log entry 7 differs from its log entry{REMEDY}"]
-
-
-def test_fsck_names_a_tampered_hash_through_the_cli(tmp_path: Path, cli: Any) -> None:
-    path = tmp_path / "l"
-    small_ledger(path)
-    raw_put(path, T.HASHES_DB, T.position(2, 3).to_bytes(8, "big"), b"\x01" * 32)
-    done = cli("--ledger", str(path), "fsck")
-    assert done.code == 1
-    assert f"MISMATCH transparency log hash at level 2, index 3 differs from its recomputation{REMEDY}\n" in done.out
-    assert "fsck: 1 problem " in done.err
-    repaired = cli("--ledger", str(path), "fsck", "--repair")  # fsck repairs no tlog: it names it, and says rebuild
-    assert repaired.code == 1 and "level 2, index 3" in repaired.out
 
 
 def test_a_write_on_a_tlog_out_of_step_is_refused(tmp_path: Path) -> None:
@@ -541,156 +393,11 @@ def test_a_write_on_a_tlog_out_of_step_is_refused(tmp_path: Path) -> None:
         assert ledger.counts() == before  # nothing written
 
 
-def tlog_of(path: Path) -> tuple[list[bytes], bytes]:
-    with Ledger(path, readonly=True) as ledger:
-        return ledger.tlog_entries(0, ledger.tlog_size()), ledger.tlog_root()
-
-
-def test_rebuild_reproduces_the_tlog(tmp_path: Path, cli: Any) -> None:
-    path = tmp_path / "l"
-    small_ledger(path)
-    before = tlog_of(path)
-    done = rebuild(path, force=True)
-    assert done["tlog"] == {"old_size": len(before[0]), "size": len(before[0]), "extends_old": True, "first_difference": None}
-    assert done["tlog_history_changed"] is False
-    assert tlog_of(path) == before
-    out = cli("--ledger", str(path), "rebuild", "--force")
-    assert out.code == 0 and "WARNING" not in out.out + out.err and tlog_of(path) == before
-
-
-def test_rebuild_says_loudly_when_the_published_history_changes(tmp_path: Path, cli: Any) -> None:
-    """An event the log held that is no longer valid (here: its bytes altered in the log, as a new
-    merge version that refuses it would see it) leaves the rebuilt log: the tlog is not an extension."""
-    path = tmp_path / "l"
-    small_ledger(path)
-    old_entries, _ = tlog_of(path)
-    import msgspec
-
-    env = lmdb.open(str(path), max_dbs=32)
-    with env.begin(write=True) as txn:
-        log = env.open_db(b"log", txn=txn, create=False)
-        seq, event, facts, eid = msgspec.msgpack.decode(txn.get((30).to_bytes(8, "big"), db=log))
-        value = json.loads(event)
-        value["created_at"] = "2026-12-31T00:00:00Z"  # its signature no longer verifies
-        txn.put((30).to_bytes(8, "big"), msgspec.msgpack.encode([seq, canonical_bytes(value), facts, eid]), db=log)
-    env.close()
-    out = cli("--json", "--ledger", str(path), "rebuild", "--force", "--reverify")
-    assert out.code == 0, out.err
-    doc = out.json()
-    assert doc["tlog_history_changed"] is True
-    assert doc["tlog"]["first_difference"] == 30 and doc["tlog"]["extends_old"] is False
-    new_entries, _ = tlog_of(path)
-    assert new_entries[:30] == old_entries[:30] and len(new_entries) == len(old_entries) - 1
-    # the human output says so, naming the index and what the operator must do
-    assert cli("--ledger", str(tmp_path / "l.v2-backup"), "fsck").code == 1  # the backup is the tampered one
-    again = tmp_path / "again"
-    import shutil
-
-    shutil.copytree(tmp_path / "l.v2-backup", again)
-    text = cli("--ledger", str(again), "rebuild", "--force", "--reverify")
-    assert text.code == 0
-    assert "WARNING" in text.err and "entry 30" in text.err and "new origin" in text.err
-
-
 # --- layout 4: read as it is, upgraded in place by the first writer -----------------------------------------------
-
-LAYOUT4 = FIXTURES / "layout4-ledger.tar.gz"  # made by main at 1ce2eb0 (tests/fixtures/make_layout4_ledger.py)
-
-
-def layout4(tmp_path: Path) -> Path:
-    with tarfile.open(LAYOUT4) as tar:
-        tar.extractall(tmp_path, filter="data")
-    return tmp_path / "ledger"
-
-
-def layout_of(path: Path) -> bytes:
-    env = lmdb.open(str(path), max_dbs=32, readonly=True)
-    with env.begin() as txn:
-        layout = bytes(txn.get(b"layout_version", db=env.open_db(b"meta", txn=txn, create=False)))
-    env.close()
-    return layout
-
-
-def test_a_layout_4_ledger_is_read_as_it_is_and_upgraded_by_the_first_writer(tmp_path: Path, cli: Any) -> None:
-    path = layout4(tmp_path)
-    assert layout_of(path) == b"4"
-    with Ledger(path, readonly=True) as reader:
-        counts = reader.counts()
-        assert counts["events"] == 65 and counts["pending"] == 0
-        states = {s: reader.state_bytes(s) for s in reader.subjects()}
-        with pytest.raises(TlogNotBuilt, match="layout 4"):
-            reader.tlog_size()
-        with pytest.raises(TlogNotBuilt):
-            reader.tlog_index("sha256:" + "00" * 32)
-        assert reader.fsck() == []  # a reader checks what there is: the tlog is not built yet, not damaged
-    assert cli("--ledger", str(path), "log").code == 0  # queries read it read-only ...
-    assert layout_of(path) == b"4"  # ... and write nothing
-    with Ledger(path) as writer:
-        assert writer.layout == store.LAYOUT_VERSION
-        assert {s: writer.state_bytes(s) for s in writer.subjects()} == states
-        assert_tlog_is_the_log(writer)
-        assert writer.fsck() == []
-    assert layout_of(path) == b"5"
-
-
-def test_a_whole_view_reader_upgrades_a_layout_4_ledger(tmp_path: Path, cli: Any) -> None:
-    path = layout4(tmp_path)
-    done = cli("--ledger", str(path), "fsck")
-    assert done.code == 0, done.out + done.err
-    assert layout_of(path) == b"5"
-    with Ledger(path, readonly=True) as reader:
-        assert_tlog_is_the_log(reader)
-
-
-KILLED_UPGRADE = """
-import os, sys
-from pathlib import Path
-from pithledger import store
-import pithledger.store.tlog_tables as translog
-appended = 0
-original = translog.Appender.append
-def append(self, entry):
-    global appended
-    appended += 1
-    if appended == 35:  # in the 4th transaction of the upgrade: the process dies before it commits
-        os._exit(9)
-    return original(self, entry)
-translog.Appender.append = append
-store.Ledger(Path(sys.argv[1]), tuning=store.StoreTuning(upgrade_chunk=10))
-"""
-
-
-def test_a_killed_upgrade_is_upgraded_again_by_the_next_writer(tmp_path: Path) -> None:
-    path = layout4(tmp_path)
-    died = subprocess.run([sys.executable, "-c", KILLED_UPGRADE, str(path)], capture_output=True)
-    assert died.returncode == 9, died.stderr
-    assert layout_of(path) == b"4"  # the upgrade is not done ...
-    env = lmdb.open(str(path), max_dbs=32, readonly=True)
-    with env.begin() as txn:
-        assert txn.stat(env.open_db(T.ENTRIES_DB, txn=txn, create=False))["entries"] == 30  # ... 3 steps of 10 were committed
-    env.close()
-    with Ledger(path, readonly=True) as reader:  # a reader never sees the partial tlog
-        with pytest.raises(TlogNotBuilt):
-            reader.tlog_root()
-    with Ledger(path) as writer:
-        assert_tlog_is_the_log(writer)
-        assert writer.fsck() == []
-    assert layout_of(path) == b"5"
-
-
-def test_a_reader_opened_before_the_upgrade_sees_the_tlog_once_it_is_committed(tmp_path: Path) -> None:
-    path = layout4(tmp_path)
-    with Ledger(path, readonly=True) as reader:
-        with pytest.raises(TlogNotBuilt):
-            reader.tlog_size()
-        upgraded = subprocess.run([sys.executable, "-c", "import sys; from pithledger.store import Ledger; Ledger(sys.argv[1]).close()",
-                                   str(path)], capture_output=True)
-        assert upgraded.returncode == 0, upgraded.stderr
-        assert reader.tlog_size() == 65
-        assert_tlog_is_the_log(reader)
 
 
 # --- the property -------------------------------------------------------------------------------------------------
+
 
 @settings(max_examples=LMDB_EXAMPLES, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.integers(min_value=0, max_value=len(pool()) - 1), max_size=12),
@@ -710,6 +417,7 @@ def test_for_any_batches_the_tlog_is_the_log_in_order(batches: list[tuple[list[i
 
 
 # --- the ledger as tlog.py's HashReader (tlog-formats' contract) ------------------------------------------------
+
 
 def test_the_ledger_serves_tlog_py_roots_proofs_and_tiles(tmp_path: Path) -> None:
     """tlog.tree_hash over the ledger equals merkle.root of the entries at every size; inclusion and
