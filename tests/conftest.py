@@ -12,6 +12,11 @@ from hypothesis import HealthCheck, settings
 
 from helpers.common import Result
 
+
+# pytester: tests/unit/test_lanes.py runs the lane contract on a throwaway test file.
+pytest_plugins = ("pytester",)
+
+
 # Property depth: "ci" keeps the suite quick; "deep" is for a long run by hand:
 #   HYPOTHESIS_PROFILE=deep pytest tests
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
