@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import shutil
 import subprocess
 import time
@@ -20,7 +21,6 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from helpers.site import BUNDLES, FZ7, Server, pl
-from helpers.site import _free_port
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
 PREFIX = "/mirror"
@@ -42,16 +42,27 @@ class Proxied:
         self.server, self.proxy_port = server, proxy_port
 
 
+def _reserved_port() -> socket.socket:
+    """A loopback port held for nginx: bound (not listening) with SO_REUSEPORT, so that nginx, listening
+    with `reuseport`, binds it beside this socket, while no port-0 bind or outgoing connection of a test
+    running in parallel can take it in between."""
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    held.bind(("127.0.0.1", 0))
+    return held
+
+
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
     """A server whose --base-url is the nginx address below, with its path."""
     tmp = tmp_path_factory.mktemp("prefix")
     ledger = tmp / "ledger"
     pl(tmp, "--ledger", str(ledger), "apply", str(BUNDLES))
-    port = _free_port()
-    server = Server(ledger, tmp, "--base-url", f"http://127.0.0.1:{port}{PREFIX}/")
-    yield Proxied(server, port)
-    server.stop()
+    with _reserved_port() as held:
+        port = int(held.getsockname()[1])
+        server = Server(ledger, tmp, "--base-url", f"http://127.0.0.1:{port}{PREFIX}/")
+        yield Proxied(server, port)
+        server.stop()
 
 
 def test_every_redirect_keeps_the_base_urls_path(proxied: Proxied) -> None:
@@ -118,7 +129,7 @@ http {{
     client_body_temp_path {tmp}/body; proxy_temp_path {tmp}/proxy; fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi; scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{proxied.proxy_port};
+        listen 127.0.0.1:{proxied.proxy_port} reuseport;
         location {PREFIX}/ {{ proxy_max_temp_file_size 0; proxy_pass http://127.0.0.1:{proxied.server.port}/; }}
     }}
 }}

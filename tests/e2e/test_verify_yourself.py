@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from helpers.site import BUNDLES, Server, _env, pl
-from helpers.site import _free_port
 
 CITED = "GHGOR674YFXPXVI65Z7PPAT6KY"  # arXiv 1905.08204, cited by FZ7AO632's citation_signature in bundles/
 
@@ -66,13 +65,18 @@ def test_served_pages_commands_reproduce_the_promised_state_of_a_cited_record(le
 
 
 def test_published_pages_commands_reproduce_the_promised_state_of_a_cited_record(ledger: Path, tmp_path: Path) -> None:
-    port = _free_port()
     tree = tmp_path / "tree"
-    pl(tmp_path, "--ledger", str(ledger), "publish", str(tree), "--base-url", f"http://127.0.0.1:{port}")
-    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tree)],
+    tree.mkdir()
+    # The static server binds port 0 and says which port it got (a free port picked beforehand could be
+    # taken meanwhile by a test running in parallel); the tree is published under that address after.
+    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        assert static.stdout is not None and "Serving HTTP" in static.stdout.readline()  # it listens
+        assert static.stdout is not None
+        listening = re.search(r"Serving HTTP on \S+ port (\d+)", static.stdout.readline())  # it listens
+        assert listening
+        port = int(listening[1])
+        pl(tmp_path, "--ledger", str(ledger), "publish", str(tree), "--base-url", f"http://127.0.0.1:{port}")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/pith/{CITED}/index.html", timeout=30) as resp:
             page = resp.read()
         got, promised = _run_the_pages_commands(page, tmp_path)

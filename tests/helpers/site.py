@@ -1,10 +1,9 @@
 """A real `pithledger serve` over the example bundles, and the real command line beside it
-(cut from tests/test_serve_http.py, which the page, badge, browser, agent and witness tests share)."""
+(cut from tests/e2e/test_serve_http.py, which the page, badge, browser, agent and witness tests share)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -50,9 +49,3 @@ def example_site(tmp: Path) -> Iterator[tuple[Server, Path, Path]]:
     server = Server(ledger, tmp)
     yield server, ledger, tmp
     server.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
