@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from pithledger.render.badge import VOCABULARY
+
 from helpers.site import FZ7, Y7E, Server, example_site, pl
 from helpers.browser import CHROMIUM, ARGS
 
@@ -64,11 +66,13 @@ def test_record_page_in_chromium(browser: Any, served: tuple[Server, Path, Path]
     assert page.inner_text("#long-number") == state["pith_number"] == f"pith:2026:{FZ7}"
     assert page.inner_text("#short-number") == f"pith:{FZ7[:8]}"
     assert page.inner_text("#canonical-hash") == state["current"]["canonical_sha256"]
-    # badges: the state's wording, claims marked as claims
+    # badges: the state's wording, claims marked as claims: the badge vocabulary's colour (ledger/render/badge.py),
+    # in which "refs signed" is a claim too, though its words do not say "claimed" (spec/badge-and-latex.md §1)
     for key, text in state["current"]["badges"].items():
         badge = page.locator(f'[data-badge="{key}"]')
         assert badge.inner_text() == f"{key} {text}"
-        assert ("claim" in (badge.get_attribute("class") or "")) == ("claimed" in text)
+        drawn = badge.get_attribute("class") or ""
+        assert ("claim" in drawn) == (VOCABULARY[key][text][0] == "claim"), (key, text, drawn)
     # the style applied (CSP allowed the hashed inline style): badges are pills, not plain text
     radius = page.eval_on_selector('[data-badge="author"]', "el => getComputedStyle(el).borderTopLeftRadius")
     assert radius not in ("0px", "")
