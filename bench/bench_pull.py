@@ -5,7 +5,7 @@
 Default N = 10 000. Builds once, in a temp dir, N synthetic canonical records minted by the real
 ``mint`` from arXiv-snapshot-like metadata (ids 2601.00000 ...), each with a ``record_created`` and
 a ``citation_signature`` citing an earlier record, signed by demo keys whose seeds are public strings
-(as bundles/make_examples.py); serves them with tests/pith_site.py, which answers ONLY Pith's paths
+(as bundles/make_examples.py); serves them with tests/helpers/pith_site.py, which answers ONLY Pith's paths
 (``/pith-mirrors.json``, ``/pith/<suffix>/bundle.json``, ``/.well-known/...``, the resolver) over
 keep-alive HTTP/1.1 with ETags. Then, each a subprocess under /usr/bin/time -v (bench/_measure.py):
 
@@ -41,7 +41,7 @@ from _measure import measure  # noqa: E402  (bench/ is on sys.path when run as a
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from pith_site import PithSite  # noqa: E402
+from helpers.pith_site import PithSite  # noqa: E402
 
 PITHLEDGER = str(Path(sys.executable).parent / "pithledger")
 

@@ -5,7 +5,7 @@ nothing a user types or feeds in should ever surface as a traceback.
 
 Every public error class is defined here, below :class:`PithledgerError`, in one section per concern;
 the modules that raise them import them from here. spec/errors.md lists every code with its class,
-and tests/test_errors.py checks that the two agree and that no code is used twice by accident. Codes
+and tests/unit/test_errors.py checks that the two agree and that no code is used twice by accident. Codes
 shared on purpose: the source errors of the transport and a published mirror (``bad-source``, their
 hints tell them apart), and ``NoSuchTile`` (``not-found``, as every other path a server lacks).
 ``EventInvalid``, ``HTTPError`` and ``ActionError`` carry a code chosen per instance (an event's

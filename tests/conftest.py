@@ -1,61 +1,27 @@
-"""Shared fixtures: the real Pith vectors and a runner for the real command line."""
+"""Fixtures and hypothesis profiles for every test; the shared kits are in tests/helpers."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-if TYPE_CHECKING:
-    from pithledger.store import StoreTuning
+from helpers.common import Result
 
-VECTORS = Path(__file__).parent / "vectors"
-FIXTURES = Path(__file__).parent / "fixtures"
-SPEC_VECTORS = Path(__file__).parent.parent / "spec" / "vectors"
+
+# pytester: tests/unit/test_lanes.py runs the lane contract on a throwaway test file.
+pytest_plugins = ("pytester",)
+
 
 # Property depth: "ci" keeps the suite quick; "deep" is for a long run by hand:
 #   HYPOTHESIS_PROFILE=deep pytest tests
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-#: Examples for properties that build real LMDB ledgers per example (each costs milliseconds).
-LMDB_EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1000
-
-
-def derive_on_workers(on: bool = True, **more: Any) -> StoreTuning:
-    """The tuning (``Ledger(..., tuning=)``) with which a ledger derives every finishing step's states,
-    and fsck checks the log and the states, on worker processes in parts of two (the path big runs
-    take), instead of in place (the path of small ones); ``on`` False: the defaults. ``more``: other
-    fields to set."""
-    from pithledger.store import StoreTuning
-
-    return StoreTuning(parallel_states=1, derive_part_records=2, fsck_part=2, **more) if on else StoreTuning(**more)
-
-
-def load_jsonl(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (VECTORS / name).read_text().splitlines() if line.strip()]
-
-
-PITH_RECORDS = load_jsonl("pith-records.jsonl")
-PITH_RECEIPTS = load_jsonl("pith-receipts.jsonl")
-TEXT_CANON = load_jsonl("text-canon.jsonl")
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 @pytest.fixture

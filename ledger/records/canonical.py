@@ -3,7 +3,7 @@
 Pith hashes ``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
 encoded as UTF-8. msgspec's sorted encoder yields the same bytes for every value the strict
 decoder admits (dicts with string keys, lists, strings without lone surrogates, integers within
-+/-(2**53-1), booleans and null) at ~10x the speed; tests/test_canonical.py proves the identity
++/-(2**53-1), booleans and null) at ~10x the speed; tests/unit/records/test_canonical.py proves the identity
 with Hypothesis. Floats are never admitted, so the encoders' float formatting never matters.
 """
 

@@ -3,7 +3,7 @@
     python spec/vectors/ids/make_vectors.py
 
 Nothing here calls the parser: each answer is read off the grammar in spec/identifiers.md §5, so the
-vectors check the code instead of echoing it (tests/test_id_vectors.py runs them through the parser,
+vectors check the code instead of echoing it (tests/unit/records/test_id_vectors.py runs them through the parser,
 `pithledger state` and `pithledger serve`). The file is the product; this script only keeps its many
 escapes readable and its bytes stable.
 """

@@ -1,0 +1,20 @@
+"""What the in-process and the end-to-end tests of pending share (cut from tests/unit/store/test_pending.py,
+now split between tests/unit/ and tests/e2e/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pithledger.store import Ledger
+
+from helpers.eventpool import bundles_of, pool
+
+
+def states(ledger: Ledger) -> dict[str, bytes]:
+    return {s: ledger.state_bytes(s) for s in ledger.subjects()}
+
+
+def reference(tmp_path: Path) -> Ledger:
+    ledger = Ledger(tmp_path / "reference", create=True)
+    ledger.apply_batch(bundles_of(pool()))
+    return ledger

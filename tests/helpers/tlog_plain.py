@@ -1,0 +1,14 @@
+"""What the in-process and the end-to-end tests of tlog plain share (cut from tests/e2e/test_tlog_plain.py,
+now split between tests/unit/ and tests/e2e/)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+
+def mldsa_vkey(name: str = "witness.example/pq") -> str:
+    """A well-formed C2SP vkey of type 0x06 (ML-DSA-44: a 1,312-byte public key), built from the spec."""
+    raw = bytes([0x06]) + bytes(range(256)) * 5 + bytes(32)
+    kid = hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
+    return f"{name}+{kid}+{base64.b64encode(raw).decode()}"

@@ -1,0 +1,116 @@
+"""`pull` from Pith-shaped mirrors (spec/pull.md): a real loopback server exposing only Pith's paths,
+real LMDB ledgers, the real records and demo events of bundles/.
+
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_pull.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+import pytest
+from pithledger.records import ids
+from pithledger.errors import BadManifest, MalformedId
+from pithledger.records.mint import mint
+from pithledger.mirror.publish import publish
+from pithledger.records.model import record_ids
+from pithledger.mirror.pull import RateLimit, parse_manifest, pull, target_of_line, targets_of_args
+from pithledger.store import Ledger
+from helpers.common import VECTORS
+from helpers.pull import BUNDLES, same_as_truth, truth  # noqa: F401 (fixtures)
+
+
+def test_a_published_directory_is_a_file_manifest_whose_patterns_stay_inside_it(tmp_path: Path, truth: dict[str, Any]) -> None:
+    with Ledger(truth["path"], readonly=True) as source:
+        publish(source, tmp_path / "pub")  # no --base-url: patterns are /pith/{suffix}/bundle.json
+    numbers = sorted(truth["arxiv"])
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        report = pull(ledger, str(tmp_path / "pub"), targets_of_args(numbers), rate=0)
+        assert report["records_fetched"] == len(numbers)
+        same_as_truth(ledger, truth)
+        assert pull(ledger, str(tmp_path / "pub" / "pith-mirrors.json"), None, rate=0)["unchanged"] == len(numbers)
+    escape = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0",
+              "mirrors": [{"bundle_pattern": "../../{suffix}/bundle.json"}]}
+    with pytest.raises(BadManifest, match="outside|plain relative"):
+        parse_manifest(json.dumps(escape).encode(), "m.json", local_root=str(tmp_path))
+
+
+def test_pith_s_own_manifest_is_read_and_its_key_is_not_used() -> None:
+    m = parse_manifest((VECTORS / "pith-mirrors.json").read_bytes(), "https://www.pith.science/pith-mirrors.json")
+    assert [(x.name, [p.template for p in x.patterns], x.resolver) for x in m.mirrors] == [
+        ("Pith Resolver", ["https://pith.science/pith/{suffix}/bundle.json", "https://pith.science/.well-known/pith/{suffix}/bundle.json"],
+         "https://pith.science/api/pith-number/resolve")]
+    assert "public_key" not in repr(m)
+
+
+def _manifest(**over: Any) -> bytes:
+    doc: dict[str, Any] = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0",
+                           "mirrors": [{"bundle_pattern": "https://m.example/pith/{suffix}/bundle.json"}]}
+    doc.update(over)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"[]", "not a JSON object"),
+    (b'{"manifest_type": "pith_mirror_manifest", "manifest_type": "x"}', "duplicate"),
+    (b"\xff", "UTF-8"),
+    (b" " * (1024 * 1024 + 1), "limit"),
+    (_manifest(manifest_type="pith_open_graph_bundle"), "manifest_type"),
+    (_manifest(manifest_version="2.0"), "manifest_version"),
+    (_manifest(mirrors=[]), "non-empty list"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/x.json"}] * 17), "at most 16"),
+    (_manifest(mirrors=["https://m.example/"]), "not an object"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/pith/bundle.json"}]), "exactly once"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{suffix}"}]), "exactly once"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{x}"}]), "no other braces"),
+    (_manifest(mirrors=[{"bundle_pattern": 7}]), "not a string"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://u:p@m.example/{suffix}"}]), "credentials"),
+    (_manifest(mirrors=[{"bundle_pattern": "ipfs://{suffix}"}]), "no mirror this version can read"),
+    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}", "base_url": "https://m.example/?q=1"}]), "query"),
+])
+def test_a_bad_manifest_is_a_named_error(data: bytes, message: str) -> None:
+    with pytest.raises(BadManifest, match=message) as info:
+        parse_manifest(data, "https://m.example/pith-mirrors.json")
+    assert info.value.code == "bad-manifest"
+
+
+def test_unusable_mirrors_are_listed_and_relative_patterns_follow_the_manifest_url() -> None:
+    m = parse_manifest(_manifest(mirrors=[{"bundle_pattern": "ipfs://x/{suffix}"}, {"bundle_pattern": "/p/{suffix}.json"}]),
+                       "https://m.example/dir/pith-mirrors.json")
+    assert [p.template for p in m.mirrors[0].patterns] == ["https://m.example/p/{suffix}.json"]
+    assert m.mirrors[0].resolver is None and "ipfs" in m.ignored[0]
+
+
+def test_id_lines_skip_blanks_and_comments_and_mint_snapshot_entries(truth: dict[str, Any]) -> None:
+    assert target_of_line(b"   \n", "f:1") is None and target_of_line(b"# 2605.00424\n", "f:2") is None
+    t = target_of_line(b"arXiv:2605.00424v2\n", "f:3")
+    assert t is not None and t.query == ids.ParsedId(kind="arxiv", value="2605.00424", version=2) and t.suffix is None
+    snapshot = (BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl").read_bytes().splitlines()[0]
+    t = target_of_line(snapshot, "f:4")
+    meta = json.loads(snapshot)
+    # minted offline into its Pith Number: no resolver is asked
+    assert t is not None and t.text == "1709.09021" and t.query is None and t.number == record_ids(mint(meta)).pith_number
+    assert t.suffix == ids.suffix_of_pith_number(t.number)
+    with pytest.raises(MalformedId, match="f:5"):
+        target_of_line(b"2605.004\n", "f:5")
+    with pytest.raises(Exception, match="f:6"):
+        target_of_line(b'{"id": "2605.00424"}\n', "f:6")
+
+
+def test_the_rate_limit_spaces_requests_across_threads_on_a_fake_clock() -> None:
+    waits: list[float] = []
+    limit = RateLimit(10, clock=lambda: 100.0, sleep=waits.append)  # time stands still: every wait is visible
+    threads = [threading.Thread(target=lambda: [limit.acquire() for _ in range(25)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert limit.granted == 100
+    # request n starts (n-1)/rate after the first: the waits are exactly 0.1, 0.2, ... 9.9 s
+    assert sorted(round(w, 6) for w in waits) == [round(i / 10, 6) for i in range(1, 100)]
+    free = RateLimit(0, clock=lambda: 0.0, sleep=waits.append)
+    before = len(waits)
+    for _ in range(1000):
+        free.acquire()
+    assert len(waits) == before and free.granted == 1000
