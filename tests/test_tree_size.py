@@ -6,6 +6,7 @@ record as records change. The real command line over a real ledger of bundles/."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,26 @@ def test_a_tree_the_previous_version_published_is_read_and_a_republish_converges
     run(tmp_path, "--ledger", str(a), "publish", str(fresh))
     for rel in (f"pith/{FZ7}/bundle.json", f"pith/{FZ7}.json", f".well-known/pith/{FZ7}/bundle.json", f"pith/{FZ7}/state.json"):
         assert (tree / rel).read_bytes() == (fresh / rel).read_bytes(), rel
+
+
+def test_sync_and_audit_read_the_smaller_tree_over_http(tmp_path: Path) -> None:
+    """Served by Python's http.server (a 404 for every one-part record's absent parts.json, then its bundle)."""
+    a, tree = tmp_path / "a", tmp_path / "tree"
+    run(tmp_path, "--ledger", str(a), "apply", str(BUNDLES))
+    run(tmp_path, "--ledger", str(a), "publish", str(tree))
+    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+    try:
+        assert static.stdout is not None
+        m = re.search(r"port (\d+)", static.stdout.readline())
+        assert m
+        url = f"http://127.0.0.1:{m[1]}"
+        counts = json.loads(run(tmp_path, "--ledger", str(tmp_path / "b"), "sync", url, "--json").stdout)
+        assert counts["skipped"] == [] and counts["lying"] == [] and counts["new"] > 0
+        assert digest(tmp_path, tmp_path / "b") == digest(tmp_path, a)
+        run(tmp_path, "audit", url, "--bundles")
+    finally:
+        static.terminate()
+        assert static.stderr is not None
+        log = static.communicate(timeout=10)[1]
+    assert re.search(r'"GET /pithledger/records/\d{4}/[A-Z2-7]{26}/parts\.json HTTP/1\.[01]" 404', log)  # the reader asked, found none
