@@ -54,7 +54,8 @@ def old_files(ledger: Path, tree: Path) -> list[Path]:
 def test_a_tree_this_version_publishes_is_smaller_and_read_by_sync_and_audit(tmp_path: Path) -> None:
     a, tree, b = tmp_path / "a", tmp_path / "tree", tmp_path / "b"
     run(tmp_path, "--ledger", str(a), "apply", str(BUNDLES))
-    run(tmp_path, "--ledger", str(a), "publish", str(tree))
+    run(tmp_path, "keys", "new", "tree-log")
+    run(tmp_path, "--ledger", str(a), "publish", str(tree), "--key", "tree-log")
     assert not (tree / "paper").exists()
     assert list((tree / "pithledger" / "records").rglob("parts.json")) == []  # bundles/ has no multi-part record
     doc = json.loads((tree / "pith" / f"{FZ7}.json").read_text())
@@ -64,6 +65,8 @@ def test_a_tree_this_version_publishes_is_smaller_and_read_by_sync_and_audit(tmp
     assert digest(tmp_path, b) == digest(tmp_path, a)
     run(tmp_path, "audit", str(a), str(tree))
     run(tmp_path, "audit", str(tree), "--bundles")
+    log = json.loads(run(tmp_path, "verify-log", str(tree), "--json").stdout)  # every logged event found in its record's bundle
+    assert log["faults"] == [] and log["events_matched"] == log["size"] > 0, log
 
 
 def test_a_tree_the_previous_version_published_is_read_and_a_republish_converges(tmp_path: Path) -> None:

@@ -278,7 +278,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     with its page ``pith/<suffix>/index.html`` (spec/serve.md §5)."""
     suffix = number.rsplit(":", 1)[-1]
     values = ledger.export_parts(number)
-    index = part_index_doc(number, values, ledger.record_events(number))
+    index = part_index_doc(number, values, ledger.record_events(number)) if len(values) > 1 else None
     parts = [canonical_bytes(part) + b"\n" for part in values]
     del values
     whole = canonical_bytes(ledger.export(number)) + b"\n" if len(parts) > 1 else parts[0]
@@ -305,7 +305,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     del inbound
     # The part index only where there is a choice of parts: a one-part record's reader takes part 0, as for a
     # tree without an index (spec/audit.md §4); an index an older version wrote for it goes.
-    if len(parts) > 1:
+    if index is not None:
         write_if_changed(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
     else:
         _remove_stale(directory, f"{own}/{PART_INDEX_FILE}")
