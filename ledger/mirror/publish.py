@@ -8,8 +8,10 @@ claims, and bundles go through the same strict decoding and verification as any 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,8 +198,9 @@ class _Pages:
 
     def agent_files(self, state: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, bytes]:
         """Pith's Agent API documents of a present record, as static files (spec/serve.md §7): the
-        record document, its graph and events, the resolver's answer for it, and ``paper/<short8>``.
-        Links use ``--base-url`` when given, else are relative to the record document."""
+        record document, its graph and events, the resolver's answer for it (no ``paper/<short8>``: a
+        redirect a server computes). Links use ``--base-url`` when given, else are relative to the record
+        document."""
         number = state["pith_number"]
         suffix = number.rsplit(":", 1)[-1]
         urls = record_doc.Urls(base=self.given_base, server=False)
@@ -214,17 +217,6 @@ class _Pages:
         doc = record_doc.record_document(state, events, valid, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls)
         api = f"api/pith-number/{suffix}"
         evs = record_doc.events_document(number, events, valid, self.ledger.inbound_bundles(number))
-        # paper/<short8>/index.html: a refresh to the record the short number names on this ledger (the
-        # resolver's choice when 8 characters name several records), or a note that it names several.
-        try:
-            named = self.ledger.resolve(f"pith:{suffix[:8]}")
-            target = f"../../pith/{named.rsplit(':', 1)[-1]}/index.html"
-            refresh = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={target}">'
-                       f'<title>{named}</title></head><body><p><a href="{target}">{named}</a></p></body></html>\n')
-        except PithledgerError:
-            refresh = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pith:{suffix[:8]}</title></head><body>'
-                       f'<p>pith:{suffix[:8]} names more than one record on this mirror: use the 26-character suffix, e.g. '
-                       f'<a href="../../pith/{suffix}/index.html">{number}</a>.</p></body></html>\n')
         body = {
             f"pith/{suffix}.json": doc,
             f"{api}/graph.json": record_doc.graph_document(doc),
@@ -232,9 +224,7 @@ class _Pages:
             f"pith/{suffix}/events.json": evs,
             f"{api}/resolve.json": record_doc.resolution(state, record_doc.Urls(base=self.given_base, server=False, up="../../../")),
         }
-        out = {rel: canonical_bytes(value) + b"\n" for rel, value in body.items()}
-        out[f"paper/{suffix[:8]}/index.html"] = refresh.encode()
-        return out
+        return {rel: canonical_bytes(value) + b"\n" for rel, value in body.items()}
 
     def index(self) -> bytes:
         root = self.ledger.root()
@@ -288,7 +278,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     with its page ``pith/<suffix>/index.html`` (spec/serve.md §5)."""
     suffix = number.rsplit(":", 1)[-1]
     values = ledger.export_parts(number)
-    index = part_index_doc(number, values, ledger.record_events(number))
+    index = part_index_doc(number, values, ledger.record_events(number)) if len(values) > 1 else None
     parts = [canonical_bytes(part) + b"\n" for part in values]
     del values
     whole = canonical_bytes(ledger.export(number)) + b"\n" if len(parts) > 1 else parts[0]
@@ -313,7 +303,15 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     if present and not alone:
         write_if_changed(directory, export, b"".join(parts) + b"".join(inbound))
     del inbound
-    write_if_changed(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
+    # The part index only where there is a choice of parts: a one-part record's reader takes part 0, as for a
+    # tree without an index (spec/audit.md §4); an index an older version wrote for it goes.
+    if index is not None:
+        write_if_changed(directory, f"{own}/{PART_INDEX_FILE}", canonical_bytes(index) + b"\n")
+    else:
+        _remove_stale(directory, f"{own}/{PART_INDEX_FILE}")
+    # paper/<short8>/index.html, which earlier versions wrote, is a redirect a server computes: gone with
+    # the record's next change (spec/serve.md §7), its directory too once empty.
+    _remove_stale(directory, f"paper/{suffix[:8]}/index.html", rmdir=True)
     write_linked(directory, [f"{own}/state.json"] + (pith_state if present else []), state)
     if present:
         write_if_changed(directory, f"pith/{suffix}/badge.svg", badge.badge_svg(number, value["current"]["badges"]))
@@ -347,6 +345,30 @@ def _owner(path: Path) -> Any:
         return msgspec.json.decode(held).get("pith_number") if held is not None else None
     except (msgspec.DecodeError, AttributeError):
         return None
+
+
+def _remove_stale(directory: Path, rel: str, rmdir: bool = False) -> None:
+    """Remove the regular file an older version published at ``rel`` (and, with ``rmdir``, its directory
+    when that is left empty). Nothing is followed: a symlink or non-directory on the way, or anything but
+    a regular file at ``rel``, is left as it is (it is not ours)."""
+    path = directory
+    for part in Path(rel).parts[:-1]:
+        path = path / part
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return
+        except OSError:
+            return
+    target = directory / rel
+    try:
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            return
+    except OSError:
+        return
+    _unlink(target)
+    if rmdir:
+        with contextlib.suppress(OSError):  # not empty (a file not ours): left
+            target.parent.rmdir()
 
 
 def _unlink(path: Path) -> None:

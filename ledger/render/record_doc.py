@@ -316,7 +316,8 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: 
     created_at, updated_at = _times(state, records)
     html, json_url = urls.page(f"pith/{suffix}"), urls.at(f"pith/{suffix}.json")
     graph_url, events_url = urls.at(f"api/pith-number/{suffix}/graph.json"), urls.at(f"api/pith-number/{suffix}/events.json")
-    paper_url = urls.page(f"paper/{suffix[:8]}")
+    # paper/<short8> is a redirect only a server computes; a static tree names the page it leads to (spec/serve.md §7)
+    paper_url = urls.page(f"paper/{suffix[:8]}") if urls.server else html
     resolve_url = (urls.at(f"api/pith-number/resolve?arxiv={urllib.parse.quote(arxiv, safe='')}&json=true") if urls.server
                    else urls.at(f"api/pith-number/{suffix}/resolve.json"))
     doc: dict[str, Any] = {

@@ -726,7 +726,7 @@ def mirror_record(request: Request) -> Response:
 
     def build() -> bytes:
         parts = site.ledger.export_parts(number)
-        if name == "parts.json":  # the part index, as publish writes it (spec/audit.md §4)
+        if name == "parts.json":  # the part index, for every record (publish writes it for 2+ parts only: spec/audit.md §4)
             return _json_body(part_index_doc(number, parts, site.ledger.record_events(number)))
         if n >= len(parts):
             raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
