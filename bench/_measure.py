@@ -71,6 +71,12 @@ def measure(cmd: list[str], tmp: Path, timeout: float) -> Measured:
         stats.unlink()
     elif not GNU_TIME:
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return Measured(rc, wall, bout.decode(errors="replace"), berr.decode(errors="replace"), rss,
-                    peaks["RssAnon"] / 1024 if "RssAnon" in peaks else None,
-                    peaks["RssFile"] / 1024 if "RssFile" in peaks else None)
+    return Measured(
+        rc,
+        wall,
+        bout.decode(errors="replace"),
+        berr.decode(errors="replace"),
+        rss,
+        peaks["RssAnon"] / 1024 if "RssAnon" in peaks else None,
+        peaks["RssFile"] / 1024 if "RssFile" in peaks else None,
+    )

@@ -75,7 +75,12 @@ def _attacker(port: int, body: bytes, stop: Any, out: Any) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     while not stop.is_set():
         try:
-            conn.request("POST", f"/pith/{SUFFIX}/action/author_attestation", body=body, headers={"content-type": "application/json"})
+            conn.request(
+                "POST",
+                f"/pith/{SUFFIX}/action/author_attestation",
+                body=body,
+                headers={"content-type": "application/json"},
+            )
             resp = conn.getresponse()
             resp.read()
         except (OSError, http.client.HTTPException):  # the server closed the connection: open another
@@ -102,11 +107,16 @@ def _phase(port: int, readers: int, seconds: float, body: bytes | None) -> dict[
     procs = [mp.Process(target=_reader, args=(port, seconds, q)) for _ in range(readers)]
     for p in procs:
         p.start()
-    lat = [x for _ in procs for x in q.get(timeout=seconds + 120)]  # before join: a child exits once its queue is flushed
+    lat = [
+        x for _ in procs for x in q.get(timeout=seconds + 120)
+    ]  # before join: a child exits once its queue is flushed
     for p in procs:
         p.join()
-    out: dict[str, Any] = {"gets_per_s": round(len(lat) / seconds, 1), "median_ms": round(statistics.median(lat) * 1000, 2),
-                           "max_ms": round(max(lat) * 1000, 1)}
+    out: dict[str, Any] = {
+        "gets_per_s": round(len(lat) / seconds, 1),
+        "median_ms": round(statistics.median(lat) * 1000, 2),
+        "max_ms": round(max(lat) * 1000, 1),
+    }
     if attacker is not None:
         stop.set()
         out["attacker_statuses"] = q.get(timeout=180)
@@ -127,11 +137,30 @@ def main() -> None:
     server = None
     try:
         ledger = tmp / "L"
-        subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(RECORD_DOC)],
-                       capture_output=True, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(RECORD_DOC)],
+            capture_output=True,
+            env=env,
+            check=True,
+        )
         body = attack_body(args.junk, args.pretty)
-        server = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", "--accept-events"],
-                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pithledger.cli",
+                "--ledger",
+                str(ledger),
+                "serve",
+                "--port",
+                "0",
+                "--accept-events",
+            ],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert server.stderr is not None
         m = re.search(r":(\d+)/", server.stderr.readline())
         assert m
@@ -141,10 +170,17 @@ def main() -> None:
         attacked = _phase(port, args.readers, args.seconds, body)
         after = _phase(port, args.readers, args.seconds, None)  # the machine is shared: unloaded on both sides
         unloaded = (alone["gets_per_s"] + after["gets_per_s"]) / 2
-        result = {"attack_body_bytes": len(body), "unloaded": alone, "under_attack": attacked, "unloaded_after": after,
-                  "ratio": round(attacked["gets_per_s"] / unloaded, 3), "target": 0.5,
-                  "loadavg_1min": [round(load0, 2), round(os.getloadavg()[0], 2)], "cpus": os.cpu_count(),
-                  "python": sys.version.split()[0]}
+        result = {
+            "attack_body_bytes": len(body),
+            "unloaded": alone,
+            "under_attack": attacked,
+            "unloaded_after": after,
+            "ratio": round(attacked["gets_per_s"] / unloaded, 3),
+            "target": 0.5,
+            "loadavg_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        }
         print(json.dumps(result, indent=1))
     finally:
         if server is not None:

@@ -23,7 +23,6 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,9 @@ NUMBER = "pith:2025:" + SUFFIX
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=env, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=env, check=True
+    )
 
 
 def _events(n: int, numbers: list[str]) -> list[tuple[str, bytes]]:
@@ -52,8 +53,13 @@ def _events(n: int, numbers: list[str]) -> list[tuple[str, bytes]]:
     out = []
     for i in range(n):
         number = numbers[i % len(numbers)]
-        ev = make_event("author_attestation", number, {"author_name": f"Author {i}"}, keys[i % 64],
-                        created_at=f"2026-06-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
+        ev = make_event(
+            "author_attestation",
+            number,
+            {"author_name": f"Author {i}"},
+            keys[i % 64],
+            created_at=f"2026-06-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
+        )
         out.append((number.rsplit(":", 1)[1], canonical_bytes(write_bundle(number, [ev]))))
     return out
 
@@ -77,7 +83,11 @@ def main() -> None:
     ap.add_argument("--posters", type=int, default=16)
     ap.add_argument("--getters", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=60.0, help="upper bound of the POST phase")
-    ap.add_argument("--spread", action="store_true", help="also apply bundles/demo-50-records.jsonl and spread the events over all 51 records")
+    ap.add_argument(
+        "--spread",
+        action="store_true",
+        help="also apply bundles/demo-50-records.jsonl and spread the events over all 51 records",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-actions-"))
     env = dict(os.environ, XDG_DATA_HOME=str(tmp / "d"), XDG_CONFIG_HOME=str(tmp / "c"))
@@ -94,10 +104,31 @@ def main() -> None:
         t0 = time.monotonic()
         bodies = _events(args.events, numbers)
         print(f"signed {len(bodies):,} events in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        server = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0",
-                                   "--accept-events", "--post-rate", "100000", "--post-burst", "100000",
-                                   "--post-total-rate", "100000", "--post-wait", "30"],
-                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pithledger.cli",
+                "--ledger",
+                str(ledger),
+                "serve",
+                "--port",
+                "0",
+                "--accept-events",
+                "--post-rate",
+                "100000",
+                "--post-burst",
+                "100000",
+                "--post-total-rate",
+                "100000",
+                "--post-wait",
+                "30",
+            ],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert server.stderr is not None
         m = re.search(r":(\d+)/", server.stderr.readline())
         assert m
@@ -123,7 +154,12 @@ def main() -> None:
                     return
                 suffix, body = nxt
                 s = time.perf_counter()
-                conn.request("POST", f"/pith/{suffix}/action/author_attestation", body=body, headers={"content-type": "application/json"})
+                conn.request(
+                    "POST",
+                    f"/pith/{suffix}/action/author_attestation",
+                    body=body,
+                    headers={"content-type": "application/json"},
+                )
                 resp = conn.getresponse()
                 resp.read()
                 took = time.perf_counter() - s
@@ -152,11 +188,23 @@ def main() -> None:
         server.wait(timeout=30)
         server = None
         fsck = _cli("--ledger", str(ledger), "fsck", env=env).stdout.strip()
-        result = {"events_posted": len(lat), "statuses": statuses, "accepted_per_s": round(accepted / elapsed, 1),
-                  "p50_ms": round(p(0.50), 1), "p99_ms": round(p(0.99), 1), "max_ms": round(lat[-1] * 1000, 1),
-                  "seconds": round(elapsed, 2), "posters": args.posters, "getters": args.getters,
-                  "gets_per_s_meanwhile": round(gets / (elapsed + 0.5), 1),
-                  "records": len(numbers), "events_held": held, "fsck": fsck, "cpus": os.cpu_count(), "python": sys.version.split()[0]}
+        result = {
+            "events_posted": len(lat),
+            "statuses": statuses,
+            "accepted_per_s": round(accepted / elapsed, 1),
+            "p50_ms": round(p(0.50), 1),
+            "p99_ms": round(p(0.99), 1),
+            "max_ms": round(lat[-1] * 1000, 1),
+            "seconds": round(elapsed, 2),
+            "posters": args.posters,
+            "getters": args.getters,
+            "gets_per_s_meanwhile": round(gets / (elapsed + 0.5), 1),
+            "records": len(numbers),
+            "events_held": held,
+            "fsck": fsck,
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        }
         print(json.dumps(result, indent=1))
     finally:
         if server is not None:

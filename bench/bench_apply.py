@@ -17,10 +17,10 @@ from pathlib import Path
 
 import nacl.signing
 
+from pithledger.merge import Entry, reduce
 from pithledger.records.bundle import Bundle
 from pithledger.records.events import make_event, verify_event
 from pithledger.records.keys import LocalKey
-from pithledger.merge import Entry, reduce
 from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 
@@ -33,7 +33,9 @@ def rate(n: int, seconds: float) -> str:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
-    records = [json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()
+    ]
     key = LocalKey(name="bench", seed=hashlib.sha256(b"bench").digest())
 
     vk = nacl.signing.SigningKey(key.seed)
@@ -50,11 +52,25 @@ def main() -> None:
         r = records[i % len(records)]
         rid = record_ids(r)
         if i < len(records):
-            events.append(make_event("record_created", rid.pith_number, {"canonical_record": r, "canonical_sha256": rid.canonical_sha256},
-                                     key, created_at="2026-06-01T00:00:00Z"))
+            events.append(
+                make_event(
+                    "record_created",
+                    rid.pith_number,
+                    {"canonical_record": r, "canonical_sha256": rid.canonical_sha256},
+                    key,
+                    created_at="2026-06-01T00:00:00Z",
+                )
+            )
         else:
-            events.append(make_event("author_attestation", rid.pith_number, {"author_name": f"author {i}"}, key,
-                                     created_at=f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"))
+            events.append(
+                make_event(
+                    "author_attestation",
+                    rid.pith_number,
+                    {"author_name": f"author {i}"},
+                    key,
+                    created_at=f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+                )
+            )
     print(f"make_event (sign + self-check):      {rate(n, time.perf_counter() - t)}  ({n:,} events)")
 
     t = time.perf_counter()
@@ -70,7 +86,7 @@ def main() -> None:
         with Ledger(Path(tmp), create=True) as ledger:
             t = time.perf_counter()
             for i in range(0, len(bundles), 5):
-                ledger.apply_batch(bundles[i:i + 5])
+                ledger.apply_batch(bundles[i : i + 5])
             a = n / (time.perf_counter() - t)
             print(f"apply into LMDB (batched):           {a:,.0f}/s  = {a / raw:.2f} x raw verify")
             t = time.perf_counter()
@@ -82,13 +98,18 @@ def main() -> None:
     subject = events[0]["subject_pith_number"]
     many = [Entry(events[0], verdicts[0])]
     for i in range(5000):
-        e = make_event("graph_snapshot" if i % 3 == 0 else "author_attestation", subject,
-                       {"graph_snapshot": {"n": i}} if i % 3 == 0 else {"author_name": f"a{i}"}, key,
-                       created_at=f"2026-02-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z")
+        e = make_event(
+            "graph_snapshot" if i % 3 == 0 else "author_attestation",
+            subject,
+            {"graph_snapshot": {"n": i}} if i % 3 == 0 else {"author_name": f"a{i}"},
+            key,
+            created_at=f"2026-02-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+        )
         many.append(Entry(e, verify_event(e)))
     t = time.perf_counter()
     reduce(subject, many)
     print(f"reduce one record of {len(many):,} events:     {1000 * (time.perf_counter() - t):.1f} ms")
+
 
 if __name__ == "__main__":
     main()

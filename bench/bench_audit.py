@@ -29,10 +29,22 @@ KEY = LocalKey(name="bench", seed=hashlib.sha256(b"bench audit").digest())
 
 
 def record(i: int) -> dict:  # type: ignore[type-arg]
-    return {"metadata": {"abstract_canon_sha256": text_sha256(f"abstract {i}"), "cross_cats_sorted": [],
-                         "license": "", "primary_cat": "cs.DC", "submitted_at": "2025-01-01T00:00:00Z",
-                         "title_canon_sha256": text_sha256(f"title {i}")},
-            "schema_version": "1.0", "source": {"id": f"25{i // 100000 % 100:02d}.{i % 100000:05d}", "kind": "arxiv", "version": 1 + i // 10_000_000}}
+    return {
+        "metadata": {
+            "abstract_canon_sha256": text_sha256(f"abstract {i}"),
+            "cross_cats_sorted": [],
+            "license": "",
+            "primary_cat": "cs.DC",
+            "submitted_at": "2025-01-01T00:00:00Z",
+            "title_canon_sha256": text_sha256(f"title {i}"),
+        },
+        "schema_version": "1.0",
+        "source": {
+            "id": f"25{i // 100000 % 100:02d}.{i % 100000:05d}",
+            "kind": "arxiv",
+            "version": 1 + i // 10_000_000,
+        },
+    }
 
 
 def build(path: Path, n: int) -> list[str]:
@@ -43,8 +55,13 @@ def build(path: Path, n: int) -> list[str]:
             rec = record(i)
             rid = record_ids(rec)
             numbers.append(rid.pith_number)
-            event = make_event("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
-                               KEY, created_at="2026-01-01T00:00:00Z")
+            event = make_event(
+                "record_created",
+                rid.pith_number,
+                {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
+                KEY,
+                created_at="2026-01-01T00:00:00Z",
+            )
             batch.append(Bundle(pith_number=rid.pith_number, events=[event]))
             if len(batch) == 10_000:
                 ledger.apply_batch(batch)
@@ -65,14 +82,31 @@ def main() -> None:
             shutil.copytree(a, b)
             chosen = random.Random(n).sample(numbers, 10)
             with Ledger(b) as lb:
-                lb.apply_batch([Bundle(pith_number=p, events=[make_event("author_attestation", p, {"author_name": "bench"}, KEY,
-                                                                        created_at="2026-02-01T00:00:00Z")]) for p in chosen])
+                lb.apply_batch(
+                    [
+                        Bundle(
+                            pith_number=p,
+                            events=[
+                                make_event(
+                                    "author_attestation",
+                                    p,
+                                    {"author_name": "bench"},
+                                    KEY,
+                                    created_at="2026-02-01T00:00:00Z",
+                                )
+                            ],
+                        )
+                        for p in chosen
+                    ]
+                )
             with Ledger(a) as la, Ledger(b) as lb:
                 t = time.perf_counter()
                 result = compare(la, lb)
                 took = time.perf_counter() - t
             assert sorted(d.pith_number for d in result.divergent) == sorted(chosen)
-            print(f"{n:>10,} {built:>8.1f} {took:>8.3f} {result.digests_read:>13,} {len(result.divergent):>9}", flush=True)
+            print(
+                f"{n:>10,} {built:>8.1f} {took:>8.3f} {result.digests_read:>13,} {len(result.divergent):>9}", flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,10 @@ def measure(cmd: list[str]) -> tuple[float, str, dict[int, dict[str, int]]]:
             try:
                 with open(f"/proc/{pid}/status") as fh:
                     st = dict(line.split(":", 1) for line in fh)
-                kb = {k: int(st[f].split()[0]) for k, f in (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"), ("hwm", "VmHWM"))}
+                kb = {
+                    k: int(st[f].split()[0])
+                    for k, f in (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"), ("hwm", "VmHWM"))
+                }
             except (OSError, KeyError, ValueError):
                 continue
             p = peaks[pid]
@@ -66,7 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch-size", type=int, nargs="+", default=[10_000])
     ap.add_argument("--keep", type=Path, help="keep the generated files and ledgers here")
-    ap.add_argument("--base-papers", type=int, default=15_000, help="papers (x 20 events) in the ledger before the step")
+    ap.add_argument(
+        "--base-papers", type=int, default=15_000, help="papers (x 20 events) in the ledger before the step"
+    )
     ap.add_argument("--papers", type=int, default=35_000, help="papers (x 20 events) applied in the measured run")
     args = ap.parse_args()
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="pithledger-growth-"))
@@ -83,19 +88,33 @@ def main() -> None:
         gen.close()
         ledger0 = tmp / "L0"
         if nb:
-            subprocess.run([B.PITHLEDGER, "--ledger", str(ledger0), "apply", str(base), "-q", "--json"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [B.PITHLEDGER, "--ledger", str(ledger0), "apply", str(base), "-q", "--json"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         base.unlink()
-        print(f"base ledger: {20 * nb:,} events; increment: {20 * ni:,} events, {inc.stat().st_size / 1e6:.0f} MB of JSON lines", flush=True)
+        print(
+            f"base ledger: {20 * nb:,} events; increment: {20 * ni:,} events, {inc.stat().st_size / 1e6:.0f} MB of JSON lines",
+            flush=True,
+        )
         for bs in args.batch_size:
             ledger = tmp / f"L-{bs}"
             shutil.rmtree(ledger, ignore_errors=True)
             if nb:
                 shutil.copytree(ledger0, ledger)
-            wall, gnu_max_kb, peaks = measure([B.PITHLEDGER, "--ledger", str(ledger), "apply", str(inc), "--batch-size", str(bs), "-q", "--json"])
-            print(f"--batch-size {bs}: {wall:.1f} s = {20 * ni / wall:,.0f} ev/s; /usr/bin/time max {int(gnu_max_kb) / 1024:.0f} MiB")
+            wall, gnu_max_kb, peaks = measure(
+                [B.PITHLEDGER, "--ledger", str(ledger), "apply", str(inc), "--batch-size", str(bs), "-q", "--json"]
+            )
+            print(
+                f"--batch-size {bs}: {wall:.1f} s = {20 * ni / wall:,.0f} ev/s; /usr/bin/time max {int(gnu_max_kb) / 1024:.0f} MiB"
+            )
             for pid, p in sorted(peaks.items(), key=lambda kv: -kv[1]["hwm"])[:4]:
-                print(f"  pid {pid}: high-water {p['hwm'] / 1024:.0f} MiB; largest sample {p['rss'] / 1024:.0f} MiB "
-                      f"({p['anon'] / 1024:.0f} anon / {p['file'] / 1024:.0f} file)", flush=True)
+                print(
+                    f"  pid {pid}: high-water {p['hwm'] / 1024:.0f} MiB; largest sample {p['rss'] / 1024:.0f} MiB "
+                    f"({p['anon'] / 1024:.0f} anon / {p['file'] / 1024:.0f} file)",
+                    flush=True,
+                )
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

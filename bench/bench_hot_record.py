@@ -63,33 +63,60 @@ def _run_lines(args: tuple[int, str, str, list[str]]) -> list[bytes]:
     """The JSON lines of run ``k``: the hot record's bundle, then one bundle per citing record."""
     k, hot, canon, citers = args
     rng = random.Random(f"hot-record run {k}")
-    kinds = (["timestamp_anchor"] * 150 + ["author_attestation"] * 200 + ["storage_attestation"] * 150
-             + ["replication_record"] * 100 + ["integrity_finding"] * 100 + ["graph_snapshot"] * 48 + ["citation_signature"] * 52)
+    kinds = (
+        ["timestamp_anchor"] * 150
+        + ["author_attestation"] * 200
+        + ["storage_attestation"] * 150
+        + ["replication_record"] * 100
+        + ["integrity_finding"] * 100
+        + ["graph_snapshot"] * 48
+        + ["citation_signature"] * 52
+    )
     rng.shuffle(kinds)
     own: list[dict[str, Any]] = []
     if k == 0:
-        own.append(bs._ev("record_created", hot, {"canonical_record": bs.mint("hot", 0), "canonical_sha256": canon}, 0, _when(0, 0)))
+        own.append(
+            bs._ev(
+                "record_created",
+                hot,
+                {"canonical_record": bs.mint("hot", 0), "canonical_sha256": canon},
+                0,
+                _when(0, 0),
+            )
+        )
         kinds = kinds[1:]
     for i, kind in enumerate(kinds):
         ki = rng.randrange(64)
         when = _when(k, 1 + rng.randrange(80_000))  # out of order within the run
         p: dict[str, Any]
         if kind == "timestamp_anchor":
-            proof = _ots.build(bytes.fromhex(canon), [f"https://cal{rng.randrange(4)}.example.org"],
-                               [800_000 + 1000 * k + i] if rng.random() < 0.7 else [])
+            proof = _ots.build(
+                bytes.fromhex(canon),
+                [f"https://cal{rng.randrange(4)}.example.org"],
+                [800_000 + 1000 * k + i] if rng.random() < 0.7 else [],
+            )
             p = {"ots_proof_b64": base64.b64encode(proof).decode()}
         elif kind == "author_attestation":
             p = {"author_name": f"{rng.choice(bs.FIRST)} {rng.choice(bs.LAST)} {k}-{i}", "orcid": bs._orcid(rng)}
         elif kind == "storage_attestation":
             t = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=rng.randrange(30 * 86400))
-            p = {"capture_url": f"https://web.archive.org/web/{t:%Y%m%d%H%M%S}/https://arxiv.org/abs/hot{k}-{i}",
-                 "captured_at": f"{t:%Y-%m-%dT%H:%M:%SZ}", "content_sha256": hashlib.sha256(f"{k} {i}".encode()).hexdigest()}
+            p = {
+                "capture_url": f"https://web.archive.org/web/{t:%Y%m%d%H%M%S}/https://arxiv.org/abs/hot{k}-{i}",
+                "captured_at": f"{t:%Y-%m-%dT%H:%M:%SZ}",
+                "content_sha256": hashlib.sha256(f"{k} {i}".encode()).hexdigest(),
+            }
         elif kind == "replication_record":
-            p = {"replication_type": rng.choice(REPLICATION_TYPES), "outcome": rng.choice(OUTCOMES),
-                 "artifact_url": f"https://zenodo.org/records/{rng.randrange(10**7, 10**8)}/files/hot-{k}-{i}.tar.gz"}
+            p = {
+                "replication_type": rng.choice(REPLICATION_TYPES),
+                "outcome": rng.choice(OUTCOMES),
+                "artifact_url": f"https://zenodo.org/records/{rng.randrange(10**7, 10**8)}/files/hot-{k}-{i}.tar.gz",
+            }
         elif kind == "integrity_finding":
-            p = {"finding_type": rng.choice(bs.FINDINGS), "severity": rng.choice(SEVERITIES),
-                 "description": f"hot-record note {k}-{i}: " + " ".join(rng.sample(bs.SENTENCES, 2))}
+            p = {
+                "finding_type": rng.choice(bs.FINDINGS),
+                "severity": rng.choice(SEVERITIES),
+                "description": f"hot-record note {k}-{i}: " + " ".join(rng.sample(bs.SENTENCES, 2)),
+            }
         elif kind == "graph_snapshot":
             ki = rng.randrange(4)  # 4 signers re-signing their snapshot
             p = {"graph_snapshot": {"claims": {"count": rng.randrange(1000)}, "run": k, "i": i}}
@@ -98,13 +125,18 @@ def _run_lines(args: tuple[int, str, str, list[str]]) -> list[bytes]:
             p = {"cited_pith_number": citers[rng.randrange(len(citers))], "relation": rng.choice(RELATIONS)}
         own.append(bs._ev(kind, hot, p, ki, when))
     lines = [bs.bundle_line(hot, own, bs.mint("hot", 0) if k == 0 else None)]
-    mine = citers[k * CITERS_PER_RUN:(k + 1) * CITERS_PER_RUN]
-    earlier = citers[:k * CITERS_PER_RUN]
+    mine = citers[k * CITERS_PER_RUN : (k + 1) * CITERS_PER_RUN]
+    earlier = citers[: k * CITERS_PER_RUN]
     resign = rng.sample(earlier, RESIGNED_PER_RUN) if earlier else mine[:RESIGNED_PER_RUN]
-    for j, citer in enumerate(mine[:CITERS_PER_RUN - RESIGNED_PER_RUN] + resign):
+    for j, citer in enumerate(mine[: CITERS_PER_RUN - RESIGNED_PER_RUN] + resign):
         ki = int(hashlib.sha256(citer.encode()).digest()[0]) % 64  # a citer's one signer: a re-signing supersedes
-        e = bs._ev("citation_signature", citer, {"cited_pith_number": hot, "relation": rng.choice(RELATIONS)}, ki,
-                   _when(k, 90_000 + j))
+        e = bs._ev(
+            "citation_signature",
+            citer,
+            {"cited_pith_number": hot, "relation": rng.choice(RELATIONS)},
+            ki,
+            _when(k, 90_000 + j),
+        )
         lines.append(bs.bundle_line(citer, [e], None))
     return lines
 
@@ -131,8 +163,11 @@ def apply(cli: str, ledger: Path, f: Path) -> dict[str, Any]:
     cpu: dict[str, float] = {}
     done = threading.Event()
     t = time.perf_counter()
-    p = subprocess.Popen([cli, "--ledger", str(ledger), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [cli, "--ledger", str(ledger), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     sampler = threading.Thread(target=_cpu_sampler, args=(p.pid, cpu, done), daemon=True)
     sampler.start()
     assert p.stdout is not None and p.stderr is not None
@@ -145,8 +180,14 @@ def apply(cli: str, ledger: Path, f: Path) -> dict[str, Any]:
     if p.returncode != 0:
         sys.exit(f"{cli} apply {f} exited {p.returncode}: {err.decode(errors='replace')[-2000:]}")
     doc = json.loads(out)
-    return {"wall": wall, "writer_cpu": cpu.get("writer", 0.0), "all_cpu": ru.ru_utime + ru.ru_stime, "new": doc.get("new"),
-            "invalid": doc.get("invalid"), "unverified": doc.get("unverified")}
+    return {
+        "wall": wall,
+        "writer_cpu": cpu.get("writer", 0.0),
+        "all_cpu": ru.ru_utime + ru.ru_stime,
+        "new": doc.get("new"),
+        "invalid": doc.get("invalid"),
+        "unverified": doc.get("unverified"),
+    }
 
 
 def main() -> None:
@@ -171,7 +212,9 @@ def main() -> None:
         for k, lines in enumerate(runs):
             files.append(tmp / f"run-{k + 1:02d}.jsonl")
             files[-1].write_bytes(b"".join(lines))
-        print(f"workload: {a.runs} runs x 1 000 events into {hot} ({time.perf_counter() - t:.1f} s to sign)", flush=True)
+        print(
+            f"workload: {a.runs} runs x 1 000 events into {hot} ({time.perf_counter() - t:.1f} s to sign)", flush=True
+        )
         results: dict[str, list[dict[str, Any]]] = {label: [] for label in clis}
         for k, f in enumerate(files):
             for label, cli in clis.items():
@@ -179,38 +222,69 @@ def main() -> None:
                 if r["new"] != 1000:
                     sys.exit(f"{label} run {k + 1}: new={r['new']} invalid={r['invalid']} unverified={r['unverified']}")
                 results[label].append(r)
-                print(f"  run {k + 1:2d} {label:>8}: {r['wall']:.3f} s wall, writer CPU {r['writer_cpu']:.2f} s, "
-                      f"all CPU {r['all_cpu']:.2f} s", flush=True)
-        states = {label: subprocess.run([cli, "--ledger", str(tmp / f"L-{label}"), "state", hot], capture_output=True, check=True).stdout
-                  for label, cli in clis.items()}
-        roots = {label: subprocess.run([cli, "--ledger", str(tmp / f"L-{label}"), "digest", "--json"], capture_output=True,
-                                       check=True).stdout for label, cli in clis.items()}
+                print(
+                    f"  run {k + 1:2d} {label:>8}: {r['wall']:.3f} s wall, writer CPU {r['writer_cpu']:.2f} s, "
+                    f"all CPU {r['all_cpu']:.2f} s",
+                    flush=True,
+                )
+        states = {
+            label: subprocess.run(
+                [cli, "--ledger", str(tmp / f"L-{label}"), "state", hot], capture_output=True, check=True
+            ).stdout
+            for label, cli in clis.items()
+        }
+        roots = {
+            label: subprocess.run(
+                [cli, "--ledger", str(tmp / f"L-{label}"), "digest", "--json"], capture_output=True, check=True
+            ).stdout
+            for label, cli in clis.items()
+        }
         same = len(set(states.values())) == 1 and len(set(roots.values())) == 1
         print()
         n = len(files)
-        print(f"| CLI | run 1 wall | run {n} wall | ratio | run 1 writer CPU | run {n} writer CPU | ratio | "
-              f"median writer CPU of runs 1-3 / {n - 2}-{n} |")
+        print(
+            f"| CLI | run 1 wall | run {n} wall | ratio | run 1 writer CPU | run {n} writer CPU | ratio | "
+            f"median writer CPU of runs 1-3 / {n - 2}-{n} |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         summary: dict[str, Any] = {}
         for label, rs in results.items():
             first, last = rs[0], rs[-1]
-            head, tail = statistics.median(r["writer_cpu"] for r in rs[:3]), statistics.median(r["writer_cpu"] for r in rs[-3:])
-            summary[label] = {"first_wall": first["wall"], "last_wall": last["wall"], "ratio": last["wall"] / first["wall"],
-                              "first_writer_cpu": first["writer_cpu"], "last_writer_cpu": last["writer_cpu"],
-                              "writer_ratio": last["writer_cpu"] / max(first["writer_cpu"], 1e-9),
-                              "median_writer_ratio": tail / max(head, 1e-9), "runs": rs}
+            head, tail = (
+                statistics.median(r["writer_cpu"] for r in rs[:3]),
+                statistics.median(r["writer_cpu"] for r in rs[-3:]),
+            )
+            summary[label] = {
+                "first_wall": first["wall"],
+                "last_wall": last["wall"],
+                "ratio": last["wall"] / first["wall"],
+                "first_writer_cpu": first["writer_cpu"],
+                "last_writer_cpu": last["writer_cpu"],
+                "writer_ratio": last["writer_cpu"] / max(first["writer_cpu"], 1e-9),
+                "median_writer_ratio": tail / max(head, 1e-9),
+                "runs": rs,
+            }
             slope, run1 = _fit([r["writer_cpu"] for r in rs])
-            summary[label] |= {"fit_run1_writer_cpu": run1, "fit_writer_cpu_per_run": slope,
-                               "fit_ratio": (run1 + (n - 1) * slope) / max(run1, 1e-9)}
+            summary[label] |= {
+                "fit_run1_writer_cpu": run1,
+                "fit_writer_cpu_per_run": slope,
+                "fit_ratio": (run1 + (n - 1) * slope) / max(run1, 1e-9),
+            }
             s = summary[label]
-            print(f"| {label} | {s['first_wall']:.2f} s | {s['last_wall']:.2f} s | {s['ratio']:.2f} x | "
-                  f"{s['first_writer_cpu']:.2f} s | {s['last_writer_cpu']:.2f} s | {s['writer_ratio']:.2f} x | "
-                  f"{head:.2f} / {tail:.2f} s = {s['median_writer_ratio']:.2f} x |")
+            print(
+                f"| {label} | {s['first_wall']:.2f} s | {s['last_wall']:.2f} s | {s['ratio']:.2f} x | "
+                f"{s['first_writer_cpu']:.2f} s | {s['last_writer_cpu']:.2f} s | {s['writer_ratio']:.2f} x | "
+                f"{head:.2f} / {tail:.2f} s = {s['median_writer_ratio']:.2f} x |"
+            )
         for label, s in summary.items():
-            print(f"{label}: least-squares line through the {n} runs' writer CPU: {s['fit_run1_writer_cpu']:.2f} s at run 1, "
-                  f"+{1000 * s['fit_writer_cpu_per_run']:.0f} ms a run (per 1 000 events held), run {n} / run 1 = {s['fit_ratio']:.2f} x")
-        print(f"\nstate of the hot record ({len(next(iter(states.values()))):,} bytes) and digest roots "
-              f"{'identical' if same else 'DIFFER'} across CLIs")
+            print(
+                f"{label}: least-squares line through the {n} runs' writer CPU: {s['fit_run1_writer_cpu']:.2f} s at run 1, "
+                f"+{1000 * s['fit_writer_cpu_per_run']:.0f} ms a run (per 1 000 events held), run {n} / run 1 = {s['fit_ratio']:.2f} x"
+            )
+        print(
+            f"\nstate of the hot record ({len(next(iter(states.values()))):,} bytes) and digest roots "
+            f"{'identical' if same else 'DIFFER'} across CLIs"
+        )
         if a.json:
             a.json.write_text(json.dumps({"clis": clis, "summary": summary, "identical": same}, indent=1))
         if not same:

@@ -59,8 +59,13 @@ def one(exe: str, data: Path, ledger: Path, delay: float, timeout: float, worker
     extra = ["--workers", str(workers)] if workers is not None else []
     cmd = [exe, "--ledger", str(ledger), "apply", str(data), "-q", *extra]
     # SIGINT as from a terminal, even when this script runs in the background with it ignored
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     t0 = time.monotonic()
     time.sleep(max(0.0, delay - (time.monotonic() - t0)))
     sent = proc.poll() is None
@@ -82,20 +87,37 @@ def one(exe: str, data: Path, ledger: Path, delay: float, timeout: float, worker
     if leftover:
         os.killpg(proc.pid, signal.SIGKILL)
     text = err.decode(errors="replace")
-    r: dict[str, Any] = {"delay": round(delay, 3), "sent": sent, "rc": proc.returncode, "hung": hung, "wall": round(wall, 2),
-                         "traceback": "Traceback" in text, "leftover": leftover,
-                         "stderr_tail": text.strip().splitlines()[-1][:160] if text.strip() else ""}
-    rerun = subprocess.run([exe, "--ledger", str(ledger), "apply", str(data), "-q", "--json", *extra],
-                           capture_output=True, timeout=600)
+    r: dict[str, Any] = {
+        "delay": round(delay, 3),
+        "sent": sent,
+        "rc": proc.returncode,
+        "hung": hung,
+        "wall": round(wall, 2),
+        "traceback": "Traceback" in text,
+        "leftover": leftover,
+        "stderr_tail": text.strip().splitlines()[-1][:160] if text.strip() else "",
+    }
+    rerun = subprocess.run(
+        [exe, "--ledger", str(ledger), "apply", str(data), "-q", "--json", *extra], capture_output=True, timeout=600
+    )
     r["rerun_rc"] = rerun.returncode
     fsck = subprocess.run([exe, "--ledger", str(ledger), "fsck"], capture_output=True, timeout=600)
     r["fsck_rc"] = fsck.returncode
     r["fsck"] = fsck.stdout.decode().strip()[:80] or fsck.stderr.decode().strip()[-160:]
     expected_rc = (130, 0) if sent else (0,)
     # exit 130 says so in one line; exit 0 (finished before the signal) says nothing with -q
-    r["one_line"] = (len(text.strip().splitlines()) == 1 and text.startswith("interrupted")) if proc.returncode == 130 else True
-    r["ok"] = (not hung and not r["traceback"] and proc.returncode in expected_rc and r["one_line"] and not leftover
-               and rerun.returncode == 0 and fsck.returncode == 0)
+    r["one_line"] = (
+        (len(text.strip().splitlines()) == 1 and text.startswith("interrupted")) if proc.returncode == 130 else True
+    )
+    r["ok"] = (
+        not hung
+        and not r["traceback"]
+        and proc.returncode in expected_rc
+        and r["one_line"]
+        and not leftover
+        and rerun.returncode == 0
+        and fsck.returncode == 0
+    )
     if not r["ok"]:
         r["stderr"] = text[-3000:]
     return r
@@ -130,25 +152,40 @@ def main() -> None:
         data = args.data if args.data is not None and args.data.exists() else workload(tmp, args.papers)
         if args.data is not None and not args.data.exists():
             shutil.copy(data, args.data)
-        print(f"workload: {data} ({data.stat().st_size / 1e6:.1f} MB, {args.papers * 20:,} events) in {time.monotonic() - t:.1f} s; "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"workload: {data} ({data.stat().st_size / 1e6:.1f} MB, {args.papers * 20:,} events) in {time.monotonic() - t:.1f} s; "
+            f"load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         results = []
         for i in range(args.runs):
             delay = args.spread * (i + 0.5) / args.runs
             ledger = tmp / f"ledger-{i}"
             r = one(exe, data, ledger, delay, args.timeout, args.workers)
             results.append(r)
-            print(f"{i:3d} t={r['delay']:.2f}s rc={r['rc']} wall={r['wall']:.1f}s hung={r['hung']} tb={r['traceback']} "
-                  f"leftover={r['leftover']} rerun={r['rerun_rc']} fsck={r['fsck_rc']} {'ok' if r['ok'] else 'FAIL'}: "
-                  f"{r['stderr_tail']}", flush=True)
+            print(
+                f"{i:3d} t={r['delay']:.2f}s rc={r['rc']} wall={r['wall']:.1f}s hung={r['hung']} tb={r['traceback']} "
+                f"leftover={r['leftover']} rerun={r['rerun_rc']} fsck={r['fsck_rc']} {'ok' if r['ok'] else 'FAIL'}: "
+                f"{r['stderr_tail']}",
+                flush=True,
+            )
             if not args.keep:
                 shutil.rmtree(ledger, ignore_errors=True)
-        summary = {"runs": len(results), "ok": sum(r["ok"] for r in results), "hung": sum(r["hung"] for r in results),
-                   "traceback": sum(r["traceback"] for r in results), "exit_130": sum(r["rc"] == 130 for r in results),
-                   "exit_0": sum(r["rc"] == 0 for r in results), "not_one_line": sum(not r["one_line"] for r in results),
-                   "leftover": sum(r["leftover"] for r in results),
-                   "rerun_failed": sum(r["rerun_rc"] != 0 for r in results), "fsck_failed": sum(r["fsck_rc"] != 0 for r in results),
-                   "spread_s": args.spread, "events": args.papers * 20, "load_end": round(os.getloadavg()[0], 2)}
+        summary = {
+            "runs": len(results),
+            "ok": sum(r["ok"] for r in results),
+            "hung": sum(r["hung"] for r in results),
+            "traceback": sum(r["traceback"] for r in results),
+            "exit_130": sum(r["rc"] == 130 for r in results),
+            "exit_0": sum(r["rc"] == 0 for r in results),
+            "not_one_line": sum(not r["one_line"] for r in results),
+            "leftover": sum(r["leftover"] for r in results),
+            "rerun_failed": sum(r["rerun_rc"] != 0 for r in results),
+            "fsck_failed": sum(r["fsck_rc"] != 0 for r in results),
+            "spread_s": args.spread,
+            "events": args.papers * 20,
+            "load_end": round(os.getloadavg()[0], 2),
+        }
         print(json.dumps(summary))
         if args.json_out:
             args.json_out.write_text(json.dumps({"summary": summary, "runs": results}, indent=1) + "\n")

@@ -30,14 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _measure import measure  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
 from pithledger.records.keys import LocalKey
 from pithledger.records.mint import mint
 from pithledger.records.model import record_ids
-
-from _measure import measure  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -55,9 +55,15 @@ SIGNER_IDS = {k.name: f"{k.name} (DEMO KEY, published seed: not evidence of anyt
 
 
 def meta(i: int) -> dict[str, Any]:
-    return {"id": f"2601.{i:05d}", "title": f"Synthetic paper {i}", "abstract": f"Abstract of synthetic paper {i}.",
-            "authors": "Bench Author", "categories": "cs.DL cs.CR", "license": "http://creativecommons.org/licenses/by/4.0/",
-            "versions": [{"version": "v1", "created": f"Mon, {1 + i % 28} Jun 2026 {i % 24:02d}:00:00 GMT"}]}
+    return {
+        "id": f"2601.{i:05d}",
+        "title": f"Synthetic paper {i}",
+        "abstract": f"Abstract of synthetic paper {i}.",
+        "authors": "Bench Author",
+        "categories": "cs.DL cs.CR",
+        "license": "http://creativecommons.org/licenses/by/4.0/",
+        "versions": [{"version": "v1", "created": f"Mon, {1 + i % 28} Jun 2026 {i % 24:02d}:00:00 GMT"}],
+    }
 
 
 def build(n: int, tmp: Path) -> tuple[dict[str, bytes], list[str], list[str], int]:
@@ -71,12 +77,28 @@ def build(n: int, tmp: Path) -> tuple[dict[str, bytes], list[str], list[str], in
             rec = mint(meta(i))
             rid = record_ids(rec)
             when = f"2026-06-{1 + i % 28:02d}T00:00:00Z"
-            evs = [make_event("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
-                              MIRROR, created_at=when, signer_id=SIGNER_IDS[MIRROR.name])]
+            evs = [
+                make_event(
+                    "record_created",
+                    rid.pith_number,
+                    {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
+                    MIRROR,
+                    created_at=when,
+                    signer_id=SIGNER_IDS[MIRROR.name],
+                )
+            ]
             if numbers:
                 cited = numbers[(i * 7919) % len(numbers)]
-                evs.append(make_event("citation_signature", rid.pith_number, {"cited_pith_number": cited, "relation": "cites"},
-                                      CITER, created_at=when, signer_id=SIGNER_IDS[CITER.name]))
+                evs.append(
+                    make_event(
+                        "citation_signature",
+                        rid.pith_number,
+                        {"cited_pith_number": cited, "relation": "cites"},
+                        CITER,
+                        created_at=when,
+                        signer_id=SIGNER_IDS[CITER.name],
+                    )
+                )
             data = canonical_bytes(write_bundle(rid.pith_number, evs, canonical_record=rec, aliases_created_at=when))
             out.write(data + b"\n")
             bundles[rid.pith_number.rsplit(":", 1)[-1]] = data
@@ -109,24 +131,47 @@ def main() -> None:
         t = time.perf_counter()
         bundles, numbers, arxiv, events = build(a.n, tmp)
         (tmp / "ids.txt").write_text("\n".join(numbers if a.by == "pith" else arxiv) + "\n")
-        print(f"built {a.n:,} records, {events:,} events, {sum(map(len, bundles.values())) / 1e6:.1f} MB of bundles "
-              f"in {time.perf_counter() - t:.1f} s ({tmp})", flush=True)
+        print(
+            f"built {a.n:,} records, {events:,} events, {sum(map(len, bundles.values())) / 1e6:.1f} MB of bundles "
+            f"in {time.perf_counter() - t:.1f} s ({tmp})",
+            flush=True,
+        )
         ref, _ = run(["--ledger", str(tmp / "A"), "apply", str(tmp / "bundles.jsonl")], tmp)
-        print(f"apply (reference): {ref.wall:.1f} s, {a.n / ref.wall:,.0f} records/s, {events / ref.wall:,.0f} events/s, "
-              f"peak RSS {ref.rss_mb or 0:.0f} MiB", flush=True)
+        print(
+            f"apply (reference): {ref.wall:.1f} s, {a.n / ref.wall:,.0f} records/s, {events / ref.wall:,.0f} events/s, "
+            f"peak RSS {ref.rss_mb or 0:.0f} MiB",
+            flush=True,
+        )
         with PithSite(bundles) as site:
             rows = []
             for label in ("pull", "pull again (unchanged)"):
                 before_conn, before_req = site.connections, sum(site.requests.values())
-                m, doc = run(["--ledger", str(tmp / "B"), "pull", site.base_url, "--ids", str(tmp / "ids.txt"), "--rate", "0",
-                              "--connections", str(a.connections), "--json"], tmp)
+                m, doc = run(
+                    [
+                        "--ledger",
+                        str(tmp / "B"),
+                        "pull",
+                        site.base_url,
+                        "--ids",
+                        str(tmp / "ids.txt"),
+                        "--rate",
+                        "0",
+                        "--connections",
+                        str(a.connections),
+                        "--json",
+                    ],
+                    tmp,
+                )
                 doc = doc or {}
                 rows.append(label)
-                print(f"{label}: {m.wall:.1f} s, {a.n / m.wall:,.0f} records/s, {doc.get('new', 0) / m.wall:,.0f} new events/s "
-                      f"({doc.get('new')} new, {doc.get('records_fetched')} fetched, {doc.get('unchanged')} unchanged, "
-                      f"{doc.get('batches')} batches), {sum(site.requests.values()) - before_req:,} requests over "
-                      f"{site.connections - before_conn} connections accepted, peak RSS {m.rss_mb or 0:.0f} MiB "
-                      f"({m.anon_mb or 0:.0f} anon / {m.file_mb or 0:.0f} file)", flush=True)
+                print(
+                    f"{label}: {m.wall:.1f} s, {a.n / m.wall:,.0f} records/s, {doc.get('new', 0) / m.wall:,.0f} new events/s "
+                    f"({doc.get('new')} new, {doc.get('records_fetched')} fetched, {doc.get('unchanged')} unchanged, "
+                    f"{doc.get('batches')} batches), {sum(site.requests.values()) - before_req:,} requests over "
+                    f"{site.connections - before_conn} connections accepted, peak RSS {m.rss_mb or 0:.0f} MiB "
+                    f"({m.anon_mb or 0:.0f} anon / {m.file_mb or 0:.0f} file)",
+                    flush=True,
+                )
         da, _ = run(["--ledger", str(tmp / "A"), "digest", "--json"], tmp)
         db, _ = run(["--ledger", str(tmp / "B"), "digest", "--json"], tmp)
         print("digest of the pulled ledger equals apply's:", da.out == db.out, flush=True)

@@ -72,11 +72,12 @@ def main() -> None:
         def run() -> None:
             for r, e in zip(regions, expected):
                 _bundles._reread_region(r, 1, "bench", e, False, check)
+
         return run
 
     import nacl.signing
-
     from bench_suite import KEYS
+
     vks = [nacl.signing.VerifyKey(k.public_key) for k in KEYS]
     signed = items[:n_events]
 
@@ -112,14 +113,21 @@ def main() -> None:
     rv = raw_verify(items)
     out: dict[str, Any] = {
         "machine": {"code": code_state(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
-        "events_timed": n_events, "reps": args.reps, "us_per_event": us, "pure_total_us": total,
-        "raw_verify": rv, "floor_2_cores_ev_s": 2e6 / total, "floor_2_cores_over_raw_2t": 2e6 / total / rv["rate_2t"],
+        "events_timed": n_events,
+        "reps": args.reps,
+        "us_per_event": us,
+        "pure_total_us": total,
+        "raw_verify": rv,
+        "floor_2_cores_ev_s": 2e6 / total,
+        "floor_2_cores_over_raw_2t": 2e6 / total / rv["rate_2t"],
     }
     for k, v in us.items():
         print(f"{k:28s} {v:7.1f} us/event")
     print(f"pure work per event: {total:.1f} us; raw verify {rv['rate_1t']:,.0f}/s 1T, {rv['rate_2t']:,.0f}/s 2T")
-    print(f"floor on 2 cores, hand-over and writer free: 2e6 / {total:.1f} = {2e6 / total:,.0f} ev/s "
-          f"= {2e6 / total / rv['rate_2t']:.2f} x raw 2T")
+    print(
+        f"floor on 2 cores, hand-over and writer free: 2e6 / {total:.1f} = {2e6 / total:,.0f} ev/s "
+        f"= {2e6 / total / rv['rate_2t']:.2f} x raw 2T"
+    )
     (ROOT / "bench" / "results-pure.json").write_text(json.dumps(out, indent=1) + "\n")
     print("wrote bench/results-pure.json")
 

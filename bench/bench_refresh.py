@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -66,28 +65,55 @@ def main() -> None:
     try:
         _, numbers, _, events = build(a.n, tmp)
         (tmp / "ids.txt").write_text("\n".join(numbers) + "\n")
-        subprocess.run([PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "apply", str(tmp / "bundles.jsonl")], check=True, capture_output=True)
-        subprocess.run([PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "publish", str(tmp / "pub")], check=True, capture_output=True)
+        subprocess.run(
+            [PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "apply", str(tmp / "bundles.jsonl")],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "publish", str(tmp / "pub")], check=True, capture_output=True
+        )
         print(f"built and published {a.n:,} records, {events:,} events ({tmp})", flush=True)
         server, seen = serve(tmp / "pub")
         url = f"http://127.0.0.1:{server.server_address[1]}"
         common = ["--rate", "0", "--connections", str(a.connections), "--json"]
-        steps = [("first pull", ["--ids", str(tmp / "ids.txt")]), ("refresh (digests)", []), ("refresh (--no-digests)", ["--no-digests"])]
+        steps = [
+            ("first pull", ["--ids", str(tmp / "ids.txt")]),
+            ("refresh (digests)", []),
+            ("refresh (--no-digests)", ["--no-digests"]),
+        ]
         walls: dict[str, float] = {}
         for label, extra in steps + [("refresh after 1 record changed", [])]:
             if label.startswith("refresh after"):
-                ev = make_event("citation_signature", numbers[1], {"cited_pith_number": numbers[0], "relation": "cites"},
-                                CITER, created_at="2026-07-01T00:00:00Z", signer_id=SIGNER_IDS[CITER.name])
+                ev = make_event(
+                    "citation_signature",
+                    numbers[1],
+                    {"cited_pith_number": numbers[0], "relation": "cites"},
+                    CITER,
+                    created_at="2026-07-01T00:00:00Z",
+                    signer_id=SIGNER_IDS[CITER.name],
+                )
                 (tmp / "new.json").write_bytes(canonical_bytes(write_bundle(numbers[1], [ev])))
-                subprocess.run([PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "apply", str(tmp / "new.json")], check=True, capture_output=True)
-                subprocess.run([PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "publish", str(tmp / "pub")], check=True, capture_output=True)
+                subprocess.run(
+                    [PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "apply", str(tmp / "new.json")],
+                    check=True,
+                    capture_output=True,
+                )
+                subprocess.run(
+                    [PITHLEDGER, "-q", "--ledger", str(tmp / "A"), "publish", str(tmp / "pub")],
+                    check=True,
+                    capture_output=True,
+                )
             before = len(seen)
             m, doc = run(["--ledger", str(tmp / "B"), "pull", url, *extra, *common], tmp)
             doc = doc or {}
             walls[label] = m.wall
-            print(f"{label}: {m.wall:.2f} s, {len(seen) - before:,} requests seen by the server; {doc.get('records_fetched')} fetched, "
-                  f"{doc.get('new')} new events, {doc.get('unchanged')} unchanged ({doc.get('unchanged_by_digest')} by digest, "
-                  f"digest: {doc.get('digest')}, {doc.get('digests_read')} digests read), peak RSS {m.rss_mb or 0:.0f} MiB", flush=True)
+            print(
+                f"{label}: {m.wall:.2f} s, {len(seen) - before:,} requests seen by the server; {doc.get('records_fetched')} fetched, "
+                f"{doc.get('new')} new events, {doc.get('unchanged')} unchanged ({doc.get('unchanged_by_digest')} by digest, "
+                f"digest: {doc.get('digest')}, {doc.get('digests_read')} digests read), peak RSS {m.rss_mb or 0:.0f} MiB",
+                flush=True,
+            )
         first = walls["first pull"]
         for label in ("refresh (digests)", "refresh (--no-digests)", "refresh after 1 record changed"):
             print(f"ratio {label} / first pull: {walls[label] / first:.3f}", flush=True)

@@ -81,6 +81,7 @@ def _subreaper() -> None:
     is not lost: we reap them and RUSAGE_CHILDREN counts them."""
     if sys.platform.startswith("linux"):
         import ctypes
+
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
@@ -134,8 +135,14 @@ class Cluster:
     """A Dask LocalCluster (scheduler + 2 worker processes) in a subprocess of its own."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([PROJECT_PY, "-c", _CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [PROJECT_PY, "-c", _CLUSTER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         assert self.proc.stdout is not None
         self.address = self.proc.stdout.readline().strip()
         if not self.address.startswith("tcp://"):
@@ -174,28 +181,44 @@ def run_cli(args: list[str], tmp: Path, cluster: Cluster | None = None) -> dict[
     if p.returncode != 0:
         raise SystemExit(f"`{' '.join(args)}` exited {p.returncode}: {stderr.decode(errors='replace')[-2000:]}")
     me = json.loads(out.read_text())
-    all_cpu = (after_children.ru_utime - before_children.ru_utime) + (after_children.ru_stime - before_children.ru_stime)
+    all_cpu = (after_children.ru_utime - before_children.ru_utime) + (
+        after_children.ru_stime - before_children.ru_stime
+    )
     cluster_cpu = _cpu_delta(c_before, c_after)
     try:
         doc = json.loads(stdout)
     except ValueError:
         doc = None
-    return {"wall": wall, "doc": doc,
-            "writer_cpu": me["self_user"] + me["self_sys"], "writer_user": me["self_user"], "writer_sys": me["self_sys"],
-            "local_cpu": all_cpu, "cluster_cpu": cluster_cpu, "scheduler_cpu": s_after - s_before,
-            "all_cpu": all_cpu + cluster_cpu, "writer_maxrss_mb": me["self_maxrss_kb"] / 1024}
+    return {
+        "wall": wall,
+        "doc": doc,
+        "writer_cpu": me["self_user"] + me["self_sys"],
+        "writer_user": me["self_user"],
+        "writer_sys": me["self_sys"],
+        "local_cpu": all_cpu,
+        "cluster_cpu": cluster_cpu,
+        "scheduler_cpu": s_after - s_before,
+        "all_cpu": all_cpu + cluster_cpu,
+        "writer_maxrss_mb": me["self_maxrss_kb"] / 1024,
+    }
 
 
 def ledger_dump(path: Path) -> dict[str, str]:
     """sha256 over every (key, value) of every named database, in key order: equal dumps, equal ledgers."""
     import lmdb
+
     env = lmdb.open(str(path), readonly=True, max_dbs=64, subdir=True, lock=False)
     out = {}
     try:
         with env.begin() as txn:
             names = [bytes(k) for k, _ in txn.cursor().iternext()]
             for name in names:
-                db = env.open_db(name, txn=txn, create=False, dupsort=name in (b"subject", b"suffix", b"alias", b"inbound", b"evsubj"))
+                db = env.open_db(
+                    name,
+                    txn=txn,
+                    create=False,
+                    dupsort=name in (b"subject", b"suffix", b"alias", b"inbound", b"evsubj"),
+                )
                 h = hashlib.sha256()
                 n = 0
                 for k, v in txn.cursor(db=db).iternext():
@@ -217,9 +240,8 @@ def dask_probe(f: Path, events: int) -> dict[str, Any]:
     import msgspec
     from distributed import Client
 
-    from pithledger.store import prepare
     from pithledger.records.bundle import checked_bundle
-    from pithledger.store import _verify_offers
+    from pithledger.store import _verify_offers, prepare
 
     items: list[tuple[bytes, str, bool]] = []
     with f.open("rb") as fh:
@@ -228,7 +250,7 @@ def dask_probe(f: Path, events: int) -> dict[str, Any]:
                 items.append((c.data, c.claimed_id, False))
             if len(items) >= events:
                 break
-    chunks_ = [items[i:i + 512] for i in range(0, len(items), 512)]
+    chunks_ = [items[i : i + 512] for i in range(0, len(items), 512)]
     t = time.process_time()
     local = [_verify_offers(c) for c in chunks_]
     work = time.process_time() - t
@@ -255,44 +277,75 @@ def dask_probe(f: Path, events: int) -> dict[str, Any]:
     client_cpu = (me2.ru_utime - me.ru_utime) + (me2.ru_stime - me.ru_stime)
     tree = max(0.0, _cpu_delta(before_tree, after_tree) - idle_rate * wall)  # net of what it spends idle
     sched = max(0.0, after_sched - before_sched - idle_sched_rate * wall)
-    return {"events": n, "tasks": len(chunks_), "idle_cpu_per_s": idle_rate, "wall": wall, "work_us": 1e6 * work / n, "client_us": 1e6 * client_cpu / n,
-            "scheduler_us": 1e6 * sched / n, "workers_us": 1e6 * (tree - sched) / n,
-            "workers_overhead_us": 1e6 * (tree - sched - work) / n, "rate": n / wall,
-            "bytes_out_per_event": sum(len(d) + len(c) for d, c, _ in items) / n,
-            "bytes_back_per_event": sum(len(x) for x in local) / n}
+    return {
+        "events": n,
+        "tasks": len(chunks_),
+        "idle_cpu_per_s": idle_rate,
+        "wall": wall,
+        "work_us": 1e6 * work / n,
+        "client_us": 1e6 * client_cpu / n,
+        "scheduler_us": 1e6 * sched / n,
+        "workers_us": 1e6 * (tree - sched) / n,
+        "workers_overhead_us": 1e6 * (tree - sched - work) / n,
+        "rate": n / wall,
+        "bytes_out_per_event": sum(len(d) + len(c) for d, c, _ in items) / n,
+        "bytes_back_per_event": sum(len(x) for x in local) / n,
+    }
 
 
 def options(command: str) -> set[str]:
-    p = subprocess.run([PROJECT_PY, "-m", "pithledger.cli", command, "--help"], capture_output=True, text=True,
-                       env=os.environ | {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
+    p = subprocess.run(
+        [PROJECT_PY, "-m", "pithledger.cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"},
+    )
     return set(re.findall(r"--[a-z][a-z-]+", p.stdout))
 
 
 def digest(ledger: Path) -> dict[str, Any]:
-    p = subprocess.run([PROJECT_PY, "-m", "pithledger.cli", "--ledger", str(ledger), "digest", "--json"], capture_output=True,
-                       text=True, check=True)
+    p = subprocess.run(
+        [PROJECT_PY, "-m", "pithledger.cli", "--ledger", str(ledger), "digest", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     d = json.loads(p.stdout)
-    return {"events_root": d["events_root"], "states_root": d["states_root"], "events": d["events"], "records": d["records"]}
+    return {
+        "events_root": d["events_root"],
+        "states_root": d["states_root"],
+        "events": d["events"],
+        "records": d["records"],
+    }
 
 
 def per_event(r: dict[str, Any], n: int, startup: float) -> dict[str, float]:
-    return {"rate": n / r["wall"], "writer_us": 1e6 * r["writer_cpu"] / n,
-            "writer_net_us": 1e6 * max(0.0, r["writer_cpu"] - startup) / n, "all_us": 1e6 * r["all_cpu"] / n,
-            "others_us": 1e6 * (r["all_cpu"] - r["writer_cpu"]) / n, "scheduler_us": 1e6 * r["scheduler_cpu"] / n}
+    return {
+        "rate": n / r["wall"],
+        "writer_us": 1e6 * r["writer_cpu"] / n,
+        "writer_net_us": 1e6 * max(0.0, r["writer_cpu"] - startup) / n,
+        "all_us": 1e6 * r["all_cpu"] / n,
+        "others_us": 1e6 * (r["all_cpu"] - r["writer_cpu"]) / n,
+        "scheduler_us": 1e6 * r["scheduler_cpu"] / n,
+    }
 
 
 def project(runs: dict[str, dict[str, Any]], what: str, probe: dict[str, Any] | None = None) -> list[str]:
     """The projection, as lines of text with their arithmetic."""
     base = runs.get("--workers 2") or runs["default"]
     w, k = base["writer_net_us"], base["others_us"]
-    lines = [f"{what}: writer {w:.1f} us/event (serial, net of the fixed cost), other processes {k:.1f} us/event (parallel work) in the "
-             f"{'--workers 2' if '--workers 2' in runs else 'default'} run"]
+    lines = [
+        f"{what}: writer {w:.1f} us/event (serial, net of the fixed cost), other processes {k:.1f} us/event (parallel work) in the "
+        f"{'--workers 2' if '--workers 2' in runs else 'default'} run"
+    ]
     for cores, label in ((16, "16 cores"), (64, "4 x 16 cores")):
         hand = 0.0
         sched = 0.0
         if cores > 16 and "dask" in runs:
             d = runs["dask"]
-            hand = max(0.0, d["all_us"] - base["all_us"])  # serialisation, TCP, scheduling, per event, over all processes
+            hand = max(
+                0.0, d["all_us"] - base["all_us"]
+            )  # serialisation, TCP, scheduling, per event, over all processes
             sched = d["scheduler_us"]
             w_c = d["writer_net_us"]
         elif cores > 16 and probe:  # no --scheduler here: the probe's figures for the verification hand-over
@@ -312,8 +365,10 @@ def project(runs: dict[str, dict[str, Any]], what: str, probe: dict[str, Any] | 
             rate = min(rate, 1e6 / sched)
             if 1e6 / sched < min(serial, parallel):
                 bound = "scheduler-bound"
-        lines.append(f"  {label}: min(1e6/{w_c:.1f}, {workers} x 1e6/({k:.1f}{f' + {hand:.1f}' if hand else ''})) = "
-                     f"min({serial:,.0f}, {parallel:,.0f}) = {rate:,.0f} ev/s, {bound}{extra}")
+        lines.append(
+            f"  {label}: min(1e6/{w_c:.1f}, {workers} x 1e6/({k:.1f}{f' + {hand:.1f}' if hand else ''})) = "
+            f"min({serial:,.0f}, {parallel:,.0f}) = {rate:,.0f} ev/s, {bound}{extra}"
+        )
     return lines
 
 
@@ -326,10 +381,12 @@ def two_core_bound(runs: dict[str, dict[str, Any]], rv: dict[str, Any]) -> dict[
     units = {"all": base["all_us"] / unit, "workers": base["others_us"] / unit, "writer": base["writer_us"] / unit}
     bound = 2 / units["all"] * rv["rate_1t"] / rv["rate_2t"]
     reached = base["rate"] / rv["rate_2t"]
-    text = (f"one Ed25519 check = {unit:.1f} us; per event the workers spend {units['workers']:.2f} of them, the writer "
-            f"{units['writer']:.2f} (start-up included): 2 / {units['all']:.2f} x raw 1T = {bound:.2f} x raw 2T at most; "
-            f"reached {reached:.2f} x = {reached / bound:.0%} of it (0.5 x needs at most "
-            f"{2 / (0.5 * rv['rate_2t'] / rv['rate_1t']):.2f} per event)")
+    text = (
+        f"one Ed25519 check = {unit:.1f} us; per event the workers spend {units['workers']:.2f} of them, the writer "
+        f"{units['writer']:.2f} (start-up included): 2 / {units['all']:.2f} x raw 1T = {bound:.2f} x raw 2T at most; "
+        f"reached {reached:.2f} x = {reached / bound:.0%} of it (0.5 x needs at most "
+        f"{2 / (0.5 * rv['rate_2t'] / rv['rate_1t']):.2f} per event)"
+    )
     return {"unit_us": unit, "units": units, "bound_over_raw_2t": bound, "reached_over_raw_2t": reached, "text": text}
 
 
@@ -345,9 +402,15 @@ def main() -> None:
     subprocess.run([PROJECT_PY, "-m", "compileall", "-q", str(ROOT / "ledger"), str(ROOT / "cli")], check=False)
     _subreaper()
     tmp = Path(tempfile.mkdtemp(prefix="bench_scaling."))
-    R: dict[str, Any] = {"machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "code": code_state(),
-                                     "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                                     "load_before": os.getloadavg()}}
+    R: dict[str, Any] = {
+        "machine": {
+            "nproc": os.cpu_count(),
+            "python": platform.python_version(),
+            "code": code_state(),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_before": os.getloadavg(),
+        }
+    }
     P = args.papers
     try:
         t = time.perf_counter()
@@ -356,8 +419,10 @@ def main() -> None:
         f.write_bytes(data)
         N = len(items)
         del data
-        print(f"workload: {P:,} papers x 20 = {N:,} events ({f.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t:.0f} s",
-              flush=True)
+        print(
+            f"workload: {P:,} papers x 20 = {N:,} events ({f.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t:.0f} s",
+            flush=True,
+        )
         rv = raw_verify(items)
         del items
         R["raw_verify"] = rv
@@ -372,18 +437,25 @@ def main() -> None:
         fixed_apply = run_cli(["--ledger", str(small), "apply", str(one), *PITHLEDGER_ARGS], tmp)["writer_cpu"]
         fixed_rebuild = run_cli(["--ledger", str(small), "rebuild", "--force", "--json"], tmp)["writer_cpu"]
         R["fixed_cpu"] = {"apply": fixed_apply, "rebuild": fixed_rebuild}
-        print(f"fixed cost of a run (writer CPU of an apply / rebuild of one line): {fixed_apply * 1e3:.0f} / "
-              f"{fixed_rebuild * 1e3:.0f} ms", flush=True)
+        print(
+            f"fixed cost of a run (writer CPU of an apply / rebuild of one line): {fixed_apply * 1e3:.0f} / "
+            f"{fixed_rebuild * 1e3:.0f} ms",
+            flush=True,
+        )
 
         apply_opts, rebuild_opts = options("apply"), options("rebuild")
         configs: list[tuple[str, list[str], list[str], bool]] = [("default", [], [], False)]
         if "--workers" in apply_opts:
-            configs += [("--workers 1", ["--workers", "1"], ["--workers", "1"] if "--workers" in rebuild_opts else [], False),
-                        ("--workers 2", ["--workers", "2"], ["--workers", "2"] if "--workers" in rebuild_opts else [], False)]
+            configs += [
+                ("--workers 1", ["--workers", "1"], ["--workers", "1"] if "--workers" in rebuild_opts else [], False),
+                ("--workers 2", ["--workers", "2"], ["--workers", "2"] if "--workers" in rebuild_opts else [], False),
+            ]
         if "--scheduler" in apply_opts and not args.no_dask:
             configs.append(("dask", ["--scheduler"], ["--scheduler"] if "--scheduler" in rebuild_opts else [], True))
-        R["options"] = {"apply": sorted(apply_opts & {"--workers", "--scheduler"}),
-                        "rebuild": sorted(rebuild_opts & {"--workers", "--scheduler"})}
+        R["options"] = {
+            "apply": sorted(apply_opts & {"--workers", "--scheduler"}),
+            "rebuild": sorted(rebuild_opts & {"--workers", "--scheduler"}),
+        }
         R["apply"], R["rebuild"], dumps, digests = {}, {}, {}, {}
         for name, a_opt, r_opt, dask in configs:
             cluster = Cluster() if dask else None
@@ -405,9 +477,12 @@ def main() -> None:
                 dumps[f"apply {name}"] = ledger_dump(keep_led)
                 a = R["apply"][name]
                 sched = f", of which the Dask scheduler {a['scheduler_us']:.1f}" if dask else ""
-                print(f"apply {name:12s}: {a['rate']:7,.0f} ev/s = {a['rate'] / rv['rate_2t']:.2f} x raw 2T; writer "
-                      f"{a['writer_us']:.1f} us/ev ({a['writer_net_us']:.1f} net of the fixed cost), all processes {a['all_us']:.1f} "
-                      f"us/ev{sched}", flush=True)
+                print(
+                    f"apply {name:12s}: {a['rate']:7,.0f} ev/s = {a['rate'] / rv['rate_2t']:.2f} x raw 2T; writer "
+                    f"{a['writer_us']:.1f} us/ev ({a['writer_net_us']:.1f} net of the fixed cost), all processes {a['all_us']:.1f} "
+                    f"us/ev{sched}",
+                    flush=True,
+                )
                 if not args.no_rebuild and (name == "default" or r_opt):
                     r = run_cli(["--ledger", str(keep_led), "rebuild", "--force", "--json", *r_opt], tmp, cluster)
                     if r["doc"]["new"] != N:
@@ -416,26 +491,34 @@ def main() -> None:
                     digests[f"rebuild {name}"] = digest(keep_led)
                     dumps[f"rebuild {name}"] = ledger_dump(keep_led)
                     b = R["rebuild"][name]
-                    print(f"rebuild {name:10s}: {b['rate']:7,.0f} ev/s = {b['rate'] / rv['rate_1t']:.2f} x raw 1T; writer "
-                          f"{b['writer_us']:.1f} us/ev ({b['writer_net_us']:.1f} net), all processes {b['all_us']:.1f} us/ev", flush=True)
+                    print(
+                        f"rebuild {name:10s}: {b['rate']:7,.0f} ev/s = {b['rate'] / rv['rate_1t']:.2f} x raw 1T; writer "
+                        f"{b['writer_us']:.1f} us/ev ({b['writer_net_us']:.1f} net), all processes {b['all_us']:.1f} us/ev",
+                        flush=True,
+                    )
             finally:
                 if cluster:
                     cluster.close()
         if not args.no_dask:
             R["dask_probe"] = dp = dask_probe(f, min(N, 10240))
-            print(f"Dask hand-over ({dp['tasks']} verification tasks of 512 events, 2 workers): this process "
-                  f"{dp['client_us']:.1f} us/ev to hand over and gather, scheduler {dp['scheduler_us']:.1f}, workers "
-                  f"{dp['workers_us']:.1f} (the work itself {dp['work_us']:.1f} here, so {dp['workers_overhead_us']:.1f} of "
-                  f"overhead); {dp['bytes_out_per_event']:.0f} B out and {dp['bytes_back_per_event']:.0f} B back per event",
-                  flush=True)
+            print(
+                f"Dask hand-over ({dp['tasks']} verification tasks of 512 events, 2 workers): this process "
+                f"{dp['client_us']:.1f} us/ev to hand over and gather, scheduler {dp['scheduler_us']:.1f}, workers "
+                f"{dp['workers_us']:.1f} (the work itself {dp['work_us']:.1f} here, so {dp['workers_overhead_us']:.1f} of "
+                f"overhead); {dp['bytes_out_per_event']:.0f} B out and {dp['bytes_back_per_event']:.0f} B back per event",
+                flush=True,
+            )
         R["digests"], R["dumps"] = digests, dumps
         first = next(iter(digests.values()))
         same = all(d == first for d in digests.values())
         first_dump = next(iter(dumps.values()))
         same_dump = {k: v == first_dump for k, v in dumps.items()}
         R["equal_digests"], R["equal_dumps"] = same, same_dump
-        print(f"digests equal across {len(digests)} ledgers: {same}; databases byte-equal: "
-              f"{all(same_dump.values())} {'' if all(same_dump.values()) else same_dump}", flush=True)
+        print(
+            f"digests equal across {len(digests)} ledgers: {same}; databases byte-equal: "
+            f"{all(same_dump.values())} {'' if all(same_dump.values()) else same_dump}",
+            flush=True,
+        )
         assert same, digests
         lines = project(R["apply"], "apply", R.get("dask_probe"))
         if R["rebuild"]:
@@ -443,7 +526,9 @@ def main() -> None:
         R["projection"] = lines
         R["bound_2_cores"] = bound = two_core_bound(R["apply"], rv)
         print(f"\n2-core bound (ADR 0015): {bound['text']}")
-        print("\nprojection (rate = min(1 / writer CPU per event, (cores - 1) / CPU per event of the other processes)):")
+        print(
+            "\nprojection (rate = min(1 / writer CPU per event, (cores - 1) / CPU per event of the other processes)):"
+        )
         print("\n".join(lines))
     finally:
         if args.keep:

@@ -89,19 +89,34 @@ def _client(args: tuple[int, list[str], float, int, dict[str, str]]) -> tuple[li
     return lat, bad, t0, time.time()
 
 
-def load(port: int, paths: list[str], seconds: float, clients: int, max_requests: int, headers: dict[str, str] | None = None) -> dict[str, Any]:
+def load(
+    port: int, paths: list[str], seconds: float, clients: int, max_requests: int, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     deadline = time.time() + seconds
     with mp.get_context("fork").Pool(clients) as pool:
-        parts = pool.map(_client, [(port, paths[k::clients] or paths, deadline, max_requests // clients, headers or {}) for k in range(clients)])
+        parts = pool.map(
+            _client,
+            [
+                (port, paths[k::clients] or paths, deadline, max_requests // clients, headers or {})
+                for k in range(clients)
+            ],
+        )
     lat = sorted(x for p in parts for x in p[0])
     window = max(p[3] for p in parts) - min(p[2] for p in parts)
     q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] / 1e6  # noqa: E731
-    return {"requests": len(lat), "non_200": sum(p[1] for p in parts), "seconds": round(window, 2),
-            "req_per_s": round(len(lat) / window, 1), "p50_ms": round(q(0.50), 2), "p99_ms": round(q(0.99), 2),
-            "max_ms": round(lat[-1] / 1e6, 2), "mean_ms": round(statistics.mean(lat) / 1e6, 2)}
+    return {
+        "requests": len(lat),
+        "non_200": sum(p[1] for p in parts),
+        "seconds": round(window, 2),
+        "req_per_s": round(len(lat) / window, 1),
+        "p50_ms": round(q(0.50), 2),
+        "p99_ms": round(q(0.99), 2),
+        "max_ms": round(lat[-1] / 1e6, 2),
+        "mean_ms": round(statistics.mean(lat) / 1e6, 2),
+    }
 
 
-RAW_APP = '''
+RAW_APP = """
 import sys, uvicorn
 from pathlib import Path
 from pithledger.web.serve import Site, etag_of, bind, url_of
@@ -115,14 +130,14 @@ async def app(scope, receive, send):
 sock = bind("127.0.0.1", 0)
 print("serving at " + url_of(sock) + "/", file=sys.stderr, flush=True)
 uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", http="httptools", loop="asyncio")).run(sockets=[sock])
-'''
+"""
 
-H11_APP = '''
+H11_APP = """
 import sys
 from pathlib import Path
 from pithledger.web.serve import run
 run(Path(sys.argv[1]), port=0, http="h11")
-'''
+"""
 
 
 def main() -> None:
@@ -142,28 +157,43 @@ def main() -> None:
         t = time.perf_counter()
         bs.numbers_for("main", a.papers)
         bs.numbers_for("growth", a.apply_papers)
-        base = [x for p in gen.run([("papers", "main", x, y, False) for x, y in bs.chunks(0, a.papers, 50)]) for x in p["papers"]]
+        base = [
+            x
+            for p in gen.run([("papers", "main", x, y, False) for x, y in bs.chunks(0, a.papers, 50)])
+            for x in p["papers"]
+        ]
         (tmp / "base.jsonl").write_bytes(b"".join(base))
         files = []
         for k, (x, y) in enumerate(bs.chunks(0, a.apply_papers, 500)):
-            lines = [z for p in gen.run([("papers", "growth", u, v, False) for u, v in bs.chunks(x, y, 50)]) for z in p["papers"]]
+            lines = [
+                z
+                for p in gen.run([("papers", "growth", u, v, False) for u, v in bs.chunks(x, y, 50)])
+                for z in p["papers"]
+            ]
             f = tmp / f"growth-{k}.jsonl"
             f.write_bytes(b"".join(lines))
             files.append(f)
         gen.close()
-        print(f"workload generated in {time.perf_counter() - t:.0f} s: base {a.papers} papers ({20 * a.papers:,} events), "
-              f"apply {a.apply_papers} papers ({20 * a.apply_papers:,} events) in {len(files)} files", flush=True)
+        print(
+            f"workload generated in {time.perf_counter() - t:.0f} s: base {a.papers} papers ({20 * a.papers:,} events), "
+            f"apply {a.apply_papers} papers ({20 * a.apply_papers:,} events) in {len(files)} files",
+            flush=True,
+        )
         ledger = tmp / "ledger"
-        subprocess.run(_pl("--ledger", str(ledger), "apply", str(tmp / "base.jsonl"), "-q"), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            _pl("--ledger", str(ledger), "apply", str(tmp / "base.jsonl"), "-q"), check=True, stdout=subprocess.DEVNULL
+        )
         suffixes = [n.rsplit(":", 1)[1] for n in bs._NUMBERS["main"][:50]]
         state_paths = [f"/pith/{s}/state.json" for s in suffixes]
         page_paths = [f"/pith/{s}" for s in suffixes]
 
         # 1. the stack comparison (idle ledger, state.json)
         R["stacks"] = {}
-        stacks = (("starlette+uvicorn(httptools)", _pl("--ledger", str(ledger), "serve", "--port", "0")),
-                  ("starlette+uvicorn(h11)", [PY, "-c", H11_APP, str(ledger)]),
-                  ("raw ASGI+uvicorn(httptools)", [PY, "-c", RAW_APP, str(ledger)]))
+        stacks = (
+            ("starlette+uvicorn(httptools)", _pl("--ledger", str(ledger), "serve", "--port", "0")),
+            ("starlette+uvicorn(h11)", [PY, "-c", H11_APP, str(ledger)]),
+            ("raw ASGI+uvicorn(httptools)", [PY, "-c", RAW_APP, str(ledger)]),
+        )
         for rnd in range(a.rounds):  # rounds alternate the stacks, so drift hits each alike
             for name, cmd in stacks:
                 proc, port = start(cmd)
@@ -179,8 +209,10 @@ def main() -> None:
         proc, port = start(_pl("--ledger", str(ledger), "serve", "--port", "0"))
         try:
             load(port, state_paths, 1.0, a.clients, a.max_requests)
-            R["idle"] = {"state.json": load(port, state_paths, a.seconds, a.clients, a.max_requests),
-                         "page": load(port, page_paths, a.seconds, a.clients, a.max_requests)}
+            R["idle"] = {
+                "state.json": load(port, state_paths, a.seconds, a.clients, a.max_requests),
+                "page": load(port, page_paths, a.seconds, a.clients, a.max_requests),
+            }
             print(f"idle   state.json {R['idle']['state.json']}\nidle   page       {R['idle']['page']}", flush=True)
             applied: dict[str, Any] = {"files": 0, "start": time.time()}
             apply_done = threading.Event()
@@ -190,7 +222,9 @@ def main() -> None:
                 for f in files:
                     if apply_done.is_set():
                         break
-                    p = subprocess.Popen(_pl("--ledger", str(ledger), "apply", str(f), "-q", "--json"), stdout=subprocess.PIPE)
+                    p = subprocess.Popen(
+                        _pl("--ledger", str(ledger), "apply", str(f), "-q", "--json"), stdout=subprocess.PIPE
+                    )
                     current[:] = [p]
                     out, _ = p.communicate()
                     if p.returncode == 0:
@@ -210,11 +244,17 @@ def main() -> None:
                 if p.poll() is None:
                     p.wait(timeout=600)
             worker.join(timeout=600)
-            during["apply"] = {"files_applied": applied["files"], "new_events": applied.get("new", 0),
-                               "seconds": round(applied.get("end", time.time()) - applied["start"], 1),
-                               "still_running_when_load_ended": still}
+            during["apply"] = {
+                "files_applied": applied["files"],
+                "new_events": applied.get("new", 0),
+                "seconds": round(applied.get("end", time.time()) - applied["start"], 1),
+                "still_running_when_load_ended": still,
+            }
             R["during_apply"] = during
-            print(f"apply  state.json {during['state.json']}\napply  page       {during['page']}\napply  {during['apply']}", flush=True)
+            print(
+                f"apply  state.json {during['state.json']}\napply  page       {during['page']}\napply  {during['apply']}",
+                flush=True,
+            )
         finally:
             stop(proc)
         out = Path(__file__).parent / "results-serve.json"
@@ -224,6 +264,7 @@ def main() -> None:
         gen.close()
         if not a.keep:
             import shutil
+
             shutil.rmtree(tmp, ignore_errors=True)
 
 

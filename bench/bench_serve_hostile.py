@@ -43,8 +43,12 @@ def _get(port: int, path: str, headers: dict[str, str] | None = None, timeout: f
 
 def main() -> None:
     ledger, suffix = sys.argv[1], sys.argv[2]
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", ledger, "serve", "--port", "0"],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", ledger, "serve", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stderr is not None
     m = re.search(r":(\d+)/", proc.stderr.readline())
     assert m
@@ -102,8 +106,13 @@ def main() -> None:
         s.close()
         time.sleep(0.5)
         cpu1, rss1 = _proc_stat(proc.pid)
-        out["header_32MiB"] = {"answer": answer[:40].decode("latin-1"), "client_sent": sent, "wall_s": round(time.perf_counter() - start, 2),
-                               "server_cpu_s": round(cpu1 - cpu0, 2), "server_rss_growth_MiB": round((rss1 - rss0) / 2**20, 1)}
+        out["header_32MiB"] = {
+            "answer": answer[:40].decode("latin-1"),
+            "client_sent": sent,
+            "wall_s": round(time.perf_counter() - start, 2),
+            "server_cpu_s": round(cpu1 - cpu0, 2),
+            "server_rss_growth_MiB": round((rss1 - rss0) / 2**20, 1),
+        }
     finally:
         proc.terminate()
         proc.wait(30)

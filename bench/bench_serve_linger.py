@@ -54,7 +54,9 @@ def _body(chunked: bool) -> bytes | Iterator[bytes]:
 
 def _urllib(port: int, chunked: bool, _: Path) -> str:
     try:
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}{ACTION}", data=_body(chunked), method="POST"), timeout=60)
+        urllib.request.urlopen(
+            urllib.request.Request(f"http://127.0.0.1:{port}{ACTION}", data=_body(chunked), method="POST"), timeout=60
+        )
     except urllib.error.HTTPError as exc:
         return str(exc.code)
     except (urllib.error.URLError, OSError) as exc:
@@ -75,14 +77,29 @@ def _http_client(port: int, chunked: bool, _: Path) -> str:
 
 def _curl(port: int, chunked: bool, big: Path) -> str:
     framing = ["-H", "Transfer-Encoding: chunked"] if chunked else []
-    out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", *framing, "--data-binary", f"@{big}",
-                          f"http://127.0.0.1:{port}{ACTION}"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            *framing,
+            "--data-binary",
+            f"@{big}",
+            f"http://127.0.0.1:{port}{ACTION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.stdout if out.stdout != "000" else out.stderr.strip()[:60]
 
 
 def _oversized(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Length: {10 ** 15}\r\n\r\n".encode())
+    sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Length: {10**15}\r\n\r\n".encode())
     return sock
 
 
@@ -131,8 +148,25 @@ def main() -> None:
     env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data"), "XDG_CONFIG_HOME": str(tmp / "config")}
     cli = [sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L")]
     subprocess.run([*cli, "apply", str(RECORD)], check=True, capture_output=True, env=env)
-    proc = subprocess.Popen([*cli, "serve", "--port", "0", "--accept-events", "--post-rate", "10000", "--post-burst", "10000",
-                             "--post-total-rate", "10000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            *cli,
+            "serve",
+            "--port",
+            "0",
+            "--accept-events",
+            "--post-rate",
+            "10000",
+            "--post-burst",
+            "10000",
+            "--post-total-rate",
+            "10000",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     assert proc.stderr is not None
     m = re.search(r":(\d+)/", proc.stderr.readline())
     assert m
@@ -141,7 +175,11 @@ def main() -> None:
     big.write_bytes(b" " * BIG)
     out: dict[str, Any] = {"load": os.getloadavg(), "tries": tries}
     try:
-        clients = {"urllib.request": _urllib, "http.client": _http_client, **({"curl": _curl} if shutil.which("curl") else {})}
+        clients = {
+            "urllib.request": _urllib,
+            "http.client": _http_client,
+            **({"curl": _curl} if shutil.which("curl") else {}),
+        }
         out["clients"] = {}
         for name, fn in clients.items():
             for chunked in (False, True):

@@ -40,8 +40,21 @@ def build_tree(root: Path, buckets: dict[str, dict[str, list[str]]]) -> None:
     for prefix, records in buckets.items():
         recs = {n: Pair(record_event_root(ids), hashlib.sha256(n.encode()).digest()) for n, ids in records.items()}
         pairs[prefix] = bucket_pair(recs)
-        _write(root, prefix, {"records": {n: {"event_ids": sorted(ids), "event_root": recs[n].events.hex(),
-                                                 "state_sha256": recs[n].states.hex()} for n, ids in records.items()}}, pairs[prefix])
+        _write(
+            root,
+            prefix,
+            {
+                "records": {
+                    n: {
+                        "event_ids": sorted(ids),
+                        "event_root": recs[n].events.hex(),
+                        "state_sha256": recs[n].states.hex(),
+                    }
+                    for n, ids in records.items()
+                }
+            },
+            pairs[prefix],
+        )
     for depth in range(DEPTH - 1, -1, -1):
         level: dict[str, dict[str, Pair]] = {}
         for prefix, pair in pairs.items():
@@ -50,8 +63,16 @@ def build_tree(root: Path, buckets: dict[str, dict[str, list[str]]]) -> None:
         for prefix, kids in level.items():
             pairs[prefix] = inner_pair(prefix, kids)
             _write(root, prefix, {"children": {c: _hex(p) for c, p in sorted(kids.items())}}, pairs[prefix])
-    (root / DIGEST_FILE).write_text(json.dumps({"digest_version": "pithledger-digest-v1", "merge_version": MERGE_VERSION,
-                                                "depth": DEPTH, "root": _hex(pairs[""])}))
+    (root / DIGEST_FILE).write_text(
+        json.dumps(
+            {
+                "digest_version": "pithledger-digest-v1",
+                "merge_version": MERGE_VERSION,
+                "depth": DEPTH,
+                "root": _hex(pairs[""]),
+            }
+        )
+    )
 
 
 def build(directory: Path, n_buckets: int, n_records: int, n_events: int) -> None:
@@ -60,7 +81,7 @@ def build(directory: Path, n_buckets: int, n_records: int, n_events: int) -> Non
         prefix = ALPHABET[b] * DEPTH
         a[prefix] = {}
         for r in range(n_records):
-            tail = base64.b32encode(hashlib.sha256(f"{b}/{r}".encode()).digest()).decode()[:26 - DEPTH]
+            tail = base64.b32encode(hashlib.sha256(f"{b}/{r}".encode()).digest()).decode()[: 26 - DEPTH]
             name = f"pith:2026:{prefix}{tail}"
             a[prefix][name] = ["sha256:" + hashlib.sha256(f"{name}/{e}".encode()).hexdigest() for e in range(n_events)]
     bb = {p: {n: list(ids) for n, ids in recs.items()} for p, recs in a.items()}
@@ -78,14 +99,17 @@ def audit(directory: Path, cache_bytes: int | None) -> None:
     took = time.perf_counter() - t
     usage = resource.getrusage(resource.RUSAGE_SELF)
     peak, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
-    print(f"divergent {len(result.divergent)}  b_lacks {sum(len(d.b_lacks) for d in result.divergent)}  "
-          f"a_lacks {sum(len(d.a_lacks) for d in result.divergent)}  {took:.1f} s wall, {cpu:.1f} s CPU  peak RSS {peak:,.0f} MiB", flush=True)
+    print(
+        f"divergent {len(result.divergent)}  b_lacks {sum(len(d.b_lacks) for d in result.divergent)}  "
+        f"a_lacks {sum(len(d.a_lacks) for d in result.divergent)}  {took:.1f} s wall, {cpu:.1f} s CPU  peak RSS {peak:,.0f} MiB",
+        flush=True,
+    )
 
 
 def main() -> None:
     cmd, directory = sys.argv[1], Path(sys.argv[2])
     if cmd == "build":
-        nums = [int(a) for a in sys.argv[3:]] + [4, 700, 1000][len(sys.argv[3:]):]
+        nums = [int(a) for a in sys.argv[3:]] + [4, 700, 1000][len(sys.argv[3:]) :]
         build(directory, *nums)
     else:
         audit(directory, int(sys.argv[3]) if len(sys.argv) > 3 else None)

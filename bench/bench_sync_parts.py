@@ -39,8 +39,8 @@ def peak_mib() -> float:
 
 
 def chunked(mib: int) -> None:
-    from pithledger.mirror.transport import http_get
     from pithledger.errors import SourceError
+    from pithledger.mirror.transport import http_get
 
     n = mib << 20
     reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * n + b"0\r\n\r\n"
@@ -59,22 +59,27 @@ def chunked(mib: int) -> None:
     base = peak_mib()
     t = time.perf_counter()
     try:
-        body = http_get(f"http://127.0.0.1:{sock.getsockname()[1]}/pithledger/digest.json", timeout=120, max_bytes=64 << 20)
+        body = http_get(
+            f"http://127.0.0.1:{sock.getsockname()[1]}/pithledger/digest.json", timeout=120, max_bytes=64 << 20
+        )
         outcome = f"read {len(body):,} bytes"
     except SourceError as exc:
         outcome = f"refused ({exc.message[-60:]})"
-    print(f"chunked {mib} MiB of 1-byte chunks: {outcome} in {time.perf_counter() - t:.1f} s; "
-          f"peak RSS {peak_mib():,.0f} MiB (the reply itself {len(reply) / 2**20:,.0f} MiB, {base:,.0f} MiB before the GET)")
+    print(
+        f"chunked {mib} MiB of 1-byte chunks: {outcome} in {time.perf_counter() - t:.1f} s; "
+        f"peak RSS {peak_mib():,.0f} MiB (the reply itself {len(reply) / 2**20:,.0f} MiB, {base:,.0f} MiB before the GET)"
+    )
 
 
 def parts(directory: Path, n_parts: int, mib: int) -> None:
     """A published tree holding one record whose bundle is ``n_parts`` files of ~``mib`` MiB of valid
     self-signed ~1 MiB snapshots (what anyone can write), digests computed by hand (bench_source_memory)."""
     from bench_source_memory import build_tree
+
+    from pithledger.mirror.publish import record_dir
     from pithledger.records.bundle import write_bundle
     from pithledger.records.events import make_event
     from pithledger.records.keys import LocalKey
-    from pithledger.mirror.publish import record_dir
 
     key = LocalKey(name="flood", seed=hashlib.sha256(b"flood").digest())
     number = "pith:2026:AAA" + "B" * 23
@@ -83,8 +88,16 @@ def parts(directory: Path, n_parts: int, mib: int) -> None:
     ids: list[str] = []
     pad = "x" * (1000 * 1024)
     for p in range(n_parts):
-        events = [make_event("graph_snapshot", number, {"graph_snapshot": {"part": p, "n": i, "pad": pad}}, key,
-                             created_at="2026-07-01T00:00:00Z") for i in range(mib)]
+        events = [
+            make_event(
+                "graph_snapshot",
+                number,
+                {"graph_snapshot": {"part": p, "n": i, "pad": pad}},
+                key,
+                created_at="2026-07-01T00:00:00Z",
+            )
+            for i in range(mib)
+        ]
         ids += [e["event_id"] for e in events]
         path = pub / record_dir(number) / ("bundle.json" if p == 0 else f"bundle-{p}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,14 +115,17 @@ def sync_case(directory: Path) -> None:
     t = time.perf_counter()
     with Ledger(target, create=True) as ledger:
         counts = sync(ledger, str(directory / "pub"))
-    print(f"sync: {counts['new']:,} new, {counts['batches']} batches, lying {len(counts['lying'])}, skipped {len(counts['skipped'])}; "
-          f"{time.perf_counter() - t:.1f} s; peak RSS {peak_mib():,.0f} MiB")
+    print(
+        f"sync: {counts['new']:,} new, {counts['batches']} batches, lying {len(counts['lying'])}, skipped {len(counts['skipped'])}; "
+        f"{time.perf_counter() - t:.1f} s; peak RSS {peak_mib():,.0f} MiB"
+    )
 
 
 def buckets(directory: Path, n_buckets: int, n_records: int, n_events: int) -> None:
     import base64
 
     from bench_source_memory import build_tree
+
     from pithledger.audit import ALPHABET, DEPTH
 
     b: dict[str, dict[str, list[str]]] = {}
@@ -117,13 +133,15 @@ def buckets(directory: Path, n_buckets: int, n_records: int, n_events: int) -> N
         prefix = ALPHABET[k] * DEPTH
         b[prefix] = {}
         for r in range(n_records):
-            tail = base64.b32encode(hashlib.sha256(f"{k}/{r}".encode()).digest()).decode()[:26 - DEPTH]
+            tail = base64.b32encode(hashlib.sha256(f"{k}/{r}".encode()).digest()).decode()[: 26 - DEPTH]
             name = f"pith:2026:{prefix}{tail}"
             b[prefix][name] = ["sha256:" + hashlib.sha256(f"{name}/{e}".encode()).hexdigest() for e in range(n_events)]
     a = {p: {n: ids[:1] for n, ids in recs.items()} for p, recs in b.items()}
     build_tree(directory / "a", a)
     build_tree(directory / "b", b)
-    print(f"built {directory}/a and /b: {n_buckets} buckets of {n_records} records; b has {n_events} ids per record, a one")
+    print(
+        f"built {directory}/a and /b: {n_buckets} buckets of {n_records} records; b has {n_events} ids per record, a one"
+    )
 
 
 def compare_case(directory: Path) -> None:
@@ -133,8 +151,10 @@ def compare_case(directory: Path) -> None:
     t = time.perf_counter()
     result = compare(Published(str(directory / "a")), Published(str(directory / "b")))
     listed = sum(len(d.a_lacks) for d in result.divergent)
-    print(f"compare: {len(result.divergent):,} divergent, {listed:,} ids listed; {time.perf_counter() - t:.1f} s; "
-          f"peak RSS {peak_mib():,.0f} MiB")
+    print(
+        f"compare: {len(result.divergent):,} divergent, {listed:,} ids listed; {time.perf_counter() - t:.1f} s; "
+        f"peak RSS {peak_mib():,.0f} MiB"
+    )
 
 
 def main() -> None:
@@ -148,7 +168,7 @@ def main() -> None:
         sync_case(Path(args[0]))
     elif cmd == "buckets":
         nums = [int(x) for x in args[1:]]
-        nums += [1, 700, 1000][len(nums):]
+        nums += [1, 700, 1000][len(nums) :]
         buckets(Path(args[0]), nums[0], nums[1], nums[2])
     elif cmd == "compare":
         compare_case(Path(args[0]))

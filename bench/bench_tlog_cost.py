@@ -56,11 +56,16 @@ def append_only(n: int = 40_000, batch: int = 10_000) -> None:
                         appender.append(translog.entry_bytes(ids[i], "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", shas[i]))
             best = min(best, time.process_time() - t)
         with env.begin() as txn:
-            pages = {name: sum(txn.stat(db)[k] for k in ("branch_pages", "leaf_pages", "overflow_pages")) * txn.stat(db)["psize"]
-                     for name, db in (("tlog", dbs.entries), ("tlogh", dbs.hashes))}
+            pages = {
+                name: sum(txn.stat(db)[k] for k in ("branch_pages", "leaf_pages", "overflow_pages"))
+                * txn.stat(db)["psize"]
+                for name, db in (("tlog", dbs.entries), ("tlogh", dbs.hashes))
+            }
         env.close()
-    print(f"tlog append: {best / n * 1e6:.1f} us CPU per event (best of 3, {n:,} entries in batches of {batch:,}); "
-          f"disk {pages['tlog'] / n:.0f} B/event (tlog) + {pages['tlogh'] / n:.0f} B/event (tlogh)")
+    print(
+        f"tlog append: {best / n * 1e6:.1f} us CPU per event (best of 3, {n:,} entries in batches of {batch:,}); "
+        f"disk {pages['tlog'] / n:.0f} B/event (tlog) + {pages['tlogh'] / n:.0f} B/event (tlogh)"
+    )
 
 
 def main() -> None:
@@ -95,8 +100,11 @@ def main() -> None:
                 out, err = tmp / "out", tmp / "err"
                 t = time.perf_counter()
                 with out.open("wb") as o, err.open("wb") as e:
-                    proc = subprocess.Popen([exe, "--ledger", str(led), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
-                                            stdout=o, stderr=e)
+                    proc = subprocess.Popen(
+                        [exe, "--ledger", str(led), "apply", str(f), "--batch-size", "10000", "-q", "--json"],
+                        stdout=o,
+                        stderr=e,
+                    )
                     _, status, usage = os.wait4(proc.pid, 0)
                 wall = time.perf_counter() - t
                 proc.returncode = os.waitstatus_to_exitcode(status)
@@ -105,14 +113,19 @@ def main() -> None:
                 cpu = usage.ru_utime + usage.ru_stime
                 walls[label].append(wall)
                 cpus[label].append(cpu)
-                print(f"  rep {rep} {label}: {wall:.2f} s wall ({events / wall:,.0f} ev/s), {cpu:.2f} s CPU "
-                      f"({cpu / events * 1e6:.0f} us/event)", flush=True)
+                print(
+                    f"  rep {rep} {label}: {wall:.2f} s wall ({events / wall:,.0f} ev/s), {cpu:.2f} s CPU "
+                    f"({cpu / events * 1e6:.0f} us/event)",
+                    flush=True,
+                )
                 shutil.rmtree(led)
         for what, runs in (("wall", walls), ("CPU", cpus)):
             base, tlog = statistics.median(runs["base"]), statistics.median(runs["tlog"])
             pairs = [b / a for a, b in zip(runs["base"], runs["tlog"])]
-            print(f"median apply {what}: baseline {base:.2f} s, with the tlog {tlog:.2f} s: ratio {tlog / base:.3f} "
-                  f"(per-pair ratios {', '.join(f'{r:.3f}' for r in pairs)}; their median {statistics.median(pairs):.3f})")
+            print(
+                f"median apply {what}: baseline {base:.2f} s, with the tlog {tlog:.2f} s: ratio {tlog / base:.3f} "
+                f"(per-pair ratios {', '.join(f'{r:.3f}' for r in pairs)}; their median {statistics.median(pairs):.3f})"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

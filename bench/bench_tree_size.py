@@ -68,21 +68,33 @@ def measure(tree: Path) -> dict[str, dict[str, int]]:
 
 
 def du(tree: Path, *extra: str) -> int:
-    return int(subprocess.run(["du", "-sk", *extra, str(tree)], capture_output=True, text=True, check=True).stdout.split()[0])
+    return int(
+        subprocess.run(["du", "-sk", *extra, str(tree)], capture_output=True, text=True, check=True).stdout.split()[0]
+    )
 
 
 def report(tree: Path, n: int) -> None:
     rows = measure(tree)
-    find = len(subprocess.run(["find", str(tree), "-xdev"], capture_output=True, text=True, check=True).stdout.splitlines())
+    find = len(
+        subprocess.run(["find", str(tree), "-xdev"], capture_output=True, text=True, check=True).stdout.splitlines()
+    )
     total = {k: sum(r[k] for r in rows.values()) for k in ("names", "inodes", "bytes", "disk")}
-    print(f"tree {tree}: {n:,} records; find -xdev {find:,} paths, {total['inodes'] + 1:,} inodes (hard links once, root incl.); "
-          f"du -sk {du(tree):,} KiB, du -sk --apparent-size {du(tree, '--apparent-size'):,} KiB")
-    print(f"per record: {total['names'] / n:.2f} names, {total['inodes'] / n:.2f} inodes, "
-          f"{total['bytes'] / n / 1024:.1f} KiB apparent, {total['disk'] / n / 1024:.1f} KiB on disk\n")
-    print(f"| kind | names/rec | inodes/rec | apparent B/rec | disk B/rec |\n|---|---:|---:|---:|---:|")
+    print(
+        f"tree {tree}: {n:,} records; find -xdev {find:,} paths, {total['inodes'] + 1:,} inodes (hard links once, root incl.); "
+        f"du -sk {du(tree):,} KiB, du -sk --apparent-size {du(tree, '--apparent-size'):,} KiB"
+    )
+    print(
+        f"per record: {total['names'] / n:.2f} names, {total['inodes'] / n:.2f} inodes, "
+        f"{total['bytes'] / n / 1024:.1f} KiB apparent, {total['disk'] / n / 1024:.1f} KiB on disk\n"
+    )
+    print("| kind | names/rec | inodes/rec | apparent B/rec | disk B/rec |\n|---|---:|---:|---:|---:|")
     for k, r in sorted(rows.items(), key=lambda kv: -kv[1]["disk"]):
-        print(f"| `{k}` | {r['names'] / n:.2f} | {r['inodes'] / n:.2f} | {r['bytes'] / n:,.0f} | {r['disk'] / n:,.0f} |")
-    print(f"| **total** | {total['names'] / n:.2f} | {total['inodes'] / n:.2f} | {total['bytes'] / n:,.0f} | {total['disk'] / n:,.0f} |")
+        print(
+            f"| `{k}` | {r['names'] / n:.2f} | {r['inodes'] / n:.2f} | {r['bytes'] / n:,.0f} | {r['disk'] / n:,.0f} |"
+        )
+    print(
+        f"| **total** | {total['names'] / n:.2f} | {total['inodes'] / n:.2f} | {total['bytes'] / n:,.0f} | {total['disk'] / n:,.0f} |"
+    )
 
 
 def main() -> None:
@@ -114,7 +126,9 @@ def main() -> None:
         cli("apply", str(tmp / "papers.jsonl"), "-q")
         cli("publish", str(tree), "--key", "bench", "-q")
         report(tree, args.n)
-        cli("publish", str(tree), "--key", "bench", "-q")  # an unchanged re-publish: what it costs to find nothing to do
+        cli(
+            "publish", str(tree), "--key", "bench", "-q"
+        )  # an unchanged re-publish: what it costs to find nothing to do
     finally:
         if args.keep:
             print(f"kept {tmp}")

@@ -42,8 +42,11 @@ def _cli(ledger: Path, *args: str, keys: Path | None = None, stderr: bool = Fals
     if keys is not None:
         env["PITHLEDGER_KEYS"] = str(keys)
     done = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], env=env, capture_output=True, check=False)
-    return (b"$ pithledger %s -> %d\n" % (" ".join(args).encode(), done.returncode) + done.stdout
-            + (b"[stderr]\n" + done.stderr if stderr else b""))
+    return (
+        b"$ pithledger %s -> %d\n" % (" ".join(args).encode(), done.returncode)
+        + done.stdout
+        + (b"[stderr]\n" + done.stderr if stderr else b"")
+    )
 
 
 def _fixed_key(keys: Path, name: str) -> LocalKey:
@@ -51,8 +54,17 @@ def _fixed_key(keys: Path, name: str) -> LocalKey:
     key = LocalKey(name=name, seed=hashlib.sha256(name.encode()).digest())
     keys.mkdir(mode=0o700, exist_ok=True)
     path = keys / f"{name}.key.json"
-    path.write_bytes(json.dumps({"key_type": "pithledger-ed25519-v1", "name": name, "seed_b64": b64encode(key.seed),
-                                 "public_key_b64": b64encode(key.public_key)}).encode() + b"\n")
+    path.write_bytes(
+        json.dumps(
+            {
+                "key_type": "pithledger-ed25519-v1",
+                "name": name,
+                "seed_b64": b64encode(key.seed),
+                "public_key_b64": b64encode(key.public_key),
+            }
+        ).encode()
+        + b"\n"
+    )
     path.chmod(0o600)
     return key
 
@@ -62,13 +74,18 @@ def _commands(ledger: Path) -> list[list[str]]:
     found: list[list[str]] = []
 
     def walk(prefix: list[str]) -> None:
-        done = subprocess.run([sys.executable, "-m", "pithledger.cli", *prefix, "--help"], capture_output=True, text=True,
-                              env=dict(os.environ, COLUMNS="120"), check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "pithledger.cli", *prefix, "--help"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, COLUMNS="120"),
+            check=False,
+        )
         lines = done.stdout.splitlines()
         if "Commands:" not in [line.strip() for line in lines]:
             return
         start = [line.strip() for line in lines].index("Commands:")
-        for line in lines[start + 1:]:
+        for line in lines[start + 1 :]:
             if not line.startswith("  ") or not line.strip():
                 break
             name = line.split()[0]
@@ -84,8 +101,14 @@ def _files(tree: Path) -> bytes:
     for p in sorted(tree.rglob("*")):
         if p.is_file():
             data = p.read_bytes()
-            out.append(b"-- file %s %o %s\n" % (str(p.relative_to(tree)).encode(), p.stat().st_mode & 0o777,
-                                                hashlib.sha256(data).hexdigest().encode()))
+            out.append(
+                b"-- file %s %o %s\n"
+                % (
+                    str(p.relative_to(tree)).encode(),
+                    p.stat().st_mode & 0o777,
+                    hashlib.sha256(data).hexdigest().encode(),
+                )
+            )
     return b"".join(out)
 
 
@@ -114,7 +137,9 @@ def _outputs(path: Path, work: Path) -> bytes:
     if event_id:
         parts.append(_cli(path, "prove", str(event_id), "--key", "dump-log", "--origin", "example.org/dump", keys=keys))
     tree = work / "published"
-    parts.append(_cli(path, "publish", str(tree), "--key", "dump-log", "--origin", "example.org/dump", keys=keys, stderr=True))
+    parts.append(
+        _cli(path, "publish", str(tree), "--key", "dump-log", "--origin", "example.org/dump", keys=keys, stderr=True)
+    )
     parts.append(_files(tree))
     parts.append(_cli(path, "audit", str(path), str(tree)))
     (work / "latex").mkdir()
@@ -126,18 +151,34 @@ def _outputs(path: Path, work: Path) -> bytes:
 def _generated(n: int) -> list[Bundle]:
     """Records from the source data, then attestations on them, and a few copies with a broken signature
     (so the evidence area is exercised too)."""
-    records = [json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()
+    ]
     key = LocalKey(name="dump", seed=hashlib.sha256(b"dump").digest())
     events = []
     for i in range(n):
         r = records[i % len(records)]
         rid = record_ids(r)
         if i < len(records):
-            events.append(make_event("record_created", rid.pith_number, {"canonical_record": r, "canonical_sha256": rid.canonical_sha256},
-                                     key, created_at="2026-06-01T00:00:00Z"))
+            events.append(
+                make_event(
+                    "record_created",
+                    rid.pith_number,
+                    {"canonical_record": r, "canonical_sha256": rid.canonical_sha256},
+                    key,
+                    created_at="2026-06-01T00:00:00Z",
+                )
+            )
         else:
-            events.append(make_event("author_attestation", rid.pith_number, {"author_name": f"author {i}"}, key,
-                                     created_at=f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"))
+            events.append(
+                make_event(
+                    "author_attestation",
+                    rid.pith_number,
+                    {"author_name": f"author {i}"},
+                    key,
+                    created_at=f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+                )
+            )
     for e in events[-5:]:
         bad = json.loads(json.dumps(e))
         bad["payload"]["author_name"] = "tampered"

@@ -1,6 +1,6 @@
 """bench/growth.png from a bench_suite.py result: apply throughput and peak RSS against ledger size.
 
-    /tmp/benchv/bin/python bench/plot_growth.py bench/results-full.json
+/tmp/benchv/bin/python bench/plot_growth.py bench/results-full.json
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def _axes(ax: Any, ylabel: str, title: str) -> None:
 
 def plot(results: Path, out: Path | None = None) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -30,7 +31,9 @@ def plot(results: Path, out: Path | None = None) -> Path:
     x = [p["ledger_events"] for p in g]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     a1.plot(x, [p["rate"] for p in g], "o-", label="apply (papers shape, increment into this ledger)")
-    a1.axhline(0.75 * R["raw_verify"]["rate_2t"], color="tab:red", ls="--", label="target: 0.75 x raw verify, 2 threads")
+    a1.axhline(
+        0.75 * R["raw_verify"]["rate_2t"], color="tab:red", ls="--", label="target: 0.75 x raw verify, 2 threads"
+    )
     a1.axhline(R["raw_verify"]["rate_1t"], color="tab:gray", ls=":", label="raw verify, 1 thread")
     _axes(a1, "events / s", "apply throughput")
     a2.plot(x, [p["rss_mb"] for p in g], "o-", label="peak RSS (/usr/bin/time -v)")
@@ -40,9 +43,14 @@ def plot(results: Path, out: Path | None = None) -> Path:
     a2.axhline(300, color="tab:red", ls="--", label="target: 300 MB")
     _axes(a2, "MiB", "memory of that apply")
     for p, xx in zip(g, x):
-        a2.annotate(f"+{p['increment_events']:,}", (xx, p["rss_mb"]), fontsize=7, textcoords="offset points", xytext=(4, 4))
+        a2.annotate(
+            f"+{p['increment_events']:,}", (xx, p["rss_mb"]), fontsize=7, textcoords="offset points", xytext=(4, 4)
+        )
     m = R["machine"]
-    fig.suptitle(f"pithledger apply vs ledger size ({R['scale']} scale, {m['date']}, nproc {m['nproc']}, {m['python']})", fontsize=10)
+    fig.suptitle(
+        f"pithledger apply vs ledger size ({R['scale']} scale, {m['date']}, nproc {m['nproc']}, {m['python']})",
+        fontsize=10,
+    )
     fig.tight_layout()
     out = out or results.parent / "growth.png"
     fig.savefig(out, dpi=110)

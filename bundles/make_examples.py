@@ -52,38 +52,112 @@ def main() -> None:
     pa = ida.pith_number
 
     proof = _ots.build(bytes.fromhex(ida.canonical_sha256), ["https://alice.btc.calendar.opentimestamps.org"], [948000])
-    wrong_citation = ev("citation_signature", pa, {"cited_pith_number": idc.pith_number, "relation": "refutes"}, BOB, "2026-06-01T10:00:00Z")
+    wrong_citation = ev(
+        "citation_signature",
+        pa,
+        {"cited_pith_number": idc.pith_number, "relation": "refutes"},
+        BOB,
+        "2026-06-01T10:00:00Z",
+    )
     events_a = [
         record_created(a, "2026-05-20T00:00:40Z"),
-        ev("graph_snapshot", pa, {"graph_snapshot": {"builder_version": "demo-builder-1", "claims": {"count": 0, "items": []}}}, MIRROR, "2026-05-20T00:01:00Z"),
+        ev(
+            "graph_snapshot",
+            pa,
+            {"graph_snapshot": {"builder_version": "demo-builder-1", "claims": {"count": 0, "items": []}}},
+            MIRROR,
+            "2026-05-20T00:01:00Z",
+        ),
         ev("timestamp_anchor", pa, {"ots_proof_b64": base64.b64encode(proof).decode()}, ALICE, "2026-05-20T01:00:00Z"),
-        ev("storage_attestation", pa, {"capture_url": "https://web.archive.org/web/20260520013000/https://arxiv.org/abs/2605.00424",
-                                       "captured_at": "2026-05-20T01:30:00Z"}, ALICE, "2026-05-20T01:31:00Z"),
-        ev("author_attestation", pa, {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"}, BOB, "2026-05-21T09:00:00Z"),
-        ev("citation_signature", pa, {"cited_pith_number": idb.pith_number, "relation": "extends"}, BOB, "2026-05-22T09:00:00Z"),
+        ev(
+            "storage_attestation",
+            pa,
+            {
+                "capture_url": "https://web.archive.org/web/20260520013000/https://arxiv.org/abs/2605.00424",
+                "captured_at": "2026-05-20T01:30:00Z",
+            },
+            ALICE,
+            "2026-05-20T01:31:00Z",
+        ),
+        ev(
+            "author_attestation",
+            pa,
+            {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+            BOB,
+            "2026-05-21T09:00:00Z",
+        ),
+        ev(
+            "citation_signature",
+            pa,
+            {"cited_pith_number": idb.pith_number, "relation": "extends"},
+            BOB,
+            "2026-05-22T09:00:00Z",
+        ),
         wrong_citation,
-        ev("revocation", pa, {"revoked_event_id": wrong_citation["event_id"], "reason": "wrong relation"}, BOB, "2026-06-01T10:05:00Z"),
-        ev("replication_record", pa, {"replication_type": "replication", "outcome": "succeeded",
-                                      "artifact_url": "https://example.org/replications/2605.00424"}, ALICE, "2026-06-10T12:00:00Z"),
-        ev("integrity_finding", pa, {"finding_type": "reference_unresolved", "severity": "info",
-                                     "description": "reference 12 has no DOI"}, MIRROR, "2026-06-11T12:00:00Z"),
+        ev(
+            "revocation",
+            pa,
+            {"revoked_event_id": wrong_citation["event_id"], "reason": "wrong relation"},
+            BOB,
+            "2026-06-01T10:05:00Z",
+        ),
+        ev(
+            "replication_record",
+            pa,
+            {
+                "replication_type": "replication",
+                "outcome": "succeeded",
+                "artifact_url": "https://example.org/replications/2605.00424",
+            },
+            ALICE,
+            "2026-06-10T12:00:00Z",
+        ),
+        ev(
+            "integrity_finding",
+            pa,
+            {"finding_type": "reference_unresolved", "severity": "info", "description": "reference 12 has no DOI"},
+            MIRROR,
+            "2026-06-11T12:00:00Z",
+        ),
     ]
-    events_a.append(ev("challenge", pa, {"challenged_event_id": events_a[-1]["event_id"], "reason": "reference 12 resolves via arXiv"},
-                       BOB, "2026-06-12T12:00:00Z"))
+    events_a.append(
+        ev(
+            "challenge",
+            pa,
+            {"challenged_event_id": events_a[-1]["event_id"], "reason": "reference 12 resolves via arXiv"},
+            BOB,
+            "2026-06-12T12:00:00Z",
+        )
+    )
     bundles = {
-        "demo-2605.00424-every-kind.json": write_bundle(pa, events_a, canonical_record=a, aliases_created_at="2026-05-20T00:00:40Z"),
-        "demo-1905.08204.json": write_bundle(idb.pith_number, [
-            record_created(b, "2026-05-17T23:45:47Z"),
-            ev("author_attestation", idb.pith_number, {"author_name": "A. Author"}, ALICE, "2026-05-18T08:00:00Z"),
-        ], canonical_record=b, aliases_created_at="2026-05-17T23:45:47Z"),
-        "demo-1709.09021.json": write_bundle(idc.pith_number, [record_created(c, "2026-05-18T00:34:09Z")],
-                                             canonical_record=c, aliases_created_at="2026-05-18T00:34:09Z"),
+        "demo-2605.00424-every-kind.json": write_bundle(
+            pa, events_a, canonical_record=a, aliases_created_at="2026-05-20T00:00:40Z"
+        ),
+        "demo-1905.08204.json": write_bundle(
+            idb.pith_number,
+            [
+                record_created(b, "2026-05-17T23:45:47Z"),
+                ev("author_attestation", idb.pith_number, {"author_name": "A. Author"}, ALICE, "2026-05-18T08:00:00Z"),
+            ],
+            canonical_record=b,
+            aliases_created_at="2026-05-17T23:45:47Z",
+        ),
+        "demo-1709.09021.json": write_bundle(
+            idc.pith_number,
+            [record_created(c, "2026-05-18T00:34:09Z")],
+            canonical_record=c,
+            aliases_created_at="2026-05-18T00:34:09Z",
+        ),
     }
     for name, bundle in bundles.items():
         (HERE / name).write_bytes(json.dumps(bundle, indent=1, ensure_ascii=False).encode() + b"\n")
     # Bulk transfer: one bundle per line, every real record with its record_created event.
-    lines = [canonical_bytes(write_bundle(record_ids(r).pith_number, [record_created(r, "2026-05-20T00:00:00Z")],
-                                          canonical_record=r)) for r in records]
+    lines = [
+        canonical_bytes(
+            write_bundle(record_ids(r).pith_number, [record_created(r, "2026-05-20T00:00:00Z")], canonical_record=r)
+        )
+        for r in records
+    ]
     (HERE / "demo-50-records.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     # Titles to show: display metadata, kept beside a ledger by `pithledger metadata`, never in a bundle
     # (a record document without a receipt would add an unverified record event instead).
@@ -92,7 +166,11 @@ def main() -> None:
     shown = []
     for t in titles:
         assert t["canon_sha256"] == text_sha256(t["text"]) and t["canon_sha256"] in by_hash, t
-        shown.append(canonical_bytes({"canonical_record": by_hash[t["canon_sha256"]], "title": t["text"], "title_seen_at": t["source"]}))
+        shown.append(
+            canonical_bytes(
+                {"canonical_record": by_hash[t["canon_sha256"]], "title": t["text"], "title_seen_at": t["source"]}
+            )
+        )
     (HERE / "display").mkdir(exist_ok=True)
     (HERE / "display" / "titles.jsonl").write_bytes(b"\n".join(shown) + b"\n")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-# First, before the other imports: its Ctrl-C handler is set as it loads (cli/_signals.py).
-from ._signals import _launched_as_command, quiet_interrupts, take_interrupts  # noqa: I001
-
 import os  # noqa: E402
 import sys  # noqa: E402
 from typing import Any  # noqa: E402
+
+# First, before the other imports: its Ctrl-C handler is set as it loads (cli/_signals.py).
+from ._signals import _launched_as_command, quiet_interrupts, take_interrupts  # noqa: I001
 
 
 def main() -> None:

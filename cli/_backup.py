@@ -17,9 +17,16 @@ command = Commands()  # added to the app by cli/app.py
 
 
 @command(cls=Command)
-def backup(ctx: typer.Context,
-           dest: Annotated[Path, typer.Argument(metavar="DEST", help="Where the copy goes: a path that does not exist yet (on the same or another disk).")],
-           as_json: JsonOption = False) -> None:
+def backup(
+    ctx: typer.Context,
+    dest: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DEST", help="Where the copy goes: a path that does not exist yet (on the same or another disk)."
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
     """Copy the ledger to DEST: one consistent snapshot while others write, verified before it returns.
 
     The copy (compacted; its display metadata, pull cache and remembered checkpoints with it) is checked
@@ -32,7 +39,11 @@ def backup(ctx: typer.Context,
     if _json(ctx, as_json):
         emit_json(done)
         return
-    pending = f", {_plural(done['pending'], 'record')} with derivation pending (the next writer finishes it)" if done["pending"] else ""
+    pending = (
+        f", {_plural(done['pending'], 'record')} with derivation pending (the next writer finishes it)"
+        if done["pending"]
+        else ""
+    )
     say(f"backup: {done['backup']} verified ({_plural(done['events'], 'event')}, {done['bytes']:,} bytes{pending})")
 
 

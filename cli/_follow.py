@@ -25,8 +25,13 @@ def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def run_following(every: float, once: Once, show: Callable[[dict[str, Any]], str], as_json: bool,
-                  failed: Callable[[dict[str, Any]], bool]) -> NoReturn:
+def run_following(
+    every: float,
+    once: Once,
+    show: Callable[[dict[str, Any]], str],
+    as_json: bool,
+    failed: Callable[[dict[str, Any]], bool],
+) -> NoReturn:
     """Run ``once`` every ``every`` seconds until SIGTERM (exit 0) or Ctrl-C (exit 130)."""
     from pithledger.mirror.follow import Run, follow
 
@@ -41,17 +46,24 @@ def run_following(every: float, once: Once, show: Callable[[dict[str, Any]], str
             busy[0] = False
 
     def on_run(r: Run[dict[str, Any]]) -> None:
-        doc: dict[str, Any] = {"number": r.number, "started_at": _when(r.started_at), "seconds": round(r.seconds, 3),
-                               "ok": r.error is None and r.result is not None and not failed(r.result),
-                               "failures_in_a_row": r.failures, "next_in": round(r.next_in, 3)}
+        doc: dict[str, Any] = {
+            "number": r.number,
+            "started_at": _when(r.started_at),
+            "seconds": round(r.seconds, 3),
+            "ok": r.error is None and r.result is not None and not failed(r.result),
+            "failures_in_a_row": r.failures,
+            "next_in": round(r.next_in, 3),
+        }
         summary = show(r.result) if r.result is not None else ""  # in text: the run's per-record lines first
         if as_json:
             emit_json((r.result or {}) | {"run": doc} | ({"error": r.error.document()} if r.error is not None else {}))
             return
         head = f"run {r.number} at {doc['started_at']}"
         if r.error is not None:
-            say(f"{head}: failed: error[{r.error.code}]: {r.error.message}; retry in {r.next_in:.1f} s "
-                f"({r.failures} failed run{'s' if r.failures != 1 else ''} in a row)")
+            say(
+                f"{head}: failed: error[{r.error.code}]: {r.error.message}; retry in {r.next_in:.1f} s "
+                f"({r.failures} failed run{'s' if r.failures != 1 else ''} in a row)"
+            )
         else:
             say(f"{head}: {summary}; next run in {r.next_in:.1f} s")
 

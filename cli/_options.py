@@ -33,6 +33,7 @@ class Commands:
         def define(function: _F) -> _F:
             self._defined.append((args, kwargs, function))
             return function
+
         return define
 
     def register(self, app: typer.Typer) -> None:
@@ -67,9 +68,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 # use keys so that their help lists it; given to the command it wins over the global one.
 KeyDirOption = Annotated[
     Optional[Path],
-    typer.Option("--key-dir", metavar="DIR",
-                 help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]; "
-                      "here or before the command, it wins over $PITHLEDGER_KEYS."),
+    typer.Option(
+        "--key-dir",
+        metavar="DIR",
+        help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]; "
+        "here or before the command, it wins over $PITHLEDGER_KEYS.",
+    ),
 ]
 
 
@@ -81,13 +85,21 @@ def _store(key_dir: Optional[Path]) -> KeyStore:
     return keys_.KeyStore(key_dir or current_settings().key_dir or keys_.default_key_dir())
 
 
-TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.001,
-                                               help="Wall-clock seconds for one whole HTTP request, redirects included.")]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        min=0.001,
+        help="Wall-clock seconds for one whole HTTP request, redirects included.",
+    ),
+]
 
 
 def _deadline_option() -> Any:
-    return typer.Option("--deadline", metavar="SECONDS", min=0,
-                        help="Wall-clock seconds for all the reads of the run; 0 for no limit.")
+    return typer.Option(
+        "--deadline", metavar="SECONDS", min=0, help="Wall-clock seconds for all the reads of the run; 0 for no limit."
+    )
 
 
 def _plural(n: int, word: str, plural: str = "") -> str:
@@ -96,14 +108,27 @@ def _plural(n: int, word: str, plural: str = "") -> str:
 
 #: Where the parallel work of a command runs (ledger/fanout.py, spec/storage.md §7): one definition
 #: for every command that fans out.
-WorkersOption = Annotated[Optional[int], typer.Option(
-    "--workers", metavar="N", min=0, show_default=False,
-    help="Worker processes for the pure parallel work (checking inputs, verifying, deriving states); 0 works in place "
-         "[default: all cores].")]
-SchedulerOption = Annotated[Optional[str], typer.Option(
-    "--scheduler", metavar="ADDRESS", show_default=False,
-    help="Run that work on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786; needs "
-         "pip install 'pithledger[dask]', and pithledger on its workers); the ledger is still written here.")]
+WorkersOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--workers",
+        metavar="N",
+        min=0,
+        show_default=False,
+        help="Worker processes for the pure parallel work (checking inputs, verifying, deriving states); 0 works in place "
+        "[default: all cores].",
+    ),
+]
+SchedulerOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        show_default=False,
+        help="Run that work on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786; needs "
+        "pip install 'pithledger[dask]', and pithledger on its workers); the ledger is still written here.",
+    ),
+]
 
 
 def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
@@ -111,24 +136,43 @@ def _fanout(workers: Optional[int], scheduler: Optional[str]) -> Any:
     from pithledger.fanout import Fanout, using
 
     if workers is not None and scheduler:
-        raise UsageProblem("--workers and --scheduler both given", hint="give --scheduler to use a Dask cluster, or --workers N for this machine")
+        raise UsageProblem(
+            "--workers and --scheduler both given",
+            hint="give --scheduler to use a Dask cluster, or --workers N for this machine",
+        )
     fan = Fanout.choose(workers, scheduler)
     if scheduler:  # a lost worker or scheduler is handled (its parts redone here): Dask's logs of it are noise
         import logging
 
-        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + ["distributed"]:
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")] + [
+            "distributed"
+        ]:
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     return using(fan)
 
 
-
-
 # sync, pull and audit: the source's log (spec/transparency.md §6.4).
-LogKeyOption = Annotated[Optional[str], typer.Option("--log-key", metavar="VKEY", help=(
-    "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
-    "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."))]
-WitnessKeyOption = Annotated[Optional[list[str]], typer.Option("--witness-key", metavar="VKEY", help=(
-    "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."))]
+LogKeyOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--log-key",
+        metavar="VKEY",
+        help=(
+            "The source log's verifier key (name+hex8+base64, C2SP signed-note): its checkpoint must verify under it. "
+            "Default: the key this ledger pinned for the log's origin, else the one the source's manifest names (pinned from then on)."
+        ),
+    ),
+]
+WitnessKeyOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--witness-key",
+        metavar="VKEY",
+        help=(
+            "A witness's cosignature key (a type 0x04 vkey): the source's checkpoint must carry its valid cosignature. Repeatable."
+        ),
+    ),
+]
 
 
 def _now() -> str:
@@ -142,5 +186,13 @@ def rejection_line(r: Rejection) -> str:
 
 
 def _rejection_doc(r: Rejection) -> dict[str, Any]:
-    return {"copy_sha256": r.copy_sha256, "subject": r.subject, "event_type": r.event_type, "declared_event_id": r.declared_event_id,
-            "status": r.status, "reason": r.reason, "message": r.message, "kept": r.kept}
+    return {
+        "copy_sha256": r.copy_sha256,
+        "subject": r.subject,
+        "event_type": r.event_type,
+        "declared_event_id": r.declared_event_id,
+        "status": r.status,
+        "reason": r.reason,
+        "message": r.message,
+        "kept": r.kept,
+    }

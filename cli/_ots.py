@@ -10,11 +10,12 @@ from typing import Annotated, Optional
 import typer
 
 from ._base import Command, Group, UsageProblem
-from ._output import emit_json, say
 from ._options import JsonOption, _json
+from ._output import emit_json, say
 
-ots_app = typer.Typer(cls=Group, help="OpenTimestamps proofs, checked offline.", no_args_is_help=True,
-                      rich_markup_mode=None)
+ots_app = typer.Typer(
+    cls=Group, help="OpenTimestamps proofs, checked offline.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,9 +26,22 @@ def register(app: typer.Typer) -> None:
 def verify(
     ctx: typer.Context,
     proof: Annotated[Path, typer.Argument(metavar="PROOF", help="A detached .ots proof.")],
-    digest: Annotated[Optional[str], typer.Option("--digest", metavar="HEX", help="The stamped file's digest (the proof's hash operation).")] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", metavar="PATH", help="The stamped file: hashed with the proof's hash operation.")] = None,
-    header: Annotated[Optional[list[str]], typer.Option("--header", metavar="[HEIGHT:]HEX", help="An 80-byte Bitcoin block header in hex (repeatable); with HEIGHT: it answers for that height only.")] = None,
+    digest: Annotated[
+        Optional[str],
+        typer.Option("--digest", metavar="HEX", help="The stamped file's digest (the proof's hash operation)."),
+    ] = None,
+    file: Annotated[
+        Optional[Path],
+        typer.Option("--file", metavar="PATH", help="The stamped file: hashed with the proof's hash operation."),
+    ] = None,
+    header: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--header",
+            metavar="[HEIGHT:]HEX",
+            help="An 80-byte Bitcoin block header in hex (repeatable); with HEIGHT: it answers for that height only.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check a proof against Bitcoin block headers you give, offline: the proof is read as the reference
@@ -56,13 +70,23 @@ def verify(
     if len(data) > MAX_OTS_FILE:
         raise OtsError(f"{proof} is over {MAX_OTS_FILE} bytes; a proof is a few KiB")
     check = verify_timestamp(data, header or [], digest=want, file=file)
-    blocks = [{"height": v.height, "hash": v.header.hash, "time": v.header.time,
-               "time_utc": datetime.fromtimestamp(v.header.time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "merkle_root": v.header.merkle_root[::-1].hex(), "bits": f"{v.header.bits:08x}",
-               "work": str(v.header.work)} for v in check.verified]
+    blocks = [
+        {
+            "height": v.height,
+            "hash": v.header.hash,
+            "time": v.header.time,
+            "time_utc": datetime.fromtimestamp(v.header.time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "merkle_root": v.header.merkle_root[::-1].hex(),
+            "bits": f"{v.header.bits:08x}",
+            "work": str(v.header.work),
+        }
+        for v in check.verified
+    ]
     if _json(ctx, as_json):
         emit_json({"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks})
         return
     for b in blocks:
-        say(f"verified: Bitcoin block {b['height']} hash {b['hash']} time {b['time']} ({b['time_utc']}) "
-            f"work {b['work']} ({check.hash_op} {check.digest.hex()})")
+        say(
+            f"verified: Bitcoin block {b['height']} hash {b['hash']} time {b['time']} ({b['time_utc']}) "
+            f"work {b['work']} ({check.hash_op} {check.digest.hex()})"
+        )

@@ -24,7 +24,6 @@ from pithledger.ingest.inputs import read_bytes as read_bytes
 from pithledger.ingest.inputs import spool_streams as spool_streams
 from pithledger.records.canonical import MAX_DOCUMENT_BYTES, canonical_bytes, strict_decode
 
-
 #: What never reaches a terminal as itself (spec/serve.md §5, hostile strings): C0 controls (newline and tab included),
 #: DEL, C1 controls, the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), the
 #: marks U+200E, U+200F, U+061C and the separators U+2028, U+2029. A newline in an event's string would

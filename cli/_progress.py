@@ -69,14 +69,22 @@ def fit(detail: str, room: int) -> str:
 
 def checking_detail(done_bytes: int, total_bytes: int, files_done: int, files: int, elapsed: float) -> str:
     """What the checking line says after the bar (a pure function: tests/test_hardening_cli.py)."""
-    return _join(f"{_size(done_bytes)}/{_size(total_bytes)}", _eta(done_bytes, total_bytes, elapsed),
-                 f"file {min(files_done + 1, files)}/{files}" if files > 1 else "")
+    return _join(
+        f"{_size(done_bytes)}/{_size(total_bytes)}",
+        _eta(done_bytes, total_bytes, elapsed),
+        f"file {min(files_done + 1, files)}/{files}" if files > 1 else "",
+    )
 
 
 def applying_detail(events: int, total: int, records: int, batches: int, total_batches: int, elapsed: float) -> str:
     rate = f"{events / elapsed:,.0f} events/s" if elapsed > 0 and events else ""
-    return _join(f"{events:,}/{total:,} events", rate, _eta(events, total, elapsed),
-                 f"{records:,} record{'' if records == 1 else 's'}", f"batch {batches}/{total_batches}")
+    return _join(
+        f"{events:,}/{total:,} events",
+        rate,
+        _eta(events, total, elapsed),
+        f"{records:,} record{'' if records == 1 else 's'}",
+        f"batch {batches}/{total_batches}",
+    )
 
 
 def deriving_detail(done: int, total: int, elapsed: float) -> str:
@@ -159,7 +167,9 @@ class ApplyProgress:
     def _checking_detail(self) -> str:
         if not self._total:
             return f"file {min(self._files_done + 1, len(self._sizes))}/{len(self._sizes)}"
-        return checking_detail(self._bytes, self._total, self._files_done, len(self._sizes), time.monotonic() - self._started)
+        return checking_detail(
+            self._bytes, self._total, self._files_done, len(self._sizes), time.monotonic() - self._started
+        )
 
     def checked(self, nbytes: int) -> None:
         """A document of ``nbytes`` was checked (its line's newline counted too)."""
@@ -181,8 +191,9 @@ class ApplyProgress:
 
     def applied(self, events: int, records: int, batches: int, total_batches: int) -> None:
         if self._progress is not None and self._task is not None:
-            detail = applying_detail(events, self._events_total, records, batches, total_batches,
-                                     time.monotonic() - self._started)
+            detail = applying_detail(
+                events, self._events_total, records, batches, total_batches, time.monotonic() - self._started
+            )
             # the first batch is drawn at once (the rate and time left appear however fast the batches come),
             # the last so the line ends on what was done
             self._show(events, detail, force=batches in (1, total_batches))
@@ -195,7 +206,9 @@ class ApplyProgress:
 
     def derived(self, records: int) -> None:
         if self._progress is not None and self._task is not None:
-            self._show(records, deriving_detail(records, self._states_total, time.monotonic() - self._started), force=True)
+            self._show(
+                records, deriving_detail(records, self._states_total, time.monotonic() - self._started), force=True
+            )
 
 
 class PullProgress:
@@ -211,11 +224,27 @@ class PullProgress:
     def __enter__(self) -> PullProgress:
         if self.enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self._progress = Progress(TextColumn("pulling"), BarColumn(), MofNCompleteColumn(), TextColumn("records"),
-                                      TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("eta"),
-                                      TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self._progress = Progress(
+                TextColumn("pulling"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("records"),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._progress.start()
             self._started = time.monotonic()
         return self
@@ -231,8 +260,10 @@ class PullProgress:
         if self._task is None:
             self._task = self._progress.add_task("pulling", total=counts["total"] or None, detail="")
         elapsed = max(time.monotonic() - self._started, 1e-6)
-        detail = (f"{counts['records_fetched']:,} fetched  {counts['unchanged']:,} unchanged  {counts['new']:,} new events  "
-                  f"{counts['done'] / elapsed:,.0f} records/s")
+        detail = (
+            f"{counts['records_fetched']:,} fetched  {counts['unchanged']:,} unchanged  {counts['new']:,} new events  "
+            f"{counts['done'] / elapsed:,.0f} records/s"
+        )
         self._progress.update(self._task, completed=counts["done"], detail=detail)
         now = time.monotonic()
         if now - self._drawn >= 0.1 or counts["done"] == counts["total"]:

@@ -92,6 +92,7 @@ def stop_on_sigterm(stop: Any, running: Any) -> Any:
     """Until the returned callable restores the previous handler: SIGTERM sets ``stop`` (a
     threading.Event ending the follow loop's wait) and, when ``running()`` says a run is in progress,
     raises KeyboardInterrupt in it once, so it commits its batch and stops as it does on Ctrl-C."""
+
     def on_term(signum: int, frame: object) -> None:
         global _terminated
         first = not _terminated

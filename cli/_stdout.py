@@ -39,8 +39,9 @@ def guard_stdout() -> None:
         raw = _Raw(fd, "wb", closefd=False)
     except (OSError, ValueError, AttributeError):  # no fd 1, or a replaced stdout: left as it is
         return
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=old.encoding, errors=old.errors,
-                                  line_buffering=bool(old.line_buffering))
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw), encoding=old.encoding, errors=old.errors, line_buffering=bool(old.line_buffering)
+    )
 
 
 def output_failed(exc: BaseException) -> bool:

@@ -14,24 +14,48 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from ._base import Command, UsageProblem, settings
-from ._output import emit_json, read_bytes, say, write_file_atomically
 from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
+from ._output import emit_json, read_bytes, say, write_file_atomically
 
 if TYPE_CHECKING:
     from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier
 
 command = Commands()  # added to the app by cli/app.py
 
-LogKeyOption = Annotated[Optional[str], typer.Option(
-    "--key", metavar="NAME", envvar="PITHLEDGER_LOG_KEY", show_envvar=True,
-    help="The local key that signs this mirror's checkpoints (its log key).")]
-OriginOption = Annotated[Optional[str], typer.Option(
-    "--origin", metavar="ORIGIN",
-    help="The log's origin (its name in every checkpoint) [default: from --base-url, else pithledger/<key fingerprint>; spec/transparency.md §4].")]
-BaseUrlOption = Annotated[str, typer.Option(
-    "--base-url", metavar="URL", help="The URL the mirror is published or served at: the default origin is derived from it.")]
-VkeyOption = Annotated[Optional[str], typer.Option(
-    "--log-key", metavar="VKEY", help="The mirror's verifier key in signed-note form, name+hash+key (its manifest's log_key).")]
+LogKeyOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--key",
+        metavar="NAME",
+        envvar="PITHLEDGER_LOG_KEY",
+        show_envvar=True,
+        help="The local key that signs this mirror's checkpoints (its log key).",
+    ),
+]
+OriginOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--origin",
+        metavar="ORIGIN",
+        help="The log's origin (its name in every checkpoint) [default: from --base-url, else pithledger/<key fingerprint>; spec/transparency.md §4].",
+    ),
+]
+BaseUrlOption = Annotated[
+    str,
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        help="The URL the mirror is published or served at: the default origin is derived from it.",
+    ),
+]
+VkeyOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--log-key",
+        metavar="VKEY",
+        help="The mirror's verifier key in signed-note form, name+hash+key (its manifest's log_key).",
+    ),
+]
 
 
 def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> NoteSigner:
@@ -50,8 +74,10 @@ def _verifier(vkey: Optional[str], why: str) -> NoteVerifier:
     from pithledger.tlog.proofs import verifier_of
 
     if not vkey:
-        raise UsageProblem(f"{why} needs the mirror's verifier key: --log-key VKEY",
-                           hint="the mirror's pith-mirrors.json names it as log_key (name+hash+key)")
+        raise UsageProblem(
+            f"{why} needs the mirror's verifier key: --log-key VKEY",
+            hint="the mirror's pith-mirrors.json names it as log_key (name+hash+key)",
+        )
     return verifier_of(vkey)
 
 
@@ -71,8 +97,15 @@ def checkpoint(
     with _open(ctx) as ledger:
         cp, note = ledger_checkpoint(ledger, signer)
     if _json(ctx, as_json):
-        emit_json({"origin": cp.origin, "size": cp.size, "root": cp.root.hex(), "log_key": signer.vkey,
-                   "checkpoint": note.decode("utf-8")})
+        emit_json(
+            {
+                "origin": cp.origin,
+                "size": cp.size,
+                "root": cp.root.hex(),
+                "log_key": signer.vkey,
+                "checkpoint": note.decode("utf-8"),
+            }
+        )
     else:
         sys.stdout.buffer.write(note)
         sys.stdout.flush()
@@ -81,11 +114,15 @@ def checkpoint(
 @command(cls=Command)
 def prove(
     ctx: typer.Context,
-    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The event's id (sha256:<64 hex>, as `pithledger log` prints it).")],
+    event_id: Annotated[
+        str, typer.Argument(metavar="EVENT_ID", help="The event's id (sha256:<64 hex>, as `pithledger log` prints it).")
+    ],
     key: LogKeyOption = None,
     origin: OriginOption = None,
     base_url: BaseUrlOption = "",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the proof here instead of stdout.")
+    ] = None,
     key_dir: KeyDirOption = None,
 ) -> None:
     """Print an inclusion proof of an event in this mirror's log: its signed checkpoint, the entry, the proof hashes.
@@ -105,8 +142,11 @@ def prove(
         sys.stdout.flush()
         return
     write_file_atomically(output, data)
-    _note(ctx, f"wrote the proof that {event_id} is entry {doc['index']:,} of {signer.name}'s log to {output}; "
-               f"check it with: pithledger verify-proof {output} --log-key {signer.vkey}")
+    _note(
+        ctx,
+        f"wrote the proof that {event_id} is entry {doc['index']:,} of {signer.name}'s log to {output}; "
+        f"check it with: pithledger verify-proof {output} --log-key {signer.vkey}",
+    )
 
 
 def _bundle_events(path: str) -> list[Any]:
@@ -121,9 +161,18 @@ def _bundle_events(path: str) -> list[Any]:
 @command(name="verify-proof", cls=Command)
 def verify_proof(
     ctx: typer.Context,
-    proof: Annotated[str, typer.Argument(metavar="FILE", help="A proof document `pithledger prove` wrote ('-' for stdin).")],
+    proof: Annotated[
+        str, typer.Argument(metavar="FILE", help="A proof document `pithledger prove` wrote ('-' for stdin).")
+    ],
     log_key: VkeyOption = None,
-    event: Annotated[Optional[str], typer.Option("--event", metavar="FILE", help="The event itself (an event or a bundle holding it): also check that it is the one logged, and valid.")] = None,
+    event: Annotated[
+        Optional[str],
+        typer.Option(
+            "--event",
+            metavar="FILE",
+            help="The event itself (an event or a bundle holding it): also check that it is the one logged, and valid.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check an inclusion proof offline: the checkpoint's signature, then the entry's inclusion in the signed tree.
@@ -131,12 +180,12 @@ def verify_proof(
     Exit 0 when it holds; 1 (a named error) when anything in it was changed. The tree size and root are
     the signed checkpoint's, never the document's.
     """
-    from pithledger.records.events import is_pithledger_envelope, verify_event
-    from pithledger.records.canonical import canonical_bytes
     from pithledger.errors import BadProof
-    from pithledger.tlog.proofs import verify_inclusion_document
-    from pithledger.store.tlog_tables import served_bytes
     from pithledger.mirror.published import ledger_id
+    from pithledger.records.canonical import canonical_bytes
+    from pithledger.records.events import is_pithledger_envelope, verify_event
+    from pithledger.store.tlog_tables import served_bytes
+    from pithledger.tlog.proofs import verify_inclusion_document
 
     verifier = _verifier(log_key, "verify-proof")
     got = verify_inclusion_document(read_bytes(proof), verifier)
@@ -145,8 +194,10 @@ def verify_proof(
     if event is not None:
         held = [ev for ev in _bundle_events(event) if isinstance(ev, dict) and ledger_id(ev) == e.ledger_id]
         if not held:
-            raise BadProof(f"{event} holds no event with the entry's id {e.ledger_id}",
-                           hint="give the event the proof is about (or a bundle holding it)")
+            raise BadProof(
+                f"{event} holds no event with the entry's id {e.ledger_id}",
+                hint="give the event the proof is about (or a bundle holding it)",
+            )
         verdict = verify_event(held[0])
         if verdict.status != "valid" or verdict.event_id != e.ledger_id:
             raise BadProof(f"the event in {event} is not valid: {verdict.reason} {verdict.message}".strip())
@@ -154,22 +205,42 @@ def verify_proof(
             raise BadProof(f"the event in {event} is about {verdict.subject}, not the entry's record {e.record}")
         served = hashlib.sha256(served_bytes(held[0], canonical_bytes(held[0]))).hexdigest()
         if served != e.sha256:
-            raise BadProof(f"the event in {event} has the entry's id but not its bytes (served, sha256 {served}; "
-                           f"the entry names {e.sha256})")
-        event_check = ("the given event is the one logged (its bytes, as the mirror serves them, hash to the entry's sha256) "
-                       "and valid (signature checked)")
+            raise BadProof(
+                f"the event in {event} has the entry's id but not its bytes (served, sha256 {served}; "
+                f"the entry names {e.sha256})"
+            )
+        event_check = (
+            "the given event is the one logged (its bytes, as the mirror serves them, hash to the entry's sha256) "
+            "and valid (signature checked)"
+        )
         if not is_pithledger_envelope(held[0]):
             event_check += "; a Pith record_created, compared in its served form (spec/bundle.md §6)"
-    not_proven = ("that the event is valid under the merge rules" + ("" if event_check else " (give --event FILE to check the event itself)")
-                  + "; that the mirror still serves it; that the mirror shows every reader this same log "
-                  "(compare its checkpoints over time: pithledger consistency OLD NEW; witnesses)")
+    not_proven = (
+        "that the event is valid under the merge rules"
+        + ("" if event_check else " (give --event FILE to check the event itself)")
+        + "; that the mirror still serves it; that the mirror shows every reader this same log "
+        "(compare its checkpoints over time: pithledger consistency OLD NEW; witnesses)"
+    )
     if _json(ctx, as_json):
-        emit_json({"valid": True, "origin": got.origin, "size": got.size, "root": got.root.hex(), "index": got.index,
-                   "event_id": e.ledger_id, "record": e.record, "sha256": e.sha256, "event_checked": event_check,
-                   "not_proven": not_proven})
+        emit_json(
+            {
+                "valid": True,
+                "origin": got.origin,
+                "size": got.size,
+                "root": got.root.hex(),
+                "index": got.index,
+                "event_id": e.ledger_id,
+                "record": e.record,
+                "sha256": e.sha256,
+                "event_checked": event_check,
+                "not_proven": not_proven,
+            }
+        )
         return
-    say(f"proof holds: event {e.ledger_id} (record {e.record}) is entry {got.index:,} of the log {got.origin} "
-        f"at size {got.size:,} (root {got.root.hex()}), signed by {verifier.name}+{verifier.key_id.hex()}")
+    say(
+        f"proof holds: event {e.ledger_id} (record {e.record}) is entry {got.index:,} of the log {got.origin} "
+        f"at size {got.size:,} (root {got.root.hex()}), signed by {verifier.name}+{verifier.key_id.hex()}"
+    )
     say(f"the log names the event's bytes by sha256 {e.sha256}")
     if event_check:
         say(event_check)
@@ -190,10 +261,27 @@ def _signed_checkpoint(path: str, verifier: NoteVerifier) -> tuple[Checkpoint, b
 @command(cls=Command)
 def consistency(
     ctx: typer.Context,
-    old: Annotated[str, typer.Argument(metavar="OLD", help="The older signed checkpoint (a file), or a tree size of this ledger's log.")],
-    new: Annotated[str, typer.Argument(metavar="NEW", help="The newer signed checkpoint (a file), or a tree size of this ledger's log.")],
+    old: Annotated[
+        str,
+        typer.Argument(
+            metavar="OLD", help="The older signed checkpoint (a file), or a tree size of this ledger's log."
+        ),
+    ],
+    new: Annotated[
+        str,
+        typer.Argument(
+            metavar="NEW", help="The newer signed checkpoint (a file), or a tree size of this ledger's log."
+        ),
+    ],
     log_key: VkeyOption = None,
-    source: Annotated[Optional[str], typer.Option("--source", metavar="DIR|URL", help="Prove from a published mirror's tiles (C2SP tlog-tiles) instead of this ledger.")] = None,
+    source: Annotated[
+        Optional[str],
+        typer.Option(
+            "--source",
+            metavar="DIR|URL",
+            help="Prove from a published mirror's tiles (C2SP tlog-tiles) instead of this ledger.",
+        ),
+    ] = None,
     timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 600.0,
     as_json: JsonOption = False,
@@ -203,16 +291,21 @@ def consistency(
     Exit 0 when it does; 1 with error[inconsistent-log] when it does not (a fork: keep both checkpoints).
     """
     from pithledger.records.keys import b64encode
-    from pithledger.tlog.proofs import check_consistency
     from pithledger.tlog.note import Checkpoint
+    from pithledger.tlog.proofs import check_consistency
     from pithledger.tlog.tiles import consistency_proof, tree_hash
 
     sizes = [bool(_SIZE.match(x)) for x in (old, new)]
     if any(sizes) and not all(sizes):
-        raise UsageProblem("give two checkpoint files or two sizes", hint="e.g. consistency old.checkpoint new.checkpoint --log-key VKEY")
+        raise UsageProblem(
+            "give two checkpoint files or two sizes",
+            hint="e.g. consistency old.checkpoint new.checkpoint --log-key VKEY",
+        )
     if all(sizes) and source is not None:
-        raise UsageProblem("sizes name trees of this ledger's log; a published source is read against signed checkpoints",
-                           hint="give two checkpoint files with --source, or leave --source out")
+        raise UsageProblem(
+            "sizes name trees of this ledger's log; a published source is read against signed checkpoints",
+            hint="give two checkpoint files with --source, or leave --source out",
+        )
     if all(sizes):
         with _open(ctx) as ledger, ledger.snapshot():
             a, b, have = int(old), int(new), ledger.tlog_size()
@@ -234,11 +327,15 @@ def consistency(
             with _open(ctx) as ledger, ledger.snapshot():
                 have = ledger.tlog_size()
                 if cp_new.size > have:
-                    raise UsageProblem(f"the newer checkpoint's tree ({cp_new.size:,}) is larger than this ledger's log ({have:,})",
-                                       hint="prove from the mirror that signed it: --source DIR|URL")
+                    raise UsageProblem(
+                        f"the newer checkpoint's tree ({cp_new.size:,}) is larger than this ledger's log ({have:,})",
+                        hint="prove from the mirror that signed it: --source DIR|URL",
+                    )
                 if tree_hash(ledger, cp_new.size) != cp_new.root:
-                    raise InconsistentLog(f"this ledger's log at size {cp_new.size:,} is not the tree {new} signs",
-                                          hint="prove from the mirror that signed it: --source DIR|URL")
+                    raise InconsistentLog(
+                        f"this ledger's log at size {cp_new.size:,} is not the tree {new} signs",
+                        hint="prove from the mirror that signed it: --source DIR|URL",
+                    )
                 hashes = consistency_proof(ledger, cp_old.size, cp_new.size) if cp_old.size else []
             where = settings(ctx).ledger.as_posix()
         else:
@@ -252,18 +349,29 @@ def consistency(
         origin = cp_new.origin
     check_consistency(cp_old, cp_new, hashes)
     if _json(ctx, as_json):
-        emit_json({"consistent": True, "origin": origin, "old": {"size": cp_old.size, "root": cp_old.root.hex()},
-                   "new": {"size": cp_new.size, "root": cp_new.root.hex()}, "proof": [b64encode(h) for h in hashes],
-                   "source": where})
+        emit_json(
+            {
+                "consistent": True,
+                "origin": origin,
+                "old": {"size": cp_old.size, "root": cp_old.root.hex()},
+                "new": {"size": cp_new.size, "root": cp_new.root.hex()},
+                "proof": [b64encode(h) for h in hashes],
+                "source": where,
+            }
+        )
         return
-    say(f"consistent: the tree of size {cp_new.size:,} (root {cp_new.root.hex()}) extends the tree of size "
-        f"{cp_old.size:,} (root {cp_old.root.hex()}) of {origin}; {len(hashes)} proof hash(es) from {where}")
+    say(
+        f"consistent: the tree of size {cp_new.size:,} (root {cp_new.root.hex()}) extends the tree of size "
+        f"{cp_old.size:,} (root {cp_old.root.hex()}) of {origin}; {len(hashes)} proof hash(es) from {where}"
+    )
 
 
 @command(name="verify-log", cls=Command)
 def verify_log(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")],
+    source: Annotated[
+        str, typer.Argument(metavar="SOURCE", help="A published mirror: a directory or an http(s) base URL.")
+    ],
     log_key: VkeyOption = None,
     timeout: TimeoutOption = 30.0,
     deadline: Annotated[float, _deadline_option()] = 600.0,
@@ -278,8 +386,11 @@ def verify_log(
     from pithledger.mirror.logsite import check_published_log
 
     if log_key is None:
-        _note(ctx, "note: no --log-key: the key is taken from the mirror's own manifest, so this checks the published log "
-                   "against itself, not that it is the log you trust")
+        _note(
+            ctx,
+            "note: no --log-key: the key is taken from the mirror's own manifest, so this checks the published log "
+            "against itself, not that it is the log you trust",
+        )
     report = check_published_log(source, log_key, timeout=timeout, deadline=deadline or None)
     if _json(ctx, as_json):
         emit_json(report.document())
@@ -288,10 +399,14 @@ def verify_log(
             where = f"entry {f['index']:,}" if "index" in f else f"record {f['record']}"
             say(f"BAD-ENTRY {where} {f.get('event_id', '')} [{f['reason']}] {f['message']}".replace("  ", " "))
         if report.faults_omitted:
-            say(f"BAD-ENTRY ... and {report.faults_omitted:,} more fault(s), not listed (the first {len(report.faults):,} are)")
+            say(
+                f"BAD-ENTRY ... and {report.faults_omitted:,} more fault(s), not listed (the first {len(report.faults):,} are)"
+            )
         faults = len(report.faults) + report.faults_omitted
         verdict = "every entry's event is published and matches" if not faults else f"{faults:,} fault(s)"
-        say(f"log {report.origin} at {source}: size {report.size:,}, root {report.root} recomputed from the entry tiles; "
-            f"{report.events_matched:,} event(s) matched across {report.records:,} record(s): {verdict}")
+        say(
+            f"log {report.origin} at {source}: size {report.size:,}, root {report.root} recomputed from the entry tiles; "
+            f"{report.events_matched:,} event(s) matched across {report.records:,} record(s): {verdict}"
+        )
     if report.faults:
         raise typer.Exit(1)

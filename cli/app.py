@@ -17,8 +17,21 @@ import typer
 from pithledger.errors import EventInvalid, InputChanged, MalformedId, NoLedger, OtsError, PithledgerError, SchemaError
 
 from ._base import EXIT_INTERRUPTED, Command, Group, Settings, UsageProblem, settings
-from ._options import (JsonOption, KeyDirOption, SchedulerOption, WorkersOption, _fanout, _json, _note, _now, _open, _plural,
-                       _rejection_doc, _store, rejection_line)
+from ._options import (
+    JsonOption,
+    KeyDirOption,
+    SchedulerOption,
+    WorkersOption,
+    _fanout,
+    _json,
+    _note,
+    _now,
+    _open,
+    _plural,
+    _rejection_doc,
+    _store,
+    rejection_line,
+)
 from ._output import emit_json, expand_inputs, iter_documents, printable, read_bytes, report, say, write_file_atomically
 
 if TYPE_CHECKING:
@@ -49,15 +62,27 @@ def root(
     ctx: typer.Context,
     ledger: Annotated[
         Optional[str],
-        typer.Option("--ledger", envvar="PITHLEDGER_LEDGER", metavar="PATH", show_envvar=True,
-                     help="Ledger directory [default: $XDG_DATA_HOME/pithledger, i.e. ~/.local/share/pithledger]."),
+        typer.Option(
+            "--ledger",
+            envvar="PITHLEDGER_LEDGER",
+            metavar="PATH",
+            show_envvar=True,
+            help="Ledger directory [default: $XDG_DATA_HOME/pithledger, i.e. ~/.local/share/pithledger].",
+        ),
     ] = None,
     key_dir: Annotated[
         Optional[Path],
-        typer.Option("--key-dir", envvar="PITHLEDGER_KEYS", metavar="DIR", show_envvar=True,
-                     help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys]."),
+        typer.Option(
+            "--key-dir",
+            envvar="PITHLEDGER_KEYS",
+            metavar="DIR",
+            show_envvar=True,
+            help="Key directory [default: $XDG_CONFIG_HOME/pithledger/keys, i.e. ~/.config/pithledger/keys].",
+        ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) from commands that report, errors included.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output (JSON) from commands that report, errors included.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display and no notes on stderr.")] = False,
     version: Annotated[
         bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -68,8 +93,12 @@ def root(
     Global options may be written before or after the command.
     """
     if ledger is not None and not ledger.strip():
-        raise UsageProblem("--ledger is empty", hint="give the ledger's directory, e.g. --ledger ./ledger, or leave --ledger out")
-    ctx.obj = Settings(ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet, key_dir=key_dir)
+        raise UsageProblem(
+            "--ledger is empty", hint="give the ledger's directory, e.g. --ledger ./ledger, or leave --ledger out"
+        )
+    ctx.obj = Settings(
+        ledger_option=Path(ledger) if ledger is not None else None, json=as_json, quiet=quiet, key_dir=key_dir
+    )
 
 
 def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
@@ -91,15 +120,31 @@ def _per_document(path: str, render: Callable[[Any], bytes]) -> None:
 
 @command(cls=Command)
 def ids(
-    record: Annotated[str, typer.Argument(metavar="RECORD", help="A canonical record, or a bundle or state document holding one; '-' for stdin; JSON lines allowed.")],
-    canonical: Annotated[bool, typer.Option("--canonical", help="Print the record's canonical bytes instead (no newline; one record only): what canonical_sha256 hashes, and what `ots stamp` must stamp.")] = False,
+    record: Annotated[
+        str,
+        typer.Argument(
+            metavar="RECORD",
+            help="A canonical record, or a bundle or state document holding one; '-' for stdin; JSON lines allowed.",
+        ),
+    ],
+    canonical: Annotated[
+        bool,
+        typer.Option(
+            "--canonical",
+            help="Print the record's canonical bytes instead (no newline; one record only): what canonical_sha256 hashes, and what `ots stamp` must stamp.",
+        ),
+    ] = False,
 ) -> None:
     """Print canonical_sha256, the long and short Pith Number and the six aliases of a record."""
     from pithledger.records.canonical import canonical_bytes
     from pithledger.records.model import record_ids
 
     def record_of(value: Any) -> Any:
-        if isinstance(value, dict) and isinstance(value.get("current"), dict) and "canonical_record" in value["current"]:
+        if (
+            isinstance(value, dict)
+            and isinstance(value.get("current"), dict)
+            and "canonical_record" in value["current"]
+        ):
             value = value["current"]  # a state document
         if isinstance(value, dict) and "canonical_record" in value:  # a bundle, an event payload, a vector line
             value = value["canonical_record"]
@@ -118,7 +163,12 @@ def ids(
 
 @command(cls=Command)
 def mint(
-    meta: Annotated[str, typer.Argument(metavar="META", help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin.")],
+    meta: Annotated[
+        str,
+        typer.Argument(
+            metavar="META", help="arXiv metadata: one object, or JSON lines as in arXiv's bulk snapshot; '-' for stdin."
+        ),
+    ],
 ) -> None:
     """Turn arXiv metadata into canonical records (canonical bytes, one record per line)."""
     from pithledger.records.canonical import canonical_bytes
@@ -130,10 +180,22 @@ def mint(
 @command(cls=Command)
 def verify(
     ctx: typer.Context,
-    files: Annotated[Optional[list[str]], typer.Argument(metavar="FILE", help="Bundles (or signed audit reports) to check offline, directories of them, or '-' for stdin; nothing is written.")] = None,
-    digest: Annotated[Optional[str], typer.Option(metavar="HEX", help="A SHA-256 digest, 64 lowercase hex characters.")] = None,
-    signature: Annotated[Optional[str], typer.Option(metavar="BASE64", help="An Ed25519 signature over the raw digest, standard base64.")] = None,
-    key_id: Annotated[Optional[str], typer.Option(metavar="KEY_ID", help="Check against this registry key only.")] = None,
+    files: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="FILE",
+            help="Bundles (or signed audit reports) to check offline, directories of them, or '-' for stdin; nothing is written.",
+        ),
+    ] = None,
+    digest: Annotated[
+        Optional[str], typer.Option(metavar="HEX", help="A SHA-256 digest, 64 lowercase hex characters.")
+    ] = None,
+    signature: Annotated[
+        Optional[str], typer.Option(metavar="BASE64", help="An Ed25519 signature over the raw digest, standard base64.")
+    ] = None,
+    key_id: Annotated[
+        Optional[str], typer.Option(metavar="KEY_ID", help="Check against this registry key only.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check bundles offline, or one receipt signature (--digest --signature) against the registry keys."""
@@ -207,24 +269,46 @@ def _check_document(value: Any) -> tuple[list[dict[str, Any]], int]:
         who = verify_report(value)
         divergent = value.get("divergent", [])
         if not isinstance(divergent, list) or not isinstance(value.get("consistent", False), bool):
-            raise SchemaError("the audit report is signed, but its 'divergent' is not a list or its 'consistent' not true/false",
-                              hint="the report was built wrongly; ask its signer for a report made by `pithledger audit --sign`")
-        return [{"document": "audit_report", "status": "valid", "signed_by": who,
-                 "consistent": bool(value.get("consistent")), "divergent": len(divergent)}], 0
+            raise SchemaError(
+                "the audit report is signed, but its 'divergent' is not a list or its 'consistent' not true/false",
+                hint="the report was built wrongly; ask its signer for a report made by `pithledger audit --sign`",
+            )
+        return [
+            {
+                "document": "audit_report",
+                "status": "valid",
+                "signed_by": who,
+                "consistent": bool(value.get("consistent")),
+                "divergent": len(divergent),
+            }
+        ], 0
     results, invalid = [], 0
     for verdict in map(verify_event, read_bundle(value).events):
-        results.append({"status": verdict.status, "event_id": verdict.event_id, "event_type": verdict.event_type,
-                        "subject": verdict.subject, "trust": verdict.trust, "reason": verdict.reason,
-                        "message": verdict.message})
+        results.append(
+            {
+                "status": verdict.status,
+                "event_id": verdict.event_id,
+                "event_type": verdict.event_type,
+                "subject": verdict.subject,
+                "trust": verdict.trust,
+                "reason": verdict.reason,
+                "message": verdict.message,
+            }
+        )
         invalid += verdict.status == "invalid"
     return results, invalid
 
 
 # --- keys and events -------------------------------------------------------------------------------
 
-keys_app = typer.Typer(cls=Group, help="Local Ed25519 signing keys (owner-only key directory).", no_args_is_help=True,
-                       rich_markup_mode=None)
+keys_app = typer.Typer(
+    cls=Group,
+    help="Local Ed25519 signing keys (owner-only key directory).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(keys_app, name="keys")
+
 
 @keys_app.command("new", cls=Command)
 def keys_new(
@@ -257,9 +341,17 @@ def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOpt
         except PithledgerError as exc:
             listed.append((name, "", exc))
     if _json(ctx, as_json):
-        emit_json({"key_dir": str(store.directory),
-                   "keys": [{"name": n, "fingerprint_sha256_hex": f} if e is None else {"name": n, "error": e.code, "message": e.message}
-                            for n, f, e in listed]})
+        emit_json(
+            {
+                "key_dir": str(store.directory),
+                "keys": [
+                    {"name": n, "fingerprint_sha256_hex": f}
+                    if e is None
+                    else {"name": n, "error": e.code, "message": e.message}
+                    for n, f, e in listed
+                ],
+            }
+        )
     else:
         if not listed:
             typer.echo(f"no keys in {store.directory}; create one with `pithledger keys new NAME`")
@@ -274,7 +366,9 @@ def keys_list(ctx: typer.Context, key_dir: KeyDirOption = None, as_json: JsonOpt
 
 
 @keys_app.command("export", cls=Command)
-def keys_export(name: Annotated[str, typer.Argument(metavar="NAME", help="The key to export.")], key_dir: KeyDirOption = None) -> None:
+def keys_export(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The key to export.")], key_dir: KeyDirOption = None
+) -> None:
     """Print the public part of a key (never the secret seed) as JSON."""
     from pithledger.records import keys as keys_
 
@@ -328,7 +422,7 @@ def _long_number(ctx: typer.Context, text: str, what: str) -> str:
 
 _SIGNER_HINTS = {
     "proof-digest-mismatch": "the .ots proof must stamp the record's canonical bytes: "
-                             "`pithledger ids --canonical RECORD > record.canon; ots stamp record.canon`",
+    "`pithledger ids --canonical RECORD > record.canon; ots stamp record.canon`",
     "record-subject-mismatch": "leave --subject out for record_created: it is derived from canonical_record",
     "hash-mismatch": "leave canonical_sha256 out of the payload: it is computed from canonical_record",
 }
@@ -338,23 +432,68 @@ _SIGNER_HINTS = {
 def event(
     ctx: typer.Context,
     kind: Annotated[str, typer.Argument(metavar="KIND", help="The event kind (listed below with its payload fields).")],
-    key: Annotated[Optional[str], typer.Option("--key", metavar="NAME", help="Name of the local signing key (required unless --example).")] = None,
-    payload: Annotated[Optional[str], typer.Option("--payload", metavar="JSON|@FILE", help="The payload as JSON, or @FILE to read it from a file.")] = None,
-    subject: Annotated[Optional[str], typer.Option("--subject", metavar="ID", help="The record, in any ID form (a short form or arXiv id is looked up in the ledger); derived from the payload for record_created.")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write the bundle here instead of stdout.")] = None,
-    created_at: Annotated[Optional[str], typer.Option("--created-at", metavar="TIME", help="Whole-second UTC time, e.g. 2026-05-20T01:30:00Z [default: now].")] = None,
-    signer_id: Annotated[Optional[str], typer.Option("--signer-id", metavar="SIGNER", help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].")] = None,
-    example: Annotated[bool, typer.Option("--example", help="Print a filled-in example payload for KIND and exit (no key needed).")] = False,
-    ots: Annotated[Optional[Path], typer.Option("--ots", metavar="FILE", help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.")] = None,
-    post: Annotated[Optional[str], typer.Option("--post", metavar="URL", help="Also submit the signed event to a mirror (as `pithledger submit`): its base URL or a URL pattern with {suffix}/{kind}.")] = None,
+    key: Annotated[
+        Optional[str],
+        typer.Option("--key", metavar="NAME", help="Name of the local signing key (required unless --example)."),
+    ] = None,
+    payload: Annotated[
+        Optional[str],
+        typer.Option("--payload", metavar="JSON|@FILE", help="The payload as JSON, or @FILE to read it from a file."),
+    ] = None,
+    subject: Annotated[
+        Optional[str],
+        typer.Option(
+            "--subject",
+            metavar="ID",
+            help="The record, in any ID form (a short form or arXiv id is looked up in the ledger); derived from the payload for record_created.",
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write the bundle here instead of stdout.")
+    ] = None,
+    created_at: Annotated[
+        Optional[str],
+        typer.Option(
+            "--created-at", metavar="TIME", help="Whole-second UTC time, e.g. 2026-05-20T01:30:00Z [default: now]."
+        ),
+    ] = None,
+    signer_id: Annotated[
+        Optional[str],
+        typer.Option(
+            "--signer-id",
+            metavar="SIGNER",
+            help="Who signs, e.g. an e-mail or ORCID URL [default: the key's fingerprint].",
+        ),
+    ] = None,
+    example: Annotated[
+        bool, typer.Option("--example", help="Print a filled-in example payload for KIND and exit (no key needed).")
+    ] = False,
+    ots: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--ots",
+            metavar="FILE",
+            help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.",
+        ),
+    ] = None,
+    post: Annotated[
+        Optional[str],
+        typer.Option(
+            "--post",
+            metavar="URL",
+            help="Also submit the signed event to a mirror (as `pithledger submit`): its base URL or a URL pattern with {suffix}/{kind}.",
+        ),
+    ] = None,
     key_dir: KeyDirOption = None,
 ) -> None:
     """Sign a new event and write a bundle holding it."""
     from pithledger.records.events import KNOWN_KINDS
 
     if kind not in KNOWN_KINDS:
-        raise UsageProblem(f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}",
-                           hint="run 'pithledger event --help' for each kind's payload fields")
+        raise UsageProblem(
+            f"unknown kind {kind!r}; use one of: {', '.join(sorted(KNOWN_KINDS))}",
+            hint="run 'pithledger event --help' for each kind's payload fields",
+        )
     if example:
         _print_example(ctx, kind)
         return
@@ -363,10 +502,15 @@ def event(
     if ots is not None and payload is not None:
         raise UsageProblem("give either --payload or --ots, not both")
     if payload is None and ots is None:
-        raise UsageProblem("--payload is required" + (" (or --ots FILE)" if kind == "timestamp_anchor" else ""),
-                           hint=f"`pithledger event {kind} --example` prints a payload to start from")
+        raise UsageProblem(
+            "--payload is required" + (" (or --ots FILE)" if kind == "timestamp_anchor" else ""),
+            hint=f"`pithledger event {kind} --example` prints a payload to start from",
+        )
     if key is None:
-        raise UsageProblem("--key is required", hint="name a local key (`pithledger keys list`), or create one with `pithledger keys new NAME`")
+        raise UsageProblem(
+            "--key is required",
+            hint="name a local key (`pithledger keys list`), or create one with `pithledger keys new NAME`",
+        )
     value = _payload_value(kind, payload, ots)
     record = None
     if kind == "record_created":
@@ -380,7 +524,9 @@ def event(
     number = _long_number(ctx, subject, "--subject")
     if kind == "citation_signature" and isinstance(value.get("cited_pith_number"), str):
         value["cited_pith_number"] = _long_number(ctx, value["cited_pith_number"], "cited_pith_number")
-    ev = _sign_and_write(ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None)
+    ev = _sign_and_write(
+        ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None
+    )
     if post is not None:
         from ._mirrors import _post_events
 
@@ -400,11 +546,19 @@ def _print_example(ctx: typer.Context, kind: str) -> None:
 
         from pithledger.records.events import PAYLOAD_TYPES
 
-        value = {f.name: f"<{getattr(f.type, '__name__', str(f.type))}>" for f in msgspec.structs.fields(PAYLOAD_TYPES[kind])}
+        value = {
+            f.name: f"<{getattr(f.type, '__name__', str(f.type))}>" for f in msgspec.structs.fields(PAYLOAD_TYPES[kind])
+        }
     typer.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-    how = (f"pithledger event {kind} --key NAME --payload @payload.json" if kind == "record_created"
-           else f"pithledger event {kind} --subject ID --key NAME --payload @payload.json")
-    _note(ctx, f"# an example {kind} payload about {SUBJECT} (arXiv 2605.00424); edit it, save it as payload.json, then: {how}")
+    how = (
+        f"pithledger event {kind} --key NAME --payload @payload.json"
+        if kind == "record_created"
+        else f"pithledger event {kind} --subject ID --key NAME --payload @payload.json"
+    )
+    _note(
+        ctx,
+        f"# an example {kind} payload about {SUBJECT} (arXiv 2605.00424); edit it, save it as payload.json, then: {how}",
+    )
 
 
 def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> dict[str, Any]:
@@ -419,8 +573,10 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> di
         try:
             _ots.parse(raw)
         except OtsError as exc:
-            raise SchemaError(f"{ots} is not an OpenTimestamps proof: {exc}",
-                              hint="give the detached .ots file that `ots stamp FILE` wrote beside FILE") from None
+            raise SchemaError(
+                f"{ots} is not an OpenTimestamps proof: {exc}",
+                hint="give the detached .ots file that `ots stamp FILE` wrote beside FILE",
+            ) from None
         return {"ots_proof_b64": base64.b64encode(raw).decode("ascii")}
     assert payload is not None
     raw = read_bytes(payload[1:]) if payload.startswith("@") else payload.encode("utf-8")
@@ -433,11 +589,15 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> di
 def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
     from pithledger.records.model import record_ids
 
-    hint = ("the payload is {\"canonical_record\": {...}}: see `pithledger event record_created --example`; "
-            "`pithledger mint META.json` makes a canonical record from arXiv metadata")
+    hint = (
+        'the payload is {"canonical_record": {...}}: see `pithledger event record_created --example`; '
+        "`pithledger mint META.json` makes a canonical record from arXiv metadata"
+    )
     record = value.get("canonical_record")
     if not isinstance(record, dict):
-        raise SchemaError("a record_created payload needs canonical_record, the canonical record as a JSON object", hint=hint)
+        raise SchemaError(
+            "a record_created payload needs canonical_record, the canonical record as a JSON object", hint=hint
+        )
     try:
         computed = record_ids(record).canonical_sha256
     except PithledgerError as exc:
@@ -448,9 +608,20 @@ def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str, Any], record: Optional[dict[str, Any]],
-                    key: str, key_dir: Optional[Path], created_at: Optional[str], signer_id: Optional[str],
-                    output: Optional[Path], *, quiet_stdout: bool = False) -> dict[str, Any]:
+def _sign_and_write(
+    ctx: typer.Context,
+    kind: str,
+    number: str,
+    value: dict[str, Any],
+    record: Optional[dict[str, Any]],
+    key: str,
+    key_dir: Optional[Path],
+    created_at: Optional[str],
+    signer_id: Optional[str],
+    output: Optional[Path],
+    *,
+    quiet_stdout: bool = False,
+) -> dict[str, Any]:
     from pithledger.records.bundle import write_bundle
     from pithledger.records.canonical import canonical_bytes
     from pithledger.records.events import make_event
@@ -459,8 +630,11 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
     try:
         ev = make_event(kind, number, value, signing_key, created_at=created_at or _now(), signer_id=signer_id)
     except EventInvalid as exc:  # written for the signer: the event was never valid, nothing was altered
-        exc.hint = _SIGNER_HINTS.get(exc.code, f"fix the payload: `pithledger event {kind} --example` prints a valid one, "
-                                                f"`pithledger event --help` lists each kind's fields")
+        exc.hint = _SIGNER_HINTS.get(
+            exc.code,
+            f"fix the payload: `pithledger event {kind} --example` prints a valid one, "
+            f"`pithledger event --help` lists each kind's fields",
+        )
         raise
     bundle = write_bundle(number, [ev], canonical_record=record)
     data = canonical_bytes(bundle) + b"\n"
@@ -478,10 +652,24 @@ def _sign_and_write(ctx: typer.Context, kind: str, number: str, value: dict[str,
 @command(cls=Command)
 def apply(
     ctx: typer.Context,
-    inputs: Annotated[list[str], typer.Argument(metavar="INPUT", help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.")],
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT",
+            help="Bundle files (.json, or .jsonl with one bundle per line), directories of them, or '-' for stdin.",
+        ),
+    ],
     batch_size: Annotated[int, typer.Option(metavar="EVENTS", help="Events per durable transaction.", min=1)] = 10_000,
-    keep_going: Annotated[bool, typer.Option("--keep-going", help="Skip (and name) a file that cannot be read or decoded and a bundle with a structural fault, apply the rest, exit 1 at the end.")] = False,
-    as_json: JsonOption = False, workers: WorkersOption = None, scheduler: SchedulerOption = None,
+    keep_going: Annotated[
+        bool,
+        typer.Option(
+            "--keep-going",
+            help="Skip (and name) a file that cannot be read or decoded and a bundle with a structural fault, apply the rest, exit 1 at the end.",
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Verify and ingest bundles, idempotently: new events are appended, duplicates skipped.
 
@@ -517,18 +705,28 @@ def apply(
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             progress.__exit__(None, None, None)
-            typer.echo(f"interrupted: {summary.committed_batches} of {_plural(summary.batches_total, 'batch', 'batches')} committed "
-                       f"({_plural(summary.committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
-                       err=True)
+            typer.echo(
+                f"interrupted: {summary.committed_batches} of {_plural(summary.batches_total, 'batch', 'batches')} committed "
+                f"({_plural(summary.committed_events, 'event')}); the ledger is consistent — run the same command again to finish",
+                err=True,
+            )
             if json_out:
-                emit_json(summary.summary() | {"records_touched": summary.records_touched, "interrupted": True,
-                                               "batches_total": summary.batches_total,
-                                               "rejected": [_rejection_doc(r) for r in summary.rejected]})
+                emit_json(
+                    summary.summary()
+                    | {
+                        "records_touched": summary.records_touched,
+                        "interrupted": True,
+                        "batches_total": summary.batches_total,
+                        "rejected": [_rejection_doc(r) for r in summary.rejected],
+                    }
+                )
             raise typer.Exit(EXIT_INTERRUPTED) from None
     skipped = summary.skipped
     if json_out:
-        doc: dict[str, Any] = summary.summary() | {"records_touched": summary.records_touched,
-                                                   "rejected": [_rejection_doc(r) for r in summary.rejected]}
+        doc: dict[str, Any] = summary.summary() | {
+            "records_touched": summary.records_touched,
+            "rejected": [_rejection_doc(r) for r in summary.rejected],
+        }
         if keep_going:
             doc["skipped"] = [{"where": w, "code": e.code, "message": e.message} for w, e in skipped]
         emit_json(doc)
@@ -553,7 +751,10 @@ def apply(
 @command(cls=Command)
 def evidence(
     ctx: typer.Context,
-    ident: Annotated[Optional[str], typer.Argument(metavar="ID", help="A record, any identifier form; without it, a summary of all evidence held.")] = None,
+    ident: Annotated[
+        Optional[str],
+        typer.Argument(metavar="ID", help="A record, any identifier form; without it, a summary of all evidence held."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """List what this mirror received about a record but cannot fold (invalid or unverified copies).
@@ -568,22 +769,39 @@ def evidence(
             usage = ledger.evidence_usage()
             per_record = sorted(ledger.evidence_subjects())
             if json_out:
-                emit_json({"entries": usage.entries, "bytes": usage.bytes,
-                           "records": {s: {"entries": u.entries, "bytes": u.bytes} for s, u in per_record},
-                           "limits": msgspec.to_builtins(ledger.evidence_limits)})
+                emit_json(
+                    {
+                        "entries": usage.entries,
+                        "bytes": usage.bytes,
+                        "records": {s: {"entries": u.entries, "bytes": u.bytes} for s, u in per_record},
+                        "limits": msgspec.to_builtins(ledger.evidence_limits),
+                    }
+                )
                 return
             for subject, u in per_record:
                 say(f"{u.entries:>6} {subject}")
-            typer.echo(f"evidence held: {_plural(usage.entries, 'copy', 'copies')}, {usage.bytes:,} bytes, "
-                       f"about {_plural(len(per_record), 'record')}")
+            typer.echo(
+                f"evidence held: {_plural(usage.entries, 'copy', 'copies')}, {usage.bytes:,} bytes, "
+                f"about {_plural(len(per_record), 'record')}"
+            )
             return
         subject = _evidence_subject(ledger, ident)
         held = ledger.evidence(subject)
     if json_out:
         for copy, entry in held:
             v = entry.verdict
-            emit_json({"copy_sha256": copy, "subject": subject, "status": v.status, "reason": v.reason, "message": v.message,
-                       "event_type": v.event_type, "declared_event_id": v.event_id, "event": msgspec.json.decode(entry.event)})
+            emit_json(
+                {
+                    "copy_sha256": copy,
+                    "subject": subject,
+                    "status": v.status,
+                    "reason": v.reason,
+                    "message": v.message,
+                    "event_type": v.event_type,
+                    "declared_event_id": v.event_id,
+                    "event": msgspec.json.decode(entry.event),
+                }
+            )
         return
     for copy, entry in held:
         v = entry.verdict
@@ -602,10 +820,26 @@ def _evidence_subject(ledger: Ledger, ident: str) -> str:
 
 
 @command(cls=Command)
-def rebuild(ctx: typer.Context, as_json: JsonOption = False,
-            reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).")] = False,
-            force: Annotated[bool, typer.Option("--force", help="Rebuild a ledger already at this merge version too (e.g. after `fsck` found damage); each run keeps one more backup.")] = False,
-            workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
+def rebuild(
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    reverify: Annotated[
+        bool,
+        typer.Option(
+            "--reverify",
+            help="Check every Ed25519 signature again, also of events the old ledger held as valid (use it if the old ledger's files may have been altered).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rebuild a ledger already at this merge version too (e.g. after `fsck` found damage); each run keeps one more backup.",
+        ),
+    ] = False,
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+) -> None:
     """Rebuild the ledger from its log under this pithledger's merge version (after an upgrade).
 
     Every received event is checked again under this version's rules and re-applied into a new ledger
@@ -623,26 +857,48 @@ def rebuild(ctx: typer.Context, as_json: JsonOption = False,
         emit_json(counts)
         return
     if counts.get("already_current"):
-        typer.echo(f"nothing to rebuild: {where} is already at {MERGE_VERSION}; no backup made "
-                   "(`pithledger fsck` checks it; --force rebuilds it anyway)")
+        typer.echo(
+            f"nothing to rebuild: {where} is already at {MERGE_VERSION}; no backup made "
+            "(`pithledger fsck` checks it; --force rebuilds it anyway)"
+        )
         return
     if counts.get("finished_interrupted_rebuild"):
         typer.echo(f"finished an interrupted rebuild of {where}")
         return
-    typer.echo(f"rebuilt {where} from {_plural(counts['events_read'], 'received event')} ({counts['old_merge_version']} -> "
-               f"{MERGE_VERSION}): {counts['new']:,} valid, {counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid and "
-               f"{counts['unverified']:,} unverified kept as evidence; the old ledger is at {counts['backup']}")
+    typer.echo(
+        f"rebuilt {where} from {_plural(counts['events_read'], 'received event')} ({counts['old_merge_version']} -> "
+        f"{MERGE_VERSION}): {counts['new']:,} valid, {counts['duplicate']:,} duplicate, {counts['invalid']:,} invalid and "
+        f"{counts['unverified']:,} unverified kept as evidence; the old ledger is at {counts['backup']}"
+    )
     if counts.get("tlog_history_changed"):  # spec/storage.md §8: the mirror's published history changes
         t = counts["tlog"]
-        typer.echo(f"WARNING: the rebuilt transparency log is not an extension of the old one: entry {t['first_difference']:,} "
-                   f"differs (old log {t['old_size']:,} entries, rebuilt {t['size']:,}); checkpoints published before "
-                   "cannot be proved consistent with the new ones, so publish the rebuilt mirror under a new origin "
-                   "(`publish --origin NEW`) and tell its readers and witnesses", err=True)
+        typer.echo(
+            f"WARNING: the rebuilt transparency log is not an extension of the old one: entry {t['first_difference']:,} "
+            f"differs (old log {t['old_size']:,} entries, rebuilt {t['size']:,}); checkpoints published before "
+            "cannot be proved consistent with the new ones, so publish the rebuilt mirror under a new origin "
+            "(`publish --origin NEW`) and tell its readers and witnesses",
+            err=True,
+        )
 
 
 @command(cls=Command)
-def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.")],
-          view: Annotated[bool, typer.Option("--view", help="A summary for people: numbers, aliases, badges, each claim with its signer and what was checked, citations both ways.")] = False) -> None:
+def state(
+    ctx: typer.Context,
+    ident: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="Any identifier form: long or short Pith Number, 8/12/16/26-char suffix, arXiv id (with or without vN), DOI.",
+        ),
+    ],
+    view: Annotated[
+        bool,
+        typer.Option(
+            "--view",
+            help="A summary for people: numbers, aliases, badges, each claim with its signer and what was checked, citations both ways.",
+        ),
+    ] = False,
+) -> None:
     """Print the merged state document of a record (canonical JSON: the consensus bytes), or --view it."""
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
@@ -660,9 +916,15 @@ def state(ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID",
 @command(cls=Command)
 def export(
     ctx: typer.Context,
-    ident: Annotated[Optional[str], typer.Argument(metavar="ID", help="Any identifier form.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")] = None,
-    every: Annotated[bool, typer.Option("--all", help="Every record's bundle instead of one record's (the whole ledger, streamed).")] = False,
+    ident: Annotated[
+        Optional[str], typer.Argument(metavar="ID", help="Any identifier form.", show_default=False)
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every record's bundle instead of one record's (the whole ledger, streamed).")
+    ] = False,
 ) -> None:
     """Write the record's bundle (its events as received), then one bundle per record citing it.
 
@@ -682,7 +944,9 @@ def export(
 
     with _open(ctx) as ledger:
         subject = ledger.resolve(ident)
-        data = b"".join(canonical_bytes(b) + b"\n" for b in [*ledger.export_parts(subject), *ledger.inbound_bundles(subject)])
+        data = b"".join(
+            canonical_bytes(b) + b"\n" for b in [*ledger.export_parts(subject), *ledger.inbound_bundles(subject)]
+        )
     if output is None:
         sys.stdout.buffer.write(data)
     else:
@@ -707,19 +971,48 @@ def log(
         for entry in ledger.log(since):
             v = entry.verdict
             if json_out:
-                out.write(canonical_bytes({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject,
-                                           "status": v.status, "reason": v.reason}) + b"\n")
+                out.write(
+                    canonical_bytes(
+                        {
+                            "seq": entry.seq,
+                            "event_id": v.event_id,
+                            "event_type": v.event_type,
+                            "subject": v.subject,
+                            "status": v.status,
+                            "reason": v.reason,
+                        }
+                    )
+                    + b"\n"
+                )
             else:
-                line = f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (f" [{v.reason}]" if v.reason else "")
+                line = f"{entry.seq:>8} {v.event_id} {v.status:<10} {v.event_type:<20} {v.subject}" + (
+                    f" [{v.reason}]" if v.reason else ""
+                )
                 out.write(printable(line).encode() + b"\n")
     out.flush()
 
 
 @command(cls=Command)
-def fsck(ctx: typer.Context, as_json: JsonOption = False,
-         reverify: Annotated[bool, typer.Option("--reverify", help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).")] = False,
-         repair: Annotated[bool, typer.Option("--repair", help="First recount the evidence usage counters from the evidence held (the one thing fsck repairs: local bookkeeping of the caps, outside consensus), naming what was wrong.")] = False,
-         workers: WorkersOption = None, scheduler: SchedulerOption = None) -> None:
+def fsck(
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    reverify: Annotated[
+        bool,
+        typer.Option(
+            "--reverify",
+            help="Check every Ed25519 signature again too (the log holds only events whose signature verified on arrival; without it every other check runs).",
+        ),
+    ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="First recount the evidence usage counters from the evidence held (the one thing fsck repairs: local bookkeeping of the caps, outside consensus), naming what was wrong.",
+        ),
+    ] = False,
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+) -> None:
     """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
     from pithledger.store import Ledger
 
@@ -733,8 +1026,16 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
             problems = ledger.fsck(reverify=reverify)
             counts = ledger.counts()
     if _json(ctx, as_json):
-        emit_json({"ok": not problems, "problems": problems, "events": counts["events"], "records": counts["records"],
-                   "ledger": str(path)} | ({"repaired": repaired} if repair else {}))
+        emit_json(
+            {
+                "ok": not problems,
+                "problems": problems,
+                "events": counts["events"],
+                "records": counts["records"],
+                "ledger": str(path),
+            }
+            | ({"repaired": repaired} if repair else {})
+        )
     else:
         for fixed in repaired:
             typer.echo(f"REPAIRED {fixed}")
@@ -743,9 +1044,13 @@ def fsck(ctx: typer.Context, as_json: JsonOption = False,
         if problems:
             typer.echo(f"fsck: {_plural(len(problems), 'problem')} in {path}", err=True)
             if any("evidence usage" in p for p in problems):
-                typer.echo("hint: `pithledger fsck --repair` recounts the evidence usage from the evidence held", err=True)
+                typer.echo(
+                    "hint: `pithledger fsck --repair` recounts the evidence usage from the evidence held", err=True
+                )
         else:
-            typer.echo(f"fsck: ok ({_plural(counts['events'], 'event')}, {_plural(counts['records'], 'record')}) {path}")
+            typer.echo(
+                f"fsck: ok ({_plural(counts['events'], 'event')}, {_plural(counts['records'], 'record')}) {path}"
+            )
     if problems:
         raise typer.Exit(1)
 

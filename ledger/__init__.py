@@ -24,37 +24,67 @@ __version__ = "0.2.0"
 
 #: Each public name and the module it is loaded from.
 _WHERE = {
-    "open_ledger": "pithledger.api", "Ledger": "pithledger.store",
-    "apply": "pithledger.api", "apply_bytes": "pithledger.api", "ApplyReport": "pithledger.ingest.apply",
+    "open_ledger": "pithledger.api",
+    "Ledger": "pithledger.store",
+    "apply": "pithledger.api",
+    "apply_bytes": "pithledger.api",
+    "ApplyReport": "pithledger.ingest.apply",
     "ApplyProgress": "pithledger.ingest.apply",
-    "resolve": "pithledger.api", "state": "pithledger.api", "state_document": "pithledger.api", "export": "pithledger.api",
-    "export_all": "pithledger.api", "backup": "pithledger.api",
-    "verify_bundle": "pithledger.api", "Verdict": "pithledger.records.events",
-    "publish": "pithledger.api", "sync": "pithledger.api", "pull": "pithledger.api", "audit_mirrors": "pithledger.api",
-    "AuditResult": "pithledger.audit", "verify_proof": "pithledger.api", "Inclusion": "pithledger.tlog.proofs",
-    "verify_timestamp": "pithledger.api", "TimestampCheck": "pithledger.records.bitcoin",
-    "parse_id": "pithledger.records.ids", "ParsedId": "pithledger.records.ids", "record_ids": "pithledger.records.model",
+    "resolve": "pithledger.api",
+    "state": "pithledger.api",
+    "state_document": "pithledger.api",
+    "export": "pithledger.api",
+    "export_all": "pithledger.api",
+    "backup": "pithledger.api",
+    "verify_bundle": "pithledger.api",
+    "Verdict": "pithledger.records.events",
+    "publish": "pithledger.api",
+    "sync": "pithledger.api",
+    "pull": "pithledger.api",
+    "audit_mirrors": "pithledger.api",
+    "AuditResult": "pithledger.audit",
+    "verify_proof": "pithledger.api",
+    "Inclusion": "pithledger.tlog.proofs",
+    "verify_timestamp": "pithledger.api",
+    "TimestampCheck": "pithledger.records.bitcoin",
+    "parse_id": "pithledger.records.ids",
+    "ParsedId": "pithledger.records.ids",
+    "record_ids": "pithledger.records.model",
     "RecordIds": "pithledger.records.model",
-    "PithledgerError": "pithledger.errors", "errors": "",
+    "PithledgerError": "pithledger.errors",
+    "errors": "",
 }
 
 __all__ = ["__version__", *_WHERE]
 
 if TYPE_CHECKING:
     from pithledger import errors as errors
-    from pithledger.api import (apply as apply, apply_bytes as apply_bytes, audit_mirrors as audit_mirrors, backup as backup,
-                                export as export, export_all as export_all,
-                                open_ledger as open_ledger, publish as publish, pull as pull, resolve as resolve,
-                                state as state, state_document as state_document, sync as sync,
-                                verify_bundle as verify_bundle, verify_proof as verify_proof,
-                                verify_timestamp as verify_timestamp)
+    from pithledger.api import apply as apply
+    from pithledger.api import apply_bytes as apply_bytes
+    from pithledger.api import audit_mirrors as audit_mirrors
+    from pithledger.api import backup as backup
+    from pithledger.api import export as export
+    from pithledger.api import export_all as export_all
+    from pithledger.api import open_ledger as open_ledger
+    from pithledger.api import publish as publish
+    from pithledger.api import pull as pull
+    from pithledger.api import resolve as resolve
+    from pithledger.api import state as state
+    from pithledger.api import state_document as state_document
+    from pithledger.api import sync as sync
+    from pithledger.api import verify_bundle as verify_bundle
+    from pithledger.api import verify_proof as verify_proof
+    from pithledger.api import verify_timestamp as verify_timestamp
     from pithledger.audit import AuditResult as AuditResult
     from pithledger.errors import PithledgerError as PithledgerError
-    from pithledger.ingest.apply import ApplyProgress as ApplyProgress, ApplyReport as ApplyReport
+    from pithledger.ingest.apply import ApplyProgress as ApplyProgress
+    from pithledger.ingest.apply import ApplyReport as ApplyReport
     from pithledger.records.bitcoin import TimestampCheck as TimestampCheck
     from pithledger.records.events import Verdict as Verdict
-    from pithledger.records.ids import ParsedId as ParsedId, parse_id as parse_id
-    from pithledger.records.model import RecordIds as RecordIds, record_ids as record_ids
+    from pithledger.records.ids import ParsedId as ParsedId
+    from pithledger.records.ids import parse_id as parse_id
+    from pithledger.records.model import RecordIds as RecordIds
+    from pithledger.records.model import record_ids as record_ids
     from pithledger.store import Ledger as Ledger
     from pithledger.tlog.proofs import Inclusion as Inclusion
 
@@ -64,7 +94,9 @@ def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'pithledger' has no attribute {name!r}")
-    value = importlib.import_module(f"pithledger.{name}") if not where else getattr(importlib.import_module(where), name)
+    value = (
+        importlib.import_module(f"pithledger.{name}") if not where else getattr(importlib.import_module(where), name)
+    )
     globals()[name] = value
     return value
 

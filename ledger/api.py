@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from pithledger.tlog.proofs import Inclusion
 
 
-
 def open_ledger(path: str | Path, *, create: bool = False, readonly: bool = False) -> Ledger:
     """Open the ledger in directory ``path``: a :class:`~pithledger.store.Ledger`, a context manager
     (``with open_ledger(p) as ledger: ...`` closes it). ``create``: make it if absent (what ``apply`` and
@@ -53,9 +52,15 @@ def _opened(ledger: Ledger | str | Path, *, write: bool = False) -> Iterator[Led
         yield opened
 
 
-def apply(ledger: Ledger | str | Path, *inputs: str | Path, batch_size: int = 10_000, keep_going: bool = False,
-          workers: int | None = None, progress: ApplyProgress | None = None,
-          on_skip: Callable[[PithledgerError, str], None] | None = None) -> ApplyReport:
+def apply(
+    ledger: Ledger | str | Path,
+    *inputs: str | Path,
+    batch_size: int = 10_000,
+    keep_going: bool = False,
+    workers: int | None = None,
+    progress: ApplyProgress | None = None,
+    on_skip: Callable[[PithledgerError, str], None] | None = None,
+) -> ApplyReport:
     """Verify and ingest bundles into ``ledger``, idempotently: ``pithledger apply INPUT...``.
 
     ``inputs``: bundle files (``.json``, or ``.jsonl`` with one bundle per line), directories of them,
@@ -78,10 +83,14 @@ def apply(ledger: Ledger | str | Path, *inputs: str | Path, batch_size: int = 10
             from pithledger.fanout import Fanout, using
 
             stack.enter_context(using(Fanout.processes(workers)))
-        return apply_inputs(ledger, inputs, batch_size=batch_size, keep_going=keep_going, progress=progress, on_skip=on_skip)
+        return apply_inputs(
+            ledger, inputs, batch_size=batch_size, keep_going=keep_going, progress=progress, on_skip=on_skip
+        )
 
 
-def apply_bytes(ledger: Ledger | str | Path, data: bytes, *, keep_going: bool = False, workers: int | None = None) -> ApplyReport:
+def apply_bytes(
+    ledger: Ledger | str | Path, data: bytes, *, keep_going: bool = False, workers: int | None = None
+) -> ApplyReport:
     """:func:`apply` of bytes held in memory (one bundle document, or JSON lines of bundles), read as a
     file holding them would be, with the same checks and report; errors name the input ``bytes``."""
     with tempfile.TemporaryDirectory(prefix="pithledger-bytes-") as tmp:
@@ -121,7 +130,9 @@ def export(ledger: Ledger | str | Path, ident: str) -> bytes:
 
     with _opened(ledger) as opened:
         subject = opened.resolve(ident)
-        return b"".join(canonical_bytes(b) + b"\n" for b in [*opened.export_parts(subject), *opened.inbound_bundles(subject)])
+        return b"".join(
+            canonical_bytes(b) + b"\n" for b in [*opened.export_parts(subject), *opened.inbound_bundles(subject)]
+        )
 
 
 def export_all(ledger: Ledger | str | Path) -> Iterator[bytes]:
@@ -161,12 +172,22 @@ def verify_bundle(bundle: bytes | Mapping[str, Any]) -> list[Verdict]:
     from pithledger.records.canonical import strict_decode
     from pithledger.records.events import verify_event
 
-    value = strict_decode(bytes(bundle), what="the bundle") if isinstance(bundle, (bytes, bytearray, memoryview)) else bundle
+    value = (
+        strict_decode(bytes(bundle), what="the bundle")
+        if isinstance(bundle, (bytes, bytearray, memoryview))
+        else bundle
+    )
     return [verify_event(event) for event in read_bundle(value).events]
 
 
-def publish(ledger: Ledger | str | Path, directory: str | Path, *, key: LocalKey | None = None, base_url: str = "",
-            log: NoteSigner | None = None) -> dict[str, int]:
+def publish(
+    ledger: Ledger | str | Path,
+    directory: str | Path,
+    *,
+    key: LocalKey | None = None,
+    base_url: str = "",
+    log: NoteSigner | None = None,
+) -> dict[str, int]:
     """Write (or bring up to date) a static mirror tree of ``ledger`` in ``directory`` (``pithledger
     publish DIR``); ``key`` names the mirror's key in the manifest, ``log`` signs the log's checkpoint
     (:func:`pithledger.tlog.proofs.log_signer`). Pending derivation is finished first. Returns the counts
@@ -179,8 +200,13 @@ def publish(ledger: Ledger | str | Path, directory: str | Path, *, key: LocalKey
         return publish_mirror(opened, Path(directory), key, base_url.rstrip("/"), log=log)
 
 
-def sync(ledger: Ledger | str | Path, source: str, *, timeout: float | None = 30.0,
-         deadline: Deadline | float | None = 3600.0) -> dict[str, Any]:
+def sync(
+    ledger: Ledger | str | Path,
+    source: str,
+    *,
+    timeout: float | None = 30.0,
+    deadline: Deadline | float | None = 3600.0,
+) -> dict[str, Any]:
     """Fetch from a published mirror (a directory or an http(s) base URL) what ``ledger`` lacks, walking
     only where digests differ (``pithledger sync SOURCE``, without its checkpoint check). Returns the
     counts of spec/sync: records fetched, new / duplicate / invalid / unverified, ``rejected``,
@@ -191,8 +217,15 @@ def sync(ledger: Ledger | str | Path, source: str, *, timeout: float | None = 30
         return sync_mirror(opened, source, timeout=timeout, deadline=deadline)
 
 
-def pull(ledger: Ledger | str | Path, source: str, ids: Sequence[str] | None = None, *, timeout: float | None = 30.0,
-         deadline: float | None = 3600.0, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def pull(
+    ledger: Ledger | str | Path,
+    source: str,
+    ids: Sequence[str] | None = None,
+    *,
+    timeout: float | None = 30.0,
+    deadline: float | None = 3600.0,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Fetch the records ``ids`` (any ID form; None: every record the ledger holds) from the mirrors a
     ``pith-mirrors.json`` (URL or file, or a mirror's base URL) names, and apply them in batches
     (``pithledger pull SOURCE ID...``). Returns the report of spec/pull.md §5. Raises
@@ -205,7 +238,9 @@ def pull(ledger: Ledger | str | Path, source: str, ids: Sequence[str] | None = N
         return pull_records(opened, source, targets, timeout=timeout, deadline=deadline, progress=progress)
 
 
-def audit_mirrors(a: str | Path, b: str | Path, *, timeout: float | None = 30.0, deadline: float | None = 3600.0) -> AuditResult:
+def audit_mirrors(
+    a: str | Path, b: str | Path, *, timeout: float | None = 30.0, deadline: float | None = 3600.0
+) -> AuditResult:
     """Compare two mirrors (ledger directories, published directories or http(s) URLs), walking only
     where their order-independent digests differ (``pithledger audit A B``). The result's
     ``consistent`` is true when they hold the same valid events and states; otherwise ``divergent`` names
@@ -218,7 +253,9 @@ def audit_mirrors(a: str | Path, b: str | Path, *, timeout: float | None = 30.0,
 
     side_a = open_source(str(a), timeout=timeout, deadline=deadline)
     # LMDB allows one handle per environment and process: a ledger audited against itself is shared.
-    side_b = side_a if Path(a).resolve() == Path(b).resolve() else open_source(str(b), timeout=timeout, deadline=deadline)
+    side_b = (
+        side_a if Path(a).resolve() == Path(b).resolve() else open_source(str(b), timeout=timeout, deadline=deadline)
+    )
     try:
         return compare(side_a, side_b)
     finally:
@@ -242,8 +279,9 @@ def verify_proof(proof: bytes, log_key: str) -> Inclusion:
 MAX_OTS_FILE = 8 << 20
 
 
-def verify_timestamp(proof: bytes, headers: Sequence[str], *, digest: bytes | None = None,
-                     file: str | Path | None = None) -> TimestampCheck:
+def verify_timestamp(
+    proof: bytes, headers: Sequence[str], *, digest: bytes | None = None, file: str | Path | None = None
+) -> TimestampCheck:
     """Check a detached OpenTimestamps proof offline against Bitcoin block headers (``pithledger ots verify``):
     the proof is read as the reference library reads it, must stamp ``digest`` (or the digest of ``file``,
     hashed with the proof's own hash operation), and one of its Bitcoin attestations must lead to the Merkle

@@ -28,7 +28,7 @@ class Pair(msgspec.Struct, frozen=True, array_like=True):
 
 
 def event_leaf(event_id: str) -> bytes:
-    return merkle.leaf_hash(b"pithledger-event\x00" + bytes.fromhex(event_id[len("sha256:"):]))
+    return merkle.leaf_hash(b"pithledger-event\x00" + bytes.fromhex(event_id[len("sha256:") :]))
 
 
 def record_event_root(event_ids: Iterable[str]) -> bytes:
@@ -43,8 +43,10 @@ def record_pair(event_ids: Iterable[str], state_sha256: str) -> Pair:
 def leaves_pair(leaves: bytes, state_sha256: str) -> Pair:
     """:func:`record_pair` from the event leaves already hashed (32 bytes each, in event id order, each
     id once): what an incremental derivation keeps so that it hashes only the new ones."""
-    return Pair(merkle.root([leaves[i:i + merkle.HASH_LEN] for i in range(0, len(leaves), merkle.HASH_LEN)]),
-                bytes.fromhex(state_sha256))
+    return Pair(
+        merkle.root([leaves[i : i + merkle.HASH_LEN] for i in range(0, len(leaves), merkle.HASH_LEN)]),
+        bytes.fromhex(state_sha256),
+    )
 
 
 def bucket_pair(records: Mapping[str, Pair]) -> Pair:
@@ -56,8 +58,14 @@ def bucket_pair(records: Mapping[str, Pair]) -> Pair:
 
 def inner_pair(prefix: str, children: Mapping[str, Pair]) -> Pair:
     names = [c for c in ALPHABET if c in children]
-    ev = [merkle.leaf_hash(b"pithledger-node-events\x00" + (prefix + c).encode() + b"\x00" + children[c].events) for c in names]
-    st = [merkle.leaf_hash(b"pithledger-node-states\x00" + (prefix + c).encode() + b"\x00" + children[c].states) for c in names]
+    ev = [
+        merkle.leaf_hash(b"pithledger-node-events\x00" + (prefix + c).encode() + b"\x00" + children[c].events)
+        for c in names
+    ]
+    st = [
+        merkle.leaf_hash(b"pithledger-node-states\x00" + (prefix + c).encode() + b"\x00" + children[c].states)
+        for c in names
+    ]
     return Pair(merkle.root(ev), merkle.root(st))
 
 
@@ -128,7 +136,7 @@ class Walk:
         self.reads = 2
 
     def _lacks(self, ids: list[str]) -> list[str]:
-        return ids if self.max_ids is None else ids[:self.max_ids]
+        return ids if self.max_ids is None else ids[: self.max_ids]
 
     def divergences(self) -> Iterator[Divergence]:
         a, b = self.a, self.b
@@ -158,8 +166,14 @@ class Walk:
                 kind = "missing-on-a" if pa is None else "missing-on-b" if pb is None else "events-differ"
                 a_lacks, b_lacks = sorted(ids_b - ids_a), sorted(ids_a - ids_b)
                 del ids_a, ids_b
-                yield Divergence(number, kind, a_lacks=self._lacks(a_lacks), b_lacks=self._lacks(b_lacks),
-                                 a_lacks_count=len(a_lacks), b_lacks_count=len(b_lacks))
+                yield Divergence(
+                    number,
+                    kind,
+                    a_lacks=self._lacks(a_lacks),
+                    b_lacks=self._lacks(b_lacks),
+                    a_lacks_count=len(a_lacks),
+                    b_lacks_count=len(b_lacks),
+                )
 
 
 def compare(a: Source, b: Source, *, max_ids: int | None = LISTED_IDS) -> AuditResult:
@@ -169,8 +183,14 @@ def compare(a: Source, b: Source, *, max_ids: int | None = LISTED_IDS) -> AuditR
     divergent = sorted(walk.divergences(), key=lambda d: d.pith_number)
     ra, rb = walk.a_root, walk.b_root
     suspect = bool(divergent) and all(d.kind == "state-differs-with-equal-events" for d in divergent)
-    return AuditResult(consistent=not divergent and ra == rb, a_root=_hex(ra), b_root=_hex(rb), divergent=divergent,
-                       digests_read=walk.reads, merge_bug_suspected=suspect)
+    return AuditResult(
+        consistent=not divergent and ra == rb,
+        a_root=_hex(ra),
+        b_root=_hex(rb),
+        divergent=divergent,
+        digests_read=walk.reads,
+        merge_bug_suspected=suspect,
+    )
 
 
 def report_value(result: AuditResult, a_name: str, b_name: str) -> dict[str, Any]:
@@ -185,8 +205,6 @@ def report_value(result: AuditResult, a_name: str, b_name: str) -> dict[str, Any
         "divergent": [msgspec.to_builtins(d) for d in result.divergent],
         "merge_bug_suspected": result.merge_bug_suspected,
     }
-
-
 
 
 REPORT_DOMAIN = b"pithledger-audit-report-v1\x00"
@@ -205,16 +223,21 @@ def sign_report(report: dict[str, Any], key: Any, created_at: str) -> dict[str, 
     pk = key.public_key
     signed = dict(report)
     signed["created_at"] = created_at
-    signed["signer"] = {"key_id": key.name, "public_key_b64": b64encode(pk), "public_key_fingerprint": fingerprint_hex(pk),
-                        "signer_type": "self_signed"}
+    signed["signer"] = {
+        "key_id": key.name,
+        "public_key_b64": b64encode(pk),
+        "public_key_fingerprint": fingerprint_hex(pk),
+        "signer_type": "self_signed",
+    }
     signed["signature_b64"] = b64encode(key.sign(_report_message(signed)))
     return signed
 
 
 def verify_report(report: dict[str, Any]) -> str:
     """Check a signed audit report; return who signed it, or raise VerificationFailed."""
-    from .errors import PithledgerError, VerificationFailed
     from pithledger.records.keys import PUBLIC_KEY_LEN, SIGNATURE_LEN, b64decode_strict, fingerprint_hex, signature_ok
+
+    from .errors import PithledgerError, VerificationFailed
 
     signer = report.get("signer")
     if not isinstance(signer, dict) or "public_key_b64" not in signer or "signature_b64" not in report:

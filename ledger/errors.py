@@ -60,8 +60,10 @@ class CannotRead(PithledgerError):
 
 class InputChanged(PithledgerError):
     code = "input-changed"
-    hint = ("something wrote to the input while it was being applied; what was committed came from the checked bytes "
-            "and the rest was not written: let the writer finish, then run the same command again (nothing is applied twice)")
+    hint = (
+        "something wrote to the input while it was being applied; what was committed came from the checked bytes "
+        "and the rest was not written: let the writer finish, then run the same command again (nothing is applied twice)"
+    )
 
 
 class CannotWrite(PithledgerError):
@@ -284,8 +286,10 @@ class NoLedger(LedgerError):
 
 class NotALedger(LedgerError):
     code = "not-a-ledger"
-    hint = ("--ledger names a directory that holds other files: give a new or empty directory for a new ledger, "
-            "or the directory of an existing one (it holds data.mdb)")
+    hint = (
+        "--ledger names a directory that holds other files: give a new or empty directory for a new ledger, "
+        "or the directory of an existing one (it holds data.mdb)"
+    )
 
 
 class LayoutMismatch(LedgerError):
@@ -305,14 +309,18 @@ class BackupExists(CannotWrite):
 
 class BackupFailed(LedgerError):
     code = "backup-failed"
-    hint = ("nothing was left at the destination and the ledger is unchanged: free space there if the disk is full "
-            "(a backup needs about the size of the ledger's data.mdb), then run the same command again")
+    hint = (
+        "nothing was left at the destination and the ledger is unchanged: free space there if the disk is full "
+        "(a backup needs about the size of the ledger's data.mdb), then run the same command again"
+    )
 
 
 class DerivationPending(PithledgerError):
     code = "derivation-pending"
-    hint = ("an apply or sync is running on this ledger, or one was interrupted: wait for it, or finish the work with "
-            "`pithledger --ledger L digest` (any whole-view reader finishes it)")
+    hint = (
+        "an apply or sync is running on this ledger, or one was interrupted: wait for it, or finish the work with "
+        "`pithledger --ledger L digest` (any whole-view reader finishes it)"
+    )
 
 
 class NotFound(PithledgerError):
@@ -332,8 +340,10 @@ class TlogNotBuilt(LedgerError):
     """A read-only handle on a ledger of an older layout (4 or 3), whose log has no transparency log yet."""
 
     code = "tlog-not-built"
-    hint = ("this ledger was written by an older pithledger (layout 4 or older) and has no transparency log yet: "
-            "the first writer builds it (any `pithledger apply`, or `pithledger fsck`, `digest` or `publish`)")
+    hint = (
+        "this ledger was written by an older pithledger (layout 4 or older) and has no transparency log yet: "
+        "the first writer builds it (any `pithledger apply`, or `pithledger fsck`, `digest` or `publish`)"
+    )
 
 
 class TlogOutOfRange(LedgerError, LookupError):
@@ -384,8 +394,10 @@ class SourceTooLarge(SourceError):
 
 
 class RedirectRefused(SourceError):
-    hint = ("redirects are followed only within one origin (scheme, host and port), at most 5 and never in a "
-            "loop; give the mirror's final URL")
+    hint = (
+        "redirects are followed only within one origin (scheme, host and port), at most 5 and never in a "
+        "loop; give the mirror's final URL"
+    )
 
 
 class SourceHTTPStatus(SourceError):
@@ -401,21 +413,27 @@ class SourceFileMissing(SourceError):
 
 
 class UnsafePath(SourceError):
-    hint = ("a published mirror is a tree of regular files; this one names a path outside its tree, a symlink "
-            "leading out of it, or something that is not a regular file (broken or hostile)")
+    hint = (
+        "a published mirror is a tree of regular files; this one names a path outside its tree, a symlink "
+        "leading out of it, or something that is not a regular file (broken or hostile)"
+    )
 
 
 class MalformedSource(SourceError):
     """A file of a published mirror that does not have the shape of spec/audit.md §4."""
 
-    hint = ("the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
-            "other; the source is broken or hostile")
+    hint = (
+        "the mirror's files are not in the pithledger-digest-v1 layout (spec/audit.md §4), or contradict each "
+        "other; the source is broken or hostile"
+    )
 
 
 class BadManifest(SourceError):
     code = "bad-manifest"
-    hint = ("SOURCE must be a pith-mirrors.json (manifest_type pith_mirror_manifest, manifest_version 1.0, mirrors "
-            "with a bundle_pattern holding {suffix}; spec/pull.md §1), or the base URL of a mirror that serves one")
+    hint = (
+        "SOURCE must be a pith-mirrors.json (manifest_type pith_mirror_manifest, manifest_version 1.0, mirrors "
+        "with a bundle_pattern holding {suffix}; spec/pull.md §1), or the base URL of a mirror that serves one"
+    )
 
 
 # --- transparency log: signed notes, checkpoints, cosignatures (ledger/tlog/note.py) --------------------
@@ -442,8 +460,10 @@ class UnsupportedKeyType(BadVerifierKey):
     named as such, never as a signature that fails (which would read as tampering)."""
 
     code = "unsupported-key-type"
-    hint = ("pithledger checks Ed25519 keys only: type 0x01 (a log's note key) and 0x04 (a witness's cosignature/v1 key); "
-            "ask the log or witness for an Ed25519 key, or check this one with a tool that supports its type")
+    hint = (
+        "pithledger checks Ed25519 keys only: type 0x01 (a log's note key) and 0x04 (a witness's cosignature/v1 key); "
+        "ask the log or witness for an Ed25519 key, or check this one with a tool that supports its type"
+    )
 
 
 class UnknownNoteKey(NoteError):
@@ -519,14 +539,18 @@ class ProofError(PithledgerError, ValueError):
 
 class BadOrigin(PithledgerError):
     code = "bad-origin"
-    hint = ("an origin is 1-255 printable ASCII characters without spaces or '+', e.g. mirror.example.org/pith "
-            "(spec/transparency.md §4)")
+    hint = (
+        "an origin is 1-255 printable ASCII characters without spaces or '+', e.g. mirror.example.org/pith "
+        "(spec/transparency.md §4)"
+    )
 
 
 class NoLogKey(PithledgerError):
     code = "no-log-key"
-    hint = ("name the key that signs this mirror's checkpoints: --key NAME (create one with `pithledger keys new mirror`, "
-            "then `pithledger checkpoint --key mirror`); `pithledger keys list` shows the keys you have")
+    hint = (
+        "name the key that signs this mirror's checkpoints: --key NAME (create one with `pithledger keys new mirror`, "
+        "then `pithledger checkpoint --key mirror`); `pithledger keys list` shows the keys you have"
+    )
 
 
 class BadProof(PithledgerError):
@@ -538,8 +562,10 @@ class BadProof(PithledgerError):
 
 class InconsistentLog(PithledgerError):
     code = "inconsistent-log"
-    hint = ("the newer checkpoint does not extend the older one: the log was rewritten (a fork). Keep both checkpoint "
-            "files as evidence; they are signed, so anyone can check them")
+    hint = (
+        "the newer checkpoint does not extend the older one: the log was rewritten (a fork). Keep both checkpoint "
+        "files as evidence; they are signed, so anyone can check them"
+    )
 
 
 class NotInLog(PithledgerError):
@@ -566,8 +592,10 @@ class WitnessError(PithledgerError):
 class BadRequest(WitnessError):
     code = "bad-add-checkpoint"
     status = 400
-    hint = ('the body is "old <size>\\n", up to 63 base64 proof lines, an empty line, then the signed checkpoint '
-            "(C2SP tlog-witness)")
+    hint = (
+        'the body is "old <size>\\n", up to 63 base64 proof lines, an empty line, then the signed checkpoint '
+        "(C2SP tlog-witness)"
+    )
 
 
 class UnknownLog(WitnessError):
@@ -613,8 +641,10 @@ class Inconsistent(WitnessError):
 
 class BadConfig(PithledgerError):
     code = "bad-witness-config"
-    hint = ('a witness config is {"config_type": "pithledger_witness_config", "config_version": "1", "name": ..., '
-            '"key": ..., "logs": [{"origin": ..., "vkey": ...}]}: see spec/transparency.md §6')
+    hint = (
+        'a witness config is {"config_type": "pithledger_witness_config", "config_version": "1", "name": ..., '
+        '"key": ..., "logs": [{"origin": ..., "vkey": ...}]}: see spec/transparency.md §6'
+    )
 
 
 class DamagedState(PithledgerError):
@@ -629,8 +659,10 @@ class BadEvidence(PithledgerError):
 
 class ForkNotProven(PithledgerError):
     code = "fork-not-proven"
-    hint = ("the file is well formed and both checkpoints are the log's, but they do not prove by themselves that the "
-            "log forked (spec/transparency.md §6.3)")
+    hint = (
+        "the file is well formed and both checkpoints are the log's, but they do not prove by themselves that the "
+        "log forked (spec/transparency.md §6.3)"
+    )
 
 
 # --- remembered checkpoints of the logs a ledger reads (ledger/mirror/checkpoints.py) -------------
@@ -640,16 +672,20 @@ class OriginBusy(SourceError):
     """Another run of this ledger held the origin's memory for longer than this run's deadline."""
 
     code = "origin-busy"
-    hint = ("another pithledger run (sync or pull) is reading this log into this ledger: let it finish, or stop it, "
-            "and run this again (or give a longer --deadline)")
+    hint = (
+        "another pithledger run (sync or pull) is reading this log into this ledger: let it finish, or stop it, "
+        "and run this again (or give a longer --deadline)"
+    )
 
 
 class LogFork(SourceError):
     """The source's log does not extend the one this ledger saw for the same origin (or its witnesses')."""
 
     code = "log-fork"
-    hint = ("the source shows a history of this log that does not extend the one seen before: do not trust it; "
-            "the evidence file (check it with `pithledger check-evidence FILE`) shows both signed checkpoints")
+    hint = (
+        "the source shows a history of this log that does not extend the one seen before: do not trust it; "
+        "the evidence file (check it with `pithledger check-evidence FILE`) shows both signed checkpoints"
+    )
 
     def __init__(self, message: str, evidence: Path) -> None:
         super().__init__(f"{message}; evidence written to {evidence}")
@@ -658,8 +694,10 @@ class LogFork(SourceError):
 
 class LogKeyChanged(SourceError):
     code = "log-key-changed"
-    hint = ("the source names another key for a log whose key this ledger pinned: if the log really changed its key, "
-            "give the new one with --log-key VKEY (from its operator, not from the source)")
+    hint = (
+        "the source names another key for a log whose key this ledger pinned: if the log really changed its key, "
+        "give the new one with --log-key VKEY (from its operator, not from the source)"
+    )
 
 
 class BadCheckpoint(SourceError):
@@ -684,9 +722,11 @@ class PublishedLogDiffers(PithledgerError):
     """The directory already holds a log that this ledger's log does not extend."""
 
     code = "published-log-differs"
-    hint = ("the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
-            "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
-            "or find out which history is right before publishing over it")
+    hint = (
+        "the directory holds another history of this mirror's log (a fork of your own log: two ledgers published "
+        "under one key, or a ledger rebuilt from other events). Nothing was written: publish into a new directory, "
+        "or find out which history is right before publishing over it"
+    )
 
 
 class NoSuchTile(PithledgerError):
@@ -752,5 +792,7 @@ class DaskMissing(PithledgerError):
 
 class SchedulerUnreachable(PithledgerError):
     code = "scheduler-unreachable"
-    hint = ("check the address (e.g. tcp://host:8786) and that the scheduler is running and reachable from here; "
-            "or leave --scheduler out to work on this machine's cores (--workers N)")
+    hint = (
+        "check the address (e.g. tcp://host:8786) and that the scheduler is running and reachable from here; "
+        "or leave --scheduler out to work on this machine's cores (--workers N)"
+    )

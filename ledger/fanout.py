@@ -103,8 +103,15 @@ class Fanout:
     writer's thread alone uses it). Build one with :meth:`in_place`, :meth:`processes` or
     :meth:`dask`; close it when the run ends."""
 
-    def __init__(self, kind: Kind, *, workers: int = 0, scheduler: str = "", client: Any = None,
-                 task_timeout: float = TASK_TIMEOUT) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        *,
+        workers: int = 0,
+        scheduler: str = "",
+        client: Any = None,
+        task_timeout: float = TASK_TIMEOUT,
+    ) -> None:
         self.kind: Kind = kind
         self.workers = workers  # processes: how many; dask: the cluster's threads when connected
         self.scheduler = scheduler
@@ -129,25 +136,33 @@ class Fanout:
         return cls("processes", workers=n) if n > 0 else cls.in_place()
 
     @classmethod
-    def dask(cls, address: str, *, connect_timeout: float = CONNECT_TIMEOUT, task_timeout: float = TASK_TIMEOUT) -> Fanout:
+    def dask(
+        cls, address: str, *, connect_timeout: float = CONNECT_TIMEOUT, task_timeout: float = TASK_TIMEOUT
+    ) -> Fanout:
         """Connect to the Dask scheduler at ``address`` (bounded by ``connect_timeout``)."""
         try:
             import distributed
         except ImportError:
-            raise DaskMissing("--scheduler needs Dask distributed, which is not installed",
-                              hint="install the extra: pip install 'pithledger[dask]' (and pithledger on the cluster's workers)") from None
+            raise DaskMissing(
+                "--scheduler needs Dask distributed, which is not installed",
+                hint="install the extra: pip install 'pithledger[dask]' (and pithledger on the cluster's workers)",
+            ) from None
         try:
             connect: Any = distributed.Client  # untyped
             client = connect(address, timeout=connect_timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
-            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} within {connect_timeout:g} s "
-                                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None
+            raise SchedulerUnreachable(
+                f"cannot reach the Dask scheduler at {address} within {connect_timeout:g} s "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'})"
+            ) from None
         threads = sum(client.nthreads().values())
         if threads == 0:  # every part would wait out the task timeout, then run here: say so now instead
             client.close()
-            raise SchedulerUnreachable(f"the Dask scheduler at {address} has no workers",
-                                       hint="start workers (dask worker " + address + ") with pithledger installed, "
-                                            "or leave --scheduler out to work on this machine's cores (--workers N)")
+            raise SchedulerUnreachable(
+                f"the Dask scheduler at {address} has no workers",
+                hint="start workers (dask worker " + address + ") with pithledger installed, "
+                "or leave --scheduler out to work on this machine's cores (--workers N)",
+            )
         return cls("dask", workers=threads, scheduler=address, client=client, task_timeout=task_timeout)
 
     @classmethod
@@ -159,8 +174,14 @@ class Fanout:
 
     # --- the ordered map ---------------------------------------------------------------------------
 
-    def map(self, func: Callable[[_A], _R], parts: Iterator[_A], *, parallel: bool | Callable[[_A], bool] = True,
-            ahead: int | None = None) -> Generator[_R, None, None]:
+    def map(
+        self,
+        func: Callable[[_A], _R],
+        parts: Iterator[_A],
+        *,
+        parallel: bool | Callable[[_A], bool] = True,
+        ahead: int | None = None,
+    ) -> Generator[_R, None, None]:
         """``func(part)`` of each part, in order. ``parallel``: the work is big enough to pay for the
         executor (else everything runs here), or which parts are. At most ``ahead`` parts (default:
         twice the workers) are taken from ``parts`` and not yet yielded, which bounds what waits in
@@ -180,8 +201,9 @@ class Fanout:
         finally:
             stream.cancel()
 
-    def stream(self, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool] = True,
-               threads_first: int = 0) -> Stream[_A, _R]:
+    def stream(
+        self, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool] = True, threads_first: int = 0
+    ) -> Stream[_A, _R]:
         """Parts added one by one (started at once), results taken in order: a map whose caller
         bounds the look-ahead itself (a batch's verification: a batch is bounded)."""
         return Stream(self, func, parallel=parallel, threads_first=threads_first)
@@ -203,7 +225,9 @@ class Fanout:
         if self.kind != "processes":
             return None
         # threads for the first parts of a run (a fork costs more than they do), unless processes are up
-        use_threads = threads_first > 0 and ((self._procs is None and self._light < threads_first) or self._processes() is None)
+        use_threads = threads_first > 0 and (
+            (self._procs is None and self._light < threads_first) or self._processes() is None
+        )
         pool: Any = self._thread_pool() if use_threads else self._processes()
         if pool is None:
             return None
@@ -250,10 +274,13 @@ class Fanout:
             try:
                 # Forked: a fork server or spawn would re-import the caller's main module in every
                 # worker (ADR 0009). The workers never touch the ledger: they get bytes, return bytes.
-                context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+                context = multiprocessing.get_context(
+                    "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+                )
                 on_main = threading.current_thread() is threading.main_thread()
-                self._procs = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=ignore_interrupts,
-                                                  initargs=(on_main,))
+                self._procs = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=context, initializer=ignore_interrupts, initargs=(on_main,)
+                )
             except (OSError, ValueError):  # pragma: no cover - no processes here: threads where allowed
                 self._no_procs = True
         return self._procs
@@ -317,8 +344,9 @@ _END: Any = object()
 class Stream(Generic[_A, _R]):
     """Parts started as they are added, results taken back in the order they were added."""
 
-    def __init__(self, fanout: Fanout, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool],
-                 threads_first: int) -> None:
+    def __init__(
+        self, fanout: Fanout, func: Callable[[_A], _R], *, parallel: bool | Callable[[_A], bool], threads_first: int
+    ) -> None:
         self._fanout = fanout
         self._func = func
         self._parallel = parallel
@@ -431,8 +459,9 @@ def _may_start(pool: Any) -> bool:
     return getattr(pool, "_executor_manager_thread", False) is None
 
 
-def _stop_processes(pool: ProcessPoolExecutor, *, wait: bool = True, abandon: bool = False,
-                    timeout: float = CLOSE_TIMEOUT) -> None:
+def _stop_processes(
+    pool: ProcessPoolExecutor, *, wait: bool = True, abandon: bool = False, timeout: float = CLOSE_TIMEOUT
+) -> None:
     """Shut ``pool`` down: its queued parts dropped, its workers told to stop after their current
     part; ``wait``: wait at most ``timeout`` seconds for that, then kill what is left and reap it;
     ``abandon``: kill them at once (the parts they are on, and those already queued to them, which

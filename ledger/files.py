@@ -14,12 +14,24 @@ import stat
 from pathlib import Path
 
 #: Opening a file to read: never following a symlink, never blocking on a FIFO.
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 def kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symlink")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -43,14 +55,18 @@ def existing(path: Path) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        raise CannotWrite(f"{path}: a part of this path is a file, where publish needs a directory",
-                          hint="remove it, or publish into a new directory") from None
+        raise CannotWrite(
+            f"{path}: a part of this path is a file, where publish needs a directory",
+            hint="remove it, or publish into a new directory",
+        ) from None
     except OSError as exc:
         raise CannotWrite(f"cannot use {path}: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise CannotWrite(f"{path} is {kind(st.st_mode)}, where publish writes a regular file",
-                          hint="publish never opens or replaces anything but its own regular files: remove it, "
-                               "or publish into a new directory")
+        raise CannotWrite(
+            f"{path} is {kind(st.st_mode)}, where publish writes a regular file",
+            hint="publish never opens or replaces anything but its own regular files: remove it, "
+            "or publish into a new directory",
+        )
     return st
 
 
@@ -79,8 +95,10 @@ def make_parent(path: Path) -> None:
     try:
         path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise CannotWrite(f"{path.parent}: a part of this path is a file, where publish needs a directory",
-                          hint="remove it, or publish into a new directory") from None
+        raise CannotWrite(
+            f"{path.parent}: a part of this path is a file, where publish needs a directory",
+            hint="remove it, or publish into a new directory",
+        ) from None
     except OSError as exc:
         raise CannotWrite(f"cannot create {path.parent}: {exc.strerror}") from None
 

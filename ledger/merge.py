@@ -18,10 +18,12 @@ from typing import Any, NamedTuple
 import msgspec
 
 from pithledger.records import ids
-from .audit import Pair, event_leaf, leaves_pair
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import Verdict
+
+from .audit import Pair, event_leaf, leaves_pair
 from .layout import MERGE_VERSION as MERGE_VERSION  # re-exported: where it is defined, ledger/layout.py
+
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"
 
@@ -200,7 +202,9 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
             {"alias_kind": k, "alias_value": v, "created_at": when}
             for k, v in ids.aliases(rec["id"], rec["version"], suffix).items()
         ]
-        current["record_receipts"] = sorted({e.verdict.facts["receipt_key"] for e in records if e.verdict.facts["receipt_key"]})
+        current["record_receipts"] = sorted(
+            {e.verdict.facts["receipt_key"] for e in records if e.verdict.facts["receipt_key"]}
+        )
         current["record_signers"] = sorted({e.verdict.signer_key for e in records})
         current["graph_snapshots"] = sorted(
             (_view(_pick_latest(group)) for group in snapshots.values()), key=lambda v: (v["created_at"], v["event_id"])
@@ -214,7 +218,8 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
         inbound_views = [_view(e) | {"citing_pith_number": e.verdict.subject} for e in dedup(inbound)]
         current["inbound_citations"] = sorted(inbound_views, key=lambda v: (v["created_at"], v["event_id"]))
         current["revocations"] = [
-            {"event_id": rid, "revoked_event_id": target} for target, rid in sorted(eff.revoked.items(), key=lambda kv: kv[1])
+            {"event_id": rid, "revoked_event_id": target}
+            for target, rid in sorted(eff.revoked.items(), key=lambda kv: kv[1])
         ]
         current["verification_status"], current["badges"] = _status(current)
 
@@ -233,7 +238,9 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
         "ineffective_revocations": eff.ineffective,
         "equivocations": equivocations,
         "unknown_kinds": [
-            {"event_id": e.event_id, "event_type": e.verdict.event_type} for e in events if e.verdict.facts.get("unknown_kind")
+            {"event_id": e.event_id, "event_type": e.verdict.event_type}
+            for e in events
+            if e.verdict.facts.get("unknown_kind")
         ],
     }
     state["state_sha256"] = hashlib.sha256(canonical_bytes(state)).hexdigest()
@@ -243,27 +250,34 @@ def reduce(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry] 
 def _extra(e: Entry) -> dict[str, Any]:
     f = e.verdict.facts
     if e.verdict.event_type == "timestamp_anchor":
-        return {"anchor_state": "bitcoin" if f["bitcoin_heights"] else "pending",
-                "bitcoin_heights": f["bitcoin_heights"], "pending_calendars": f["pending_calendars"]}
+        return {
+            "anchor_state": "bitcoin" if f["bitcoin_heights"] else "pending",
+            "bitcoin_heights": f["bitcoin_heights"],
+            "pending_calendars": f["pending_calendars"],
+        }
     if e.verdict.event_type == "author_attestation":
         return {"strength": f["strength"]}
     return {}
 
 
 def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    return _status_of(_Counts(
-        authors=len(current["author_attestations"]),
-        strong=sum(a["strength"] == "strong" for a in current["author_attestations"]),
-        anchors=len(current["timestamp_anchors"]),
-        bitcoin=sum(a["anchor_state"] == "bitcoin" for a in current["timestamp_anchors"]),
-        citations=len(current["citations"]),
-        formal=sum(r["payload"]["replication_type"] == "formal_bridge" and r["payload"]["outcome"] == "succeeded"
-                   for r in current["replication_records"]),
-        snapshots=len(current["graph_snapshots"]),
-        receipts=len(current["record_receipts"]),
-        replications=len(current["replication_records"]),
-        storage=len(current["storage_attestations"]),
-    ))
+    return _status_of(
+        _Counts(
+            authors=len(current["author_attestations"]),
+            strong=sum(a["strength"] == "strong" for a in current["author_attestations"]),
+            anchors=len(current["timestamp_anchors"]),
+            bitcoin=sum(a["anchor_state"] == "bitcoin" for a in current["timestamp_anchors"]),
+            citations=len(current["citations"]),
+            formal=sum(
+                r["payload"]["replication_type"] == "formal_bridge" and r["payload"]["outcome"] == "succeeded"
+                for r in current["replication_records"]
+            ),
+            snapshots=len(current["graph_snapshots"]),
+            receipts=len(current["record_receipts"]),
+            replications=len(current["replication_records"]),
+            storage=len(current["storage_attestations"]),
+        )
+    )
 
 
 class _Counts(NamedTuple):
@@ -335,8 +349,17 @@ def reduce_all(entries: Iterable[Entry]) -> dict[str, dict[str, Any]]:
 
 FOLD_VERSION = 1
 #: the keys of ``current`` that are lists of views, kept item by item
-FOLD_LISTS = ("author_attestations", "challenges", "citations", "graph_snapshots", "inbound_citations", "integrity_findings",
-              "replication_records", "storage_attestations", "timestamp_anchors")
+FOLD_LISTS = (
+    "author_attestations",
+    "challenges",
+    "citations",
+    "graph_snapshots",
+    "inbound_citations",
+    "integrity_findings",
+    "replication_records",
+    "storage_attestations",
+    "timestamp_anchors",
+)
 #: the keys of ``current`` that only a fallback changes (a record_created or an effective revocation)
 _STATIC = ("canonical_record", "canonical_sha256", "record_receipts", "record_signers", "revocations", "source_aliases")
 #: single-valued slots: event_type -> (slot name in equivocations, list key)
@@ -451,10 +474,18 @@ def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry
         "canonical_sha256": canonical_bytes(digest),
         "record_receipts": canonical_bytes(receipts),
         "record_signers": canonical_bytes(sorted({e.verdict.signer_key for e in records})),
-        "revocations": canonical_bytes([{"event_id": rid, "revoked_event_id": target}
-                                        for target, rid in sorted(eff.revoked.items(), key=lambda kv: kv[1])]),
-        "source_aliases": canonical_bytes([{"alias_kind": k, "alias_value": v, "created_at": when} for k, v in
-                                           ids.aliases(rec["id"], rec["version"], ids.suffix_of_pith_number(pith_number)).items()]),
+        "revocations": canonical_bytes(
+            [
+                {"event_id": rid, "revoked_event_id": target}
+                for target, rid in sorted(eff.revoked.items(), key=lambda kv: kv[1])
+            ]
+        ),
+        "source_aliases": canonical_bytes(
+            [
+                {"alias_kind": k, "alias_value": v, "created_at": when}
+                for k, v in ids.aliases(rec["id"], rec["version"], ids.suffix_of_pith_number(pith_number)).items()
+            ]
+        ),
     }
     items: dict[str, list[_Item]] = {key: [] for key in FOLD_LISTS}
     members: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -473,11 +504,18 @@ def fold_all(pith_number: str, entries: Iterable[Entry], inbound: Iterable[Entry
         items[_SINGLE[e.verdict.event_type][1]].append(_item(e, _view(e)))
     items["inbound_citations"] = [_inbound_item(e) for e in dedup(inbound)]
     event_ids = [e.event_id for e in events]
-    work = _Work(digest=digest, receipts=len(receipts), ids=event_ids, leaves=b"".join(map(event_leaf, event_ids)),
-                 lists={key: _as_list(v) for key, v in items.items()}, members=dict(members), static=static,
-                 revoked=canonical_bytes(sorted(eff.revoked)),
-                 ineffective=[(r["event_id"], r["reason"], r["revoked_event_id"]) for r in eff.ineffective],
-                 unknown=[(e.event_id, e.verdict.event_type) for e in events if e.verdict.facts.get("unknown_kind")])
+    work = _Work(
+        digest=digest,
+        receipts=len(receipts),
+        ids=event_ids,
+        leaves=b"".join(map(event_leaf, event_ids)),
+        lists={key: _as_list(v) for key, v in items.items()},
+        members=dict(members),
+        static=static,
+        revoked=canonical_bytes(sorted(eff.revoked)),
+        ineffective=[(r["event_id"], r["reason"], r["revoked_event_id"]) for r in eff.ineffective],
+        unknown=[(e.event_id, e.verdict.event_type) for e in events if e.verdict.facts.get("unknown_kind")],
+    )
     return _render(pith_number, work)
 
 
@@ -487,7 +525,7 @@ def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], dro
     cost is in the views added and dropped, not in the list's length. None if ``data`` does not hold it."""
     ends = list(accumulate((m[3] + 1 for m in metas), initial=start + 1))  # where each view starts, and the end
     close = ends[-1] - 1 if metas else ends[-1]
-    if data[start:start + 1] != b"[" or data[close:close + 1] != b"]":
+    if data[start : start + 1] != b"[" or data[close : close + 1] != b"]":
         return None
     ops: list[tuple[int, int, _Item | None]] = [(bisect_left(metas, item[:2]), 1, item) for item in sorted(added)]
     if drop:
@@ -499,7 +537,7 @@ def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], dro
 
     def keep(upto: int) -> None:
         if upto > at:
-            chunks.append(data[ends[at]:ends[upto] - 1])
+            chunks.append(data[ends[at] : ends[upto] - 1])
             out.extend(metas[at:upto])
 
     for index, kind, item in ops:
@@ -517,12 +555,22 @@ def _splice(data: bytes, start: int, metas: list[_Meta], added: list[_Item], dro
 def describes(stored: Fold, pith_number: str, state: bytes) -> bool:
     """Whether ``stored`` is the Fold of this record's ``state`` (else a fold falls back): its version,
     its record, the state's length and its state_sha256 where the Fold says it is."""
-    return (stored.version == FOLD_VERSION and stored.pith_number == pith_number and len(state) == stored.size
-            and state[stored.sha_at:stored.sha_at + len(stored.sha)] == stored.sha.encode())
+    return (
+        stored.version == FOLD_VERSION
+        and stored.pith_number == pith_number
+        and len(state) == stored.size
+        and state[stored.sha_at : stored.sha_at + len(stored.sha)] == stored.sha.encode()
+    )
 
 
-def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inbound_added: Iterable[Entry] = (),
-         inbound_removed: Iterable[str] = ()) -> tuple[bytes, Fold] | None:
+def fold(
+    pith_number: str,
+    state: bytes,
+    stored: Fold,
+    new: Iterable[Entry],
+    inbound_added: Iterable[Entry] = (),
+    inbound_removed: Iterable[str] = (),
+) -> tuple[bytes, Fold] | None:
     """Fold a present record's new own events, and the changes of its inbound citations, into its stored
     state: the canonical bytes of the state over all its valid events and the new inbound set (exactly what
     :func:`reduce` gives), and their :class:`Fold`. None ("fall back": derive in full) where an arrival can
@@ -584,22 +632,32 @@ def fold(pith_number: str, state: bytes, stored: Fold, new: Iterable[Entry], inb
                 return None
             lists[key] = spliced
         else:
-            lists[key] = (state[start:start + sum(m[3] for m in metas) + max(len(metas) - 1, 0) + 2], metas)
+            lists[key] = (state[start : start + sum(m[3] for m in metas) + max(len(metas) - 1, 0) + 2], metas)
     # the id list and its leaf hashes, with the fresh ones inserted in id order
     at, event_ids, leaves = 0, [], []
     for eid in sorted(fresh_ids):
         i = bisect_left(stored.ids, eid)
         event_ids += stored.ids[at:i]
-        leaves.append(stored.leaves[32 * at:32 * i])
+        leaves.append(stored.leaves[32 * at : 32 * i])
         event_ids.append(eid)
         leaves.append(event_leaf(eid))
         at = i
     event_ids += stored.ids[at:]
-    leaves.append(stored.leaves[32 * at:])
+    leaves.append(stored.leaves[32 * at :])
     ineffective.sort()
     unknown.sort()
-    work = _Work(digest=stored.digest, receipts=stored.receipts, ids=event_ids, leaves=b"".join(leaves), lists=lists,
-                 members=members, static=stored.static, revoked=stored.revoked, ineffective=ineffective, unknown=unknown)
+    work = _Work(
+        digest=stored.digest,
+        receipts=stored.receipts,
+        ids=event_ids,
+        leaves=b"".join(leaves),
+        lists=lists,
+        members=members,
+        static=stored.static,
+        revoked=stored.revoked,
+        ineffective=ineffective,
+        unknown=unknown,
+    )
     return _render(pith_number, work)
 
 
@@ -667,11 +725,20 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
     def marked(k: str) -> int:
         return sum(m[2] for m in metas[k])
 
-    status, badges = _status_of(_Counts(
-        authors=len(metas["author_attestations"]), strong=marked("author_attestations"),
-        anchors=len(metas["timestamp_anchors"]), bitcoin=marked("timestamp_anchors"), citations=len(metas["citations"]),
-        formal=marked("replication_records"), snapshots=len(metas["graph_snapshots"]), receipts=w.receipts,
-        replications=len(metas["replication_records"]), storage=len(metas["storage_attestations"])))
+    status, badges = _status_of(
+        _Counts(
+            authors=len(metas["author_attestations"]),
+            strong=marked("author_attestations"),
+            anchors=len(metas["timestamp_anchors"]),
+            bitcoin=marked("timestamp_anchors"),
+            citations=len(metas["citations"]),
+            formal=marked("replication_records"),
+            snapshots=len(metas["graph_snapshots"]),
+            receipts=w.receipts,
+            replications=len(metas["replication_records"]),
+            storage=len(metas["storage_attestations"]),
+        )
+    )
     pieces = dict(w.static) | {k: data for k, (data, _) in w.lists.items()}
     pieces["verification_status"] = canonical_bytes(status)
     pieces["badges"] = canonical_bytes(badges)
@@ -682,7 +749,9 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
         "equivocation_count": canonical_bytes(len(equivocations)),
         "equivocations": canonical_bytes(equivocations),
         "event_count": n,
-        "ineffective_revocations": canonical_bytes([{"event_id": a, "reason": b, "revoked_event_id": c} for a, b, c in w.ineffective]),
+        "ineffective_revocations": canonical_bytes(
+            [{"event_id": a, "reason": b, "revoked_event_id": c} for a, b, c in w.ineffective]
+        ),
         "merge_version": canonical_bytes(MERGE_VERSION),
         "pending_event_ids": b"[]",
         "pith_number": canonical_bytes(pith_number),
@@ -700,7 +769,21 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
     top["state_sha256"] = canonical_bytes(sha)
     parts, at = _obj(top)
     data = b"".join(parts)
-    return data, Fold(version=FOLD_VERSION, pith_number=pith_number, size=len(data), sha_at=at["state_sha256"] + 1, sha=sha, digest=w.digest,
-                      receipts=w.receipts, ids=w.ids, leaves=w.leaves, starts={k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS},
-                      lists=metas, members=w.members, static=w.static, revoked=w.revoked, ineffective=w.ineffective,
-                      unknown=w.unknown)
+    return data, Fold(
+        version=FOLD_VERSION,
+        pith_number=pith_number,
+        size=len(data),
+        sha_at=at["state_sha256"] + 1,
+        sha=sha,
+        digest=w.digest,
+        receipts=w.receipts,
+        ids=w.ids,
+        leaves=w.leaves,
+        starts={k: _CURRENT_AT + current_at[k] for k in FOLD_LISTS},
+        lists=metas,
+        members=w.members,
+        static=w.static,
+        revoked=w.revoked,
+        ineffective=w.ineffective,
+        unknown=w.unknown,
+    )

@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, settings
 
 from helpers.common import Result
 
-
 # pytester: tests/unit/test_lanes.py runs the lane contract on a throwaway test file.
 pytest_plugins = ("pytester",)
 

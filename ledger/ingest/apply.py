@@ -107,8 +107,15 @@ class ApplyReport:
 
     def summary(self) -> dict[str, int]:
         """The counts of ``pithledger apply --json`` (without the rejections and skipped inputs)."""
-        return {"bundles": self.bundles, "events": self.events, "new": self.new, "duplicate": self.duplicate,
-                "invalid": self.invalid, "unverified": self.unverified, "batches": self.batches}
+        return {
+            "bundles": self.bundles,
+            "events": self.events,
+            "new": self.new,
+            "duplicate": self.duplicate,
+            "invalid": self.invalid,
+            "unverified": self.unverified,
+            "batches": self.batches,
+        }
 
 
 class Apply:
@@ -116,8 +123,13 @@ class Apply:
     :meth:`inputs` (name and spool), :meth:`check` (pass 1: nothing written), :meth:`apply` (pass 2 into an
     open, writable ledger, and finish). :func:`apply_inputs` runs them all."""
 
-    def __init__(self, *, batch_size: int = BATCH_SIZE, keep_going: bool = False,
-                 on_skip: Callable[[PithledgerError, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        batch_size: int = BATCH_SIZE,
+        keep_going: bool = False,
+        on_skip: Callable[[PithledgerError, str], None] | None = None,
+    ) -> None:
         """``keep_going``: skip (and report through ``on_skip(error, where)``, and in the report) an input
         that cannot be read or decoded and a bundle with a structural fault, instead of raising it."""
         self.batch_size = batch_size
@@ -135,7 +147,9 @@ class Apply:
     def inputs(self, items: Sequence[str | Path], stack: ExitStack) -> list[Input]:
         """The files named, and the .json/.jsonl files of directories named, in order; ``-`` (stdin) and
         pipes copied to temporary files that ``stack`` removes, so that both passes read the same bytes."""
-        self._files = spool_streams(expand_inputs([str(i) for i in items], on_error=self._skip if self.keep_going else None), stack)
+        self._files = spool_streams(
+            expand_inputs([str(i) for i in items], on_error=self._skip if self.keep_going else None), stack
+        )
         return self._files
 
     def check(self, files: list[Input] | None = None, progress: ApplyProgress | None = None) -> None:
@@ -226,8 +240,10 @@ class Apply:
         except InputChanged as changed:
             if batch is not None:
                 batch.abandon()
-            changed.message += (f"; {report.batches} of {_plural(total_batches, 'batch', 'batches')} committed "
-                                f"({_plural(report.committed_events, 'event')}), all from the bytes checked before")
+            changed.message += (
+                f"; {report.batches} of {_plural(total_batches, 'batch', 'batches')} committed "
+                f"({_plural(report.committed_events, 'event')}), all from the bytes checked before"
+            )
             if report.batches:  # what was committed is derived as usual
                 ledger.finish()
             raise
@@ -262,9 +278,15 @@ def keep_display(path: Path, items: list[tuple[dict[str, Any], DisplayMetadata]]
         store.close()
 
 
-def apply_inputs(ledger: Ledger | str | Path, inputs: Sequence[str | Path], *, batch_size: int = BATCH_SIZE,
-                 keep_going: bool = False, progress: ApplyProgress | None = None,
-                 on_skip: Callable[[PithledgerError, str], None] | None = None) -> ApplyReport:
+def apply_inputs(
+    ledger: Ledger | str | Path,
+    inputs: Sequence[str | Path],
+    *,
+    batch_size: int = BATCH_SIZE,
+    keep_going: bool = False,
+    progress: ApplyProgress | None = None,
+    on_skip: Callable[[PithledgerError, str], None] | None = None,
+) -> ApplyReport:
     """Check and apply bundle inputs as ``pithledger apply`` does: files, directories of them, ``-``.
 
     ``ledger``: an open, writable :class:`~pithledger.store.Ledger`, or the path of one (created if absent,

@@ -36,11 +36,11 @@ from typing import IO, Any, NamedTuple
 
 import msgspec
 
+from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
+from pithledger.fanout import Fanout, current
 from pithledger.records.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.records.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.records.display import DisplayMetadata
-from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
-from pithledger.fanout import Fanout, current
 from pithledger.store import Prepared, Rejection, prepare
 
 from .inputs import Input, cannot_read, lines_framed, located, read_bytes
@@ -102,8 +102,9 @@ class Checked(NamedTuple):
     size: int  # bytes of the document in the input (what the second reading's Bundle.size will be)
 
 
-def check_bundles(files: list[Input], plan: Plan, file_done: Callable[[], None] = lambda: None
-                  ) -> Iterator[tuple[str, Checked | PithledgerError]]:
+def check_bundles(
+    files: list[Input], plan: Plan, file_done: Callable[[], None] = lambda: None
+) -> Iterator[tuple[str, Checked | PithledgerError]]:
     """Pass 1: (where, what was found) for every document of every file, or (where, error) for a
     file, line or bundle that cannot be read, decoded or is structurally wrong; fills ``plan``. The
     regions of a big input are checked on worker processes (all cores), in order."""
@@ -179,7 +180,9 @@ def _check_file(item: Input, plan: Plan, checker: _Checker) -> Iterator[tuple[st
     if isinstance(opened, tuple):
         data, value = opened
         result = _checked(_bundle(value, item.label), len(data))
-        seen.regions.append(_Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError), 0, len(data)))
+        seen.regions.append(
+            _Region(hashlib.sha256(data).digest(), not isinstance(result, PithledgerError), 0, len(data))
+        )
         yield item.label, result
         return
     if source is None:
@@ -238,7 +241,9 @@ def _check_spans(item: Input, seen: _File, checker: _Checker) -> Iterator[tuple[
                 stopped[:] = [("changed", offset)]
                 break
             digest, lines, docs = found
-            seen.regions.append(_Region(digest, all(not isinstance(r, PithledgerError) for _, r in docs), offset, length, lineno))
+            seen.regions.append(
+                _Region(digest, all(not isinstance(r, PithledgerError) for _, r in docs), offset, length, lineno)
+            )
             for n, result in docs:
                 where = f"{label}:{lineno + n}"
                 yield where, result if not isinstance(result, PithledgerError) else _placed(result, nonce, where)
@@ -255,9 +260,14 @@ def _check_spans(item: Input, seen: _File, checker: _Checker) -> Iterator[tuple[
         yield label, DocumentTooLarge(f"{label}:{lineno}: a line is larger than {MAX_DOCUMENT_BYTES:,} bytes")
         return
     seen.regions.append(_Region(b"", False, offset, _CHANGED, lineno))
-    yield label, InputChanged(f"{label} changed while it was being checked (in region {len(seen.regions)}, from line {lineno})",
-                              hint="something wrote to the input while it was being checked, before anything was written: "
-                                   "let the writer finish, then run the same command again")
+    yield (
+        label,
+        InputChanged(
+            f"{label} changed while it was being checked (in region {len(seen.regions)}, from line {lineno})",
+            hint="something wrote to the input while it was being checked, before anything was written: "
+            "let the writer finish, then run the same command again",
+        ),
+    )
 
 
 def _placed(exc: PithledgerError, nonce: str, where: str) -> PithledgerError:
@@ -283,7 +293,9 @@ def _check_part(part: tuple[bytes, int, str]) -> _Found:
 
 def _check_region(region: bytes, lineno: int, label: str) -> _Found:
     """One region's digest and what each of its documents is (pure: runs on a worker, or here)."""
-    return hashlib.sha256(region).digest(), [(where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)]
+    return hashlib.sha256(region).digest(), [
+        (where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)
+    ]
 
 
 def _check_span(part: tuple[str, int, int, str]) -> _Spanned:
@@ -317,8 +329,9 @@ def _checked(result: Bundle | PithledgerError, size: int) -> Checked | Pithledge
     return result if isinstance(result, PithledgerError) else Checked(len(result.events), size)
 
 
-def reread_bundles(files: list[Input], plan: Plan, precheck: Callable[[], bool] = lambda: False
-                   ) -> Iterator[tuple[str, Prepared | None]]:
+def reread_bundles(
+    files: list[Input], plan: Plan, precheck: Callable[[], bool] = lambda: False
+) -> Iterator[tuple[str, Prepared | None]]:
     """Pass 2: (where, bundle) for every document pass 1 found sound, in the same order, prepared for
     the writer (:func:`pithledger.store.prepare`: canonical bytes, ids, copy digests), and (where, None)
     for one it did not. Raises :class:`InputChanged` before yielding anything of a region whose bytes
@@ -352,11 +365,14 @@ def _reopen(item: Input) -> IO[bytes]:
 
 
 def _changed(item: Input, index: int, lineno: int) -> InputChanged:
-    return InputChanged(f"{item.label} changed while it was being applied (in region {index + 1}, from line {lineno or '?'})")
+    return InputChanged(
+        f"{item.label} changed while it was being applied (in region {index + 1}, from line {lineno or '?'})"
+    )
 
 
-def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
-                 ) -> Iterator[tuple[str, Prepared | None]]:
+def _reread_file(
+    item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
+) -> Iterator[tuple[str, Prepared | None]]:
     single, regions = seen.single, seen.regions
     changed: list[InputChanged] = []
     with _reopen(item) as stream:
@@ -385,8 +401,9 @@ def _reread_file(item: Input, seen: _File, fan: Fanout, parallel: bool, check: C
             raise InputChanged(f"{item.label} grew while it was being applied")
 
 
-def _reread_spans(item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
-                  ) -> Iterator[tuple[str, Prepared | None]]:
+def _reread_spans(
+    item: Input, seen: _File, fan: Fanout, parallel: bool, check: Callable[[], bool]
+) -> Iterator[tuple[str, Prepared | None]]:
     """Pass 2 of an input whose regions the workers read themselves, at the ranges pass 1 recorded. A
     worker cuts the region at its offset by the rule of :func:`_regions` (reading its window, a few
     bytes past its end), so a region is accepted exactly when the writer's reading of the file from the
@@ -451,7 +468,9 @@ def _region_at(path: str, offset: int, single: bool) -> bytes | None:
         return None
 
 
-def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, single: bool, check: bool = False) -> bytes | None:
+def _reread_region(
+    region: bytes, lineno: int, label: str, expected: _Region, single: bool, check: bool = False
+) -> bytes | None:
     """None if a region's bytes are not those pass 1 read (then nothing of it is decoded), else (where,
     prepared bundle or None) of each of its documents, msgpack-encoded: the writer decodes one bytes
     object in one call instead of unpickling many small objects (runs on a worker process). ``check``:
@@ -459,7 +478,9 @@ def _reread_region(region: bytes, lineno: int, label: str, expected: _Region, si
     if hashlib.sha256(region).digest() != expected.sha256:
         return None
     if single:
-        return _prepared_encoder.encode([(label, prepare(_fast(region, label), check=check) if expected.clean else None)])
+        return _prepared_encoder.encode(
+            [(label, prepare(_fast(region, label), check=check) if expected.clean else None)]
+        )
     out: list[tuple[str, Prepared | None]] = []
     for where, line in _lines(region, lineno, label):
         if expected.clean:
@@ -517,14 +538,14 @@ def _lines_first(fh: IO[bytes]) -> bool:
         searched = len(head)
         head += more
     end = min(ends)
-    head = head[:end + _STEP]  # what follows the first line is looked at a step at a time
+    head = head[: end + _STEP]  # what follows the first line is looked at a step at a time
     first = bytes(head[:end])
     try:
         strict_decode(first)
         msgspec.json.decode(first)  # as lines_framed reads it
     except (PithledgerError, msgspec.DecodeError, ValueError):
         return False
-    rest = bytes(head[end + 1:])
+    rest = bytes(head[end + 1 :])
     while not rest.strip():
         rest = fh.read(_STEP)
         if not rest:
@@ -560,7 +581,7 @@ def _regions(stream: IO[bytes], label: str, *, whole: bool = False, lineno: int 
                 cut = buf.find(b"\n", start)
             if cut < 0:  # the last line, without a newline
                 cut = len(buf) - 1
-        region, buf = buf[:cut + 1], buf[cut + 1:]
+        region, buf = buf[: cut + 1], buf[cut + 1 :]
         yield lineno, region
         lineno += _line_count(region)
 
@@ -714,11 +735,18 @@ def _fast(data: bytes, where: str) -> Bundle:
     return checked_bundle(value, len(data))
 
 
-def committed_display(bundles: list[Prepared], rejected: list[Rejection]) -> list[tuple[dict[str, Any], DisplayMetadata]]:
+def committed_display(
+    bundles: list[Prepared], rejected: list[Rejection]
+) -> list[tuple[dict[str, Any], DisplayMetadata]]:
     """(canonical record, paper block) of each record document of a committed batch whose record
     event was not rejected (new or already held): what ``apply`` keeps as display metadata. A document
     whose record event is invalid or unverified supplies nothing (spec/serve.md §6)."""
     refused = {r.copy_sha256 for r in rejected}
-    return [(b.canonical_record, b.display) for b in bundles
-            if b.display is not None and b.canonical_record is not None and b.events
-            and b.events[0].copy.hex() not in refused]
+    return [
+        (b.canonical_record, b.display)
+        for b in bundles
+        if b.display is not None
+        and b.canonical_record is not None
+        and b.events
+        and b.events[0].copy.hex() not in refused
+    ]

@@ -73,9 +73,11 @@ def expand_inputs(items: list[str], on_error: Callable[[PithledgerError], None] 
             except OSError as exc:
                 found, problem = [], CannotRead(f"cannot list {item}: {exc.strerror}")
             else:
-                problem = CannotRead(f"{item} holds no .json or .jsonl files",
-                                     hint="name .json files (one bundle each) or .jsonl files (one bundle per line), "
-                                          "or a directory that holds some")
+                problem = CannotRead(
+                    f"{item} holds no .json or .jsonl files",
+                    hint="name .json files (one bundle each) or .jsonl files (one bundle per line), "
+                    "or a directory that holds some",
+                )
             if not found:
                 if on_error is None:
                     raise problem
@@ -119,7 +121,7 @@ def lines_framed(data: bytes) -> bool:
     it. The fault is then that line's, and the later lines are read (spec/bundle.md §2). A pretty-printed
     document's first line is never a complete text, so its fault still refuses the whole file."""
     ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
-    if not ends or not data[min(ends) + 1:].strip():
+    if not ends or not data[min(ends) + 1 :].strip():
         return False
     try:
         msgspec.json.decode(data[: min(ends)])

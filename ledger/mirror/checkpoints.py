@@ -19,14 +19,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pithledger.errors import (
+    BadCheckpoint,
+    BadRequest,
+    BadVerifierKey,
+    DamagedMemory,
+    Inconsistent,
+    LogFork,
+    LogKeyChanged,
+    NotVerified,
+    NotWitnessed,
+    OriginBusy,
+    PithledgerError,
+    SourceError,
+    SourceFileMissing,
+    UnknownLog,
+    UnsupportedKeyType,
+)
+from pithledger.layout import CHECKPOINTS_DIR
+from pithledger.mirror.transport import (
+    DEFAULT_TIMEOUT,
+    Deadline,
+    as_deadline,
+    check_relative,
+    check_url,
+    http_get,
+    read_file,
+)
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.tlog import merkle
 from pithledger.tlog import witness as w
-from pithledger.mirror.transport import DEFAULT_TIMEOUT, Deadline, as_deadline, check_relative, check_url, http_get, read_file
-from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.layout import CHECKPOINTS_DIR
-from pithledger.errors import (BadCheckpoint, BadRequest, BadVerifierKey, DamagedMemory, Inconsistent, LogFork, LogKeyChanged,
-                               NotVerified, NotWitnessed, OriginBusy, PithledgerError, SourceError, SourceFileMissing, UnknownLog,
-                               UnsupportedKeyType)
 
 MANIFEST_FILE = "pith-mirrors.json"
 MAX_MANIFEST = 1024 * 1024
@@ -81,14 +103,22 @@ class Check:
             self.held = None
 
     def document(self) -> dict[str, Any]:
-        return {"status": self.status, "origin": self.origin or None, "size": self.size if self.status != "unlogged" else None,
-                "previous_size": self.previous, "cosigned_by": self.cosigned_by}
+        return {
+            "status": self.status,
+            "origin": self.origin or None,
+            "size": self.size if self.status != "unlogged" else None,
+            "previous_size": self.previous,
+            "cosigned_by": self.cosigned_by,
+        }
 
     def line(self) -> str:
         if self.status == "unlogged":
             return f"unlogged: {self.source} publishes no checkpoint (no log to check)"
-        how = {"first": "first seen from this origin", "same": f"the same tree as seen before",
-               "extends": f"extends size {self.previous} seen before (consistency proof checked)"}[self.status]
+        how = {
+            "first": "first seen from this origin",
+            "same": "the same tree as seen before",
+            "extends": f"extends size {self.previous} seen before (consistency proof checked)",
+        }[self.status]
         cos = f"; cosigned by {', '.join(self.cosigned_by)}" if self.cosigned_by else ""
         return f"checkpoint: {self.origin} size {self.size}, {how}{cos}"
 
@@ -108,8 +138,12 @@ class _Files:
     def get(self, rel: str, max_bytes: int) -> bytes:
         check_relative(rel, self.base)
         if self.is_url:
-            return http_get(self.base.rstrip("/") + "/" + urllib.parse.quote(rel), timeout=self.timeout,
-                            deadline=self.deadline, max_bytes=max_bytes)
+            return http_get(
+                self.base.rstrip("/") + "/" + urllib.parse.quote(rel),
+                timeout=self.timeout,
+                deadline=self.deadline,
+                max_bytes=max_bytes,
+            )
         return read_file(self.base, rel, max_bytes=max_bytes, deadline=self.deadline)
 
 
@@ -117,7 +151,11 @@ def _manifest_log(doc: Any) -> tuple[str, str | None, str | None] | None:
     """(checkpoint reference, log_key, origin) a manifest names, at its top level or in a mirror entry."""
     if not isinstance(doc, dict):
         return None
-    places = [doc] + [m for m in doc.get("mirrors", []) if isinstance(m, dict)] if isinstance(doc.get("mirrors", []), list) else [doc]
+    places = (
+        [doc] + [m for m in doc.get("mirrors", []) if isinstance(m, dict)]
+        if isinstance(doc.get("mirrors", []), list)
+        else [doc]
+    )
     for place in places:
         ref = place.get("checkpoint")
         if isinstance(ref, str) and ref:
@@ -154,8 +192,13 @@ def _log_base(source: str, manifest_url: str | None, ref: str) -> tuple[str, str
     return base, name
 
 
-def read_source_log(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
-                    manifest: bytes | None = None) -> SourceLog | None:
+def read_source_log(
+    location: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | float | None = 600.0,
+    manifest: bytes | None = None,
+) -> SourceLog | None:
     """The log SOURCE publishes (a mirror's base directory or URL, or a manifest URL or file), or None
     when it publishes none. Looked up in this order (spec/transparency.md §6.5): a manifest given (a
     file, a URL ending in .json, or ``manifest``: its bytes, when the caller read them already) decides
@@ -209,8 +252,9 @@ def _plain_log(files: _Files) -> SourceLog | None:
     return SourceLog(files, CHECKPOINT_NAME, note, None, None)
 
 
-def source_tiles(location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
-                 deadline: Deadline | float | None = 600.0) -> Callable[[str], bytes]:
+def source_tiles(
+    location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0
+) -> Callable[[str], bytes]:
     """``fetch(path)`` of the tiles of the log SOURCE publishes, each read bounded (MAX_TILE, the timeout
     and deadline): relative to its checkpoint's directory when SOURCE names one (read_source_log's
     order), else to SOURCE itself. What ``consistency --source`` reads: checkpoints are given, only
@@ -231,7 +275,9 @@ def check_vkeys(log_key: str | None, witness_keys: Sequence[str]) -> None:
     the reader's, never reported as a checkpoint that does not verify (which reads as tampering)."""
     from pithledger.tlog.note import NoteVerifier
 
-    for what, vkey in ([("--log-key", log_key)] if log_key is not None else []) + [("--witness-key", k) for k in witness_keys]:
+    for what, vkey in ([("--log-key", log_key)] if log_key is not None else []) + [
+        ("--witness-key", k) for k in witness_keys
+    ]:
         try:
             NoteVerifier.from_vkey(vkey)
         except BadVerifierKey as exc:
@@ -293,8 +339,14 @@ def remembered(ledger_path: Path, origin: str) -> Seen | None:
     try:
         if doc["memory_type"] != MEMORY_TYPE or doc["origin"] != origin:
             raise KeyError("memory_type")
-        return Seen(origin, str(doc["log_key"]), int(doc["size"]), w.unb64_hash(str(doc["root"]), "root"), str(doc["checkpoint"]),
-                    str(doc["source"]))
+        return Seen(
+            origin,
+            str(doc["log_key"]),
+            int(doc["size"]),
+            w.unb64_hash(str(doc["root"]), "root"),
+            str(doc["checkpoint"]),
+            str(doc["source"]),
+        )
     except (KeyError, TypeError, ValueError, BadRequest):
         raise DamagedMemory(f"the remembered checkpoint {path} is damaged") from None
 
@@ -314,48 +366,68 @@ def commit(ledger_path: Path, check: Check) -> None:
         now = remembered(ledger_path, seen.origin)
         if now is not None and (now.size > seen.size or (now.size == seen.size and now.root != seen.root)):
             return
-        doc = {"memory_type": MEMORY_TYPE, "memory_version": w.VERSION, "origin": seen.origin, "log_key": seen.log_key,
-               "size": seen.size, "root": w.b64(seen.root), "checkpoint": seen.note, "source": seen.source, "seen_at": w.now_iso()}
+        doc = {
+            "memory_type": MEMORY_TYPE,
+            "memory_version": w.VERSION,
+            "origin": seen.origin,
+            "log_key": seen.log_key,
+            "size": seen.size,
+            "root": w.b64(seen.root),
+            "checkpoint": seen.note,
+            "source": seen.source,
+            "seen_at": w.now_iso(),
+        }
         w.write_atomic(memory_path(ledger_path, seen.origin), canonical_bytes(doc) + b"\n")
 
 
 # --- the check -------------------------------------------------------------------------------------
 
 
-def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: Seen | None,
-                  witness_keys: Sequence[str]) -> tuple[w.Signed, str, list[str]]:
+def verify_source(
+    log: SourceLog, source: str, *, log_key: str | None, pinned: Seen | None, witness_keys: Sequence[str]
+) -> tuple[w.Signed, str, list[str]]:
     """The source's checkpoint, verified: (checkpoint, the log key used, the witnesses that cosigned it)."""
     from pithledger.tlog.note import NoteVerifier
 
     origin = _origin_of(log.note, source)
     if log.manifest_origin is not None and log.manifest_origin != origin:
-        raise BadCheckpoint(f"{source}: the manifest names origin {log.manifest_origin[:200]!r}, its checkpoint {origin[:200]!r}")
+        raise BadCheckpoint(
+            f"{source}: the manifest names origin {log.manifest_origin[:200]!r}, its checkpoint {origin[:200]!r}"
+        )
     if log_key is not None:
         key = log_key
     elif pinned is not None:
         if log.manifest_key is not None and log.manifest_key != pinned.log_key:
-            raise LogKeyChanged(f"{source}: the log {origin[:200]!r} now names the key {log.manifest_key[:200]}, but this "
-                                f"ledger pinned {pinned.log_key[:200]} for it")
+            raise LogKeyChanged(
+                f"{source}: the log {origin[:200]!r} now names the key {log.manifest_key[:200]}, but this "
+                f"ledger pinned {pinned.log_key[:200]} for it"
+            )
         key = pinned.log_key
     elif log.manifest_key is not None:
         key = log.manifest_key  # trust on first use: pinned once the run commits
     else:
-        raise BadCheckpoint(f"{source} publishes a checkpoint, but no manifest names its log_key, and none is pinned or given",
-                            hint="give the log's key with --log-key VKEY")
+        raise BadCheckpoint(
+            f"{source} publishes a checkpoint, but no manifest names its log_key, and none is pinned or given",
+            hint="give the log's key with --log-key VKEY",
+        )
     check_vkeys(log_key, witness_keys)
     try:
         NoteVerifier.from_vkey(key)
     except UnsupportedKeyType as exc:  # the log's key is of a type we cannot check: not a bad checkpoint
         raise UnsupportedKeyType(f"{source}: the log key {key[:120]}: {exc.message}") from None
     except PithledgerError as exc:  # pinned keys were parsed when pinned: this is the manifest's
-        raise BadCheckpoint(f"{source}: the manifest's log_key {key[:120]!r} is no verifier key: {exc.message}") from None
+        raise BadCheckpoint(
+            f"{source}: the manifest's log_key {key[:120]!r} is no verifier key: {exc.message}"
+        ) from None
     try:
         witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
         cp = w.open_checkpoint(log.note, [key], witnesses)
     except BadRequest as exc:
         raise BadCheckpoint(f"{source}: {exc.message}") from None
     except PithledgerError as exc:
-        raise BadCheckpoint(f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}") from None
+        raise BadCheckpoint(
+            f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}"
+        ) from None
     if cp.origin != origin:  # pragma: no cover - the origin is the note's first line
         raise BadCheckpoint(f"{source}: the checkpoint's origin is not its first line")
     if cp.size == 0 and cp.root != merkle.EMPTY_ROOT:  # remembered, it would pass any later tree as extending it
@@ -366,12 +438,14 @@ def verify_source(log: SourceLog, source: str, *, log_key: str | None, pinned: S
     cosigned = [v.name for v in witnesses if v.name in cp.verified_by]
     missing = [v.name for v in witnesses if v.name not in cp.verified_by]
     if missing:
-        raise NotWitnessed(f"{source}: the checkpoint of {origin[:200]!r} size {cp.size} is not cosigned by {', '.join(missing)}")
+        raise NotWitnessed(
+            f"{source}: the checkpoint of {origin[:200]!r} size {cp.size} is not cosigned by {', '.join(missing)}"
+        )
     return cp, key, cosigned
 
 
 def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, where: Path, observer: str) -> str:
-    """"same" or "extends" when ``new`` extends ``old`` (the proof built from the source's tiles); else
+    """ "same" or "extends" when ``new`` extends ``old`` (the proof built from the source's tiles); else
     the evidence is written in ``where`` and :class:`LogFork` raised."""
     if new.size == old.size and new.root == old.root:
         return "same"
@@ -384,27 +458,50 @@ def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, whe
     if verdict is None:
         return "extends"
     kind, x = verdict
-    doc = w.evidence_doc(origin=new.origin, log_key=key, old=old.note, new=new.note, proof=proof, prefix=x,
-                         observer=observer, observed_at=w.now_iso(), kind=kind)
+    doc = w.evidence_doc(
+        origin=new.origin,
+        log_key=key,
+        old=old.note,
+        new=new.note,
+        proof=proof,
+        prefix=x,
+        observer=observer,
+        observed_at=w.now_iso(),
+        kind=kind,
+    )
     path = w.write_evidence(where, doc)
-    what = {"same-size-different-root": f"two different trees of size {new.size}",
-            "inconsistent-proof": f"size {new.size} does not extend the size {old.size} seen before (from {old.source[:200]})",
-            "rollback": f"size {new.size} is smaller than the size {old.size} seen before (from {old.source[:200]})",
-            "bad-proof": f"its tiles give no consistency proof from size {old.size} to {new.size}"}[kind]
+    what = {
+        "same-size-different-root": f"two different trees of size {new.size}",
+        "inconsistent-proof": f"size {new.size} does not extend the size {old.size} seen before (from {old.source[:200]})",
+        "rollback": f"size {new.size} is smaller than the size {old.size} seen before (from {old.source[:200]})",
+        "bad-proof": f"its tiles give no consistency proof from size {old.size} to {new.size}",
+    }[kind]
     raise LogFork(f"{source}: the log {new.origin[:200]!r} forked: {what}", path)
 
 
-def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witness_keys: Sequence[str], timeout: float | None,
-           deadline: Deadline | float | None, observer: str, evidence: Path | None,
-           manifest: bytes | None = None, hold: bool = False,
-           on_wait: Callable[[str], None] | None = None) -> tuple[Check, SourceLog | None, w.Signed | None]:
+def _check(
+    ledger_path: Path | None,
+    source: str,
+    *,
+    log_key: str | None,
+    witness_keys: Sequence[str],
+    timeout: float | None,
+    deadline: Deadline | float | None,
+    observer: str,
+    evidence: Path | None,
+    manifest: bytes | None = None,
+    hold: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+) -> tuple[Check, SourceLog | None, w.Signed | None]:
     check_vkeys(log_key, witness_keys)  # before anything is fetched
     run = as_deadline(deadline)
     log = read_source_log(source, timeout=timeout, deadline=run, manifest=manifest)
     if log is None:
         if log_key is not None or witness_keys:
-            raise BadCheckpoint(f"{source} publishes no checkpoint, but --log-key / --witness-key ask for one",
-                                hint="leave them out to read an unlogged source")
+            raise BadCheckpoint(
+                f"{source} publishes no checkpoint, but --log-key / --witness-key ask for one",
+                hint="leave them out to read an unlogged source",
+            )
         return Check(source, "unlogged"), None, None
     origin = _origin_of(log.note, source)
     held = None
@@ -414,11 +511,18 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
         # second's commit would keep the first's silently (spec/transparency.md §6.4).
         held = contextlib.ExitStack()
         try:
-            held.enter_context(w.locked(_lock_path(ledger_path, origin), None if on_wait is None else lambda: on_wait(origin),
-                                        wait=None if run.seconds is None else max(0.0, run.remaining())))
+            held.enter_context(
+                w.locked(
+                    _lock_path(ledger_path, origin),
+                    None if on_wait is None else lambda: on_wait(origin),
+                    wait=None if run.seconds is None else max(0.0, run.remaining()),
+                )
+            )
         except TimeoutError:
-            raise OriginBusy(f"{source}: another run held the log {origin[:200]!r} of this ledger until this run's "
-                             f"deadline of {run.seconds:g} s") from None
+            raise OriginBusy(
+                f"{source}: another run held the log {origin[:200]!r} of this ledger until this run's "
+                f"deadline of {run.seconds:g} s"
+            ) from None
     try:
         pinned = remembered(ledger_path, origin) if ledger_path is not None else None
         cp, key, cosigned = verify_source(log, source, log_key=log_key, pinned=pinned, witness_keys=witness_keys)
@@ -426,7 +530,10 @@ def _check(ledger_path: Path | None, source: str, *, log_key: str | None, witnes
         if pinned is not None:
             if log_key is not None and log_key != pinned.log_key:  # the key given replaces the one pinned
                 pinned = Seen(pinned.origin, log_key, pinned.size, pinned.root, pinned.note, pinned.source)
-            status, previous = compare(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer), pinned.size
+            status, previous = (
+                compare(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer),
+                pinned.size,
+            )
     except BaseException:
         if held is not None:
             held.close()
@@ -439,10 +546,20 @@ def _evidence_at(ledger_path: Path | None, evidence: Path | None) -> Path:
     return evidence or (evidence_dir(ledger_path) if ledger_path is not None else Path("pithledger-evidence"))
 
 
-def check_source(ledger_path: Path | None, source: str, *, log_key: str | None = None, witness_keys: Sequence[str] = (),
-                 timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0,
-                 observer: str = "pithledger", evidence: Path | None = None, manifest: bytes | None = None,
-                 hold: bool = False, on_wait: Callable[[str], None] | None = None) -> Check:
+def check_source(
+    ledger_path: Path | None,
+    source: str,
+    *,
+    log_key: str | None = None,
+    witness_keys: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | float | None = 600.0,
+    observer: str = "pithledger",
+    evidence: Path | None = None,
+    manifest: bytes | None = None,
+    hold: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+) -> Check:
     """Read and check SOURCE's checkpoint against this ledger's memory of its origin (``ledger_path``;
     None: no memory). ``evidence``: where a fork's evidence goes (default: the ledger's). Raises
     :class:`LogFork`, :class:`LogKeyChanged`, :class:`BadCheckpoint` or :class:`NotWitnessed`; the
@@ -451,39 +568,84 @@ def check_source(ledger_path: Path | None, source: str, *, log_key: str | None =
     from before the memory is read until :meth:`Check.release` (a run that will commit: another run of
     the same origin waits for it, then checks against what it remembered); ``on_wait(origin)`` is called
     when that lock is busy, before waiting."""
-    return _check(ledger_path, source, log_key=log_key, witness_keys=witness_keys, timeout=timeout, deadline=deadline,
-                  observer=observer, evidence=evidence, manifest=manifest, hold=hold, on_wait=on_wait)[0]
+    return _check(
+        ledger_path,
+        source,
+        log_key=log_key,
+        witness_keys=witness_keys,
+        timeout=timeout,
+        deadline=deadline,
+        observer=observer,
+        evidence=evidence,
+        manifest=manifest,
+        hold=hold,
+        on_wait=on_wait,
+    )[0]
 
 
-def check_pair(ledger_path: Path | None, a: str, b: str, *, witness_keys: Sequence[str] = (), timeout: float | None = DEFAULT_TIMEOUT,
-               deadline: Deadline | float | None = 600.0, evidence: Path | None = None) -> list[Check]:
+def check_pair(
+    ledger_path: Path | None,
+    a: str,
+    b: str,
+    *,
+    witness_keys: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | float | None = 600.0,
+    evidence: Path | None = None,
+) -> list[Check]:
     """``audit A B``: each published side's checkpoint against the ledger's memory (nothing remembered),
     and, when both publish a log of the same origin, against each other (the larger side's tiles prove
     that it extends the smaller; else :class:`LogFork`)."""
     sides = []
     for source in (a, b):
         if source.startswith(("http://", "https://")) or Path(source, MANIFEST_FILE).is_file():
-            sides.append(_check(ledger_path, source, log_key=None, witness_keys=witness_keys, timeout=timeout, deadline=deadline,
-                                observer="pithledger audit", evidence=evidence))
+            sides.append(
+                _check(
+                    ledger_path,
+                    source,
+                    log_key=None,
+                    witness_keys=witness_keys,
+                    timeout=timeout,
+                    deadline=deadline,
+                    observer="pithledger audit",
+                    evidence=evidence,
+                )
+            )
     logged = [s for s in sides if s[1] is not None and s[2] is not None]
-    if len(logged) == 2 and logged[0][2] is not None and logged[1][2] is not None and logged[0][2].origin == logged[1][2].origin:
+    if (
+        len(logged) == 2
+        and logged[0][2] is not None
+        and logged[1][2] is not None
+        and logged[0][2].origin == logged[1][2].origin
+    ):
         (ca, la, pa), (cb, lb, pb) = logged
         assert la is not None and lb is not None and pa is not None and pb is not None
         if pa.size > pb.size:
             (ca, la, pa), (cb, lb, pb) = (cb, lb, pb), (ca, la, pa)
         key_a, key_b = (ca.pending.log_key if ca.pending else ""), (cb.pending.log_key if cb.pending else "")
         if key_a != key_b:  # two keys under one origin: an impostor or a key change, not a fork either side signed
-            raise LogKeyChanged(f"{ca.source} and {cb.source} publish logs of the same origin {pa.origin[:200]!r} under "
-                                f"different keys ({key_a[:120]} and {key_b[:120]}): they cannot be compared as one log",
-                                hint="audit each side against the key its operator gives (sync --log-key VKEY); "
-                                     "at most one of them is the log you trust")
+            raise LogKeyChanged(
+                f"{ca.source} and {cb.source} publish logs of the same origin {pa.origin[:200]!r} under "
+                f"different keys ({key_a[:120]} and {key_b[:120]}): they cannot be compared as one log",
+                hint="audit each side against the key its operator gives (sync --log-key VKEY); "
+                "at most one of them is the log you trust",
+            )
         old = Seen(pa.origin, ca.pending.log_key if ca.pending else "", pa.size, pa.root, pa.note, ca.source)
-        compare(lb, cb.source, old, pb, cb.pending.log_key if cb.pending else "", _evidence_at(ledger_path, evidence), "pithledger audit")
+        compare(
+            lb,
+            cb.source,
+            old,
+            pb,
+            cb.pending.log_key if cb.pending else "",
+            _evidence_at(ledger_path, evidence),
+            "pithledger audit",
+        )
     return [s[0] for s in sides]
 
 
-def witness_source(wit: w.Witness, source: str, *, timeout: float | None = DEFAULT_TIMEOUT,
-                   deadline: Deadline | float | None = 600.0) -> tuple[w.Signed, str]:
+def witness_source(
+    wit: w.Witness, source: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = 600.0
+) -> tuple[w.Signed, str]:
     """``pithledger witness SOURCE``: the witness reads the source's checkpoint and tiles itself, builds the
     consistency proof from the size it last cosigned, and runs add-checkpoint: (the checkpoint, its
     cosignature line). A smaller tree than the one cosigned is refused with rollback evidence."""
@@ -503,11 +665,24 @@ def witness_source(wit: w.Witness, source: str, *, timeout: float | None = DEFAU
     last = wit.state(origin)
     size = last.size if last is not None else 0
     if last is not None and new.size < last.size:
-        path = w.write_evidence(wit.evidence_dir, w.evidence_doc(
-            origin=origin, log_key=cfg.vkey, old=last.note, new=new.note, proof=[], prefix=None, observer=wit.name,
-            observed_at=w.now_iso(wit.clock), kind="rollback"))
-        raise Inconsistent(f"{origin[:200]}: size {new.size} is smaller than the size {last.size} this witness cosigned", path)
-    proof, prefix = (prove_from_tiles(log, size, new) if 0 < size < new.size else ([], None))
+        path = w.write_evidence(
+            wit.evidence_dir,
+            w.evidence_doc(
+                origin=origin,
+                log_key=cfg.vkey,
+                old=last.note,
+                new=new.note,
+                proof=[],
+                prefix=None,
+                observer=wit.name,
+                observed_at=w.now_iso(wit.clock),
+                kind="rollback",
+            ),
+        )
+        raise Inconsistent(
+            f"{origin[:200]}: size {new.size} is smaller than the size {last.size} this witness cosigned", path
+        )
+    proof, prefix = prove_from_tiles(log, size, new) if 0 < size < new.size else ([], None)
     return new, wit.add_checkpoint(size, proof, log.note, prefix=prefix)
 
 
@@ -553,8 +728,14 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
             proof: list[bytes] = []
             for _ in range(3):  # old 0; the size the witness names; once more if it moved meanwhile
                 try:
-                    resp = client.post(target, w.request_body(old, proof, note), timeout=timeout, deadline=run,
-                                       max_bytes=MAX_ANSWER, content_type="text/plain; charset=utf-8")
+                    resp = client.post(
+                        target,
+                        w.request_body(old, proof, note),
+                        timeout=timeout,
+                        deadline=run,
+                        max_bytes=MAX_ANSWER,
+                        content_type="text/plain; charset=utf-8",
+                    )
                 except SourceError as exc:
                     asked = Asked(url, [], f"cannot reach the witness: {exc.message}")
                     break
@@ -571,8 +752,12 @@ def ask_witnesses(directory: Path, urls: Sequence[str], *, timeout: float | None
                 if resp.status == 409 and body.strip().isdigit():
                     size = int(body.strip())
                     if size > cp.size:
-                        asked = Asked(url, [], f"the witness cosigned a larger tree of this log (size {size}) than this "
-                                               f"checkpoint's {cp.size}")
+                        asked = Asked(
+                            url,
+                            [],
+                            f"the witness cosigned a larger tree of this log (size {size}) than this "
+                            f"checkpoint's {cp.size}",
+                        )
                         break
                     old = size
                     proof = prove_from_tiles(log, size, cp)[0] if 0 < size < cp.size else []

@@ -48,8 +48,15 @@ def backoff(failures: int, every: float, *, rand: Callable[[], float] = random.r
     return base * (0.5 + 0.5 * rand())
 
 
-def follow(run: Callable[[], T], every: float, stop: threading.Event, on_run: Callable[[Run[T]], None], *,
-           rand: Callable[[], float] = random.random, clock: Callable[[], float] = time.monotonic) -> int:
+def follow(
+    run: Callable[[], T],
+    every: float,
+    stop: threading.Event,
+    on_run: Callable[[Run[T]], None],
+    *,
+    rand: Callable[[], float] = random.random,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
     """Call ``run`` every ``every`` seconds (start to start; at once again if a run took longer) until
     ``stop`` is set, calling ``on_run`` after each run; returns the number of runs. ``stop`` is checked
     before each run and ends the wait between runs at once: a caller's signal handler sets it. A run in

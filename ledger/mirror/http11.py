@@ -22,7 +22,13 @@ from urllib.parse import SplitResult
 
 import h11
 
-from pithledger.errors import RedirectRefused, SourceConnectionError, SourceHTTPStatus, SourceProtocolError, SourceTooLarge
+from pithledger.errors import (
+    RedirectRefused,
+    SourceConnectionError,
+    SourceHTTPStatus,
+    SourceProtocolError,
+    SourceTooLarge,
+)
 from pithledger.mirror.transport import (
     MAX_HEADER_BYTES,
     MAX_HEADERS,
@@ -90,8 +96,9 @@ class Client:
             conn.close()
         self._conns.clear()
 
-    def get(self, url: str, *, timeout: float | None, deadline: Deadline, max_bytes: int,
-            etag: bytes | None = None) -> Response:
+    def get(
+        self, url: str, *, timeout: float | None, deadline: Deadline, max_bytes: int, etag: bytes | None = None
+    ) -> Response:
         """GET ``url`` following same-origin redirects: a :class:`Response` for 200, 304 (only when
         ``etag`` was sent), 404 and 410; a :class:`~pithledger.errors.SourceError` for anything else."""
         clock = _Clock(url, timeout, deadline)
@@ -113,8 +120,16 @@ class Client:
             raise SourceHTTPStatus(f"cannot fetch {current}: HTTP {status}", status)
         raise RedirectRefused(f"{url}: more than {MAX_REDIRECTS} redirects")
 
-    def post(self, url: str, body: bytes, *, timeout: float | None, deadline: Deadline, max_bytes: int,
-             content_type: str = "application/json") -> Response:
+    def post(
+        self,
+        url: str,
+        body: bytes,
+        *,
+        timeout: float | None,
+        deadline: Deadline,
+        max_bytes: int,
+        content_type: str = "application/json",
+    ) -> Response:
         """POST ``body`` to ``url``: a :class:`Response` with the status and body of whatever the server
         answered (an error's body bounded like a 200's). Redirects are not followed (a 3xx is returned
         as it is): a POST is never sent to a URL its sender did not name. A connection the server had
@@ -128,8 +143,9 @@ class Client:
 
     # --- one exchange --------------------------------------------------------------------------
 
-    def _request(self, url: str, parts: SplitResult, clock: _Clock, max_bytes: int,
-                 etag: bytes | None, post: _Post | None = None) -> tuple[int, dict[bytes, list[bytes]], bytes]:
+    def _request(
+        self, url: str, parts: SplitResult, clock: _Clock, max_bytes: int, etag: bytes | None, post: _Post | None = None
+    ) -> tuple[int, dict[bytes, list[bytes]], bytes]:
         origin = _origin(parts)
         for attempt in range(2):
             conn = self._conns.pop(origin, None)
@@ -158,7 +174,9 @@ class Client:
         scheme, host, port = origin
         with connect_errors(url, clock):
             sock = socket.create_connection((host, port), timeout=clock.remaining())
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small request per exchange: never wait to coalesce
+            sock.setsockopt(
+                socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+            )  # one small request per exchange: never wait to coalesce
             if scheme == "https":
                 try:
                     sock.settimeout(clock.remaining())
@@ -169,8 +187,16 @@ class Client:
         self.connections_opened += 1
         return _Conn(origin, sock)
 
-    def _exchange(self, url: str, parts: SplitResult, conn: _Conn, clock: _Clock, max_bytes: int,
-                  etag: bytes | None, post: _Post | None = None) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
+    def _exchange(
+        self,
+        url: str,
+        parts: SplitResult,
+        conn: _Conn,
+        clock: _Clock,
+        max_bytes: int,
+        etag: bytes | None,
+        post: _Post | None = None,
+    ) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
         """Send one GET (or ``post``: method, body, content type) and read its whole answer: (status,
         header fields, body, connection reusable). A POST's answer body is kept whatever its status."""
         _, host, port = conn.origin
@@ -179,8 +205,12 @@ class Client:
         if port != default:
             host_field += f":{port}"
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        fields = [("Host", host_field), ("User-Agent", USER_AGENT), ("Accept", "application/json, */*"),
-                  ("Accept-Encoding", "identity")]
+        fields = [
+            ("Host", host_field),
+            ("User-Agent", USER_AGENT),
+            ("Accept", "application/json, */*"),
+            ("Accept-Encoding", "identity"),
+        ]
         if etag is not None:
             fields.append(("If-None-Match", etag.decode("latin-1")))
         h = conn.h11
@@ -249,7 +279,9 @@ class Client:
                         break
                     if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
                         raise SourceProtocolError(f"{url}: the connection closed before the response was complete")
-                    raise SourceProtocolError(f"{url}: unexpected HTTP event {type(event).__name__}")  # pragma: no cover
+                    raise SourceProtocolError(
+                        f"{url}: unexpected HTTP event {type(event).__name__}"
+                    )  # pragma: no cover
                 reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
                 if reusable:
                     h.start_next_cycle()
@@ -286,9 +318,13 @@ def _check_framing(url: str, headers: dict[bytes, list[bytes]], status: int, max
     and (for a 200) a declared length over the cap, refused before the body is read."""
     if b"transfer-encoding" in headers and b"content-length" in headers:
         raise SourceProtocolError(f"{url}: both Transfer-Encoding and Content-Length (ambiguous framing)")
-    encodings = [v.strip().lower() for value in headers.get(b"content-encoding", []) for v in value.split(b",") if v.strip()]
+    encodings = [
+        v.strip().lower() for value in headers.get(b"content-encoding", []) for v in value.split(b",") if v.strip()
+    ]
     if any(v != b"identity" for v in encodings):
-        raise SourceProtocolError(f"{url}: a Content-Encoding ({b', '.join(encodings).decode('latin-1')}) that was not asked for")
+        raise SourceProtocolError(
+            f"{url}: a Content-Encoding ({b', '.join(encodings).decode('latin-1')}) that was not asked for"
+        )
     if status == 200 and (lengths := headers.get(b"content-length")):
         n = int(lengths[0])  # h11 checked it: digits, one value
         if n > max_bytes:

@@ -21,12 +21,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pithledger.errors import BadProof, LogCheckFailed, NoPublishedLog, NoSuchTile, PithledgerError, PublishedLogDiffers, SourceFileMissing
-from pithledger.tlog.proofs import event_sha256, parse_entry, verifier_of
+from pithledger.errors import (
+    BadProof,
+    LogCheckFailed,
+    NoPublishedLog,
+    NoSuchTile,
+    PithledgerError,
+    PublishedLogDiffers,
+    SourceFileMissing,
+)
 from pithledger.tlog.merkle import EMPTY_ROOT, leaf_hash, node_hash
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
-from pithledger.tlog.tiles import (TILE_HEIGHT, TILE_WIDTH, TilePath, TileClient, entries_path, entry_bundle, hash_tile, parse_tile_path,
-                   tile_path, tiles_for, tree_hash)
+from pithledger.tlog.proofs import event_sha256, parse_entry, verifier_of
+from pithledger.tlog.tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TileClient,
+    TilePath,
+    entries_path,
+    entry_bundle,
+    hash_tile,
+    parse_tile_path,
+    tile_path,
+    tiles_for,
+    tree_hash,
+)
 
 if TYPE_CHECKING:
     from pithledger.mirror.published import Published
@@ -85,12 +104,16 @@ def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
             theirs = None  # another key's or origin's log (or damaged): its tiles are still checked below
         if theirs is not None:
             if theirs.size > size:
-                raise PublishedLogDiffers(f"{directory}/{CHECKPOINT_FILE} signs a log of {theirs.size:,} entries; this ledger's has {size:,}")
+                raise PublishedLogDiffers(
+                    f"{directory}/{CHECKPOINT_FILE} signs a log of {theirs.size:,} entries; this ledger's has {size:,}"
+                )
             with ledger.snapshot():
                 ours = tree_hash(ledger, theirs.size)
             if ours != theirs.root:
-                raise PublishedLogDiffers(f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
-                              f"ledger's at that size")
+                raise PublishedLogDiffers(
+                    f"{directory}/{CHECKPOINT_FILE} signs a tree of size {theirs.size:,} whose root is not this "
+                    f"ledger's at that size"
+                )
             old_size = theirs.size
             kept = set(tile_paths(old_size)).intersection(tile_paths(size))  # what the new tree takes from before
             if any(_read_file(directory, rel, 0) is None for rel in kept):
@@ -138,8 +161,11 @@ def manifest_fields(signer: NoteSigner | None, base_url: str) -> dict[str, Any]:
     verifier key in signed-note form and the origin; nulls for a mirror that signs none."""
     if signer is None:
         return {"checkpoint": None, "log_key": None, "origin": None}
-    return {"checkpoint": f"{base_url}/{CHECKPOINT_FILE}" if base_url else CHECKPOINT_FILE,
-            "log_key": signer.vkey, "origin": signer.name}
+    return {
+        "checkpoint": f"{base_url}/{CHECKPOINT_FILE}" if base_url else CHECKPOINT_FILE,
+        "log_key": signer.vkey,
+        "origin": signer.name,
+    }
 
 
 # --- serving ---------------------------------------------------------------------------------------------
@@ -155,8 +181,10 @@ class LogServer:
     def checkpoint(self, ledger: Ledger) -> bytes:
         """The signed checkpoint of the ledger's log now (read in the caller's snapshot)."""
         if self.signer is None:
-            raise NoSuchTile("this mirror signs no checkpoint (it was started without --key)",
-                             hint="start it with serve --key NAME to publish its log")
+            raise NoSuchTile(
+                "this mirror signs no checkpoint (it was started without --key)",
+                hint="start it with serve --key NAME to publish its log",
+            )
         size, root = ledger.tlog_size(), ledger.tlog_root()
         cached = self._signed
         if cached is not None and cached[:2] == (size, root):
@@ -174,7 +202,9 @@ class LogServer:
         except PithledgerError:
             raise NoSuchTile(f"/{path[:120]} is not the canonical path of a tile") from None
         if not _within(tile, ledger.tlog_size()):
-            raise NoSuchTile(f"/{path} is beyond this mirror's log (its size is {ledger.tlog_size():,}: read /checkpoint)")
+            raise NoSuchTile(
+                f"/{path} is beyond this mirror's log (its size is {ledger.tlog_size():,}: read /checkpoint)"
+            )
         start = tile.n * TILE_WIDTH
         if tile.entries:
             data = entry_bundle(ledger.tlog_entries(start, start + tile.width))
@@ -215,10 +245,19 @@ class LogReport:
             self.faults_omitted += 1
 
     def document(self) -> dict[str, Any]:
-        return {"source": self.source, "origin": self.origin, "size": self.size, "root": self.root,
-                "log_key": self.log_key, "log_key_from_manifest": self.key_from_manifest, "records": self.records,
-                "events_matched": self.events_matched,
-                "consistent": not self.faults, "faults": self.faults, "faults_omitted": self.faults_omitted}
+        return {
+            "source": self.source,
+            "origin": self.origin,
+            "size": self.size,
+            "root": self.root,
+            "log_key": self.log_key,
+            "log_key_from_manifest": self.key_from_manifest,
+            "records": self.records,
+            "events_matched": self.events_matched,
+            "consistent": not self.faults,
+            "faults": self.faults,
+            "faults_omitted": self.faults_omitted,
+        }
 
 
 #: verify-log lists at most this many faults and counts the rest: a hostile log can name millions.
@@ -245,8 +284,16 @@ class _Wanted:
         directory = tempfile.mkdtemp(prefix="pithledger-verify-log.")
         try:
             # sparse: the map only reserves address space; the file grows with what is written
-            self._env = lmdb.open(directory, map_size=min(1 << 40, (1 << 26) + size * 1024), max_dbs=2, subdir=True,
-                                  sync=False, metasync=False, lock=False, readahead=False)
+            self._env = lmdb.open(
+                directory,
+                map_size=min(1 << 40, (1 << 26) + size * 1024),
+                max_dbs=2,
+                subdir=True,
+                sync=False,
+                metasync=False,
+                lock=False,
+                readahead=False,
+            )
             st = os.stat(os.path.join(directory, "data.mdb"))
             self._file = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)  # how /proc/self/maps names its map
         finally:
@@ -260,7 +307,9 @@ class _Wanted:
     def add(self, event_key: bytes, record: str, ledger_id: str, index: int, sha256: str) -> bool:
         """Remember an entry (a later one for the same record and id replaces it); False: its event id was met before."""
         fresh: bool = self._txn.put(event_key, b"", db=self._seen, overwrite=False)
-        self._txn.put(record.encode() + b"\0" + ledger_id.encode(), self._value.pack(index, bytes.fromhex(sha256)), db=self._ids)
+        self._txn.put(
+            record.encode() + b"\0" + ledger_id.encode(), self._value.pack(index, bytes.fromhex(sha256)), db=self._ids
+        )
         self._puts += 1
         if self._puts % _COMMIT_EVERY == 0:
             self._txn.commit()
@@ -301,7 +350,11 @@ class _Wanted:
                 with open("/proc/self/maps") as maps:
                     for line in maps:
                         fields = line.split()
-                        if len(fields) >= 6 and fields[4] == str(self._file[2]) and _device(fields[3]) == self._file[:2]:
+                        if (
+                            len(fields) >= 6
+                            and fields[4] == str(self._file[2])
+                            and _device(fields[3]) == self._file[:2]
+                        ):
                             start, end = (int(x, 16) for x in fields[0].split("-"))
                             self._map = (start, end - start)
                             break
@@ -357,8 +410,10 @@ def _manifest_key(fetch: Callable[[str], bytes]) -> str:
     try:
         doc = strict_decode(fetch("pith-mirrors.json"), what="pith-mirrors.json")
     except PithledgerError as exc:
-        raise NoPublishedLog(f"cannot read the mirror's manifest for its log key: {exc.message}",
-                             hint="give the log key you trust: --log-key VKEY") from None
+        raise NoPublishedLog(
+            f"cannot read the mirror's manifest for its log key: {exc.message}",
+            hint="give the log key you trust: --log-key VKEY",
+        ) from None
     mirrors = doc.get("mirrors") if isinstance(doc, dict) else None
     named = [m.get("log_key") for m in mirrors if isinstance(m, dict)] if isinstance(mirrors, list) else []
     keys = [k for k in named if isinstance(k, str)]
@@ -367,8 +422,9 @@ def _manifest_key(fetch: Callable[[str], bytes]) -> str:
     return keys[0]
 
 
-def check_published_log(location: str, log_key: str | None = None, *, timeout: float | None = 30.0,
-                        deadline: float | None = 600.0) -> LogReport:
+def check_published_log(
+    location: str, log_key: str | None = None, *, timeout: float | None = 30.0, deadline: float | None = 600.0
+) -> LogReport:
     """Check a published mirror's log knowing only what it publishes (a directory or an http(s) URL):
     verify its checkpoint under ``log_key`` (else the key its own manifest names: then this proves the
     published tree consistent with itself, not that it is the log you trust), recompute the checkpoint's
@@ -406,31 +462,44 @@ def check_published_log(location: str, log_key: str | None = None, *, timeout: f
     return report
 
 
-def _check_entries(location: str, source: Published, client: TileClient, checkpoint: Checkpoint, report: LogReport,
-                   wanted: _Wanted) -> None:
+def _check_entries(
+    location: str, source: Published, client: TileClient, checkpoint: Checkpoint, report: LogReport, wanted: _Wanted
+) -> None:
     """Recompute the root from the entry tiles, noting what each entry names in ``wanted``; then check each
     record's named events against its published bundle."""
-    from pithledger.records.events import verify_event
     from pithledger.mirror.published import ledger_id, record_parts
+    from pithledger.records.events import verify_event
 
     def leaves() -> Iterator[bytes]:
         for start in range(0, checkpoint.size, TILE_WIDTH * 16):
-            for offset, data in enumerate(client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size), keep=False)):
+            for offset, data in enumerate(
+                client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size), keep=False)
+            ):
                 index = start + offset
                 try:
                     entry = parse_entry(data, f"entry {index}")
                 except BadProof as exc:
                     report.fault({"index": index, "reason": "malformed-entry", "message": exc.message})
                 else:
-                    if not wanted.add(bytes.fromhex(entry.event_id), entry.record, entry.ledger_id, index, entry.sha256):
-                        report.fault({"index": index, "event_id": entry.ledger_id, "reason": "duplicate-entry",
-                                      "message": "the log names this event twice"})
+                    if not wanted.add(
+                        bytes.fromhex(entry.event_id), entry.record, entry.ledger_id, index, entry.sha256
+                    ):
+                        report.fault(
+                            {
+                                "index": index,
+                                "event_id": entry.ledger_id,
+                                "reason": "duplicate-entry",
+                                "message": "the log names this event twice",
+                            }
+                        )
                 yield leaf_hash(data)
 
     root, count = _root_of_stream(leaves())
     if count != checkpoint.size or root != checkpoint.root:
-        raise LogCheckFailed(f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
-                             f"checkpoint's root {checkpoint.root.hex()} at size {checkpoint.size:,}")
+        raise LogCheckFailed(
+            f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
+            f"checkpoint's root {checkpoint.root.hex()} at size {checkpoint.size:,}"
+        )
     last, unreadable = "", ""
     for number, ids in wanted.chunks():  # a record's parts are read again for each chunk of its ids they carry
         if number != last:
@@ -448,16 +517,37 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
                     index, sha = ids[eid]
                     verdict = verify_event(event)
                     if verdict.status != "valid" or verdict.event_id != eid:
-                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "invalid-event",
-                                      "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip()})
+                        report.fault(
+                            {
+                                "index": index,
+                                "event_id": eid,
+                                "record": number,
+                                "reason": "invalid-event",
+                                "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip(),
+                            }
+                        )
                     elif verdict.subject != number:
-                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "wrong-record",
-                                      "message": f"the event is about {verdict.subject}, not the entry's record"})
+                        report.fault(
+                            {
+                                "index": index,
+                                "event_id": eid,
+                                "record": number,
+                                "reason": "wrong-record",
+                                "message": f"the event is about {verdict.subject}, not the entry's record",
+                            }
+                        )
                     elif event_sha256(event) == sha:
                         report.events_matched += 1
                     else:
-                        report.fault({"index": index, "event_id": eid, "record": number, "reason": "event-mismatch",
-                                      "message": "the published event's bytes do not hash to the entry's sha256"})
+                        report.fault(
+                            {
+                                "index": index,
+                                "event_id": eid,
+                                "record": number,
+                                "reason": "event-mismatch",
+                                "message": "the published event's bytes do not hash to the entry's sha256",
+                            }
+                        )
                     found.add(eid)
                 del bundle
         except PithledgerError as exc:
@@ -465,8 +555,15 @@ def _check_entries(location: str, source: Published, client: TileClient, checkpo
             unreadable = number
             continue
         for eid in sorted(set(ids) - found):
-            report.fault({"index": ids[eid][0], "event_id": eid, "record": number, "reason": "event-missing",
-                          "message": "the record's published bundle does not carry the event the log names"})
+            report.fault(
+                {
+                    "index": ids[eid][0],
+                    "event_id": eid,
+                    "record": number,
+                    "reason": "event-missing",
+                    "message": "the record's published bundle does not carry the event the log names",
+                }
+            )
 
 
 def sha256_hex(data: bytes) -> str:

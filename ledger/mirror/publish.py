@@ -18,34 +18,57 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
+from pithledger.errors import DerivationPending, PithledgerError, SourceError, SourceTimeout
+from pithledger.files import read_regular, write_if_changed, write_linked
+from pithledger.merge import MERGE_VERSION
+from pithledger.mirror.published import (
+    DEFAULT_CACHE_BYTES,
+    DIGEST_FILE,
+    MAX_FETCH,
+    NODE_DIR,
+    PART_INDEX_FILE,
+    PART_INDEX_TYPE,
+    PART_INDEX_VERSION,
+    Published,
+    _node_file,
+    _pair_of,
+    _part_file,
+    ledger_id,
+    record_dir,
+    record_parts,
+)
 from pithledger.mirror.transport import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
     Deadline,
 )
-from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Walk, record_event_root
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import DerivationPending, PithledgerError, SourceError, SourceTimeout
-from pithledger.records.events import verify_event
-from pithledger.render import badge
-from pithledger.render import pages
-from pithledger.render import record_doc
 from pithledger.records.display import MetadataStore
+from pithledger.records.events import verify_event
 from pithledger.records.keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
-from pithledger.merge import MERGE_VERSION
-from pithledger.mirror.published import (DEFAULT_CACHE_BYTES, DIGEST_FILE, MAX_FETCH, NODE_DIR, PART_INDEX_FILE, PART_INDEX_TYPE,
-                        PART_INDEX_VERSION, Published, _node_file, _pair_of, _part_file, ledger_id,
-                        record_dir, record_parts)
-from pithledger.files import read_regular, write_if_changed, write_linked
+from pithledger.render import badge, pages, record_doc
 from pithledger.store import Batch, Ledger, open_settled
 
 if TYPE_CHECKING:
     from pithledger.tlog.note import NoteSigner
 
 __all__ = [
-    "DEFAULT_CACHE_BYTES", "DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "DIGEST_FILE", "MAX_FETCH", "NODE_DIR", "PART_INDEX_FILE",
-    "Deadline", "Published",
-    "check_bundles", "open_source", "part_index_doc", "publish", "record_dir", "sync",
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_DEADLINE",
+    "DEFAULT_TIMEOUT",
+    "DIGEST_FILE",
+    "MAX_FETCH",
+    "NODE_DIR",
+    "PART_INDEX_FILE",
+    "Deadline",
+    "Published",
+    "check_bundles",
+    "open_source",
+    "part_index_doc",
+    "publish",
+    "record_dir",
+    "sync",
 ]
 
 
@@ -61,28 +84,48 @@ def node_doc(ledger: Ledger, prefix: str) -> dict[str, Any] | None:
     if pair is None:
         return None
     if len(prefix) < DEPTH:
-        return {"prefix": prefix, "digest": _pair_json(pair),
-                "children": {c: _pair_json(p) for c, p in sorted(ledger.children(prefix).items())}}
+        return {
+            "prefix": prefix,
+            "digest": _pair_json(pair),
+            "children": {c: _pair_json(p) for c, p in sorted(ledger.children(prefix).items())},
+        }
     records = ledger.bucket(prefix)
     if pending := ledger.pending_among(records):
         # Its stored leaf is the last finished run's, its events in the log are newer: the two would not agree.
-        raise DerivationPending(f"bucket {prefix} holds {len(pending)} record(s) whose derivation is pending ({pending[0]} ...)")
-    return {"prefix": prefix, "digest": _pair_json(pair),
-            "records": {n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(), "event_ids": ledger.record_events(n)}
-                        for n, p in sorted(records.items())}}
+        raise DerivationPending(
+            f"bucket {prefix} holds {len(pending)} record(s) whose derivation is pending ({pending[0]} ...)"
+        )
+    return {
+        "prefix": prefix,
+        "digest": _pair_json(pair),
+        "records": {
+            n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(), "event_ids": ledger.record_events(n)}
+            for n, p in sorted(records.items())
+        },
+    }
 
 
 def digest_doc(ledger: Ledger) -> dict[str, Any]:
     """The digest file readers of a published mirror start from."""
-    return {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH, "root": _pair_json(ledger.root())}
+    return {
+        "digest_version": DIGEST_VERSION,
+        "merge_version": MERGE_VERSION,
+        "depth": DEPTH,
+        "root": _pair_json(ledger.root()),
+    }
 
 
 def _pair_json(p: Pair) -> dict[str, str]:
     return {"events": p.events.hex(), "states": p.states.hex()}
 
 
-def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | float | None = DEFAULT_DEADLINE,
-                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Source:
+def open_source(
+    location: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | float | None = DEFAULT_DEADLINE,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+) -> Source:
     """A ledger directory, a published directory, or an http(s) URL of a published mirror (see
     :class:`Published` for ``timeout``, ``deadline`` and ``cache_bytes``)."""
     if location.startswith(("http://", "https://")) or Path(location, DIGEST_FILE).is_file():
@@ -95,8 +138,9 @@ def open_source(location: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadl
 # --- publishing ------------------------------------------------------------------------------------
 
 
-def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "",
-            log: NoteSigner | None = None) -> dict[str, int]:
+def publish(
+    ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "", log: NoteSigner | None = None
+) -> dict[str, int]:
     """Write (or bring up to date) a static mirror of ``ledger`` in ``directory``.
 
     Only subtrees whose digests changed since the last publish are walked and rewritten. Node files
@@ -114,8 +158,10 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise CannotWrite(f"{directory} exists and is not a directory",
-                          hint="publish into a directory: a new one, or one an earlier publish wrote") from None
+        raise CannotWrite(
+            f"{directory} exists and is not a directory",
+            hint="publish into a directory: a new one, or one an earlier publish wrote",
+        ) from None
     except OSError as exc:
         raise CannotWrite(f"cannot create the directory {directory}: {exc.strerror}") from None
     plan = plan_log(ledger, directory, log) if log is not None else None  # a fork is refused before anything is written
@@ -137,14 +183,27 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
             replaced.append(_node_file(prefix, theirs))
         if len(prefix) < DEPTH:
             mine = ledger.children(prefix)
-            node = {"prefix": prefix, "digest": _pair_json(pair), "children": {c: _pair_json(p) for c, p in sorted(mine.items())}}
+            node = {
+                "prefix": prefix,
+                "digest": _pair_json(pair),
+                "children": {c: _pair_json(p) for c, p in sorted(mine.items())},
+            }
             stack += [(prefix + c, mine[c]) for c in sorted(mine, reverse=True)]
         else:
             records = ledger.bucket(prefix)
             old_records = _old_bucket(old, prefix)
-            node = {"prefix": prefix, "digest": _pair_json(pair),
-                    "records": {n: {"event_root": p.events.hex(), "state_sha256": p.states.hex(),
-                                    "event_ids": ledger.record_events(n)} for n, p in sorted(records.items())}}
+            node = {
+                "prefix": prefix,
+                "digest": _pair_json(pair),
+                "records": {
+                    n: {
+                        "event_root": p.events.hex(),
+                        "state_sha256": p.states.hex(),
+                        "event_ids": ledger.record_events(n),
+                    }
+                    for n, p in sorted(records.items())
+                },
+            }
             for number, rec in records.items():
                 if old_records.get(number) == rec:
                     continue
@@ -152,14 +211,22 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
                 counts["records_written"] += 1
         counts["nodes_written"] += write_if_changed(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
     manifest: dict[str, Any] = {
-        "manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "merge_version": MERGE_VERSION,
-        "mirrors": [{"name": "pithledger mirror", "mirror_type": "https" if base_url.startswith("https") else "static",
-                     "base_url": base_url,
-                     "bundle_pattern": f"{base_url}/pith/{{suffix}}/bundle.json",
-                     "state_pattern": f"{base_url}/pith/{{suffix}}/state.json",
-                     "well_known_pattern": f"{base_url}/.well-known/pith/{{suffix}}/bundle.json",
-                     "public_key": public_key_doc(key.name, key.public_key) if key else None,
-                     "status": "mirror"} | manifest_fields(log, base_url)],
+        "manifest_type": "pith_mirror_manifest",
+        "manifest_version": "1.0",
+        "merge_version": MERGE_VERSION,
+        "mirrors": [
+            {
+                "name": "pithledger mirror",
+                "mirror_type": "https" if base_url.startswith("https") else "static",
+                "base_url": base_url,
+                "bundle_pattern": f"{base_url}/pith/{{suffix}}/bundle.json",
+                "state_pattern": f"{base_url}/pith/{{suffix}}/state.json",
+                "well_known_pattern": f"{base_url}/.well-known/pith/{{suffix}}/bundle.json",
+                "public_key": public_key_doc(key.name, key.public_key) if key else None,
+                "status": "mirror",
+            }
+            | manifest_fields(log, base_url)
+        ],
         "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
     }
     write_if_changed(directory, "pith-mirrors.json", canonical_bytes(manifest) + b"\n")
@@ -167,8 +234,12 @@ def publish(ledger: Ledger, directory: Path, key: LocalKey | None = None, base_u
     write_if_changed(directory, "index.html", site.index())
     write_if_changed(directory, record_doc.SCHEMA_PATH, record_doc.schema_bytes())
     site.close()
-    digest = {"digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION, "depth": DEPTH,
-              "root": _pair_json(ledger.root())}
+    digest = {
+        "digest_version": DIGEST_VERSION,
+        "merge_version": MERGE_VERSION,
+        "depth": DEPTH,
+        "root": _pair_json(ledger.root()),
+    }
     write_if_changed(directory, DIGEST_FILE, canonical_bytes(digest) + b"\n")
     if plan is not None:  # every record the checkpoint's entries name is published by now
         counts["tiles_written"] = write_tiles(ledger, directory, plan, write_if_changed)
@@ -214,7 +285,9 @@ class _Pages:
 
         meta = self.meta.get(state["current"]["canonical_record"])
         valid = self.ledger.record_events(number)
-        doc = record_doc.record_document(state, events, valid, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls)
+        doc = record_doc.record_document(
+            state, events, valid, meta, record_doc.inbound_rows(state, state_of, self.meta.get), urls
+        )
         api = f"api/pith-number/{suffix}"
         evs = record_doc.events_document(number, events, valid, self.ledger.inbound_bundles(number))
         body = {
@@ -222,15 +295,23 @@ class _Pages:
             f"{api}/graph.json": record_doc.graph_document(doc),
             f"{api}/events.json": evs,
             f"pith/{suffix}/events.json": evs,
-            f"{api}/resolve.json": record_doc.resolution(state, record_doc.Urls(base=self.given_base, server=False, up="../../../")),
+            f"{api}/resolve.json": record_doc.resolution(
+                state, record_doc.Urls(base=self.given_base, server=False, up="../../../")
+            ),
         }
         return {rel: canonical_bytes(value) + b"\n" for rel, value in body.items()}
 
     def index(self) -> bytes:
         root = self.ledger.root()
         counts = self.ledger.counts()
-        roots = {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
-                 "events": counts["events"], "digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION}
+        roots = {
+            "events_root": root.events.hex(),
+            "states_root": root.states.hex(),
+            "records": counts["records"],
+            "events": counts["events"],
+            "digest_version": DIGEST_VERSION,
+            "merge_version": MERGE_VERSION,
+        }
         links = pages.Links(root="", page="/index.html", base_url=self.base_url, server=False)
         return pages.index_page(recent_rows(self.ledger, self.meta), roots, links).encode()
 
@@ -264,11 +345,15 @@ def signing_key_doc() -> dict[str, Any]:
     """The Pith registry key(s) this mirror verifies receipts with, in the shape Pith's manifest uses."""
     out: list[dict[str, Any]] = []
     for key in PITH_REGISTRY_KEYS.values():
-        out.append(public_key_doc(key.key_id, key.public_key) | {
-            "format": "raw", "rotates_at": None,
-            "notes": "Pith signs canonical record SHA-256 digests with this key: ed25519_verify(public_key, "
-                     "message=canonical_sha256_bytes, signature=base64decode(signature_b64)). Built into pithledger.",
-        })
+        out.append(
+            public_key_doc(key.key_id, key.public_key)
+            | {
+                "format": "raw",
+                "rotates_at": None,
+                "notes": "Pith signs canonical record SHA-256 digests with this key: ed25519_verify(public_key, "
+                "message=canonical_sha256_bytes, signature=base64decode(signature_b64)). Built into pithledger.",
+            }
+        )
     return {"key_type": "pith_signing_keys", "keys": out}
 
 
@@ -296,8 +381,13 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     alone = present and len(parts) == 1 and not inbound
     # One copy of each file on disk, hard links at its other paths (spec/serve.md §7)
     for n, data in enumerate(parts):
-        write_linked(directory, [f"{own}/{_part_file(n)}"] + (pith_bundle if present and n == 0 and data is bundle else [])
-                     + ([export] if alone and n == 0 else []), data)
+        write_linked(
+            directory,
+            [f"{own}/{_part_file(n)}"]
+            + (pith_bundle if present and n == 0 and data is bundle else [])
+            + ([export] if alone and n == 0 else []),
+            data,
+        )
     if present and bundle is not parts[0]:
         write_linked(directory, pith_bundle, bundle)
     if present and not alone:
@@ -329,7 +419,9 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
         _unlink(directory / f"pith/{suffix}/index.html")
         _unlink(directory / export)
         _unlink(directory / f"pith/{suffix}/badge.svg")
-    for rel in pith_bundle + pith_state:  # a record revoked away gives up Pith's paths; a pending subject never takes them
+    for rel in (
+        pith_bundle + pith_state
+    ):  # a record revoked away gives up Pith's paths; a pending subject never takes them
         if _owner(directory / rel) == number:
             _unlink(directory / rel)
 
@@ -389,8 +481,13 @@ def part_index_doc(number: str, parts: list[dict[str, Any]], valid_ids: list[str
     for part in parts:
         held = [i for e in part.get("events", []) if (i := ledger_id(e)) is not None and i in valid]
         ranges.append([min(held), max(held)] if held else None)
-    return {"index_type": PART_INDEX_TYPE, "index_version": PART_INDEX_VERSION, "pith_number": number,
-            "event_root": record_event_root(valid_ids).hex(), "parts": ranges}
+    return {
+        "index_type": PART_INDEX_TYPE,
+        "index_version": PART_INDEX_VERSION,
+        "pith_number": number,
+        "event_root": record_event_root(valid_ids).hex(),
+        "parts": ranges,
+    }
 
 
 def _old_pair(old: Published | None, prefix: str) -> Pair | None:
@@ -429,9 +526,16 @@ def commit_counted(batch: Batch, counts: dict[str, Any]) -> None:
     counts["rejected"] += applied.rejected
 
 
-def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
-         deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES,
-         batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES) -> dict[str, Any]:
+def sync(
+    ledger: Ledger,
+    location: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | float | None = DEFAULT_DEADLINE,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    batch_events: int = SYNC_BATCH_EVENTS,
+    batch_bytes: int = SYNC_BATCH_BYTES,
+) -> dict[str, Any]:
     """Pull from a published mirror every record where it holds events this ledger lacks.
 
     Divergent records are acted on as the walk finds them, and each record's bundle part by part: only
@@ -448,8 +552,18 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
     source = Published(location, timeout=timeout, deadline=deadline, cache_bytes=cache_bytes)
     ledger.finish()  # the walk reads this ledger's digest tree: whole, not pending
     walk = Walk(ledger, source, max_ids=None)  # deferred commits leave the stored tree as it is until finish()
-    counts: dict[str, Any] = {"records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0,
-                              "batches": 0, "digests_read": 0, "rejected": [], "skipped": [], "lying": []}
+    counts: dict[str, Any] = {
+        "records_fetched": 0,
+        "new": 0,
+        "duplicate": 0,
+        "invalid": 0,
+        "unverified": 0,
+        "batches": 0,
+        "digests_read": 0,
+        "rejected": [],
+        "skipped": [],
+        "lying": [],
+    }
     batch: Batch | None = None  # filled as parts arrive: their copies are verified while the next ones are fetched
     expected: dict[str, list[str]] = {}  # records whose every wanted part is in the batch -> the ids they must yield
     size = [0, 0, 0]  # events, bytes, ids expected
@@ -461,8 +575,9 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
             batch = None
         for number, advertised in expected.items():
             if missing := ledger.lacking(advertised):
-                counts["lying"].append({"pith_number": number, "missing_event_ids": missing[:LISTED_IDS],
-                                        "missing_count": len(missing)})
+                counts["lying"].append(
+                    {"pith_number": number, "missing_event_ids": missing[:LISTED_IDS], "missing_count": len(missing)}
+                )
         expected.clear()
         size[:] = [0, 0, 0]
 
@@ -489,8 +604,13 @@ def sync(ledger: Ledger, location: str, *, timeout: float | None = DEFAULT_TIMEO
             except SourceTimeout:
                 if source.deadline.remaining() <= 0:
                     raise  # the run's deadline: stop here (what was applied stays)
-                counts["skipped"].append({"pith_number": number, "reason": "bad-source",
-                                          "message": "the bundle did not arrive within the request timeout"})
+                counts["skipped"].append(
+                    {
+                        "pith_number": number,
+                        "reason": "bad-source",
+                        "message": "the bundle did not arrive within the request timeout",
+                    }
+                )
                 continue
             except PithledgerError as exc:
                 counts["skipped"].append({"pith_number": number, "reason": exc.code, "message": exc.message})
@@ -553,9 +673,13 @@ def _check_record(source: Published, number: str) -> dict[str, Any] | None:
     missing = [i for i in advertised if i not in carried]
     if not missing:
         return None
-    return {"pith_number": number, "reason": "missing-events",
-            "message": f"its bundle does not carry {len(missing):,} of the {len(advertised):,} event(s) its digests advertise, as valid events",
-            "missing_event_ids": missing[:LISTED_IDS], "missing_count": len(missing)}
+    return {
+        "pith_number": number,
+        "reason": "missing-events",
+        "message": f"its bundle does not carry {len(missing):,} of the {len(advertised):,} event(s) its digests advertise, as valid events",
+        "missing_event_ids": missing[:LISTED_IDS],
+        "missing_count": len(missing),
+    }
 
 
 def check_bundles(source: Published, *, sample: int | None = None, seed: int | None = None) -> BundleCheck:
@@ -572,7 +696,11 @@ def check_bundles(source: Published, *, sample: int | None = None, seed: int | N
         except SourceTimeout:
             if source.deadline.remaining() <= 0:
                 raise
-            fault = {"pith_number": number, "reason": "bad-source", "message": "the bundle did not arrive within the request timeout"}
+            fault = {
+                "pith_number": number,
+                "reason": "bad-source",
+                "message": "the bundle did not arrive within the request timeout",
+            }
         except PithledgerError as exc:
             fault = {"pith_number": number, "reason": exc.code, "message": exc.message}
         if fault is not None:

@@ -12,18 +12,34 @@ import hashlib
 import re
 import urllib.parse
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from pithledger.mirror.transport import (DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Deadline, as_deadline, check_url,
-                         http_get, read_file)
-from pithledger.audit import ALPHABET, DEPTH, DIGEST_VERSION, Pair, bucket_of, bucket_pair, inner_pair, record_event_root
+from pithledger.audit import (
+    ALPHABET,
+    DEPTH,
+    DIGEST_VERSION,
+    Pair,
+    bucket_of,
+    bucket_pair,
+    inner_pair,
+    record_event_root,
+)
+from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
+from pithledger.merge import MERGE_VERSION
+from pithledger.mirror.transport import (
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    Deadline,
+    as_deadline,
+    check_url,
+    http_get,
+    read_file,
+)
 from pithledger.records.bundle import Bundle, read_bundle
 from pithledger.records.canonical import strict_decode
 from pithledger.records.events import is_pithledger_envelope, verify_event
-from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
-from pithledger.merge import MERGE_VERSION
 
 DIGEST_FILE = "pithledger/digest.json"
 RECORDS_DIR = "pithledger/records"
@@ -88,9 +104,15 @@ def check_pith_number(name: Any, where: str) -> str:
 
 
 def _check_prefix(prefix: Any, inner: bool) -> str:
-    ok = isinstance(prefix, str) and all(c in ALPHABET for c in prefix) and (len(prefix) < DEPTH if inner else len(prefix) == DEPTH)
+    ok = (
+        isinstance(prefix, str)
+        and all(c in ALPHABET for c in prefix)
+        and (len(prefix) < DEPTH if inner else len(prefix) == DEPTH)
+    )
     if not ok:
-        raise SourceError(f"{prefix!r} is not the prefix of {'an inner node' if inner else 'a bucket'} of the digest tree")
+        raise SourceError(
+            f"{prefix!r} is not the prefix of {'an inner node' if inner else 'a bucket'} of the digest tree"
+        )
     return str(prefix)
 
 
@@ -168,8 +190,14 @@ class Published:
     (default 64 MiB, estimated); evicted nodes are fetched and verified again when needed.
     """
 
-    def __init__(self, location: str, *, timeout: float | None = DEFAULT_TIMEOUT,
-                 deadline: Deadline | float | None = DEFAULT_DEADLINE, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        deadline: Deadline | float | None = DEFAULT_DEADLINE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
         self._name = location
         self.is_url = location.startswith(("http://", "https://"))
         self.timeout = timeout
@@ -180,19 +208,27 @@ class Published:
             if parts.query:
                 raise SourceError(f"{location!r}: a mirror's base URL has no query (?...)")
         elif not Path(location, DIGEST_FILE).is_file():
-            raise SourceError(f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
-                              hint="publish one with `pithledger publish DIR`")
+            raise SourceError(
+                f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
+                hint="publish one with `pithledger publish DIR`",
+            )
         try:
             digest = self._json(DIGEST_FILE)
         except SourceFileMissing:
-            raise SourceFileMissing(f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
-                                    hint="check the URL: it must be the base of a tree written by `pithledger publish`") from None
+            raise SourceFileMissing(
+                f"{location} is not a published pithledger mirror (no {DIGEST_FILE})",
+                hint="check the URL: it must be the base of a tree written by `pithledger publish`",
+            ) from None
         if not isinstance(digest, dict) or digest.get("digest_version") != DIGEST_VERSION:
             raise MalformedSource(f"{location}: {DIGEST_FILE} is not a {DIGEST_VERSION} digest")
         if digest.get("merge_version") != MERGE_VERSION:
-            raise SourceError(f"{location} publishes states of {str(digest.get('merge_version'))[:80]!r}, not {MERGE_VERSION!r}")
+            raise SourceError(
+                f"{location} publishes states of {str(digest.get('merge_version'))[:80]!r}, not {MERGE_VERSION!r}"
+            )
         if digest.get("depth", DEPTH) != DEPTH or type(digest.get("depth", DEPTH)) is not int:
-            raise MalformedSource(f"{location}: {DIGEST_FILE} has a digest tree of depth {str(digest.get('depth'))[:20]}, not {DEPTH}")
+            raise MalformedSource(
+                f"{location}: {DIGEST_FILE} has a digest tree of depth {str(digest.get('depth'))[:20]}, not {DEPTH}"
+            )
         self._root = _pair_of(digest.get("root"), f"{location}: {DIGEST_FILE}: root")
 
     @property
@@ -218,13 +254,17 @@ class Published:
         try:
             node = self._json(rel)
         except SourceFileMissing:
-            raise SourceFileMissing(f"{self.name}: node {prefix or '(root)'} is listed by its parent, but its file {rel} is absent",
-                                    hint="the source is incomplete (broken), or was re-published while being read: run the command again") from None
+            raise SourceFileMissing(
+                f"{self.name}: node {prefix or '(root)'} is listed by its parent, but its file {rel} is absent",
+                hint="the source is incomplete (broken), or was re-published while being read: run the command again",
+            ) from None
         if not isinstance(node, dict) or node.get("prefix") != prefix:
             raise MalformedSource(f"{self.name}: node file for {prefix or '(root)'} is malformed")
         if _pair_of(node.get("digest"), f"{self.name}: node {prefix or '(root)'}: digest") != expected:
-            raise SourceError(f"{self.name}: node {prefix or '(root)'} does not match its parent's digest",
-                              hint="the source changed while being read, or is broken; run the command again")
+            raise SourceError(
+                f"{self.name}: node {prefix or '(root)'} does not match its parent's digest",
+                hint="the source changed while being read, or is broken; run the command again",
+            )
         return node
 
     def _expected(self, prefix: str) -> Pair | None:
@@ -276,7 +316,9 @@ class Published:
         for name, rec in records.items():
             check_pith_number(name, where)
             if name.rsplit(":", 1)[-1][:DEPTH] != prefix:
-                raise MalformedSource(f"{where} holds {name}, which belongs in bucket {name.rsplit(':', 1)[-1][:DEPTH]}")
+                raise MalformedSource(
+                    f"{where} holds {name}, which belongs in bucket {name.rsplit(':', 1)[-1][:DEPTH]}"
+                )
             if not isinstance(rec, dict):
                 raise MalformedSource(f"{where}: record {name} is not an object")
             ids: Any = rec.get("event_ids")
@@ -285,8 +327,10 @@ class Published:
                 raise MalformedSource(f"{where}: event_ids of {name} is not a list of sha256:<64 hex> event ids")
             if len(set(ids)) != len(ids):
                 raise MalformedSource(f"{where}: event_ids of {name} names an event twice")
-            pairs[name] = Pair(_digest(rec.get("event_root"), f"{where}: {name}: event_root"),
-                               _digest(rec.get("state_sha256"), f"{where}: {name}: state_sha256"))
+            pairs[name] = Pair(
+                _digest(rec.get("event_root"), f"{where}: {name}: event_root"),
+                _digest(rec.get("state_sha256"), f"{where}: {name}: state_sha256"),
+            )
             if record_event_root(ids) != pairs[name].events:
                 raise SourceError(f"{self.name}: event ids of {name} do not hash to its event root")
             events[name] = packed
@@ -303,7 +347,7 @@ class Published:
     def record_events(self, pith_number: str) -> list[str]:
         check_pith_number(pith_number, self.name)
         packed = self._bucket(pith_number.rsplit(":", 1)[-1][:DEPTH]).events.get(pith_number, b"")
-        return ["sha256:" + packed[i:i + 32].hex() for i in range(0, len(packed), 32)]
+        return ["sha256:" + packed[i : i + 32].hex() for i in range(0, len(packed), 32)]
 
     def bundle_bytes(self, pith_number: str, part: int = 0) -> bytes:
         """Part ``part`` of a record's published bundle (spec/audit.md §4: bundle.json, bundle-1.json, ...)."""
@@ -320,14 +364,20 @@ class Published:
             doc = self._json(f"{record_dir(pith_number)}/{PART_INDEX_FILE}")
         except SourceFileMissing:
             return None
-        if not isinstance(doc, dict) or doc.get("index_type") != PART_INDEX_TYPE or doc.get("index_version") != PART_INDEX_VERSION:
+        if (
+            not isinstance(doc, dict)
+            or doc.get("index_type") != PART_INDEX_TYPE
+            or doc.get("index_version") != PART_INDEX_VERSION
+        ):
             raise MalformedSource(f"{where} is not a {PART_INDEX_TYPE} version {PART_INDEX_VERSION}")
         if doc.get("pith_number") != pith_number:
             raise MalformedSource(f"{where} is about {str(doc.get('pith_number'))[:80]!r}")
         pair = self.bucket(bucket_of(pith_number)).get(pith_number)
         if pair is None or _digest(doc.get("event_root"), f"{where}: event_root") != pair.events:
-            raise SourceError(f"{where} is of another version of the record than the digests advertise",
-                              hint="the source was re-published while being read, or is broken; run the command again")
+            raise SourceError(
+                f"{where} is of another version of the record than the digests advertise",
+                hint="the source was re-published while being read, or is broken; run the command again",
+            )
         parts = doc.get("parts")
         if not isinstance(parts, list) or not parts:
             raise MalformedSource(f"{where}: parts is not a non-empty list")
@@ -335,9 +385,16 @@ class Published:
         for n, entry in enumerate(parts):
             if entry is None:
                 continue
-            if not (isinstance(entry, list) and len(entry) == 2 and all(type(i) is str and _EVENT_ID.fullmatch(i) for i in entry)
-                    and entry[0] <= entry[1] and (not index.lasts or index.lasts[-1] < entry[0])):
-                raise MalformedSource(f"{where}: parts[{n}] is not a [first, last] pair of event ids above the previous part's")
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and all(type(i) is str and _EVENT_ID.fullmatch(i) for i in entry)
+                and entry[0] <= entry[1]
+                and (not index.lasts or index.lasts[-1] < entry[0])
+            ):
+                raise MalformedSource(
+                    f"{where}: parts[{n}] is not a [first, last] pair of event ids above the previous part's"
+                )
             index.firsts.append(entry[0])
             index.lasts.append(entry[1])
             index.numbers.append(n)

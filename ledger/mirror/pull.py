@@ -23,25 +23,46 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
-from pithledger.records import ids
+from pithledger.errors import (
+    AmbiguousId,
+    BadManifest,
+    LedgerError,
+    MalformedId,
+    NotFound,
+    PithledgerError,
+    SourceError,
+    SourceFileMissing,
+    SourceTimeout,
+    UnsafePath,
+)
 from pithledger.mirror.http11 import Client, Response
+from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.mirror.transport import (
     Deadline,
     check_relative,
     check_url,
     read_file,
 )
+from pithledger.records import ids
 from pithledger.records.bundle import Bundle, read_bundle
 from pithledger.records.canonical import strict_decode
-from pithledger.errors import (AmbiguousId, BadManifest, LedgerError, MalformedId, NotFound, PithledgerError, SourceError, SourceFileMissing,
-                               SourceTimeout, UnsafePath)
 from pithledger.records.mint import mint
-from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.records.model import record_ids
 from pithledger.store import Batch, Ledger
 
-__all__ = ["BadManifest", "Manifest", "Mirror", "RateLimit", "Target", "digest_base", "fetch_id_list", "parse_manifest", "pull",
-           "target_of_line", "targets_of_args"]
+__all__ = [
+    "BadManifest",
+    "Manifest",
+    "Mirror",
+    "RateLimit",
+    "Target",
+    "digest_base",
+    "fetch_id_list",
+    "parse_manifest",
+    "pull",
+    "target_of_line",
+    "targets_of_args",
+]
 
 MANIFEST_FILE = "pith-mirrors.json"
 MANIFEST_TYPE = "pith_mirror_manifest"
@@ -96,7 +117,11 @@ def _string(value: Any, where: str, *, limit: int = MAX_PATTERN) -> str:
 def _pattern(value: Any, where: str, location: str, local_root: str | None) -> Pattern | str:
     """A usable pattern, or why this version cannot use it (a scheme other than http(s))."""
     text = _string(value, where)
-    if text.count("{suffix}") != 1 or text.replace("{suffix}", "").count("{") or text.replace("{suffix}", "").count("}"):
+    if (
+        text.count("{suffix}") != 1
+        or text.replace("{suffix}", "").count("{")
+        or text.replace("{suffix}", "").count("}")
+    ):
         raise BadManifest(f"{where} {text[:200]!r} must hold {{suffix}} exactly once (and no other braces)")
     sample = text.replace("{suffix}", "A" * ids.SUFFIX_LEN)
     scheme = urllib.parse.urlsplit(sample).scheme.lower() if ":" in sample.split("/", 1)[0] else ""
@@ -136,8 +161,11 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
     if doc.get("manifest_type") != MANIFEST_TYPE:
         raise BadManifest(f"{location}: manifest_type is {str(doc.get('manifest_type'))[:80]!r}, not {MANIFEST_TYPE!r}")
     if doc.get("manifest_version") != MANIFEST_VERSION:
-        raise BadManifest(f"{location}: manifest_version {str(doc.get('manifest_version'))[:80]!r} is not supported "
-                          f"(this version reads {MANIFEST_VERSION!r})", hint="upgrade pithledger to read newer manifests")
+        raise BadManifest(
+            f"{location}: manifest_version {str(doc.get('manifest_version'))[:80]!r} is not supported "
+            f"(this version reads {MANIFEST_VERSION!r})",
+            hint="upgrade pithledger to read newer manifests",
+        )
     entries = doc.get("mirrors")
     if not isinstance(entries, list) or not entries:
         raise BadManifest(f"{location}: mirrors is not a non-empty list")
@@ -173,7 +201,9 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
         if found:
             usable.append((entry.get("status") == "primary", Mirror(name, tuple(found), resolver)))
     if not usable:
-        raise BadManifest(f"{location} names no mirror this version can read" + (f" ({'; '.join(ignored)})" if ignored else ""))
+        raise BadManifest(
+            f"{location} names no mirror this version can read" + (f" ({'; '.join(ignored)})" if ignored else "")
+        )
     ordered = [m for primary, m in usable if primary] + [m for primary, m in usable if not primary]
     return Manifest(location, tuple(ordered), tuple(ignored))
 
@@ -194,7 +224,9 @@ def manifest_location(source: str) -> tuple[str, str | None]:
     return str(file), str(file.parent)
 
 
-def load_manifest(source: str, client: Client, *, timeout: float | None, deadline: Deadline, keep: list[bytes] | None = None) -> Manifest:
+def load_manifest(
+    source: str, client: Client, *, timeout: float | None, deadline: Deadline, keep: list[bytes] | None = None
+) -> Manifest:
     location, root = manifest_location(source)
     try:
         if root is None:
@@ -205,8 +237,10 @@ def load_manifest(source: str, client: Client, *, timeout: float | None, deadlin
         else:
             data = read_file(root, Path(location).name, max_bytes=MAX_MANIFEST, deadline=deadline)
     except SourceFileMissing as exc:
-        raise BadManifest(f"no mirror manifest at {location} ({exc.message})",
-                          hint="give a pith-mirrors.json (URL or file) or the base URL of a mirror that serves one") from None
+        raise BadManifest(
+            f"no mirror manifest at {location} ({exc.message})",
+            hint="give a pith-mirrors.json (URL or file) or the base URL of a mirror that serves one",
+        ) from None
     if keep is not None:
         keep.append(data)
     return parse_manifest(data, location, local_root=root)
@@ -298,7 +332,11 @@ def _names_record(q: ids.ParsedId | None, number: str, aliases: dict[str, str] |
     if q is None:
         return None
     if q.kind == "suffix":
-        return None if ids.suffix_of_pith_number(number).startswith(q.suffix) else f"{number} does not start with {q.suffix}"
+        return (
+            None
+            if ids.suffix_of_pith_number(number).startswith(q.suffix)
+            else f"{number} does not start with {q.suffix}"
+        )
     if aliases is None:
         return "the bundle carries no canonical_record, so nothing shows which paper it is"
     if q.kind == "doi":
@@ -319,8 +357,9 @@ class RateLimit:
     request n starts no earlier than (n-1)/rate seconds after the first). ``rate`` 0: no limit.
     ``clock`` and ``sleep`` are injectable (tests use a fake clock)."""
 
-    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, rate: float, *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         if rate < 0:
             raise ValueError("a rate is a number of requests per second, 0 for no limit")
         self.interval = 1.0 / rate if rate else 0.0
@@ -345,7 +384,9 @@ class RateLimit:
                 self.granted += 1
         if late and deadline is not None:
             self.sleep(max(0.0, deadline.remaining()))  # then the deadline has passed: the run stops there
-            raise SourceTimeout(f"the run's deadline of {deadline.seconds:g} s passed before the next request could start")
+            raise SourceTimeout(
+                f"the run's deadline of {deadline.seconds:g} s passed before the next request could start"
+            )
         if wait > 0:
             self.sleep(wait)
 
@@ -438,8 +479,17 @@ class _Stop(Exception):
 
 
 class _Worker:
-    def __init__(self, manifest: Manifest, cache: PullCache, *, timeout: float | None, deadline: Deadline,
-                 limit: RateLimit, claimed: set[str], lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        cache: PullCache,
+        *,
+        timeout: float | None,
+        deadline: Deadline,
+        limit: RateLimit,
+        claimed: set[str],
+        lock: threading.Lock,
+    ) -> None:
         self.manifest = manifest
         self.cache = cache
         self.timeout = timeout
@@ -461,7 +511,13 @@ class _Worker:
         try:
             return self._run(target)
         except _Stop:
-            return Outcome(target, "stopped", target.number, "bad-source", f"the run's deadline of {self.deadline.seconds:g} s passed")
+            return Outcome(
+                target,
+                "stopped",
+                target.number,
+                "bad-source",
+                f"the run's deadline of {self.deadline.seconds:g} s passed",
+            )
 
     def _run(self, target: Target) -> Fetched | Outcome:
         number, suffix = target.number, target.suffix
@@ -491,7 +547,9 @@ class _Worker:
             return Outcome(target, "skipped", number, exc.code, exc.message + more, url)
         return Outcome(target, "not_published", number)
 
-    def _about(self, target: Target, number: str | None, suffix: str, got: str, aliases: dict[str, str] | None) -> str | None:
+    def _about(
+        self, target: Target, number: str | None, suffix: str, got: str, aliases: dict[str, str] | None
+    ) -> str | None:
         """Why a body about ``got`` is not what ``target`` asked for; None when it is."""
         if number is not None and got != number:
             return f"the bundle is about {got}, not {number}"
@@ -500,8 +558,15 @@ class _Worker:
         why = _names_record(target.query, got, aliases)
         return None if why is None else f"{target.text} names another record: {why}"
 
-    def _fetch(self, target: Target, number: str | None, suffix: str, url: str, pattern: Pattern,
-               failures: list[tuple[str, PithledgerError]]) -> Fetched | Outcome | None:
+    def _fetch(
+        self,
+        target: Target,
+        number: str | None,
+        suffix: str,
+        url: str,
+        pattern: Pattern,
+        failures: list[tuple[str, PithledgerError]],
+    ) -> Fetched | Outcome | None:
         cached = self.cache.get(url)
         try:
             if pattern.root is None:
@@ -510,8 +575,12 @@ class _Worker:
                     return None
                 status, body, etag = resp.status, resp.body, resp.etag
             else:
-                body = read_file(pattern.root, pattern.template.replace("{suffix}", suffix), max_bytes=MAX_FETCH,
-                                 deadline=self.deadline)
+                body = read_file(
+                    pattern.root,
+                    pattern.template.replace("{suffix}", suffix),
+                    max_bytes=MAX_FETCH,
+                    deadline=self.deadline,
+                )
                 status, etag = 200, None
         except SourceFileMissing:
             return None
@@ -526,8 +595,14 @@ class _Worker:
             lie = self._about(target, number, suffix, cached.pith_number, cached.aliases)
             if lie is not None:
                 return Outcome(target, "lying", cached.pith_number, "lying", lie, url)
-            refresh = cached if status == 304 or etag == cached.etag else CacheEntry(cached.sha256, etag, cached.pith_number, cached.aliases)
-            return Outcome(target, "unchanged", cached.pith_number, url=url, entry=None if refresh is cached else refresh)
+            refresh = (
+                cached
+                if status == 304 or etag == cached.etag
+                else CacheEntry(cached.sha256, etag, cached.pith_number, cached.aliases)
+            )
+            return Outcome(
+                target, "unchanged", cached.pith_number, url=url, entry=None if refresh is cached else refresh
+            )
         try:
             bundle = read_bundle(strict_decode(body, what=url))
         except PithledgerError as exc:
@@ -564,11 +639,19 @@ class _Worker:
             try:
                 doc = strict_decode(resp.body, max_bytes=MAX_RESOLVER, what=url)
             except PithledgerError as exc:
-                return Outcome(target, "unresolved", None, exc.code, f"the resolver's answer is not JSON: {exc.message}", url)
+                return Outcome(
+                    target, "unresolved", None, exc.code, f"the resolver's answer is not JSON: {exc.message}", url
+                )
             number = doc.get("pith_number") if isinstance(doc, dict) else None
             if not isinstance(number, str) or not ids.PITH_NUMBER_RE.match(number):
-                return Outcome(target, "unresolved", None, "unresolved",
-                               "the resolver's answer is not an object with a long pith_number", url)
+                return Outcome(
+                    target,
+                    "unresolved",
+                    None,
+                    "unresolved",
+                    "the resolver's answer is not an object with a long pith_number",
+                    url,
+                )
             if target.query.kind == "suffix" and (why := _names_record(target.query, number, None)) is not None:
                 return Outcome(target, "lying", number, "lying", f"the resolver named another record: {why}", url)
             return number
@@ -627,7 +710,9 @@ def _leaves_differ(ledger: Ledger, source: Any, numbers: set[str]) -> tuple[set[
         if len(prefix) < DEPTH:
             ours, theirs = ledger.children(prefix), source.children(prefix)
             reads += len(ours) + len(theirs)
-            stack += [prefix + c for c in set(ours) | set(theirs) if prefix + c in wanted and ours.get(c) != theirs.get(c)]
+            stack += [
+                prefix + c for c in set(ours) | set(theirs) if prefix + c in wanted and ours.get(c) != theirs.get(c)
+            ]
             continue
         ours_b, theirs_b = ledger.bucket(prefix), source.bucket(prefix)
         reads += len(ours_b) + len(theirs_b)
@@ -638,8 +723,9 @@ def _leaves_differ(ledger: Ledger, source: Any, numbers: set[str]) -> tuple[set[
     return differ, reads
 
 
-def _by_digest(ledger: Ledger, manifest: Manifest, todo: list[Target], *, timeout: float | None,
-               deadline: Deadline) -> tuple[list[Target], list[Outcome], str, int]:
+def _by_digest(
+    ledger: Ledger, manifest: Manifest, todo: list[Target], *, timeout: float | None, deadline: Deadline
+) -> tuple[list[Target], list[Outcome], str, int]:
     """(the targets still to fetch, the held ones the source's digests show unchanged, what was read,
     the digests read): spec/pull.md §4.1.
 
@@ -676,11 +762,22 @@ def _by_digest(ledger: Ledger, manifest: Manifest, todo: list[Target], *, timeou
     return fetch, same, "used", reads
 
 
-def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connections: int = DEFAULT_CONNECTIONS,
-         rate: float = DEFAULT_RATE, timeout: float | None = 30.0, deadline: Deadline | float | None = 3600.0,
-         batch_events: int = SYNC_BATCH_EVENTS, batch_bytes: int = SYNC_BATCH_BYTES,
-         progress: Callable[[dict[str, Any]], None] | None = None, limit: RateLimit | None = None,
-         check: Callable[[bytes], None] | None = None, digests: bool = True) -> dict[str, Any]:
+def pull(
+    ledger: Ledger,
+    source: str,
+    targets: list[Target] | None,
+    *,
+    connections: int = DEFAULT_CONNECTIONS,
+    rate: float = DEFAULT_RATE,
+    timeout: float | None = 30.0,
+    deadline: Deadline | float | None = 3600.0,
+    batch_events: int = SYNC_BATCH_EVENTS,
+    batch_bytes: int = SYNC_BATCH_BYTES,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    limit: RateLimit | None = None,
+    check: Callable[[bytes], None] | None = None,
+    digests: bool = True,
+) -> dict[str, Any]:
     """Fetch the bundles of ``targets`` (None: every record the ledger holds) from the mirrors of
     SOURCE's manifest and apply them in batches; the report of spec/pull.md §5. ``digests``: when the
     source is also a published pithledger tree, skip held records whose leaf there equals ours (§4.1)."""
@@ -706,11 +803,30 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
     if digests:
         todo, same, digest_note, digests_read = _by_digest(ledger, manifest, todo, timeout=timeout, deadline=run)
     counts: dict[str, Any] = {
-        "source": manifest.location, "mirrors": [m.name for m in manifest.mirrors], "mirrors_ignored": list(manifest.ignored),
-        "ids": len(todo), "records_fetched": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "batches": 0,
-        "unchanged": 0, "repeated": 0, "not_published": [], "unresolved": [], "skipped": [], "lying": [], "rejected": [],
-        "requests": 0, "connections_opened": 0, "stopped": None, "not_tried": 0,
-        "digest": digest_note, "digests_read": digests_read, "unchanged_by_digest": len(same),
+        "source": manifest.location,
+        "mirrors": [m.name for m in manifest.mirrors],
+        "mirrors_ignored": list(manifest.ignored),
+        "ids": len(todo),
+        "records_fetched": 0,
+        "new": 0,
+        "duplicate": 0,
+        "invalid": 0,
+        "unverified": 0,
+        "batches": 0,
+        "unchanged": 0,
+        "repeated": 0,
+        "not_published": [],
+        "unresolved": [],
+        "skipped": [],
+        "lying": [],
+        "rejected": [],
+        "requests": 0,
+        "connections_opened": 0,
+        "stopped": None,
+        "not_tried": 0,
+        "digest": digest_note,
+        "digests_read": digests_read,
+        "unchanged_by_digest": len(same),
     }
     for unchanged in same:
         _count(counts, unchanged)
@@ -741,7 +857,9 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
             worker.client.close()
             results.put(None)  # the writer drains until every worker has said so
 
-    threads = [threading.Thread(target=work, name=f"pull-{i}", daemon=True) for i in range(min(connections, max(1, len(todo))))]
+    threads = [
+        threading.Thread(target=work, name=f"pull-{i}", daemon=True) for i in range(min(connections, max(1, len(todo))))
+    ]
     batch: Batch | None = None
     pending: list[tuple[str, CacheEntry]] = []
     size = [0, 0]
@@ -783,8 +901,16 @@ def pull(ledger: Ledger, source: str, targets: list[Target] | None, *, connectio
                 if item.kind == "stopped":
                     stop.set()
             if progress is not None:
-                progress({"done": done, "total": len(todo), "records_fetched": counts["records_fetched"],
-                          "new": counts["new"], "unchanged": counts["unchanged"], "batches": counts["batches"]})
+                progress(
+                    {
+                        "done": done,
+                        "total": len(todo),
+                        "records_fetched": counts["records_fetched"],
+                        "new": counts["new"],
+                        "unchanged": counts["unchanged"],
+                        "batches": counts["batches"],
+                    }
+                )
         flush()
     except KeyboardInterrupt:
         stop.set()

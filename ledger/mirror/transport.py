@@ -29,8 +29,18 @@ import time
 from collections.abc import Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from pithledger.errors import (RedirectRefused, SourceConnectionError, SourceError, SourceFileMissing, SourceHTTPStatus, SourceProtocolError,
-                               SourceTimeout, SourceTLSError, SourceTooLarge, UnsafePath)
+from pithledger.errors import (
+    RedirectRefused,
+    SourceConnectionError,
+    SourceError,
+    SourceFileMissing,
+    SourceHTTPStatus,
+    SourceProtocolError,
+    SourceTimeout,
+    SourceTLSError,
+    SourceTooLarge,
+    UnsafePath,
+)
 from pithledger.files import READ_FLAGS as _O_FLAGS  # (its names here before they moved to ledger/files.py)
 from pithledger.files import kind as _kind
 
@@ -119,8 +129,9 @@ def _origin(parts: SplitResult) -> tuple[str, str, int]:
 def check_url(url: str) -> SplitResult:
     """An absolute http(s) URL without credentials or fragment, ASCII only; else SourceError."""
     if not url.isascii() or any(c in url for c in "\0\r\n\t "):
-        raise SourceError(f"{url!r} is not a usable URL (non-ASCII, whitespace or control characters)",
-                          hint="percent-encode the URL")
+        raise SourceError(
+            f"{url!r} is not a usable URL (non-ASCII, whitespace or control characters)", hint="percent-encode the URL"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -129,7 +140,9 @@ def check_url(url: str) -> SplitResult:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SourceError(f"{url!r} is not an http(s) URL with a host")
     if parts.username is not None or parts.password is not None:
-        raise SourceError(f"{url!r} carries credentials; pithledger does not send any", hint="remove user:password@ from the URL")
+        raise SourceError(
+            f"{url!r} carries credentials; pithledger does not send any", hint="remove user:password@ from the URL"
+        )
     if parts.fragment:
         raise SourceError(f"{url!r} has a fragment (#...)", hint="remove the fragment")
     return parts
@@ -159,8 +172,8 @@ class _Reader:
             if i >= 0:
                 if i + 1 > limit:
                     raise _TooLong()
-                out = bytes(self.buf[:i + 1])
-                del self.buf[:i + 1]
+                out = bytes(self.buf[: i + 1])
+                del self.buf[: i + 1]
                 return out[:-2] if out.endswith(b"\r\n") else out[:-1]
             if len(self.buf) >= limit:
                 raise _TooLong()
@@ -285,7 +298,9 @@ def _read_body(reader: _Reader, head: _Head, budget: _HeaderBudget, max_bytes: i
     what = budget.what
     encodings = [v.lower() for v in _list_values(head.get("content-encoding"))]
     if any(v != b"identity" for v in encodings):
-        raise SourceProtocolError(f"{what}: a Content-Encoding ({b', '.join(encodings).decode()}) that was not asked for")
+        raise SourceProtocolError(
+            f"{what}: a Content-Encoding ({b', '.join(encodings).decode()}) that was not asked for"
+        )
     te = [v.lower() for v in _list_values(head.get("transfer-encoding"))]
     lengths = _list_values(head.get("content-length"))
     if head.get("transfer-encoding") and not te:
@@ -322,9 +337,13 @@ def _read_chunked(reader: _Reader, budget: _HeaderBudget, max_bytes: int) -> byt
         try:
             line = reader.line(MAX_CHUNK_LINE, "a chunked body")
         except _TooLong:
-            raise SourceProtocolError(f"{what}: broken chunked body (a chunk size line over {MAX_CHUNK_LINE} bytes)") from None
+            raise SourceProtocolError(
+                f"{what}: broken chunked body (a chunk size line over {MAX_CHUNK_LINE} bytes)"
+            ) from None
         except SourceProtocolError:
-            raise SourceProtocolError(f"{what}: broken chunked body (the connection closed before its last chunk)") from None
+            raise SourceProtocolError(
+                f"{what}: broken chunked body (the connection closed before its last chunk)"
+            ) from None
         m = _CHUNK_SIZE.fullmatch(line)
         if m is None:
             raise SourceProtocolError(f"{what}: broken chunked body (a bad chunk size line {line[:40]!r})")
@@ -379,8 +398,10 @@ def _request_bytes(parts: SplitResult) -> bytes:
     if port != default:
         host_field += f":{port}"
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return (f"GET {target} HTTP/1.1\r\nHost: {host_field}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
-            f"Accept-Encoding: identity\r\nConnection: close\r\n\r\n").encode("ascii")
+    return (
+        f"GET {target} HTTP/1.1\r\nHost: {host_field}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
+        f"Accept-Encoding: identity\r\nConnection: close\r\n\r\n"
+    ).encode("ascii")
 
 
 @contextlib.contextmanager
@@ -393,7 +414,9 @@ def connect_errors(url: str, clock: _Clock) -> Iterator[None]:
     except TimeoutError:
         raise clock.expired() from None
     except ssl.SSLCertVerificationError as exc:
-        raise SourceTLSError(f"{url}: the server's certificate does not verify: {exc.verify_message or exc.reason}") from None
+        raise SourceTLSError(
+            f"{url}: the server's certificate does not verify: {exc.verify_message or exc.reason}"
+        ) from None
     except ssl.SSLError as exc:
         raise SourceTLSError(f"{url}: the TLS handshake failed ({exc.reason or exc})") from None
     except OSError as exc:
@@ -416,7 +439,9 @@ def read_errors(url: str, clock: _Clock) -> Iterator[None]:
         raise SourceConnectionError(f"{url}: the connection failed while reading the response ({reason})") from None
 
 
-def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None) -> tuple[_Head, bytes]:
+def _exchange(
+    url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: ssl.SSLContext | None
+) -> tuple[_Head, bytes]:
     """One GET on a fresh connection: its head, and its body when the status is 200."""
     with connect_errors(url, clock):
         sock = _connect(parts, clock, tls)
@@ -434,8 +459,9 @@ def _exchange(url: str, parts: SplitResult, clock: _Clock, max_bytes: int, tls: 
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
-def follow_redirect(url: str, current: str, status: int, locations: list[bytes], origin: tuple[str, str, int],
-                    seen: set[str]) -> tuple[str, SplitResult]:
+def follow_redirect(
+    url: str, current: str, status: int, locations: list[bytes], origin: tuple[str, str, int], seen: set[str]
+) -> tuple[str, SplitResult]:
     """The target of a redirect answered to ``current`` (``url``: the request the caller made), checked:
     exactly one Location, a URL of ``origin``, not seen before (added to ``seen``); else a SourceError."""
     if len(locations) != 1:
@@ -456,8 +482,14 @@ def follow_redirect(url: str, current: str, status: int, locations: list[bytes],
     return target, target_parts
 
 
-def http_get(url: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Deadline | None = None,
-             max_bytes: int, tls: ssl.SSLContext | None = None) -> bytes:
+def http_get(
+    url: str,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    deadline: Deadline | None = None,
+    max_bytes: int,
+    tls: ssl.SSLContext | None = None,
+) -> bytes:
     """The body of a 200 response to GET ``url``, following same-origin redirects; else a SourceError.
 
     ``timeout`` bounds the whole request including redirects; ``deadline`` (shared) bounds the run.
@@ -487,8 +519,14 @@ def http_get(url: str, *, timeout: float | None = DEFAULT_TIMEOUT, deadline: Dea
 def check_relative(rel: str, where: str) -> list[str]:
     """The components of a relative path: non-empty, no ``.``/``..``, no NUL, no backslash, not absolute."""
     parts = rel.split("/")
-    if (not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or ":" in parts[0]
-            or any(p in ("", ".", "..") for p in parts)):
+    if (
+        not rel
+        or rel.startswith("/")
+        or "\\" in rel
+        or "\0" in rel
+        or ":" in parts[0]
+        or any(p in ("", ".", "..") for p in parts)
+    ):
         raise UnsafePath(f"{where}: refusing the path {rel!r} (not a plain relative path inside the mirror)")
     return parts
 

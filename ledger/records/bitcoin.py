@@ -15,7 +15,15 @@ import hashlib
 
 import msgspec
 
-from pithledger.errors import OtsBadHeader, OtsDigestDiffers, OtsMerkleRootDiffers, OtsNoHeader, OtsNotVerified, OtsPendingOnly, OtsPowShort
+from pithledger.errors import (
+    OtsBadHeader,
+    OtsDigestDiffers,
+    OtsMerkleRootDiffers,
+    OtsNoHeader,
+    OtsNotVerified,
+    OtsPendingOnly,
+    OtsPowShort,
+)
 
 from . import ots as _ots
 
@@ -58,8 +66,15 @@ def check_header(raw: bytes) -> Header:
     digest = hashlib.sha256(hashlib.sha256(raw).digest()).digest()
     if int.from_bytes(digest, "little") > target:
         raise OtsPowShort(f"the header's hash {digest[::-1].hex()} is above its target (bits 0x{bits:08x})")
-    return Header(raw=raw, hash=digest[::-1].hex(), merkle_root=raw[36:68], time=int.from_bytes(raw[68:72], "little"),
-                  bits=bits, target=target, work=2**256 // (target + 1))
+    return Header(
+        raw=raw,
+        hash=digest[::-1].hex(),
+        merkle_root=raw[36:68],
+        time=int.from_bytes(raw[68:72], "little"),
+        bits=bits,
+        target=target,
+        work=2**256 // (target + 1),
+    )
 
 
 class Verified(msgspec.Struct, frozen=True):
@@ -75,7 +90,9 @@ def parse_header_arg(text: str) -> tuple[int | None, bytes]:
     if ":" in text:
         before, text = text.split(":", 1)
         if not before.isascii() or not before.isdigit() or len(before) > 10 or int(before) > _ots.MAX_HEIGHT:
-            raise OtsBadHeader(f"the height before ':' must be a block height (0 to {_ots.MAX_HEIGHT}), not {before[:20]!r}")
+            raise OtsBadHeader(
+                f"the height before ':' must be a block height (0 to {_ots.MAX_HEIGHT}), not {before[:20]!r}"
+            )
         height = int(before)
     text = text.strip()
     if len(text) != 2 * HEADER_LEN:
@@ -102,8 +119,13 @@ def verify(proof: bytes, digest: bytes, headers: list[tuple[int | None, bytes]])
     read = _ots.parse(proof, strict=True)
     if digest != read.digest:
         raise OtsDigestDiffers(f"the proof stamps the {read.hash_op} digest {read.digest.hex()}, not {digest.hex()}")
-    bitcoin = sorted({(c.attestation.height, c.msg) for c in read.commitments
-                      if c.attestation.kind == "bitcoin" and c.attestation.height is not None})
+    bitcoin = sorted(
+        {
+            (c.attestation.height, c.msg)
+            for c in read.commitments
+            if c.attestation.kind == "bitcoin" and c.attestation.height is not None
+        }
+    )
     if not bitcoin:
         kinds = sorted({c.attestation.kind for c in read.commitments})
         raise OtsPendingOnly(f"the proof has no Bitcoin attestation (only {', '.join(kinds)})")
@@ -112,7 +134,9 @@ def verify(proof: bytes, digest: bytes, headers: list[tuple[int | None, bytes]])
     for height, msg in bitcoin:
         candidates = [raw for h, raw in headers if h is None or h == height]
         if not candidates:
-            failures.append(OtsNoHeader(f"no header given for block {height}, which the proof's Bitcoin attestation names"))
+            failures.append(
+                OtsNoHeader(f"no header given for block {height}, which the proof's Bitcoin attestation names")
+            )
         for raw in candidates:
             try:
                 header = check_header(raw)
@@ -132,5 +156,7 @@ def verify(proof: bytes, digest: bytes, headers: list[tuple[int | None, bytes]])
 
 
 def _differs(height: int, msg: bytes, raw: bytes) -> str:
-    return (f"the proof's result at its block-{height} attestation is the Merkle root {msg[::-1].hex()}; "
-            f"the header's is {raw[36:68][::-1].hex()}")
+    return (
+        f"the proof's result at its block-{height} attestation is the Merkle root {msg[::-1].hex()}; "
+        f"the header's is {raw[36:68][::-1].hex()}"
+    )

@@ -14,11 +14,17 @@ from typing import Any
 
 import msgspec
 
-from pithledger.records import ids
-from pithledger.records import keys
+from pithledger.errors import (
+    BundleError,
+    BundleInconsistent,
+    EventInvalid,
+    EventTooLarge,
+    PithledgerError,
+    SubjectMismatch,
+)
+from pithledger.records import ids, keys
 from pithledger.records.canonical import canonical_bytes, check_value
 from pithledger.records.display import DisplayMetadata, from_paper
-from pithledger.errors import BundleError, BundleInconsistent, EventInvalid, EventTooLarge, PithledgerError, SubjectMismatch
 from pithledger.records.events import MAX_EVENT_BYTES, subject_of
 from pithledger.records.model import TIME_FRACTION_RE, check_time, record_ids
 
@@ -26,8 +32,17 @@ BUNDLE_TYPE = "pith_open_graph_bundle"
 BUNDLE_VERSION = "1.0"
 #: Top-level keys this version interprets; any other key is kept and written back unchanged.
 KNOWN_KEYS = frozenset(
-    {"bundle_type", "bundle_version", "pith_number", "short_pith_number", "canonical_record",
-     "canonical_sha256", "source", "source_aliases", "events"}
+    {
+        "bundle_type",
+        "bundle_version",
+        "pith_number",
+        "short_pith_number",
+        "canonical_record",
+        "canonical_sha256",
+        "source",
+        "source_aliases",
+        "events",
+    }
 )
 
 
@@ -83,7 +98,13 @@ def checked_bundle(value: dict[str, Any], size: int) -> Bundle:
         return _document_bundle(value, size)
     events = value.get("events", [])
     extra = {k: v for k, v in value.items() if k not in KNOWN_KEYS}
-    return Bundle(pith_number=value["pith_number"], events=events, canonical_record=value.get("canonical_record"), extra=extra, size=size)
+    return Bundle(
+        pith_number=value["pith_number"],
+        events=events,
+        canonical_record=value.get("canonical_record"),
+        extra=extra,
+        size=size,
+    )
 
 
 def _events_of(value: dict[str, Any]) -> list[Any]:
@@ -112,8 +133,10 @@ def _check_events(events: list[Any], number: str) -> int:
 
 # --- Pith's record document (spec/bundle.md §5) -----------------------------------------------------
 
-_WHICH = ("give a bundle ({bundle_type: pith_open_graph_bundle, bundle_version, pith_number, events}) or Pith's "
-          "record document ({record_type: pith_number_record, schema_version, pith_number, canonical_record, ...}); see spec/bundle.md")
+_WHICH = (
+    "give a bundle ({bundle_type: pith_open_graph_bundle, bundle_version, pith_number, events}) or Pith's "
+    "record document ({record_type: pith_number_record, schema_version, pith_number, canonical_record, ...}); see spec/bundle.md"
+)
 
 
 def _shown(value: Any) -> str:
@@ -148,18 +171,25 @@ def _read_document(value: dict[str, Any]) -> Bundle:
     created = pith_record_event(value)
     created_size = len(canonical_bytes(created))
     if created_size > MAX_EVENT_BYTES:  # a huge receipt: refused as the same event in a bundle is
-        raise EventTooLarge(f"the record_created event of the document (its record and receipt) is larger than {MAX_EVENT_BYTES:,} bytes")
+        raise EventTooLarge(
+            f"the record_created event of the document (its record and receipt) is larger than {MAX_EVENT_BYTES:,} bytes"
+        )
     try:  # the receipt sits one level deeper in the event than in the document: the event must decode strictly too
         check_value(created, surrogates=False)
     except PithledgerError as exc:
-        raise BundleError(f"the record_created event of the document: {exc.message}",
-                          hint="the receipt lies one level deeper in its event than in the document, and an event nests at most 64 levels (spec/bundle.md §5)") from None
+        raise BundleError(
+            f"the record_created event of the document: {exc.message}",
+            hint="the receipt lies one level deeper in its event than in the document, and an event nests at most 64 levels (spec/bundle.md §5)",
+        ) from None
     size = _check_events(events, number)
     try:
         display = from_paper(value.get("paper"))
     except PithledgerError as exc:
-        raise BundleError(f"paper: {exc.message}", hint="a record document's paper block holds strings: "
-                          "title, authors_text, abstract_excerpt (spec/bundle.md §5)") from None
+        raise BundleError(
+            f"paper: {exc.message}",
+            hint="a record document's paper block holds strings: "
+            "title, authors_text, abstract_excerpt (spec/bundle.md §5)",
+        ) from None
     size += len(canonical_bytes({k: v for k, v in value.items() if k != "events"}))
     return Bundle(pith_number=number, events=[created, *events], canonical_record=record, size=size, display=display)
 
@@ -167,8 +197,13 @@ def _read_document(value: dict[str, Any]) -> Bundle:
 def _document_bundle(value: dict[str, Any], size: int) -> Bundle:
     """:func:`_read_document` of a document it accepted before, without checking it again."""
     display = from_paper(value.get("paper"))
-    return Bundle(pith_number=value["pith_number"], events=[pith_record_event(value), *value.get("events", [])],
-                  canonical_record=value["canonical_record"], size=size, display=display)
+    return Bundle(
+        pith_number=value["pith_number"],
+        events=[pith_record_event(value), *value.get("events", [])],
+        canonical_record=value["canonical_record"],
+        size=size,
+        display=display,
+    )
 
 
 def pith_record_event(doc: dict[str, Any]) -> dict[str, Any]:
@@ -200,8 +235,12 @@ def pith_record_event(doc: dict[str, Any]) -> dict[str, Any]:
         "created_at": _document_time(receipt, record),
         "event_type": "record_created",
         "payload": payload,
-        "signer": {"key_id": key_id, "public_key_fingerprint": fingerprint if isinstance(fingerprint, str) else "",
-                   "signer_id": "pith.science", "signer_type": "pith_registry"},
+        "signer": {
+            "key_id": key_id,
+            "public_key_fingerprint": fingerprint if isinstance(fingerprint, str) else "",
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
         "subject_pith_number": doc.get("pith_number"),
         "target": "record",
     }
@@ -217,13 +256,20 @@ def served_pith_record_event(event: dict[str, Any]) -> dict[str, Any]:
     It verifies as, and has the ledger id of, the copy it stands for."""
     payload = event["payload"]
     receipt = payload["receipt"]
-    return pith_record_event({
-        "pith_number": event["subject_pith_number"],
-        "canonical_record": payload["canonical_record"],
-        "canonical_sha256": payload["canonical_sha256"],
-        "receipt": {"algorithm": "ed25519", "key_id": receipt["key_id"], "kind": "pith_receipt",
-                    "signature_b64": receipt["signature_b64"], "signed_at": ""},
-    })
+    return pith_record_event(
+        {
+            "pith_number": event["subject_pith_number"],
+            "canonical_record": payload["canonical_record"],
+            "canonical_sha256": payload["canonical_sha256"],
+            "receipt": {
+                "algorithm": "ed25519",
+                "key_id": receipt["key_id"],
+                "kind": "pith_receipt",
+                "signature_b64": receipt["signature_b64"],
+                "signed_at": "",
+            },
+        }
+    )
 
 
 def _document_time(receipt: Any, record: Any) -> Any:
@@ -248,7 +294,11 @@ def _check_top_level(value: dict[str, Any], number: str, record: Any, *, aliases
         raise BundleInconsistent(f"canonical_record: {exc.message}") from None
     if rid.pith_number != number:
         raise BundleInconsistent(f"canonical_record hashes to {rid.pith_number}, not the bundle's {number}")
-    expect = {"canonical_sha256": rid.canonical_sha256, "short_pith_number": rid.short_pith_number, "source": record["source"]}
+    expect = {
+        "canonical_sha256": rid.canonical_sha256,
+        "short_pith_number": rid.short_pith_number,
+        "source": record["source"],
+    }
     for key, want in expect.items():
         # JSON equality, not Python's: True == 1 would let "version": true pass for version 1 (spec/bundle.md §1)
         if key in value and canonical_bytes(value[key]) != canonical_bytes(want):
@@ -256,9 +306,12 @@ def _check_top_level(value: dict[str, Any], number: str, record: Any, *, aliases
     if aliases_key in value:
         aliases = value[aliases_key]
         if not isinstance(aliases, list) or not all(
-            isinstance(a, dict) and isinstance(a.get("alias_kind"), str) and isinstance(a.get("alias_value"), str) for a in aliases
+            isinstance(a, dict) and isinstance(a.get("alias_kind"), str) and isinstance(a.get("alias_value"), str)
+            for a in aliases
         ):
-            raise BundleInconsistent(f"{aliases_key} must be a list of {{alias_kind, alias_value, created_at}} objects with string values")
+            raise BundleInconsistent(
+                f"{aliases_key} must be a list of {{alias_kind, alias_value, created_at}} objects with string values"
+            )
         got = {a.get("alias_kind"): a.get("alias_value") for a in aliases}
         if got != rid.aliases or len(aliases) != len(rid.aliases):
             raise BundleInconsistent(f"{aliases_key} do not match the aliases derived from canonical_record")

@@ -168,7 +168,9 @@ def _strict_reading(data: bytes, what: str) -> Any:
         )
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":
-            raise TrailingData(f"{what} has data after the JSON document (line {exc.lineno}, column {exc.colno})") from None
+            raise TrailingData(
+                f"{what} has data after the JSON document (line {exc.lineno}, column {exc.colno})"
+            ) from None
         raise DecodeError(f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise NestingTooDeep(f"{what} nests deeper than {MAX_DEPTH} levels") from None
@@ -228,7 +230,7 @@ def _bounded(value: Any, max_depth: int = MAX_DEPTH) -> bool:
         item, depth = stack.pop()
         if depth > max_depth:
             return False
-        for sub in (item.values() if type(item) is dict else item):
+        for sub in item.values() if type(item) is dict else item:
             t = type(sub)
             if t is dict or t is list:
                 stack.append((sub, depth + 1))

@@ -23,8 +23,8 @@ from typing import Any, Literal
 import lmdb
 import msgspec
 
-from pithledger.records.canonical import text_sha256
 from pithledger.errors import LedgerError, MetadataError, NoLedger, PithledgerError
+from pithledger.records.canonical import text_sha256
 from pithledger.records.mint import mint
 from pithledger.records.model import parse_record
 
@@ -78,7 +78,11 @@ def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldVie
                 status = "match"
             else:
                 status = "excerpt" if name == "abstract" and meta is not None and meta.abstract_excerpt else "mismatch"
-        out.append(FieldView(name=name, value=value, check=status, expected_sha256=expected if isinstance(expected, str) else None))
+        out.append(
+            FieldView(
+                name=name, value=value, check=status, expected_sha256=expected if isinstance(expected, str) else None
+            )
+        )
     return out
 
 

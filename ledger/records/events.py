@@ -14,11 +14,10 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from pithledger.records import ots as _ots
-from pithledger.records import ids
-from pithledger.records import keys
-from pithledger.records.canonical import canonical_bytes, check_value
 from pithledger.errors import EventInvalid, PithledgerError
+from pithledger.records import ids, keys
+from pithledger.records import ots as _ots
+from pithledger.records.canonical import canonical_bytes, check_value
 from pithledger.records.model import HEX64_RE, TIME_RE, check_time, record_ids
 
 EVENT_VERSION = "pithledger-event-v1"
@@ -252,14 +251,17 @@ def verify_event(event: dict[str, Any], *, event_id: str | None = None) -> Verdi
     return check_event(event, event_id=event_id)
 
 
-def check_event(event: dict[str, Any], *, event_id: str | None = None, size: int | None = None,
-                signature_known_good: bool = False) -> Verdict:
+def check_event(
+    event: dict[str, Any], *, event_id: str | None = None, size: int | None = None, signature_known_good: bool = False
+) -> Verdict:
     """:func:`prepare_event`, then its Ed25519 check — taken as passed when the caller vouches that
     this signature over these exact bytes verified before (``signature_known_good``: rebuild, fsck)."""
     checked = prepare_event(event, event_id=event_id, size=size)
     if isinstance(checked, Verdict):
         return checked
-    return checked.verdict(signature_known_good or keys.signature_ok(checked.public_key, checked.message, checked.signature))
+    return checked.verdict(
+        signature_known_good or keys.signature_ok(checked.public_key, checked.message, checked.signature)
+    )
 
 
 class SignatureCheck(NamedTuple):
@@ -277,7 +279,9 @@ class SignatureCheck(NamedTuple):
         return self.if_valid if signature_ok else self.if_invalid
 
 
-def prepare_event(event: dict[str, Any], *, event_id: str | None = None, size: int | None = None) -> Verdict | SignatureCheck:
+def prepare_event(
+    event: dict[str, Any], *, event_id: str | None = None, size: int | None = None
+) -> Verdict | SignatureCheck:
     """:func:`verify_event` without the Ed25519 check of our envelope's signature, which it returns
     as a :class:`SignatureCheck` to run elsewhere (the ledger runs them on threads, which libsodium
     lets run in parallel, while this Python part stays on one). ``size``: ``len(canonical_bytes(event))``
@@ -299,8 +303,9 @@ def prepare_event(event: dict[str, Any], *, event_id: str | None = None, size: i
     if not deferred:
         return verdict
     public_key, message, signature, failure = deferred[0]
-    return SignatureCheck(public_key, message, signature, verdict,
-                          Verdict(declared, kind, subject, "invalid", "bad-signature", failure))
+    return SignatureCheck(
+        public_key, message, signature, verdict, Verdict(declared, kind, subject, "invalid", "bad-signature", failure)
+    )
 
 
 def valid_verdict(event: dict[str, Any], facts: dict[str, Any], event_id: str = "") -> Verdict:
@@ -315,8 +320,15 @@ def valid_verdict(event: dict[str, Any], facts: dict[str, Any], event_id: str = 
         trust, signer_key = "self_signed", _self_signed_key(signer["public_key_b64"])
     else:
         trust, signer_key = "registry", f"registry:{signer['key_id']}"
-    return Verdict(event_id or event["event_id"], event["event_type"], event["subject_pith_number"], "valid",
-                   trust=trust, signer_key=signer_key, facts=facts)
+    return Verdict(
+        event_id or event["event_id"],
+        event["event_type"],
+        event["subject_pith_number"],
+        "valid",
+        trust=trust,
+        signer_key=signer_key,
+        facts=facts,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -345,7 +357,9 @@ def _check_shape(event: dict[str, Any], ours: bool) -> None:
         if not isinstance(signer.get(name), str):
             raise EventInvalid("bad-envelope", f"signer.{name} is {_what(signer, name)}; it must be a string")
     if "public_key_b64" in signer and not isinstance(signer["public_key_b64"], str):
-        raise EventInvalid("bad-envelope", f"signer.public_key_b64 is {_what(signer, 'public_key_b64')}; it must be a string")
+        raise EventInvalid(
+            "bad-envelope", f"signer.public_key_b64 is {_what(signer, 'public_key_b64')}; it must be a string"
+        )
     if not isinstance(event.get("payload"), dict):
         raise EventInvalid("bad-envelope", f"payload is {_what(event, 'payload')}; it must be an object")
     required = ("event_id", "event_version", "signature_b64") if ours else ()
@@ -364,8 +378,12 @@ def _what(obj: dict[str, Any], name: str) -> str:
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", bool: "boolean"}
 
 
-def _verify(event: dict[str, Any], event_id: str | None, deferred: list[tuple[bytes, bytes, bytes, str]],
-            size: int | None = None) -> tuple[str, Trust, str, dict[str, Any]]:
+def _verify(
+    event: dict[str, Any],
+    event_id: str | None,
+    deferred: list[tuple[bytes, bytes, bytes, str]],
+    size: int | None = None,
+) -> tuple[str, Trust, str, dict[str, Any]]:
     """Steps 1-10 of spec/events.md §2.2. Step 7's Ed25519 check is appended to ``deferred`` (key,
     message, signature, the failure message) and the steps after it are taken as if it passed."""
     # 1. size
@@ -387,21 +405,32 @@ def _verify(event: dict[str, Any], event_id: str | None, deferred: list[tuple[by
 
     # --- our envelope: the declared id must recompute and the signature must verify --------------
     if event["event_version"] != EVENT_VERSION:  # 4. a newer writer's envelope: not ours to judge
-        raise _Unverified("unsupported-event-version", f"event_version {event['event_version'][:40]!r} is not {EVENT_VERSION!r}")
+        raise _Unverified(
+            "unsupported-event-version", f"event_version {event['event_version'][:40]!r} is not {EVENT_VERSION!r}"
+        )
     eid = event_id or compute_event_id(event)
     if event["event_id"] != eid:  # 5
         # The id covers every field but itself, the signature too (spec/adr/0002): a copy altered after
         # signing (one flipped signature byte is enough) fails here, before its signature is checked.
-        raise EventInvalid("id-mismatch", f"declared event_id {event['event_id'][:80]!r} does not recompute (it is {eid}): "
-                                          "the event was altered after it was signed (the id covers every field, the "
-                                          "signature too), or was built wrongly")
+        raise EventInvalid(
+            "id-mismatch",
+            f"declared event_id {event['event_id'][:80]!r} does not recompute (it is {eid}): "
+            "the event was altered after it was signed (the id covers every field, the "
+            "signature too), or was built wrongly",
+        )
     public_key, trust, signer_key = _signer_key(event["signer"])  # 6
     try:  # 7
         signature = keys.b64decode_strict(event["signature_b64"], length=keys.SIGNATURE_LEN, what="signature_b64")
     except PithledgerError as exc:
         raise EventInvalid("bad-signature", exc.message) from None
-    deferred.append((public_key, signing_message(event), signature,
-                     f"the signature does not verify under {event['signer']['key_id'][:60]!r}"))
+    deferred.append(
+        (
+            public_key,
+            signing_message(event),
+            signature,
+            f"the signature does not verify under {event['signer']['key_id'][:60]!r}",
+        )
+    )
     kind = event["event_type"]
     if kind not in KNOWN_KINDS:  # 8. signed and intact, of a kind this version does not fold
         return eid, trust, signer_key, {"unknown_kind": True}
@@ -453,7 +482,9 @@ def _check_signer(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
         if is_blank(signer["key_id"]) or is_blank(signer["signer_id"]):
             raise EventInvalid("bad-envelope", "signer key_id and signer_id must not be empty or blank")
         return pk, "self_signed", f"ed25519:{pk.hex()}"
-    raise EventInvalid("bad-envelope", f"signer_type {signer['signer_type'][:40]!r} is not pith_registry or self_signed")
+    raise EventInvalid(
+        "bad-envelope", f"signer_type {signer['signer_type'][:40]!r} is not pith_registry or self_signed"
+    )
 
 
 def _verify_pith(event: dict[str, Any]) -> tuple[str, Trust, str, dict[str, Any]]:
@@ -495,16 +526,26 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
         except PithledgerError as exc:
             raise EventInvalid("bad-record", exc.message) from None
         if p.canonical_sha256 != rec_ids.canonical_sha256:
-            raise EventInvalid("hash-mismatch", f"canonical_sha256 is not the hash of canonical_record ({rec_ids.canonical_sha256})")
+            raise EventInvalid(
+                "hash-mismatch", f"canonical_sha256 is not the hash of canonical_record ({rec_ids.canonical_sha256})"
+            )
         if subject != rec_ids.pith_number:
-            raise EventInvalid("record-subject-mismatch", f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}")
+            raise EventInvalid(
+                "record-subject-mismatch",
+                f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}",
+            )
         receipt_key = ""
         if p.receipt is not None:
             reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
             if reg is None:
-                raise EventInvalid("unknown-receipt-key", f"the receipt names key {p.receipt.key_id[:60]!r}, which is no Pith registry key")
+                raise EventInvalid(
+                    "unknown-receipt-key",
+                    f"the receipt names key {p.receipt.key_id[:60]!r}, which is no Pith registry key",
+                )
             try:
-                sig = keys.b64decode_strict(p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64")
+                sig = keys.b64decode_strict(
+                    p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64"
+                )
             except PithledgerError as exc:
                 raise EventInvalid("bad-receipt", exc.message) from None
             if not keys.signature_ok(reg.public_key, bytes.fromhex(rec_ids.canonical_sha256), sig):
@@ -520,7 +561,9 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
         except PithledgerError as exc:  # OtsError among them
             raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
         if proof.hash_op != "sha256":
-            raise EventInvalid("bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256")
+            raise EventInvalid(
+                "bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256"
+            )
         suffix = ids.suffix_of_pith_number(subject)
         if ids.suffix_of_digest(proof.digest) != suffix:
             raise EventInvalid("proof-digest-mismatch", "the proof does not commit to the subject's canonical digest")
@@ -544,7 +587,9 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
         if is_blank(p.author_name):
             raise EventInvalid("bad-payload", "author_name is empty")
         if p.orcid is not None and not (ORCID_RE.match(p.orcid) and orcid_checksum_ok(p.orcid)):
-            raise EventInvalid("bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)")
+            raise EventInvalid(
+                "bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)"
+            )
         strong = trust == "registry" and p.orcid is not None
         return {"strength": "strong" if strong else "weak"}
     if kind == "citation_signature":

@@ -154,26 +154,36 @@ def _refusal(body: str, original: str) -> str:
     """What a refused identifier looks like it was meant to be, for the message (the code is always
     ``malformed-id``)."""
     if m := _DOI_PREFIX.match(body):  # doi:, a doi.org URL, or a bare 10.xxx name
-        doi = body[m.end():]
+        doi = body[m.end() :]
         if not doi.lower().startswith(ARXIV_DOI_PREFIX):
             return f"{original!r} is not an arXiv DOI (expected {ARXIV_DOI_PREFIX}<arXiv id>)"
-        if re.fullmatch(rf"{_ID}v[0-9]+", doi[len(ARXIV_DOI_PREFIX):], re.ASCII):
+        if re.fullmatch(rf"{_ID}v[0-9]+", doi[len(ARXIV_DOI_PREFIX) :], re.ASCII):
             return f"{original!r}: an arXiv DOI names no version (expected {ARXIV_DOI_PREFIX}<id> without vN)"
-        return f"{original!r} is not an arXiv DOI (expected {ARXIV_DOI_PREFIX}<arXiv id>, e.g. 10.48550/arXiv.2502.21231)"
+        return (
+            f"{original!r} is not an arXiv DOI (expected {ARXIV_DOI_PREFIX}<arXiv id>, e.g. 10.48550/arXiv.2502.21231)"
+        )
     low = body.lower()
     if low.startswith("pith:"):
-        return (f"{original!r} is not a Pith Number (expected pith:YYYY:<26 base32 chars>, "
-                "or pith: and 8, 12, 16 or 26 of them)")
+        return (
+            f"{original!r} is not a Pith Number (expected pith:YYYY:<26 base32 chars>, "
+            "or pith: and 8, 12, 16 or 26 of them)"
+        )
     if re.match(rf"{_SCHEME}(?i:(?:www\.)?pith\.science/)", body, re.ASCII):
-        return (f"{original!r} is not a Pith URL this version reads (expected https://pith.science/pith/<26 chars>[/...], "
-                "or https://pith.science/paper/<8, 12, 16 or 26 chars>)")
+        return (
+            f"{original!r} is not a Pith URL this version reads (expected https://pith.science/pith/<26 chars>[/...], "
+            "or https://pith.science/paper/<8, 12, 16 or 26 chars>)"
+        )
     if "://" in low:
-        return (f"{original!r} is not an identifier URL this version reads (expected https://pith.science/pith/<26 chars>, "
-                "https://pith.science/paper/<suffix>, https://arxiv.org/abs/<arXiv id>, https://arxiv.org/pdf/<arXiv id>, "
-                "or https://doi.org/10.48550/arXiv.<arXiv id>)")
+        return (
+            f"{original!r} is not an identifier URL this version reads (expected https://pith.science/pith/<26 chars>, "
+            "https://pith.science/paper/<suffix>, https://arxiv.org/abs/<arXiv id>, https://arxiv.org/pdf/<arXiv id>, "
+            "or https://doi.org/10.48550/arXiv.<arXiv id>)"
+        )
     if re.fullmatch(r"[A-Za-z2-7]{4,40}", body, re.ASCII) and re.search("[A-Za-z]", body):
-        return (f"{original!r} has {len(body)} characters: expected a Pith suffix of 8, 12, 16 or 26 base32 characters "
-                "(A-Z, 2-7; e.g. FZ7AO632), or an arXiv id")
+        return (
+            f"{original!r} has {len(body)} characters: expected a Pith suffix of 8, 12, 16 or 26 base32 characters "
+            "(A-Z, 2-7; e.g. FZ7AO632), or an arXiv id"
+        )
     return f"{original!r} is not an arXiv id (expected e.g. 2502.21231, 0704.0001, math/0611599, optionally with v1..v9999)"
 
 

@@ -173,21 +173,31 @@ class KeyStore:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(self.directory, 0o700)
         except FileExistsError:
-            raise KeyError_(f"the key directory {self.directory} exists and is not a directory",
-                            hint="point --key-dir (or PITHLEDGER_KEYS) at a directory, or at a path that does not exist yet") from None
+            raise KeyError_(
+                f"the key directory {self.directory} exists and is not a directory",
+                hint="point --key-dir (or PITHLEDGER_KEYS) at a directory, or at a path that does not exist yet",
+            ) from None
         except OSError as exc:
-            raise KeyError_(f"cannot create the key directory {self.directory}: {exc.strerror}",
-                            hint="point --key-dir (or PITHLEDGER_KEYS) at a directory you can write") from None
+            raise KeyError_(
+                f"cannot create the key directory {self.directory}: {exc.strerror}",
+                hint="point --key-dir (or PITHLEDGER_KEYS) at a directory you can write",
+            ) from None
         seed = bytes(nacl.signing.SigningKey.generate())
         key = LocalKey(name=name, seed=seed)
-        doc = KeyFile(key_type=self.KEY_TYPE, name=name, seed_b64=b64encode(seed), public_key_b64=b64encode(key.public_key))
+        doc = KeyFile(
+            key_type=self.KEY_TYPE, name=name, seed_b64=b64encode(seed), public_key_b64=b64encode(key.public_key)
+        )
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            raise KeyError_(f"a key named {name!r} already exists in {self.directory}", hint="choose another name") from None
+            raise KeyError_(
+                f"a key named {name!r} already exists in {self.directory}", hint="choose another name"
+            ) from None
         except OSError as exc:
-            raise KeyError_(f"cannot write {path}: {exc.strerror}",
-                            hint="point --key-dir (or PITHLEDGER_KEYS) at a directory you can write") from None
+            raise KeyError_(
+                f"cannot write {path}: {exc.strerror}",
+                hint="point --key-dir (or PITHLEDGER_KEYS) at a directory you can write",
+            ) from None
         with os.fdopen(fd, "wb") as fh:
             fh.write(msgspec.json.encode(doc) + b"\n")
         return key
@@ -200,14 +210,18 @@ class KeyStore:
         except FileNotFoundError:
             raise UnknownKey(f"no local key named {name!r} in {self.directory}") from None
         except OSError as exc:
-            raise KeyError_(f"cannot read key file {path}: {exc.strerror}", hint="check the key directory and its permissions") from None
+            raise KeyError_(
+                f"cannot read key file {path}: {exc.strerror}", hint="check the key directory and its permissions"
+            ) from None
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise KeyError_(
                 f"key file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):o})",
                 hint=f"run: chmod 600 {path}",
             )
-        damaged = (f"restore {path} from a backup; if you have none, move it away and create a new key with "
-                   f"`pithledger keys new {name}` (events signed with the old key stay valid)")
+        damaged = (
+            f"restore {path} from a backup; if you have none, move it away and create a new key with "
+            f"`pithledger keys new {name}` (events signed with the old key stay valid)"
+        )
         try:
             doc = msgspec.json.decode(data, type=KeyFile)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -237,5 +251,3 @@ def public_key_doc(key_id: str, public_key: bytes) -> dict[str, str]:
         "public_key_b64": b64encode(public_key),
         "public_key_hex": public_key.hex(),
     }
-
-

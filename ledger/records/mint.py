@@ -12,9 +12,9 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from pithledger.errors import MetadataError, PithledgerError
 from pithledger.records import ids
 from pithledger.records.canonical import text_sha256
-from pithledger.errors import MetadataError, PithledgerError
 from pithledger.records.model import parse_record
 
 _VERSION_RE = re.compile(r"^v([1-9][0-9]{0,3})\Z")
@@ -37,7 +37,9 @@ def _utc(created: str) -> str:
     except (TypeError, ValueError):
         when = None
     if when is None or when.tzinfo is None:
-        raise MetadataError(f"version date {created!r} is not an RFC 2822 date with a zone (e.g. 'Mon, 2 Apr 2007 19:18:42 GMT')")
+        raise MetadataError(
+            f"version date {created!r} is not an RFC 2822 date with a zone (e.g. 'Mon, 2 Apr 2007 19:18:42 GMT')"
+        )
     # RFC 2822 parsers read years below 100 as 19xx/20xx; arXiv writes four digits, and "0001" is not 2001.
     if not re.search(rf"(?<![0-9]){when.year:04d}(?![0-9])", created):
         raise MetadataError(f"version date {created!r} has no four-digit year (read as {when.year})")
@@ -64,8 +66,12 @@ def mint(meta: Any) -> dict[str, Any]:
     versions = _field(meta, "versions", list)
     numbers: dict[int, str] = {}
     for entry in versions:
-        if not isinstance(entry, dict) or not isinstance(entry.get("version"), str) or not isinstance(entry.get("created"), str):
-            raise MetadataError("each entry of 'versions' must be {\"version\": \"vN\", \"created\": \"<RFC 2822 date>\"}")
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("version"), str)
+            or not isinstance(entry.get("created"), str)
+        ):
+            raise MetadataError('each entry of \'versions\' must be {"version": "vN", "created": "<RFC 2822 date>"}')
         m = _VERSION_RE.match(entry["version"])
         if not m:
             raise MetadataError(f"version {entry['version']!r} is not of the form vN")

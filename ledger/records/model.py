@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from pithledger.errors import SchemaError
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import SchemaError
 
 HEX64_RE = re.compile(r"^[0-9a-f]{64}\Z")
 #: Whole-second UTC, the form of every ``created_at`` and ``submitted_at``.
@@ -30,7 +30,9 @@ def check_time(value: str, what: str, *, fraction: bool = False) -> None:
         form = "YYYY-MM-DDThh:mm:ss[.ffffff]Z" if fraction else "YYYY-MM-DDThh:mm:ssZ (whole-second UTC)"
         raise SchemaError(f"{what} {value!r} is not of the form {form}")
     try:  # the pattern fixed every position; datetime() checks month lengths and leap years
-        datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]), int(value[17:19]))
+        datetime(
+            int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]), int(value[17:19])
+        )
     except ValueError:
         raise SchemaError(f"{what} {value!r} is not a real calendar time") from None
 

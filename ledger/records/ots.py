@@ -164,8 +164,16 @@ MAX_HEXLIFY_MSG = MAX_RESULT // 2  # OpHexlify.MAX_MSG_LENGTH
 MAX_URI = 1000  # PendingAttestation.MAX_URI_LENGTH
 URI_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._/:")
 _ETHEREUM = bytes.fromhex("30fe8087b5c7ead7")  # the reference's "dubious" Ethereum attestation: a height
-_OP_NAMES = {0x08: "sha256", 0x02: "sha1", 0x03: "ripemd160", 0x67: "keccak256", 0xF2: "reverse", 0xF3: "hexlify",
-             0xF0: "append", 0xF1: "prepend"}
+_OP_NAMES = {
+    0x08: "sha256",
+    0x02: "sha1",
+    0x03: "ripemd160",
+    0x67: "keccak256",
+    0xF2: "reverse",
+    0xF3: "hexlify",
+    0xF0: "append",
+    0xF1: "prepend",
+}
 
 
 class Hasher(Protocol):
@@ -244,8 +252,9 @@ def _parse_strict(data: bytes) -> OtsProof:
         node = stack.pop()
         commitments += [Commitment(msg=node.msg, attestation=a) for a in node.attestations.values()]
         stack += reversed(list(node.ops.values()))
-    return OtsProof(hash_op=name, digest=digest, attestations=[c.attestation for c in commitments],
-                    commitments=tuple(commitments))
+    return OtsProof(
+        hash_op=name, digest=digest, attestations=[c.attestation for c in commitments], commitments=tuple(commitments)
+    )
 
 
 def _strict_timestamp(r: _Reader, msg: bytes, depth: int) -> _Node:

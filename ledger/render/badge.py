@@ -13,17 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from pithledger.records import ids
 from pithledger.errors import MalformedId
+from pithledger.records import ids
 
 #: The state's words (spec/merge.md §5), per badge, with how each is drawn: its class and its visible text.
 #: "checked": what it says was checked; "claim": a signature was checked, what it claims was not;
 #: "absent": nothing of the kind stands. The author words are prefixed because "claimed" alone names nothing.
 VOCABULARY: dict[str, dict[str, tuple[str, str]]] = {
-    "author": {"attested (strong)": ("checked", "author attested (strong)"), "claimed": ("claim", "author claimed"),
-               "not attested": ("absent", "not attested")},
-    "timestamp": {"bitcoin anchor claimed": ("claim", "bitcoin anchor claimed"), "anchor pending": ("absent", "anchor pending"),
-                  "not anchored": ("absent", "not anchored")},
+    "author": {
+        "attested (strong)": ("checked", "author attested (strong)"),
+        "claimed": ("claim", "author claimed"),
+        "not attested": ("absent", "not attested"),
+    },
+    "timestamp": {
+        "bitcoin anchor claimed": ("claim", "bitcoin anchor claimed"),
+        "anchor pending": ("absent", "anchor pending"),
+        "not anchored": ("absent", "not anchored"),
+    },
     "storage": {"capture claimed": ("claim", "capture claimed"), "not stored": ("absent", "not stored")},
     # "refs signed" is any standing citation's signature, a throwaway key's too: the same self-signed trust
     # as an author claim, so the same colour ("claim"), never the green of what was checked (issue #31).
@@ -76,17 +82,21 @@ def badge_svg(pith_number: str, badges: Mapping[str, object]) -> bytes:
         rects.append(f'<rect x="{_num(x)}" width="{_num(width)}" height="{HEIGHT}" fill="{COLORS[cls]}"/>')
         if x:  # a hairline between segments, so two of one colour still read as two
             rects.append(f'<rect x="{_num(x)}" width="1" height="{HEIGHT}" fill="#fff" fill-opacity=".35"/>')
-        texts.append(f'<text x="{_num(x + PAD)}" y="14" textLength="{_num(inner)}" lengthAdjust="spacingAndGlyphs">{escape(text)}</text>')
+        texts.append(
+            f'<text x="{_num(x + PAD)}" y="14" textLength="{_num(inner)}" lengthAdjust="spacingAndGlyphs">{escape(text)}</text>'
+        )
         x += width
     total = _num(x)
     clip = f"pith-badge-{suffix}"  # unique per record, so two badges inlined in one page do not share it
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{HEIGHT}" viewBox="0 0 {total} {HEIGHT}" '
-           f'role="img" aria-label="{escape(label)}">'
-           f"<title>{escape(label)}</title>"
-           f'<clipPath id="{clip}"><rect width="{total}" height="{HEIGHT}" rx="3"/></clipPath>'
-           f'<g clip-path="url(#{clip})">{"".join(rects)}</g>'
-           f'<g fill="#fff" font-family="{FONT}" font-size="{FONT_SIZE}">{"".join(texts)}</g>'
-           "</svg>\n")
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{HEIGHT}" viewBox="0 0 {total} {HEIGHT}" '
+        f'role="img" aria-label="{escape(label)}">'
+        f"<title>{escape(label)}</title>"
+        f'<clipPath id="{clip}"><rect width="{total}" height="{HEIGHT}" rx="3"/></clipPath>'
+        f'<g clip-path="url(#{clip})">{"".join(rects)}</g>'
+        f'<g fill="#fff" font-family="{FONT}" font-size="{FONT_SIZE}">{"".join(texts)}</g>'
+        "</svg>\n"
+    )
     return svg.encode("utf-8")
 
 

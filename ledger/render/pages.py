@@ -19,13 +19,12 @@ from typing import Any
 
 import msgspec
 
-from pithledger.render import badge
-from pithledger.records import ids
-from pithledger.records import keys
-from pithledger.records.display import DisplayMetadata, FieldView, check
 from pithledger.errors import BadEncoding, UnknownKey, VerificationFailed
-from pithledger.records.events import verify_event
 from pithledger.merge import CHECKED
+from pithledger.records import ids, keys
+from pithledger.records.display import DisplayMetadata, FieldView, check
+from pithledger.records.events import verify_event
+from pithledger.render import badge
 
 #: Rows of one list on a page; the rest is in state.json (a record flooded with events stays readable).
 MAX_ROWS = 200
@@ -105,8 +104,10 @@ def _csp_hash(text: str) -> str:
 
 
 #: The policy every page is served with (and carries in a meta element, for static hosts).
-CSP = (f"default-src 'none'; script-src {_csp_hash(SCRIPT)}; style-src {_csp_hash(STYLE)}; img-src 'self' data:; "
-       "base-uri 'none'; form-action 'self'")
+CSP = (
+    f"default-src 'none'; script-src {_csp_hash(SCRIPT)}; style-src {_csp_hash(STYLE)}; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'self'"
+)
 CSP_HEADER = CSP + "; frame-ancestors 'none'"
 
 
@@ -219,14 +220,21 @@ def receipt_view(digest_hex: str, receipt: dict[str, Any]) -> ReceiptView:
     result = "unknown-key"
     if reg is not None:
         try:
-            keys.verify_receipt_signature(bytes.fromhex(digest_hex), keys.b64decode_strict(sig, length=keys.SIGNATURE_LEN), key_id)
+            keys.verify_receipt_signature(
+                bytes.fromhex(digest_hex), keys.b64decode_strict(sig, length=keys.SIGNATURE_LEN), key_id
+            )
             result = "verified"
         except (ValueError, VerificationFailed, BadEncoding, UnknownKey):
             result = "fails"
     known = {"key_id", "algorithm", "signed_at", "signature_b64", "kind"}
     return ReceiptView(
-        key_id=key_id, algorithm=str(receipt.get("algorithm", "")), signed_at=str(receipt.get("signed_at", "")), signature_b64=sig,
-        digest=digest_hex, result=result, fingerprint=reg.fingerprint if reg else "",
+        key_id=key_id,
+        algorithm=str(receipt.get("algorithm", "")),
+        signed_at=str(receipt.get("signed_at", "")),
+        signature_b64=sig,
+        digest=digest_hex,
+        result=result,
+        fingerprint=reg.fingerprint if reg else "",
         public_key_b64=keys.b64encode(reg.public_key) if reg else "",
         extra={k: v for k, v in sorted(receipt.items()) if k not in known and isinstance(v, str)},
     )
@@ -249,9 +257,16 @@ def record_facts(state: dict[str, Any], events: Iterable[dict[str, Any]]) -> Rec
         seen.add(verdict.event_id)
         raw_signer = event.get("signer")
         signer: dict[str, Any] = raw_signer if isinstance(raw_signer, dict) else {}
-        signers.append(RecordSigner(event_id=verdict.event_id, created_at=str(event.get("created_at", "")),
-                                    signer_id=str(signer.get("signer_id", "")), key_id=str(signer.get("key_id", "")),
-                                    fingerprint=str(signer.get("public_key_fingerprint", "")), trust=verdict.trust))
+        signers.append(
+            RecordSigner(
+                event_id=verdict.event_id,
+                created_at=str(event.get("created_at", "")),
+                signer_id=str(signer.get("signer_id", "")),
+                key_id=str(signer.get("key_id", "")),
+                fingerprint=str(signer.get("public_key_fingerprint", "")),
+                trust=verdict.trust,
+            )
+        )
         payload = event.get("payload")
         receipt = payload.get("receipt") if isinstance(payload, dict) else None
         if isinstance(receipt, dict) and verdict.facts.get("receipt_key"):
@@ -262,18 +277,30 @@ def record_facts(state: dict[str, Any], events: Iterable[dict[str, Any]]) -> Rec
 
 # --- the record page -------------------------------------------------------------------------------------
 
-_SLOT_KINDS = ("timestamp_anchors", "storage_attestations", "author_attestations", "replication_records",
-               "integrity_findings", "challenges", "graph_snapshots", "citations")
+_SLOT_KINDS = (
+    "timestamp_anchors",
+    "storage_attestations",
+    "author_attestations",
+    "replication_records",
+    "integrity_findings",
+    "challenges",
+    "graph_snapshots",
+    "citations",
+)
 
 
 def _citation_table(title: str, views: list[dict[str, Any]], records: list[str], links: Links) -> list[str]:
     """One direction of a record's citations: each view with the other record it names."""
     if not views:
         return []
-    out = [f"<h3>{title} ({len(views)})</h3><table class=\"wide\"><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>"]
+    out = [
+        f'<h3>{title} ({len(views)})</h3><table class="wide"><tr><th>relation</th><th>record</th><th>signer</th><th>at</th></tr>'
+    ]
     for v, record in zip(views[:MAX_ROWS], records):
-        out.append(f"<tr><td>{e(v.get('payload', {}).get('relation', ''))}</td><td>{_record_link(record, links)}</td>"
-                   f"<td>{_trust(v)}</td><td class=\"when\">{e(v.get('created_at', ''))}</td></tr>")
+        out.append(
+            f"<tr><td>{e(v.get('payload', {}).get('relation', ''))}</td><td>{_record_link(record, links)}</td>"
+            f'<td>{_trust(v)}</td><td class="when">{e(v.get("created_at", ""))}</td></tr>'
+        )
     out.append("</table>")
     return out
 
@@ -325,20 +352,29 @@ _SEND = "then <code>pithledger apply</code> the bundle it writes to your ledger,
 
 def _howto(number: str, kind: str, file: str, fields: str) -> str:
     """How to complete an open row: the commands that sign the event (text only: nothing links off the mirror)."""
-    return (f'<span class="howto">To add one: {_cmd(f"pithledger event {kind} --example > {file}")}'
-            f"fill in {e(fields)}, sign it: "
-            f"{_cmd(f'pithledger event {kind} --subject {number} --key NAME --payload @{file} -o {kind}.json')}{_SEND}</span>")
+    return (
+        f'<span class="howto">To add one: {_cmd(f"pithledger event {kind} --example > {file}")}'
+        f"fill in {e(fields)}, sign it: "
+        f"{_cmd(f'pithledger event {kind} --subject {number} --key NAME --payload @{file} -o {kind}.json')}{_SEND}</span>"
+    )
 
 
 def _howto_anchor(number: str, *, pending: bool) -> str:
     """How to stamp the record with OpenTimestamps, or to finish a pending proof (README, "Timestamping a record")."""
-    sign = _cmd(f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots -o anchor.json")
+    sign = _cmd(
+        f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots -o anchor.json"
+    )
     if pending:
-        return ('<span class="howto">To finish it once Bitcoin confirms (a few hours after stamping): '
-                f'{_cmd("ots upgrade record.canon.ots")}then sign the upgraded proof: {sign}{_SEND}</span>')
-    return ('<span class="howto">Anyone can stamp the canonical hash: with bundle.json (below) and the OpenTimestamps client, '
-            f'{_cmd("pithledger ids --canonical bundle.json > record.canon")}{_cmd("ots stamp record.canon")}'
-            f'a few hours later {_cmd("ots upgrade record.canon.ots")}then sign the proof: {sign}{_SEND}</span>')
+        return (
+            '<span class="howto">To finish it once Bitcoin confirms (a few hours after stamping): '
+            f"{_cmd('ots upgrade record.canon.ots')}then sign the upgraded proof: {sign}{_SEND}</span>"
+        )
+    return (
+        '<span class="howto">Anyone can stamp the canonical hash: with bundle.json (below) and the OpenTimestamps client, '
+        f"{_cmd('pithledger ids --canonical bundle.json > record.canon')}{_cmd('ots stamp record.canon')}"
+        f"a few hours later {_cmd('ots upgrade record.canon.ots')}then sign the proof: {sign}{_SEND}</span>"
+    )
+
 
 BADGE_LABELS = (("author", "author"), ("timestamp", "timestamp"), ("storage", "storage"), ("references", "references"))
 
@@ -348,7 +384,11 @@ def _badges(badges: dict[str, str]) -> str:
     for key, label in BADGE_LABELS:
         text = str(badges.get(key, ""))
         cls = _badge_class(key, text)
-        note = (' title="a claim: its signature was checked, what it claims was not checked by this mirror"' if cls == "claim" else "")
+        note = (
+            ' title="a claim: its signature was checked, what it claims was not checked by this mirror"'
+            if cls == "claim"
+            else ""
+        )
         out.append(f'<span class="badge {cls}" data-badge="{e(key)}"{note}><b>{e(label)}</b> {e(text)}</span>')
     return '<div class="badges">' + "".join(out) + "</div>"
 
@@ -360,8 +400,11 @@ def _detail(view: dict[str, Any], links: Links) -> str:
         return ""
     if kind == "timestamp_anchor":
         heights = ", ".join(str(h) for h in view.get("bitcoin_heights", []))
-        return (f"Bitcoin block {e(heights)} claimed" if heights
-                else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])[:10]))
+        return (
+            f"Bitcoin block {e(heights)} claimed"
+            if heights
+            else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])[:10])
+        )
     if kind == "storage_attestation":
         return f"capture {link(p.get('capture_url'))} at {clip(p.get('captured_at', ''))}"
     if kind == "author_attestation":
@@ -375,7 +418,7 @@ def _detail(view: dict[str, Any], links: Links) -> str:
     if kind == "integrity_finding":
         return f"{clip(p.get('severity', ''))} {clip(p.get('finding_type', ''))}: {clip(p.get('description', ''))}"
     if kind == "challenge":
-        return f"challenges <span class=\"mono\">{e(str(p.get('challenged_event_id', ''))[:23])}…</span>: {clip(p.get('reason', ''))}"
+        return f'challenges <span class="mono">{e(str(p.get("challenged_event_id", ""))[:23])}…</span>: {clip(p.get("reason", ""))}'
     if kind == "citation_signature":
         cited = str(p.get("cited_pith_number", ""))
         return f"{clip(p.get('relation', ''))} {_record_link(cited, links)}"
@@ -395,15 +438,20 @@ def _record_link(number: str, links: Links) -> str:
 def _trust(view: dict[str, Any]) -> str:
     signer = view.get("signer", {})
     fp = signer.get("public_key_fingerprint", "") if isinstance(signer, dict) else ""
-    return f'{clip(_signer_name(signer))}<br><span class="trust">{e(view.get("trust", ""))} · fp {e(str(fp)[:16])}</span>'
+    return (
+        f'{clip(_signer_name(signer))}<br><span class="trust">{e(view.get("trust", ""))} · fp {e(str(fp)[:16])}</span>'
+    )
 
 
 def _fields(fields: Sequence[FieldView]) -> str:
     rows = []
     for f in fields:
-        label = {"match": "matches the record's hash", "mismatch": "does NOT match the record's hash",
-                 "excerpt": "not checked: an excerpt (Pith cuts the abstract), so its hash cannot match the record's",
-                 "unchecked": "not checked: the record holds no hash of it" if f.name == "authors" else "not supplied"}[f.check]
+        label = {
+            "match": "matches the record's hash",
+            "mismatch": "does NOT match the record's hash",
+            "excerpt": "not checked: an excerpt (Pith cuts the abstract), so its hash cannot match the record's",
+            "unchecked": "not checked: the record holds no hash of it" if f.name == "authors" else "not supplied",
+        }[f.check]
         shown = "unchecked: excerpt" if f.check == "excerpt" else f.check
         tag = f'<span class="check {f.check}" data-check="{e(f.name)}" title="{e(label)}">{e(shown)}</span>'
         if f.value is None:
@@ -413,26 +461,32 @@ def _fields(fields: Sequence[FieldView]) -> str:
             text = f.value if f.name != "abstract" else f.value.strip()
             value = f"<span{cls}>{e(' '.join(text.split()))}</span>"
         rows.append(f"<tr><th>{e(f.name)}</th><td>{value}{tag}</td></tr>")
-    return "<table class=\"display\">" + "".join(rows) + "</table>"
+    return '<table class="display">' + "".join(rows) + "</table>"
 
 
 def _page(title: str, body: str, links: Links, *, search: bool = True) -> str:
     form = ""
     if search and links.server:
-        form = (f'<form method="get" action="{e(links.file("resolve"))}" role="search">'
-                '<input type="search" name="id" placeholder="arXiv id, DOI, pith number or suffix" maxlength="200" aria-label="identifier">'
-                '<button type="submit" class="copy">go</button></form>')
+        form = (
+            f'<form method="get" action="{e(links.file("resolve"))}" role="search">'
+            '<input type="search" name="id" placeholder="arXiv id, DOI, pith number or suffix" maxlength="200" aria-label="identifier">'
+            '<button type="submit" class="copy">go</button></form>'
+        )
     index = links.file("index.html") if not links.server else (links.root or "./")
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{e(CSP)}\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<meta name=\"referrer\" content=\"no-referrer\">"
-            f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
-            f"<header class=\"top\"><a href=\"{e(index)}\">pithledger mirror</a>{form}</header>"
-            f"<main>{body}</main><script>{SCRIPT}</script></body></html>\n")
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
+        f'<header class="top"><a href="{e(index)}">pithledger mirror</a>{form}</header>'
+        f"<main>{body}</main><script>{SCRIPT}</script></body></html>\n"
+    )
 
 
-def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links, *, mirror: str = "") -> str:
+def record_page(
+    state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links, *, mirror: str = ""
+) -> str:
     """The record page: numbers, badges, completeness, receipt, aliases, citations, timeline, verify-yourself."""
     number = state["pith_number"]
     suffix = ids.suffix_of_pith_number(number)
@@ -442,21 +496,32 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     src, md = record["source"], record["metadata"]
     fields = check(meta, record)
     title_field = fields[0]
-    heading = (e(_oneline(title_field.value)) if title_field.value is not None and title_field.check == "match"
-               else f"arXiv {e(src['id'])}v{e(src['version'])}")
+    heading = (
+        e(_oneline(title_field.value))
+        if title_field.value is not None and title_field.check == "match"
+        else f"arXiv {e(src['id'])}v{e(src['version'])}"
+    )
     b: list[str] = []
     b.append('<p class="meta">Pith Number</p><div class="numbers">')
-    b.append(f'<div class="num"><span class="label">short</span><span class="value" id="short-number">{e(short)}</span>{_copy(short)}</div>')
-    b.append(f'<div class="num"><span class="label">long</span><span class="value" id="long-number">{e(number)}</span>{_copy(number)}</div>')
+    b.append(
+        f'<div class="num"><span class="label">short</span><span class="value" id="short-number">{e(short)}</span>{_copy(short)}</div>'
+    )
+    b.append(
+        f'<div class="num"><span class="label">long</span><span class="value" id="long-number">{e(number)}</span>{_copy(number)}</div>'
+    )
     b.append("</div>")
     b.append(_badges(cur["badges"]))
     b.append(f'<h1 id="title">{heading}</h1>')
     arxiv = f"https://arxiv.org/abs/{src['id']}v{src['version']}"
     cats = " ".join([md["primary_cat"], *md["cross_cats_sorted"]])
-    b.append(f'<p class="meta">{link(arxiv, "arXiv:" + str(src["id"]) + " v" + str(src["version"]))} · submitted {e(md["submitted_at"])} · {e(cats)}'
-             f'{" · license " + link(md["license"]) if md["license"] else ""}</p>')
-    b.append("<h2>Title, authors, abstract</h2><p class=\"meta\">Supplied to this mirror beside the record, not part of it: "
-             "each field is shown with its check against the hash the record holds.</p>")
+    b.append(
+        f'<p class="meta">{link(arxiv, "arXiv:" + str(src["id"]) + " v" + str(src["version"]))} · submitted {e(md["submitted_at"])} · {e(cats)}'
+        f"{' · license ' + link(md['license']) if md['license'] else ''}</p>"
+    )
+    b.append(
+        '<h2>Title, authors, abstract</h2><p class="meta">Supplied to this mirror beside the record, not part of it: '
+        "each field is shown with its check against the hash the record holds.</p>"
+    )
     b.append(_fields(fields))
 
     # completeness: a row is done only on evidence checked here or signed by a Pith registry key; evidence
@@ -465,57 +530,105 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
     cites, inbound, repl = cur["citations"], cur["inbound_citations"], cur["replication_records"]
     proofs = f"{len(anchors)} proof{'s' if len(anchors) != 1 else ''}"
     items = [
-        ("Bitcoin timestamp", _anchor_level(anchors),
-         f"{e(cur['badges'].get('timestamp', ''))} ({proofs}): the Bitcoin attestation is not checked against the chain here" if anchors else "",
-         _howto_anchor(number, pending=bool(anchors))),
-        ("Internet Archive", "claimed" if stores else "open",
-         ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5]) + ": the capture is not fetched here" if stores else "",
-         _howto(number, "storage_attestation", "capture.json", "capture_url, captured_at")),
-        ("Author claim", _level(authors),
-         ", ".join(f"{clip(a['payload'].get('author_name', ''))} ({clip(a.get('strength', ''))}, {e(a.get('trust', ''))})" for a in authors[:10]),
-         _howto(number, "author_attestation", "author.json", "author_name, orcid")),
-        ("Citations", _level([*cites, *inbound]), f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "",
-         _howto(number, "citation_signature", "citation.json", "cited_pith_number, relation")),
-        ("Replications", _level(repl),
-         ", ".join(f"{clip(r['payload'].get('replication_type', ''))} {clip(r['payload'].get('outcome', ''))}" for r in repl[:10]),
-         _howto(number, "replication_record", "replication.json", "replication_type, outcome, artifact_url")),
+        (
+            "Bitcoin timestamp",
+            _anchor_level(anchors),
+            f"{e(cur['badges'].get('timestamp', ''))} ({proofs}): the Bitcoin attestation is not checked against the chain here"
+            if anchors
+            else "",
+            _howto_anchor(number, pending=bool(anchors)),
+        ),
+        (
+            "Internet Archive",
+            "claimed" if stores else "open",
+            ", ".join(link(s["payload"].get("capture_url"), "capture claimed") for s in stores[:5])
+            + ": the capture is not fetched here"
+            if stores
+            else "",
+            _howto(number, "storage_attestation", "capture.json", "capture_url, captured_at"),
+        ),
+        (
+            "Author claim",
+            _level(authors),
+            ", ".join(
+                f"{clip(a['payload'].get('author_name', ''))} ({clip(a.get('strength', ''))}, {e(a.get('trust', ''))})"
+                for a in authors[:10]
+            ),
+            _howto(number, "author_attestation", "author.json", "author_name, orcid"),
+        ),
+        (
+            "Citations",
+            _level([*cites, *inbound]),
+            f"{len(cites)} signed outbound, {len(inbound)} inbound" if cites or inbound else "",
+            _howto(number, "citation_signature", "citation.json", "cited_pith_number, relation"),
+        ),
+        (
+            "Replications",
+            _level(repl),
+            ", ".join(
+                f"{clip(r['payload'].get('replication_type', ''))} {clip(r['payload'].get('outcome', ''))}"
+                for r in repl[:10]
+            ),
+            _howto(number, "replication_record", "replication.json", "replication_type, outcome, artifact_url"),
+        ),
     ]
-    b.append("<h2>Record completeness</h2><ol class=\"complete\">")
+    b.append('<h2>Record completeness</h2><ol class="complete">')
     for what, level, text, howto in items:
         detail = text if level in ("done", "claimed") else (text + " " if text else "") + howto
-        b.append(f'<li class="{level}" data-item="{e(what)}"><span class="what">{e(what)} <span class="level" title="{_LEVEL_NOTES[level]}">'
-                 f'{level}</span></span><span class="detail">{detail}</span></li>')
+        b.append(
+            f'<li class="{level}" data-item="{e(what)}"><span class="what">{e(what)} <span class="level" title="{_LEVEL_NOTES[level]}">'
+            f'{level}</span></span><span class="detail">{detail}</span></li>'
+        )
     b.append("</ol>")
 
     # receipt
     b.append("<h2>Receipt and verification</h2>")
-    b.append(f'<dl class="kv"><dt>Canonical hash</dt><dd><span class="mono" id="canonical-hash">{e(cur["canonical_sha256"])}</span> '
-             f'{_copy(cur["canonical_sha256"])} <span class="ok">recomputed by this mirror</span></dd></dl>')
+    b.append(
+        f'<dl class="kv"><dt>Canonical hash</dt><dd><span class="mono" id="canonical-hash">{e(cur["canonical_sha256"])}</span> '
+        f'{_copy(cur["canonical_sha256"])} <span class="ok">recomputed by this mirror</span></dd></dl>'
+    )
     if facts.receipts:
         for r in facts.receipts:
-            verdict = {"verified": '<span class="ok" data-receipt="verified">signature verified by this mirror</span>',
-                       "fails": '<span class="bad" data-receipt="fails">signature does NOT verify</span>',
-                       "unknown-key": '<span class="warn" data-receipt="unknown-key">unknown key: not checked</span>'}[r.result]
+            verdict = {
+                "verified": '<span class="ok" data-receipt="verified">signature verified by this mirror</span>',
+                "fails": '<span class="bad" data-receipt="fails">signature does NOT verify</span>',
+                "unknown-key": '<span class="warn" data-receipt="unknown-key">unknown key: not checked</span>',
+            }[r.result]
             b.append('<dl class="kv receipt">')
-            b.append(f"<dt>Signature</dt><dd>Pith {e(r.algorithm)} ({e(r.key_id)}) · "
-                     f'<a href="{e(links.file("pith-signing-key.json"))}">public key</a></dd>')
+            b.append(
+                f"<dt>Signature</dt><dd>Pith {e(r.algorithm)} ({e(r.key_id)}) · "
+                f'<a href="{e(links.file("pith-signing-key.json"))}">public key</a></dd>'
+            )
             b.append(f'<dt>Key fingerprint</dt><dd class="mono">{e(r.fingerprint)}</dd>')
             b.append(f'<dt>Public key</dt><dd class="mono">{e(r.public_key_b64)}</dd>')
             b.append(f'<dt>Signed digest</dt><dd class="mono">{e(r.digest)} (the raw 32 bytes, not the hex text)</dd>')
             b.append(f'<dt>Signature (base64)</dt><dd class="mono">{e(r.signature_b64)}</dd>')
-            b.append("<dt>Signed at</dt><dd>" + (e(r.signed_at) if r.signed_at else
-                     '<span class="meta">not covered by Pith\'s signature: not shown (copies of the receipt differ in it)</span>') + "</dd>")
+            b.append(
+                "<dt>Signed at</dt><dd>"
+                + (
+                    e(r.signed_at)
+                    if r.signed_at
+                    else '<span class="meta">not covered by Pith\'s signature: not shown (copies of the receipt differ in it)</span>'
+                )
+                + "</dd>"
+            )
             for name, text in r.extra.items():
                 b.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
             b.append(f"<dt>Verification</dt><dd>{verdict}</dd></dl>")
     else:
-        b.append('<p><span class="warn" data-receipt="none">No Pith receipt.</span> The record is vouched for only by its '
-                 "signer(s); its hash and number are recomputed here, so the number names exactly this record, but who "
-                 "vouches for it is a claim.</p>")
+        b.append(
+            '<p><span class="warn" data-receipt="none">No Pith receipt.</span> The record is vouched for only by its '
+            "signer(s); its hash and number are recomputed here, so the number names exactly this record, but who "
+            "vouches for it is a claim.</p>"
+        )
     if facts.signers:
-        b.append("<table class=\"wide\"><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>")
+        b.append(
+            '<table class="wide"><tr><th>record signed by</th><th>trust</th><th>key fingerprint</th><th>at</th></tr>'
+        )
         for s in facts.signers[:MAX_ROWS]:
-            b.append(f"<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class=\"mono\">{e(s.fingerprint)}</td><td class=\"when\">{e(s.created_at)}</td></tr>")
+            b.append(
+                f'<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class="mono">{e(s.fingerprint)}</td><td class="when">{e(s.created_at)}</td></tr>'
+            )
         b.append("</table>")
 
     # aliases
@@ -540,45 +653,73 @@ def record_page(state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata
 
     # timeline
     views: list[dict[str, Any]] = [v for slot in _SLOT_KINDS for v in cur.get(slot, [])]
-    views += [{"created_at": s.created_at, "event_id": s.event_id, "event_type": "record_created", "trust": s.trust, "payload": {},
-               "signer": {"signer_id": s.signer_id, "key_id": s.key_id, "public_key_fingerprint": s.fingerprint}} for s in facts.signers]
+    views += [
+        {
+            "created_at": s.created_at,
+            "event_id": s.event_id,
+            "event_type": "record_created",
+            "trust": s.trust,
+            "payload": {},
+            "signer": {"signer_id": s.signer_id, "key_id": s.key_id, "public_key_fingerprint": s.fingerprint},
+        }
+        for s in facts.signers
+    ]
     views.sort(key=lambda v: (str(v.get("created_at", "")), str(v.get("event_id", ""))))
     b.append(f"<h2>Timeline ({len(views)} standing event{'s' if len(views) != 1 else ''})</h2>")
-    b.append('<table class="timeline"><tr><th>at</th><th>event</th><th>what · checked here</th><th>signer · trust</th></tr>')
+    b.append(
+        '<table class="timeline"><tr><th>at</th><th>event</th><th>what · checked here</th><th>signer · trust</th></tr>'
+    )
     for v in views[:MAX_ROWS]:
         kind = str(v.get("event_type", ""))
-        b.append(f"<tr><td class=\"when\">{e(str(v.get('created_at', '')).replace('T', ' '))}</td><td class=\"kind\">{e(kind)}<br><span class=\"trust mono\">{e(str(v.get('event_id', ''))[:19])}…</span></td>"
-                 f"<td>{_detail(v, links)}<span class=\"checked-here\">{e(CHECKED.get(kind, 'signature checked'))}</span></td><td>{_trust(v)}</td></tr>")
+        b.append(
+            f'<tr><td class="when">{e(str(v.get("created_at", "")).replace("T", " "))}</td><td class="kind">{e(kind)}<br><span class="trust mono">{e(str(v.get("event_id", ""))[:19])}…</span></td>'
+            f'<td>{_detail(v, links)}<span class="checked-here">{e(CHECKED.get(kind, "signature checked"))}</span></td><td>{_trust(v)}</td></tr>'
+        )
     b.append("</table>")
     if len(views) > MAX_ROWS:
-        b.append(f'<p class="meta">{len(views) - MAX_ROWS} more in <a href="{e(links.file(f"pith/{suffix}/state.json"))}">state.json</a>.</p>')
+        b.append(
+            f'<p class="meta">{len(views) - MAX_ROWS} more in <a href="{e(links.file(f"pith/{suffix}/state.json"))}">state.json</a>.</p>'
+        )
     for r in cur["revocations"][:MAX_ROWS]:
-        b.append(f'<p class="meta">revoked <span class="mono">{e(r["revoked_event_id"])}</span> by <span class="mono">{e(r["event_id"])}</span></p>')
+        b.append(
+            f'<p class="meta">revoked <span class="mono">{e(r["revoked_event_id"])}</span> by <span class="mono">{e(r["event_id"])}</span></p>'
+        )
     if state.get("equivocation_count"):
-        b.append(f'<p class="bad">{e(state["equivocation_count"])} equivocation(s): one signer, two events for one slot (see state.json).</p>')
+        b.append(
+            f'<p class="bad">{e(state["equivocation_count"])} equivocation(s): one signer, two events for one slot (see state.json).</p>'
+        )
 
     # files and verify yourself
     b.append("<h2>Portable graph bundle</h2><p>")
-    b.append(f'<a id="bundle-link" href="{e(links.file(f"pith/{suffix}/bundle.json"))}">download bundle</a> · '
-             f'<a id="state-link" href="{e(links.file(f"pith/{suffix}/state.json"))}">merged state</a>')
+    b.append(
+        f'<a id="bundle-link" href="{e(links.file(f"pith/{suffix}/bundle.json"))}">download bundle</a> · '
+        f'<a id="state-link" href="{e(links.file(f"pith/{suffix}/state.json"))}">merged state</a>'
+    )
     if links.server:
         b.append(f' · <a href="{e(links.file(f"pith/{suffix}/events.json"))}">events</a>')
     b.append(f' · <a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a></p>')
-    b.append('<p class="meta">The bundle holds the canonical record and its signed events; any mirror can host it and '
-             "recompute the same state with the deterministic merge.</p>")
+    b.append(
+        '<p class="meta">The bundle holds the canonical record and its signed events; any mirror can host it and '
+        "recompute the same state with the deterministic merge.</p>"
+    )
     b.append(embed_section(state, links))
     b.append("<h2>Verify this Pith Number yourself</h2>")
     b.append(verify_snippets(state, links))
     b.append("<h2>Canonical record JSON</h2>")
     b.append(f'<pre id="canonical-record">{e(json.dumps(record, sort_keys=True, indent=2, ensure_ascii=False))}</pre>')
-    b.append(f"<footer>state_sha256 {e(state['state_sha256'])} · {e(state['merge_version'])}"
-             f"{' · served by ' + e(mirror) if mirror else ''} · this page is rendered from the merged state; the JSON is authoritative</footer>")
-    return _page(f"{short} — {_oneline(title_field.value) if title_field.check == 'match' and title_field.value else 'arXiv ' + str(src['id'])}",
-                 "".join(b), links)
+    b.append(
+        f"<footer>state_sha256 {e(state['state_sha256'])} · {e(state['merge_version'])}"
+        f"{' · served by ' + e(mirror) if mirror else ''} · this page is rendered from the merged state; the JSON is authoritative</footer>"
+    )
+    return _page(
+        f"{short} — {_oneline(title_field.value) if title_field.check == 'match' and title_field.value else 'arXiv ' + str(src['id'])}",
+        "".join(b),
+        links,
+    )
 
 
 def embed_section(state: dict[str, Any], links: Links) -> str:
-    """"Embed verified badge": the badge (inline SVG: no image request, so it shows under file:// too, and the
+    """ "Embed verified badge": the badge (inline SVG: no image request, so it shows under file:// too, and the
     page stays free of <img>, which hostile strings must never produce) and copy-ready HTML
     and Markdown linking ``pith/<suffix>/badge.svg`` to this page, on ``links.base_url`` (spec/badge-and-latex.md §1)."""
     number = state["pith_number"]
@@ -591,10 +732,13 @@ def embed_section(state: dict[str, Any], links: Links) -> str:
     svg = badge.badge_svg(number, state["current"]["badges"])
     html = f'<a href="{page}"><img src="{image}" alt="{short}: Pith record" height="20"></a>'
     markdown = f"[![{short}: Pith record]({image})]({page})"
-    out = ['<h2 id="embed">Embed verified badge</h2>',
-           f'<p id="badge-preview">{svg.decode().strip()}</p>',
-           '<p class="meta">The badge shows the short number and the four badges above in the same words; it links to this page.'
-           + (" Replace <code>$MIRROR</code> with the address this tree is served at." if base.startswith("$") else "") + "</p>"]
+    out = [
+        '<h2 id="embed">Embed verified badge</h2>',
+        f'<p id="badge-preview">{svg.decode().strip()}</p>',
+        '<p class="meta">The badge shows the short number and the four badges above in the same words; it links to this page.'
+        + (" Replace <code>$MIRROR</code> with the address this tree is served at." if base.startswith("$") else "")
+        + "</p>",
+    ]
     for name, code in (("HTML", html), ("Markdown", markdown)):
         out.append(f'<h3>{name} {_copy(code)}</h3><pre class="snippet" data-embed="{e(name.lower())}">{e(code)}</pre>')
     return "".join(out)
@@ -605,27 +749,41 @@ def verify_snippets(state: dict[str, Any], links: Links) -> str:
     suffix = ids.suffix_of_pith_number(state["pith_number"])
     base = links.base_url.rstrip("/")
     digest = cur["canonical_sha256"]
-    py_hash = ("python3 -c \"import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, "
-               "separators=(',',':'), ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())\"")
+    py_hash = (
+        'python3 -c "import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, '
+        "separators=(',',':'), ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())\""
+    )
     out = []
     if links.server:
-        out.append(f"curl -sH 'Accept: application/ld+json' {base}/pith/{suffix} \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}")
+        out.append(
+            f"curl -sH 'Accept: application/ld+json' {base}/pith/{suffix} \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}"
+        )
     else:
-        out.append(f"curl -s {base}/pith/{suffix}/bundle.json \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}")
-    plain = (f"python3 - <<'EOF'\nimport base64, hashlib, json, urllib.request\n"
-             f"doc = json.load(urllib.request.urlopen('{base}/pith/{suffix}/bundle.json'))\n"
-             "rec = doc['canonical_record']\n"
-             "d = hashlib.sha256(json.dumps(rec, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()).digest()\n"
-             "print(d.hex())\n"
-             "print('pith:' + rec['metadata']['submitted_at'][:4] + ':' + base64.b32encode(d).decode()[:26])\n"
-             f"EOF\n# expect: {digest}\n#         {state['pith_number']}")
+        out.append(
+            f"curl -s {base}/pith/{suffix}/bundle.json \\\n  | jq -c '.canonical_record' \\\n  | {py_hash}\n# expect: {digest}"
+        )
+    plain = (
+        f"python3 - <<'EOF'\nimport base64, hashlib, json, urllib.request\n"
+        f"doc = json.load(urllib.request.urlopen('{base}/pith/{suffix}/bundle.json'))\n"
+        "rec = doc['canonical_record']\n"
+        "d = hashlib.sha256(json.dumps(rec, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()).digest()\n"
+        "print(d.hex())\n"
+        "print('pith:' + rec['metadata']['submitted_at'][:4] + ':' + base64.b32encode(d).decode()[:26])\n"
+        f"EOF\n# expect: {digest}\n#         {state['pith_number']}"
+    )
     # The record's export, not its bundle: the state counts the citations by other records, which only the
     # export carries; applied to an empty ledger it gives exactly the state_sha256 promised here.
-    ledger = (f"curl -s {base}/pith/{suffix}/export.jsonl -o export.jsonl   # what `pithledger export` prints\n"
-              "pithledger verify export.jsonl          # every hash and signature, offline\n"
-              "pithledger --ledger L apply export.jsonl\n"
-              f"pithledger --ledger L state {suffix}   # the same state_sha256: {state['state_sha256']}")
-    blocks = [("with curl, jq and Python (as on pith.science)", out[0]), ("plain Python", plain), ("with pithledger", ledger)]
+    ledger = (
+        f"curl -s {base}/pith/{suffix}/export.jsonl -o export.jsonl   # what `pithledger export` prints\n"
+        "pithledger verify export.jsonl          # every hash and signature, offline\n"
+        "pithledger --ledger L apply export.jsonl\n"
+        f"pithledger --ledger L state {suffix}   # the same state_sha256: {state['state_sha256']}"
+    )
+    blocks = [
+        ("with curl, jq and Python (as on pith.science)", out[0]),
+        ("plain Python", plain),
+        ("with pithledger", ledger),
+    ]
     return "".join(f'<h3>{e(t)}</h3><pre class="snippet">{e(c)}</pre>' for t, c in blocks)
 
 
@@ -647,39 +805,55 @@ def index_row(state: dict[str, Any], meta: DisplayMetadata | None) -> IndexRow |
     cur = state["current"]
     rec = cur["canonical_record"]
     title = check(meta, rec)[0]
-    return IndexRow(pith_number=state["pith_number"], arxiv=f"{rec['source']['id']}v{rec['source']['version']}",
-                    submitted_at=rec["metadata"]["submitted_at"], primary_cat=rec["metadata"]["primary_cat"], badges=cur["badges"],
-                    title=_oneline(title.value) if title.check == "match" and title.value else None)
+    return IndexRow(
+        pith_number=state["pith_number"],
+        arxiv=f"{rec['source']['id']}v{rec['source']['version']}",
+        submitted_at=rec["metadata"]["submitted_at"],
+        primary_cat=rec["metadata"]["primary_cat"],
+        badges=cur["badges"],
+        title=_oneline(title.value) if title.check == "match" and title.value else None,
+    )
 
 
-def index_page(rows: Sequence[IndexRow], roots: dict[str, Any], links: Links, *, mirror: str = "", error: str = "") -> str:
+def index_page(
+    rows: Sequence[IndexRow], roots: dict[str, Any], links: Links, *, mirror: str = "", error: str = ""
+) -> str:
     b: list[str] = ["<h1>Pith records on this mirror</h1>"]
     if links.server:
-        b.append(f'<form method="get" action="{e(links.file("resolve"))}" role="search"><p>'
-                 '<input type="search" id="q" name="id" placeholder="2605.00424, 10.48550/arxiv.2605.00424, pith:FZ7AO632, FZ7AO632…" maxlength="200" aria-label="identifier"> '
-                 '<button type="submit" class="copy">find</button></p></form>'
-                 '<p class="meta">Any identifier form: long or short Pith Number, 8/12/16/26-character suffix, arXiv id (with or without vN), arXiv DOI.</p>')
+        b.append(
+            f'<form method="get" action="{e(links.file("resolve"))}" role="search"><p>'
+            '<input type="search" id="q" name="id" placeholder="2605.00424, 10.48550/arxiv.2605.00424, pith:FZ7AO632, FZ7AO632…" maxlength="200" aria-label="identifier"> '
+            '<button type="submit" class="copy">find</button></p></form>'
+            '<p class="meta">Any identifier form: long or short Pith Number, 8/12/16/26-character suffix, arXiv id (with or without vN), arXiv DOI.</p>'
+        )
     if error:
         b.append(f'<p class="bad" id="error">{e(error)}</p>')
-    b.append("<h2>This mirror's digest roots</h2><dl class=\"kv\" id=\"roots\">")
+    b.append('<h2>This mirror\'s digest roots</h2><dl class="kv" id="roots">')
     for k in ("events_root", "states_root", "records", "events", "digest_version", "merge_version"):
         if k in roots:
             b.append(f'<dt>{e(k)}</dt><dd class="mono">{e(roots[k])}</dd>')
-    b.append("</dl><p class=\"meta\">Two mirrors holding the same valid events show the same roots "
-             "(<code>pithledger digest</code>; <code>pithledger audit A B</code> names any record that differs). "
-             f'<a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a> · '
-             f'<a href="{e(links.file("pith-signing-key.json"))}">signing key</a>'
-             + (f' · <a href="{e(links.file("digest.json"))}">digest.json</a>' if links.server else "") + "</p>")
+    b.append(
+        '</dl><p class="meta">Two mirrors holding the same valid events show the same roots '
+        "(<code>pithledger digest</code>; <code>pithledger audit A B</code> names any record that differs). "
+        f'<a href="{e(links.file("pith-mirrors.json"))}">mirror manifest</a> · '
+        f'<a href="{e(links.file("pith-signing-key.json"))}">signing key</a>'
+        + (f' · <a href="{e(links.file("digest.json"))}">digest.json</a>' if links.server else "")
+        + "</p>"
+    )
     b.append(f"<h2>Recent records ({len(rows)})</h2>")
     if rows:
-        b.append("<table class=\"records\"><tr><th>Pith Number</th><th>arXiv</th><th>title</th><th>submitted</th><th>author · timestamp · storage · references</th></tr>")
+        b.append(
+            '<table class="records"><tr><th>Pith Number</th><th>arXiv</th><th>title</th><th>submitted</th><th>author · timestamp · storage · references</th></tr>'
+        )
         for r in rows:
             title = e(r.title) if r.title else '<span class="meta">(not supplied)</span>'
             badge_text = " · ".join(e(r.badges.get(k, "")) for k, _ in BADGE_LABELS)
             short = "pith:" + ids.suffix_of_pith_number(r.pith_number)[:8]
-            b.append(f'<tr><td class="when"><a class="mono" href="{e(links.record(r.pith_number))}" title="{e(r.pith_number)}">{e(short)}</a></td>'
-                     f'<td class="when">{e(r.arxiv)}</td><td>{title}</td>'
-                     f"<td class=\"when\">{e(r.submitted_at[:10])}</td><td class=\"trust\">{badge_text}</td></tr>")
+            b.append(
+                f'<tr><td class="when"><a class="mono" href="{e(links.record(r.pith_number))}" title="{e(r.pith_number)}">{e(short)}</a></td>'
+                f'<td class="when">{e(r.arxiv)}</td><td>{title}</td>'
+                f'<td class="when">{e(r.submitted_at[:10])}</td><td class="trust">{badge_text}</td></tr>'
+            )
         b.append("</table>")
     else:
         b.append('<p class="meta">No records yet.</p>')

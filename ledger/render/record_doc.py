@@ -21,8 +21,7 @@ from typing import Any
 
 import msgspec
 
-from pithledger.records import ids
-from pithledger.records import keys
+from pithledger.records import ids, keys
 from pithledger.records.display import DisplayMetadata, check
 from pithledger.records.events import compute_event_id, is_pithledger_envelope, pith_record_event_id, verify_event
 
@@ -46,10 +45,24 @@ ACTIONS = {
 }
 #: Receipt fields Pith's signature does not cover: copies of one receipt may differ in them (they are one
 #: event, spec/events.md §2.4), so the document carries Pith's empty string for each (spec/serve.md §2.3).
-RECEIPT_UNAUTHENTICATED = ("builder_version", "first_computed_at", "last_reissued_at", "receipt_version",
-                           "signature_status", "signed_at")
-_SLOTS = ("timestamp_anchors", "storage_attestations", "author_attestations", "replication_records",
-          "integrity_findings", "challenges", "graph_snapshots", "citations")
+RECEIPT_UNAUTHENTICATED = (
+    "builder_version",
+    "first_computed_at",
+    "last_reissued_at",
+    "receipt_version",
+    "signature_status",
+    "signed_at",
+)
+_SLOTS = (
+    "timestamp_anchors",
+    "storage_attestations",
+    "author_attestations",
+    "replication_records",
+    "integrity_findings",
+    "challenges",
+    "graph_snapshots",
+    "citations",
+)
 _MAX_REF_INDEX = 1 << 31
 
 
@@ -90,7 +103,9 @@ def checked_title(meta: DisplayMetadata | None, record: Mapping[str, Any]) -> st
     return " ".join(field.value.split()) if field.value is not None and field.check == "match" else ""
 
 
-def citing_row(view: Mapping[str, Any], citing_state: Mapping[str, Any] | None, citing_meta: DisplayMetadata | None) -> CitingRow:
+def citing_row(
+    view: Mapping[str, Any], citing_state: Mapping[str, Any] | None, citing_meta: DisplayMetadata | None
+) -> CitingRow:
     """A row of ``inbound_citations.sample`` from a state's inbound view and the citing record's state."""
     payload = view.get("payload") if isinstance(view.get("payload"), dict) else {}
     assert isinstance(payload, dict)
@@ -101,20 +116,32 @@ def citing_row(view: Mapping[str, Any], citing_state: Mapping[str, Any] | None, 
         arxiv = str(record["source"]["id"])
         title = checked_title(citing_meta, record)
     return CitingRow(
-        citing_pith_number=str(view.get("citing_pith_number", "")), citing_arxiv_id=arxiv, citing_title=title,
+        citing_pith_number=str(view.get("citing_pith_number", "")),
+        citing_arxiv_id=arxiv,
+        citing_title=title,
         ref_index=ref if type(ref) is int and 0 <= ref < _MAX_REF_INDEX else None,
-        relation=str(payload.get("relation", "")), event_id=str(view.get("event_id", "")),
-        created_at=str(view.get("created_at", "")), trust=str(view.get("trust", "")))
+        relation=str(payload.get("relation", "")),
+        event_id=str(view.get("event_id", "")),
+        created_at=str(view.get("created_at", "")),
+        trust=str(view.get("trust", "")),
+    )
 
 
-def inbound_rows(state: Mapping[str, Any], state_of: Callable[[str], Mapping[str, Any] | None],
-                 meta_of: Callable[[dict[str, Any]], DisplayMetadata | None]) -> list[CitingRow]:
+def inbound_rows(
+    state: Mapping[str, Any],
+    state_of: Callable[[str], Mapping[str, Any] | None],
+    meta_of: Callable[[dict[str, Any]], DisplayMetadata | None],
+) -> list[CitingRow]:
     """The first :data:`SAMPLE` inbound citations of a record (state order: created_at, event_id), each
     with what this mirror knows of the citing record. ``state_of``/``meta_of`` do the reading."""
     rows = []
     for view in state["current"].get("inbound_citations", [])[:SAMPLE]:
         citing = state_of(str(view.get("citing_pith_number", "")))
-        meta = meta_of(citing["current"]["canonical_record"]) if citing and citing.get("record_status") == "present" else None
+        meta = (
+            meta_of(citing["current"]["canonical_record"])
+            if citing and citing.get("record_status") == "present"
+            else None
+        )
         rows.append(citing_row(view, citing, meta))
     return rows
 
@@ -132,8 +159,12 @@ def _standing_records(state: Mapping[str, Any], events: Iterable[Any]) -> list[t
         if not isinstance(event, dict) or event.get("event_type") != "record_created":
             continue
         verdict = verify_event(event)
-        if (verdict.status != "valid" or verdict.event_id in revoked or verdict.subject != state["pith_number"]
-                or verdict.facts.get("canonical_sha256") != cur["canonical_sha256"]):
+        if (
+            verdict.status != "valid"
+            or verdict.event_id in revoked
+            or verdict.subject != state["pith_number"]
+            or verdict.facts.get("canonical_sha256") != cur["canonical_sha256"]
+        ):
             continue
         out.setdefault(verdict.event_id, (event, verdict.event_id, str(verdict.facts.get("receipt_key", ""))))
     return [out[k] for k in sorted(out)]
@@ -143,8 +174,17 @@ def _receipt(digest: str, receipt: Mapping[str, Any], key_id: str) -> dict[str, 
     """A verified receipt in Pith's shape, from what its signature authenticates and what the check fixes."""
     reg = keys.PITH_REGISTRY_KEYS[key_id]
     doc: dict[str, Any] = {name: "" for name in RECEIPT_UNAUTHENTICATED}
-    doc.update({"kind": "pith_receipt", "key_id": key_id, "algorithm": "ed25519", "signature_b64": str(receipt["signature_b64"]),
-                "signed_message": "canonical_sha256_bytes", "canonical_sha256": digest, "public_key_fingerprint": reg.fingerprint})
+    doc.update(
+        {
+            "kind": "pith_receipt",
+            "key_id": key_id,
+            "algorithm": "ed25519",
+            "signature_b64": str(receipt["signature_b64"]),
+            "signed_message": "canonical_sha256_bytes",
+            "canonical_sha256": digest,
+            "public_key_fingerprint": reg.fingerprint,
+        }
+    )
     return doc
 
 
@@ -172,7 +212,9 @@ def _paper(record: Mapping[str, Any], meta: DisplayMetadata | None) -> dict[str,
         # No hash covers authors: a supplied author list is unchecked, so it is not presented as the
         # paper's (it is in display_metadata, marked "unchecked").
         "authors_text": "",
-        "abstract_excerpt": " ".join(abstract.value.split())[:EXCERPT] if abstract.value is not None and abstract.check == "match" else "",
+        "abstract_excerpt": " ".join(abstract.value.split())[:EXCERPT]
+        if abstract.value is not None and abstract.check == "match"
+        else "",
         "headline": "",
         "license": md["license"],
         "primary_cat": md["primary_cat"],
@@ -188,10 +230,25 @@ def _empty_graph(paper: dict[str, Any], source: dict[str, Any]) -> dict[str, Any
         "source": source,
         "builder_version": "",
         "claims": {"count": 0, "items": [], "snapshot_sha256": ""},
-        "verdict": {"id": None, "model_set": {}, "created_at": None, "strongest_claim": "", "one_line_summary": "",
-                    "pipeline_version": None, "weakest_assumption": "", "pith_extraction_headline": ""},
-        "integrity": {"clean": False, "summary": {"advisory": 0, "critical": 0, "by_detector": {}, "informational": 0},
-                      "endpoint": "", "findings": [], "available": False, "detectors_run": [], "snapshot_sha256": ""},
+        "verdict": {
+            "id": None,
+            "model_set": {},
+            "created_at": None,
+            "strongest_claim": "",
+            "one_line_summary": "",
+            "pipeline_version": None,
+            "weakest_assumption": "",
+            "pith_extraction_headline": "",
+        },
+        "integrity": {
+            "clean": False,
+            "summary": {"advisory": 0, "critical": 0, "by_detector": {}, "informational": 0},
+            "endpoint": "",
+            "findings": [],
+            "available": False,
+            "detectors_run": [],
+            "snapshot_sha256": "",
+        },
         "references": {"count": 0, "sample": [], "resolved_work": 0, "snapshot_sha256": "", "internal_anchors": 0},
         "formal_canon": {"evidence_count": 0, "snapshot_sha256": ""},
         "author_claims": {"count": 0, "strong_count": 0, "snapshot_sha256": ""},
@@ -245,8 +302,11 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
     strong = sum(a.get("strength") == "strong" for a in authors)
     snapshots = cur["graph_snapshots"]
     registry_snapshot = any(v.get("trust") == "registry" for v in snapshots)
-    bridges = [r for r in cur["replication_records"]
-               if r["payload"].get("replication_type") == "formal_bridge" and r["payload"].get("outcome") == "succeeded"]
+    bridges = [
+        r
+        for r in cur["replication_records"]
+        if r["payload"].get("replication_type") == "formal_bridge" and r["payload"].get("outcome") == "succeeded"
+    ]
     registry_bridge = any(r.get("trust") == "registry" for r in bridges)
     status = {
         "content_addressed": True,
@@ -270,8 +330,9 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
         "content_addressed": "checked",
         "pith_receipt": "checked" if receipt_verified else "none",
         "author_attested": level(bool(registry_authors), bool(authors)),
-        "externally_anchored": ("claimed" if any(a.get("anchor_state") == "bitcoin" for a in anchors)
-                                else "pending" if anchors else "none"),
+        "externally_anchored": (
+            "claimed" if any(a.get("anchor_state") == "bitcoin" for a in anchors) else "pending" if anchors else "none"
+        ),
         "storage_verified": "claimed" if cur["storage_attestations"] else "none",
         "graph_snapshot": level(registry_snapshot, bool(snapshots)),
         "references_resolved": "claimed" if cur["citations"] else "none",
@@ -280,8 +341,14 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
     return status, claims
 
 
-def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: Iterable[str], meta: DisplayMetadata | None,
-                    inbound: list[CitingRow], urls: Urls) -> dict[str, Any]:
+def record_document(
+    state: Mapping[str, Any],
+    events: Iterable[Any],
+    valid_ids: Iterable[str],
+    meta: DisplayMetadata | None,
+    inbound: list[CitingRow],
+    urls: Urls,
+) -> dict[str, Any]:
     """Pith's ``pith_number_record`` for a present record (spec/serve.md §2), plus this mirror's own keys.
     ``events``: the record's copies as held; ``valid_ids``: the ledger ids of its valid events."""
     cur = state["current"]
@@ -306,7 +373,9 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: 
     if registry_snapshot is not None:
         given = {k: v for k, v in registry_snapshot.items() if k not in ("paper", "source")}
         graph = _overlay(graph, given)
-    standing = sorted((v for slot in _SLOTS for v in cur.get(slot, [])), key=lambda v: (str(v["created_at"]), str(v["event_id"])))
+    standing = sorted(
+        (v for slot in _SLOTS for v in cur.get(slot, [])), key=lambda v: (str(v["created_at"]), str(v["event_id"]))
+    )
     # The valid events themselves, as signed, so a reader can check each and apply the document: ours only
     # (Pith's envelope signs nothing but the receipt, which the document carries as `receipt`).
     signed = [e for e in _valid_held(events, valid_ids) if is_pithledger_envelope(e)]
@@ -315,11 +384,17 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: 
         summary[str(v["event_type"])] = summary.get(str(v["event_type"]), 0) + 1
     created_at, updated_at = _times(state, records)
     html, json_url = urls.page(f"pith/{suffix}"), urls.at(f"pith/{suffix}.json")
-    graph_url, events_url = urls.at(f"api/pith-number/{suffix}/graph.json"), urls.at(f"api/pith-number/{suffix}/events.json")
+    graph_url, events_url = (
+        urls.at(f"api/pith-number/{suffix}/graph.json"),
+        urls.at(f"api/pith-number/{suffix}/events.json"),
+    )
     # paper/<short8> is a redirect only a server computes; a static tree names the page it leads to (spec/serve.md §7)
     paper_url = urls.page(f"paper/{suffix[:8]}") if urls.server else html
-    resolve_url = (urls.at(f"api/pith-number/resolve?arxiv={urllib.parse.quote(arxiv, safe='')}&json=true") if urls.server
-                   else urls.at(f"api/pith-number/{suffix}/resolve.json"))
+    resolve_url = (
+        urls.at(f"api/pith-number/resolve?arxiv={urllib.parse.quote(arxiv, safe='')}&json=true")
+        if urls.server
+        else urls.at(f"api/pith-number/{suffix}/resolve.json")
+    )
     doc: dict[str, Any] = {
         # --- Pith's keys ---
         "record_type": RECORD_TYPE,
@@ -342,13 +417,28 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: 
         "inbound_citations": {
             "count": len(cur.get("inbound_citations", [])),
             "internal_anchor_count": 0,
-            "sample": [{"citing_arxiv_id": r.citing_arxiv_id, "citing_title": r.citing_title, "ref_index": r.ref_index,
-                        "is_internal_anchor": False, "citing_pith_number": r.citing_pith_number, "relation": r.relation,
-                        "event_id": r.event_id, "created_at": r.created_at, "trust": r.trust} for r in inbound[:SAMPLE]],
+            "sample": [
+                {
+                    "citing_arxiv_id": r.citing_arxiv_id,
+                    "citing_title": r.citing_title,
+                    "ref_index": r.ref_index,
+                    "is_internal_anchor": False,
+                    "citing_pith_number": r.citing_pith_number,
+                    "relation": r.relation,
+                    "event_id": r.event_id,
+                    "created_at": r.created_at,
+                    "trust": r.trust,
+                }
+                for r in inbound[:SAMPLE]
+            ],
         },
         "formal_canon": {"evidence_count": 0, "sample": [], "anchors": []},
         "links": {
-            "html": html, "json": json_url, "graph_json": graph_url, "events_json": events_url, "paper": paper_url,
+            "html": html,
+            "json": json_url,
+            "graph_json": graph_url,
+            "events_json": events_url,
+            "paper": paper_url,
             # this mirror's own files
             "bundle": urls.at(f"pith/{suffix}/bundle.json"),
             "state": urls.at(f"pith/{suffix}/state.json"),
@@ -358,8 +448,12 @@ def record_document(state: Mapping[str, Any], events: Iterable[Any], valid_ids: 
             "mirrors": urls.at("pith-mirrors.json"),
         },
         "agent_actions": {
-            "view_html": html, "download_json": json_url, "view_paper": paper_url, "resolve_alias": resolve_url,
-            "fetch_graph": graph_url, "fetch_events": events_url,
+            "view_html": html,
+            "download_json": json_url,
+            "view_paper": paper_url,
+            "resolve_alias": resolve_url,
+            "fetch_graph": graph_url,
+            "fetch_events": events_url,
             "actions": {name: urls.at(f"pith/{suffix}/action/{kind}") for name, kind in ACTIONS.items()},
         },
         "created_at": created_at,
@@ -392,17 +486,26 @@ def resolution(state: Mapping[str, Any], urls: Urls) -> dict[str, Any]:
     """What the resolver answers with ``json=true`` for a present record."""
     number = str(state["pith_number"])
     suffix = ids.suffix_of_pith_number(number)
-    return {"pith_number": number, "short_pith_number": f"pith:{suffix[:8]}",
-            "canonical_sha256": state["current"]["canonical_sha256"],
-            "arxiv_id": state["current"]["canonical_record"]["source"]["id"],
-            "url": urls.page(f"pith/{suffix}"), "json": urls.at(f"pith/{suffix}.json")}
+    return {
+        "pith_number": number,
+        "short_pith_number": f"pith:{suffix[:8]}",
+        "canonical_sha256": state["current"]["canonical_sha256"],
+        "arxiv_id": state["current"]["canonical_record"]["source"]["id"],
+        "url": urls.page(f"pith/{suffix}"),
+        "json": urls.at(f"pith/{suffix}.json"),
+    }
 
 
-def events_document(number: str, held: Iterable[Any], valid_ids: Iterable[str], inbound_bundles: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def events_document(
+    number: str, held: Iterable[Any], valid_ids: Iterable[str], inbound_bundles: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
     """``/api/pith-number/<suffix>/events.json``: the record's valid events as held (event_id order; the
     unverified copies a bundle also carries are left out) and the standing citations of it by others."""
-    return {"pith_number": number, "events": _valid_held(held, valid_ids),
-            "inbound_citations": [e for b in inbound_bundles for e in b.get("events", [])]}
+    return {
+        "pith_number": number,
+        "events": _valid_held(held, valid_ids),
+        "inbound_citations": [e for b in inbound_bundles for e in b.get("events", [])],
+    }
 
 
 def _valid_held(held: Iterable[Any], valid_ids: Iterable[str]) -> list[dict[str, Any]]:
@@ -421,8 +524,14 @@ def _held_id(event: dict[str, Any]) -> str:
         return compute_event_id(event)
     payload = event.get("payload")
     receipt = payload.get("receipt") if isinstance(payload, dict) else None
-    if isinstance(payload, dict) and isinstance(receipt, dict) and all(
-            isinstance(x, str) for x in (payload.get("canonical_sha256"), receipt.get("key_id"), receipt.get("signature_b64"))):
+    if (
+        isinstance(payload, dict)
+        and isinstance(receipt, dict)
+        and all(
+            isinstance(x, str)
+            for x in (payload.get("canonical_sha256"), receipt.get("key_id"), receipt.get("signature_b64"))
+        )
+    ):
         return pith_record_event_id(payload["canonical_sha256"], receipt["key_id"], receipt["signature_b64"])
     return ""
 

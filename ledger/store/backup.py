@@ -109,7 +109,9 @@ def _copy_memory(source: Path, tmp: Path) -> dict[str, bytes]:
     if evidence.is_dir() and not evidence.is_symlink():
         (tmp / CHECKPOINTS_DIR / _EVIDENCE).mkdir()
         for path in sorted(evidence.iterdir()):
-            if not path.name.startswith(".") and path.is_file() and not path.is_symlink():  # a dot file: a write under way
+            if (
+                not path.name.startswith(".") and path.is_file() and not path.is_symlink()
+            ):  # a dot file: a write under way
                 rel = f"{CHECKPOINTS_DIR}/{_EVIDENCE}/{path.name}"
                 copied[rel] = _copy_file(path, tmp / rel)
     return copied
@@ -126,8 +128,11 @@ def _verify(tmp: Path, facts: _Facts, memory: dict[str, bytes], tuning: StoreTun
         with copy.snapshot():
             got = _facts(copy)
     if facts.pending:  # fsck names it; the next writer of the restored ledger finishes it
-        problems = [p for p in problems if p != f"{facts.pending:,} records have derivation pending; "
-                                                 f"finish() (the next apply or sync) derives them"]
+        problems = [
+            p
+            for p in problems
+            if p != f"{facts.pending:,} records have derivation pending; finish() (the next apply or sync) derives them"
+        ]
     for name, mine, theirs in zip(_Facts._fields, got, facts):
         if mine != theirs:
             problems.append(f"the copy's {name.replace('_', ' ')} differs from the ledger's at the snapshot")
@@ -168,9 +173,11 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 raise BackupFailed(f"the backup of {source} to {dest} failed: {reason}") from None
             if problems:
-                raise BackupFailed(f"the copy of {source} did not verify: " + "; ".join(problems[:5]),
-                                   hint="nothing was left at the destination; run `pithledger fsck` on the ledger, "
-                                        "and check the destination's disk")
+                raise BackupFailed(
+                    f"the copy of {source} did not verify: " + "; ".join(problems[:5]),
+                    hint="nothing was left at the destination; run `pithledger fsck` on the ledger, "
+                    "and check the destination's disk",
+                )
             with contextlib.suppress(FileNotFoundError):
                 (tmp / "lock.mdb").unlink()  # made by the verifying reader: a restored ledger makes its own
             if os.path.lexists(dest):  # (a rename could only replace an empty directory: never a ledger)
@@ -185,5 +192,13 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
-    return {"backup": str(dest), "events": facts.events, "pending": facts.pending, "tlog_size": facts.tlog_size,
-            "sidecars": sidecars, "checkpoint_files": len(memory), "bytes": size, "verified": True}
+    return {
+        "backup": str(dest),
+        "events": facts.events,
+        "pending": facts.pending,
+        "tlog_size": facts.tlog_size,
+        "sidecars": sidecars,
+        "checkpoint_files": len(memory),
+        "bytes": size,
+        "verified": True,
+    }

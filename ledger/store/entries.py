@@ -16,6 +16,7 @@ from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import DisplayMetadata
 from pithledger.records.events import Verdict, check_event, claimed_event_id, is_pithledger_envelope, valid_verdict
+
 from ..merge import Entry
 from .env import _event_key, _json_decoder
 from .lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)
@@ -119,11 +120,23 @@ def prepare(bundle: Bundle, *, check: bool = False, known: bool = False) -> Prep
     for event in bundle.events:
         cid = claimed_event_id(event)
         data = canonical_bytes(event)  # encoded once: the copy's key and, if new, its log bytes
-        copies.append(Copy(hashlib.sha256(data).digest(), data, cid,
-                           _event_key(cid) if cid and event.get("event_id") == cid else None,
-                           _check_copy(data, cid, known) if check else None))
-    return Prepared(bundle.pith_number, copies, canonical_bytes(bundle.extra) if bundle.extra else b"", bundle.size,
-                    bundle.canonical_record, bundle.display)
+        copies.append(
+            Copy(
+                hashlib.sha256(data).digest(),
+                data,
+                cid,
+                _event_key(cid) if cid and event.get("event_id") == cid else None,
+                _check_copy(data, cid, known) if check else None,
+            )
+        )
+    return Prepared(
+        bundle.pith_number,
+        copies,
+        canonical_bytes(bundle.extra) if bundle.extra else b"",
+        bundle.size,
+        bundle.canonical_record,
+        bundle.display,
+    )
 
 
 class _Checked(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -147,8 +160,12 @@ def _check_copy(data: bytes, cid: str, known: bool) -> _Checked:
     v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)
     if v.status == "valid":
         entry = LogEntry(seq=0, event=data, facts=v.facts, event_id="" if is_pithledger_envelope(event) else v.event_id)
-        return _Checked(_event_key(v.event_id), _entry_encoder.encode(entry), "cited" in v.facts or "revokes" in v.facts,
-                        tlog=translog.entry_of_event(v.event_id, v.subject, event, data))
+        return _Checked(
+            _event_key(v.event_id),
+            _entry_encoder.encode(entry),
+            "cited" in v.facts or "revokes" in v.facts,
+            tlog=translog.entry_of_event(v.event_id, v.subject, event, data),
+        )
     return _Checked(None, _entry_encoder.encode(EvidenceEntry(event=data, verdict=v)), verdict=v)
 
 

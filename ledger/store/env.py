@@ -17,9 +17,9 @@ import lmdb
 import msgspec
 
 from pithledger.records import ids
+
 from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
 from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
-
 
 LAYOUT_VERSION = 5
 #: Layouts this version opens: layout 4 is layout 5 without the transparency log (which the first writer
@@ -84,7 +84,9 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
         _check_new_ledger_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        return lmdb.open(str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly)
+        return lmdb.open(
+            str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly
+        )
     except lmdb.Error as exc:
         raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
     except OSError as exc:
@@ -160,7 +162,7 @@ def _u64(n: int) -> bytes:
 
 
 def _event_key(event_id: str) -> bytes:
-    return bytes.fromhex(event_id[len("sha256:"):])
+    return bytes.fromhex(event_id[len("sha256:") :])
 
 
 #: What a directory may hold for a new ledger to be created in it: LMDB's lock file, left by an
@@ -254,8 +256,13 @@ class _Environment:
         # reader one by one (py-lmdb drops the handles a read transaction opened when it ends)
         txn = self._begin(write=True) if not readonly else None
         try:
-            self.db.update({name: self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
-                            for name, dup in _DBS.items() if name not in absent})
+            self.db.update(
+                {
+                    name: self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
+                    for name, dup in _DBS.items()
+                    if name not in absent
+                }
+            )
             for name, dup in _OPTIONAL.items():
                 try:
                     self.db[name] = self.env.open_db(name, txn=txn, dupsort=dup, create=not readonly)
@@ -297,12 +304,14 @@ class _Environment:
                 f"the ledger at {self.path} was written under {merge or 'an older merge version'} (layout {layout.decode()}); "
                 f"this pithledger computes {MERGE_VERSION} (layout {LAYOUT_VERSION})",
                 hint=f"rebuild it from its log, which keeps everything it received: `pithledger --ledger {self.path} rebuild` "
-                     f"(the old ledger is kept beside it as {self.path.name}.{(merge or 'old').rsplit('-', 1)[-1]}-backup)",
+                f"(the old ledger is kept beside it as {self.path.name}.{(merge or 'old').rsplit('-', 1)[-1]}-backup)",
             )
         if number != LAYOUT_VERSION or merge != MERGE_VERSION:
-            raise LayoutMismatch(f"the ledger at {self.path} has layout {layout.decode()!r} and merge {merge!r}; "
-                                 f"this pithledger reads layout {LAYOUT_VERSION}, {MERGE_VERSION}",
-                                 hint="use the pithledger version that wrote this ledger")
+            raise LayoutMismatch(
+                f"the ledger at {self.path} has layout {layout.decode()!r} and merge {merge!r}; "
+                f"this pithledger reads layout {LAYOUT_VERSION}, {MERGE_VERSION}",
+                hint="use the pithledger version that wrote this ledger",
+            )
         return number
 
     @contextmanager
@@ -336,10 +345,14 @@ class _Environment:
                 try:
                     self.env.set_mapsize(0)  # LMDB: 0 adopts the size the other process set
                 except lmdb.Error as exc:  # a transaction of this handle is still open
-                    raise LedgerError(f"another process grew the ledger at {self.path} while this one was reading it ({exc})",
-                                      hint="nothing was written by this run's last step; run the same command again") from None
-        raise LedgerError(f"the ledger at {self.path} kept growing in another process while this one tried to write",
-                          hint="nothing was written by this run's last step; run the same command again")
+                    raise LedgerError(
+                        f"another process grew the ledger at {self.path} while this one was reading it ({exc})",
+                        hint="nothing was written by this run's last step; run the same command again",
+                    ) from None
+        raise LedgerError(
+            f"the ledger at {self.path} kept growing in another process while this one tried to write",
+            hint="nothing was written by this run's last step; run the same command again",
+        )
 
     def _grow(self) -> None:
         self._map_ranges = None

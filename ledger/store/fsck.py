@@ -15,22 +15,33 @@ from typing import Any
 import lmdb
 import msgspec
 
+import pithledger.store.tlog_tables as translog
+from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
+
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, TlogNotBuilt
-from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
-import pithledger.store.tlog_tables as translog
 from .pending import _PendingWork
 from .translog import _Translog
-from .views import (_FINAL_BLOCK, _ZLIB_HEADER, _FoldEntry, _Inputs, _derive_as, _fold_decoder, _fold_entry_decoder,
-                    _pair_decoder, _stored_index_keys, _unpack_state)
+from .views import (
+    _FINAL_BLOCK,
+    _ZLIB_HEADER,
+    _derive_as,
+    _fold_decoder,
+    _fold_entry_decoder,
+    _FoldEntry,
+    _Inputs,
+    _pair_decoder,
+    _stored_index_keys,
+    _unpack_state,
+)
 
 
-
-
-def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[tuple[bytes, list[str], bytes | None, bytes]]:
+def _fsck_log_part(
+    items: list[tuple[bytes, bytes]], *, reverify: bool
+) -> list[tuple[bytes, list[str], bytes | None, bytes]]:
     """fsck of log entries (sequence key, stored entry): each one's faults, the event id key the
     ids index must map to it (None for an entry that is not a valid event) and the transparency log
     entry it implies (spec/storage.md §2.2). Pure: runs on workers.
@@ -53,8 +64,14 @@ def _fsck_log_part(items: list[tuple[bytes, bytes]], *, reverify: bool) -> list[
             faults.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
         if verdict.status != "valid":
             faults.append(f"{where}: the log holds an event that is not valid ({verdict.reason})")
-        out.append((seq, faults, _event_key(verdict.event_id) if verdict.status == "valid" else None,
-                    translog.entry_of_logged(entry.event, entry.event_id)))
+        out.append(
+            (
+                seq,
+                faults,
+                _event_key(verdict.event_id) if verdict.status == "valid" else None,
+                translog.entry_of_logged(entry.event, entry.event_id),
+            )
+        )
     return out
 
 
@@ -68,7 +85,9 @@ def _fsck_state_part(part: list[_StateInputs]) -> list[tuple[str, bool, bytes, s
     fold entry (None: nothing). Pure."""
     out = []
     for inputs, entry in part:
-        derived = _derive_as(inputs._replace(old_state=None), reference=True)  # never a fold: fsck must catch a fold's fault
+        derived = _derive_as(
+            inputs._replace(old_state=None), reference=True
+        )  # never a fold: fsck must catch a fold's fault
         assert derived is not None  # without a Fold, a full derivation
         try:
             stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
@@ -109,7 +128,9 @@ def _fold_fault(inputs: _Inputs, raw: bytes, stored_state: bytes | None) -> str 
         return None  # an earlier state's: the next fold falls back (or the state itself is named)
     faults = []
     if entry.last_seq != inputs.last_seq:
-        faults.append(f"names log entry {entry.last_seq} as the last folded, but the record's last is {inputs.last_seq}")
+        faults.append(
+            f"names log entry {entry.last_seq} as the last folded, but the record's last is {inputs.last_seq}"
+        )
     if entry.inbound != inputs.inbound_ids:
         faults.append("names other inbound citations than the standing ones")
     if _comparable(stored_fold) != _comparable(_fold_decoder.decode(full.fold)):
@@ -122,8 +143,12 @@ def _fold_fault(inputs: _Inputs, raw: bytes, stored_state: bytes | None) -> str 
 def _comparable(f: Fold) -> Fold:
     """A Fold with its order-free parts sorted: a fold appends where a full derivation sorts (the
     members of a slot are a set, see merge._chosen), and the bytes of either describe the same state."""
-    return msgspec.structs.replace(f, members={k: sorted(v) for k, v in f.members.items()}, ineffective=sorted(f.ineffective),
-                                   unknown=sorted(f.unknown))
+    return msgspec.structs.replace(
+        f,
+        members={k: sorted(v) for k, v in f.members.items()},
+        ineffective=sorted(f.ineffective),
+        unknown=sorted(f.unknown),
+    )
 
 
 def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
@@ -134,14 +159,14 @@ def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
     holds whatever zlib compressed it."""
     if not entry.segments:
         return entry.packed_sha256 == b""
-    if entry.packed_sha256 != hashlib.sha256(packed).digest() or packed[:len(_ZLIB_HEADER)] != _ZLIB_HEADER:
+    if entry.packed_sha256 != hashlib.sha256(packed).digest() or packed[: len(_ZLIB_HEADER)] != _ZLIB_HEADER:
         return False
     at, pieces = len(_ZLIB_HEADER), []
     for key, n in entry.segments:
         if n <= 0:
             return False
         try:
-            piece = zlib.decompressobj(-15).decompress(packed[at:at + n])
+            piece = zlib.decompressobj(-15).decompress(packed[at : at + n])
         except zlib.error:
             return False
         if hashlib.sha256(piece).digest()[:16] != key:
@@ -203,14 +228,20 @@ class _Fsck(_PendingWork, _Translog):
                     if tlog is not None:
                         tlog.feed(tlog_entry)
                     if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
-                        problems.append(f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it")
+                        problems.append(
+                            f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it"
+                        )
             if txn.stat(self.db[b"ids"])["entries"] != seen:
-                problems.append(f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries")
+                problems.append(
+                    f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries"
+                )
             if tlog is not None:
                 problems += tlog.finish()
             pending = sum(txn.stat(db)["entries"] for db in dbs)
             if pending:  # the derived views are checked once derived: open_settled() / finish() first
-                problems.append(f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them")
+                problems.append(
+                    f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them"
+                )
                 return problems + self._fsck_evidence(txn)
             problems += self._fsck_citations(txn)
             # each record's inputs as stored, its stored state as "old": compared with, not replaced
@@ -222,7 +253,9 @@ class _Fsck(_PendingWork, _Translog):
                     if not same:
                         problems.append(f"state of {subject} differs from its recomputation from the log")
                     if fold_fault is not None:
-                        problems.append(f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it")
+                        problems.append(
+                            f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
+                        )
                     leaves[subject] = _pair_decoder.decode(pair)
             cursor = txn.cursor(db=self.db[b"subject"])
             for subject_key in cursor.iternext_nodup(values=False):
@@ -237,7 +270,9 @@ class _Fsck(_PendingWork, _Translog):
         """Each record's stored inputs, in parts, with its stored fold entry (bytes, checked on the workers)."""
         fold = self.db.get(b"fold")  # optional: a ledger of an older pithledger has none
         for part in self._input_parts(txn, subjects, self.tuning.derive_part_records, self.tuning.derive_part_entries):
-            yield [(inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part]
+            yield [
+                (inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part
+            ]
 
     def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
         """The citation indexes equal a recomputation from every record's own events."""
@@ -252,8 +287,10 @@ class _Fsck(_PendingWork, _Translog):
             want_in |= {(cited.encode(), _event_key(eid)) for cited, eid in new}
         have_in = {(bytes(k), bytes(v)) for k, v in txn.cursor(db=self.db[b"inbound"]).iternext()}
         if have_in != want_in:
-            problems.append(f"the inbound citation index differs from its recomputation ({len(have_in - want_in)} stale, "
-                            f"{len(want_in - have_in)} missing)")
+            problems.append(
+                f"the inbound citation index differs from its recomputation ({len(have_in - want_in)} stale, "
+                f"{len(want_in - have_in)} missing)"
+            )
         return problems
 
     def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
@@ -266,9 +303,16 @@ class _Fsck(_PendingWork, _Translog):
                     want.add((db, ikey, bytes(key)))
             except LedgerError as exc:
                 unreadable.append(exc.message)
-        have = {(db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()}
-        return unreadable + ([f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
-                + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in sorted(have - want)])
+        have = {
+            (db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()
+        }
+        return unreadable + (
+            [f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
+            + [
+                f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}"
+                for db, k, v in sorted(have - want)
+            ]
+        )
 
     def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
         problems: list[str] = []
@@ -279,7 +323,9 @@ class _Fsck(_PendingWork, _Translog):
                 problems.append(f"{where}: its bytes do not hash to its key")
             verdict = verify_event(_json_decoder.decode(held.event))
             if _verdict_key(verdict) != _verdict_key(held.verdict):
-                problems.append(f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}")
+                problems.append(
+                    f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}"
+                )
         return problems + self._fsck_evidence_usage(txn)
 
     def _evidence_held(self, txn: lmdb.Transaction) -> tuple[dict[str, Usage], Usage]:
@@ -299,10 +345,15 @@ class _Fsck(_PendingWork, _Translog):
         usage, total = self._evidence_held(txn)
         stored = {bytes(k).decode(): _usage_decoder.decode(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
         wrong = sorted(s for s in usage.keys() | stored.keys() if usage.get(s, Usage()) != stored.get(s, Usage()))
-        problems = [f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
-                    f"are held" for s in wrong[:_NAMED_MISCOUNTS]]
+        problems = [
+            f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
+            f"are held"
+            for s in wrong[:_NAMED_MISCOUNTS]
+        ]
         if len(wrong) > _NAMED_MISCOUNTS:
-            problems.append(f"... and the evidence usage of {len(wrong) - _NAMED_MISCOUNTS:,} more records is miscounted")
+            problems.append(
+                f"... and the evidence usage of {len(wrong) - _NAMED_MISCOUNTS:,} more records is miscounted"
+            )
         raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
         counted = _usage_decoder.decode(raw) if raw is not None else Usage()
         if counted != total:
@@ -329,8 +380,10 @@ class _Fsck(_PendingWork, _Translog):
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
-                raise LedgerError(f"the evidence usage was not repaired: {exc}",
-                                  hint="the ledger is as it was; if the disk is full, free space and run it again") from None
+                raise LedgerError(
+                    f"the evidence usage was not repaired: {exc}",
+                    hint="the ledger is as it was; if the disk is full, free space and run it again",
+                ) from None
 
     def _fsck_tree(self, txn: lmdb.Transaction, leaves: dict[str, Pair]) -> list[str]:
         """Recompute every digest-tree node from the records' leaves derived from the log."""

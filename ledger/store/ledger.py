@@ -22,9 +22,17 @@ class Ledger(_Log, _Reads, _Fsck):
     Its methods live in the parts it is composed of, one module each (listed in ledger/store/__init__.py);
     each part's class builds on the parts it calls. This class opens and closes the handle."""
 
-    def __init__(self, path: Path, *, create: bool = False, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
-                 evidence_limits: EvidenceLimits = EvidenceLimits(),  # noqa: B008 - frozen
-                 fanout: Fanout | None = None, tuning: StoreTuning | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        create: bool = False,
+        readonly: bool = False,
+        map_size: int = DEFAULT_MAP_SIZE,
+        evidence_limits: EvidenceLimits = EvidenceLimits(),  # noqa: B008 - frozen
+        fanout: Fanout | None = None,
+        tuning: StoreTuning | None = None,
+    ) -> None:
         """``readonly``: for queries. A read-only handle never takes the writer lock, so it never waits
         for an apply in another process (LMDB gives it the last committed snapshot). ``fanout``: where
         its pure parallel work runs (ledger/fanout.py; the caller closes it); default: the running
@@ -45,7 +53,9 @@ class Ledger(_Log, _Reads, _Fsck):
                 self.env.reader_check()
             if layout != LAYOUT_VERSION and not readonly:
                 self._upgrade()
-            self.layout = LAYOUT_VERSION if not readonly else layout  # a reader's view of an older layout stays as it is
+            self.layout = (
+                LAYOUT_VERSION if not readonly else layout
+            )  # a reader's view of an older layout stays as it is
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None

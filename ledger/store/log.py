@@ -21,15 +21,27 @@ import lmdb
 
 import pithledger.store.tlog_tables as translog
 from pithledger.records.bundle import Bundle
-from ..errors import LedgerError
 from pithledger.records.events import Verdict
-from .entries import (BatchResult, EvidenceLimits, Prepared, Rejection, Usage, _Checked, _checked_decoder, _entry_encoder,
-                      _evidence_decoder, _log_value, _usage_decoder, prepare)
+
+from ..errors import LedgerError
+from .entries import (
+    BatchResult,
+    EvidenceLimits,
+    Prepared,
+    Rejection,
+    Usage,
+    _Checked,
+    _checked_decoder,
+    _entry_encoder,
+    _evidence_decoder,
+    _log_value,
+    _usage_decoder,
+    prepare,
+)
 from .env import _RELEASE_EVERY, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .translog import _Translog
 from .workers import _verify_offers
-
 
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
 MAX_EXTRA_BYTES = 64 * 1024
@@ -46,8 +58,16 @@ class BatchWithdrawn(Exception):
 
 
 def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
-    return Rejection(copy_sha256=copy, subject=verdict.subject, event_type=verdict.event_type, declared_event_id=verdict.event_id,
-                     status=verdict.status, reason=verdict.reason, message=verdict.message, kept=kept)
+    return Rejection(
+        copy_sha256=copy,
+        subject=verdict.subject,
+        event_type=verdict.event_type,
+        declared_event_id=verdict.event_id,
+        status=verdict.status,
+        reason=verdict.reason,
+        message=verdict.message,
+        kept=kept,
+    )
 
 
 class _Log(_PendingWork, _Translog):
@@ -81,9 +101,17 @@ class _Log(_PendingWork, _Translog):
         is added, so signature checks run while the caller reads and decodes the next bundles."""
         return Batch(self)
 
-    def _write(self, extras: list[tuple[str, bytes]], candidates: dict[bytes, tuple[str, bytes]], checked: list[_Checked],
-               offers: list[bytes], held: dict[bytes, Verdict], duplicate: int, defer: bool,
-               admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
+    def _write(
+        self,
+        extras: list[tuple[str, bytes]],
+        candidates: dict[bytes, tuple[str, bytes]],
+        checked: list[_Checked],
+        offers: list[bytes],
+        held: dict[bytes, Verdict],
+        duplicate: int,
+        defer: bool,
+        admit: Callable[[lmdb.Transaction], bool] | None = None,
+    ) -> BatchResult:
         """THE serial path (spec/storage.md "The serial path"). ``checked`` is what the workers made of
         each candidate, in candidate order: per copy, the writer only dedups it against the ledger (a
         put with overwrite=False), gives a valid one the next sequence number and writes what was
@@ -109,7 +137,9 @@ class _Log(_PendingWork, _Translog):
                         _release_mapped_pages(self)
                     if c.key is None:
                         assert c.verdict is not None
-                        outcome[copy] = _rejection(copy.hex(), c.verdict, self._keep_evidence(txn, copy, subject, len(data), c.value))
+                        outcome[copy] = _rejection(
+                            copy.hex(), c.verdict, self._keep_evidence(txn, copy, subject, len(data), c.value)
+                        )
                         continue
                     key = _u64(seq)
                     if not put(c.key, key, db=ids_db, overwrite=False):
@@ -146,7 +176,9 @@ class _Log(_PendingWork, _Translog):
                 for subject, blob in extras:
                     self._keep_extra(txn, subject, blob)
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                for subject in sorted(touched):  # (in key order: the same pages in every process) b"c": it received a citation or a revocation, which may change what it cites
+                for subject in sorted(
+                    touched
+                ):  # (in key order: the same pages in every process) b"c": it received a citation or a revocation, which may change what it cites
                     if subject in citing:
                         txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
                     else:
@@ -196,13 +228,21 @@ class _Log(_PendingWork, _Translog):
         mine = _usage_decoder.decode(raw) if raw is not None else Usage()
         raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
         total = _usage_decoder.decode(raw) if raw is not None else Usage()
-        if (mine.entries + 1 > lim.per_record_entries or mine.bytes + size > lim.per_record_bytes
-                or total.entries + 1 > lim.total_entries or total.bytes + size > lim.total_bytes):
+        if (
+            mine.entries + 1 > lim.per_record_entries
+            or mine.bytes + size > lim.per_record_bytes
+            or total.entries + 1 > lim.total_entries
+            or total.bytes + size > lim.total_bytes
+        ):
             return False
         txn.put(copy, entry, db=self.db[b"evidence"])
         txn.put(subject.encode(), copy, db=self.db[b"evsubj"])
-        txn.put(subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + size)), db=self.db[b"evsize"])
-        txn.put(b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + size)), db=self.db[b"meta"])
+        txn.put(
+            subject.encode(), _entry_encoder.encode(Usage(mine.entries + 1, mine.bytes + size)), db=self.db[b"evsize"]
+        )
+        txn.put(
+            b"evidence_usage", _entry_encoder.encode(Usage(total.entries + 1, total.bytes + size)), db=self.db[b"meta"]
+        )
         return True
 
 
@@ -219,7 +259,9 @@ class Batch:
     def __init__(self, ledger: _Log) -> None:
         self._ledger = ledger
         self._txn = ledger._begin()  # lookups; ended before the write transaction begins
-        self._extras: list[tuple[str, bytes]] = []  # (pith number, canonical unknown top-level fields) of the bundles with some
+        self._extras: list[
+            tuple[str, bytes]
+        ] = []  # (pith number, canonical unknown top-level fields) of the bundles with some
         self._offers: list[bytes] = []  # copy digest of each offered input that is not a plain duplicate
         self._candidates: dict[bytes, tuple[str, bytes]] = {}  # copy -> (subject, canonical bytes), in verify order
         self._held: dict[bytes, Verdict] = {}  # copy -> verdict of evidence offered again
@@ -298,8 +340,9 @@ class Batch:
             checked = [pre[copy] if copy in pre else next(streamed) for copy in self._candidates]
         while True:
             try:
-                result = self._ledger._write(self._extras, self._candidates, checked, self._offers, self._held,
-                                             self._duplicate, defer, admit)
+                result = self._ledger._write(
+                    self._extras, self._candidates, checked, self._offers, self._held, self._duplicate, defer, admit
+                )
                 _release_mapped_pages(self._ledger)
                 return result
             except lmdb.MapFullError:

@@ -15,9 +15,10 @@ import msgspec
 
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
-from ..errors import AmbiguousId, LedgerError, NotFound
 from pithledger.records.ids import parse_id
-from .env import DEFAULT_MAP_SIZE, _DBS, _PENDING, _Environment, _json_decoder, _rec_key
+
+from ..errors import AmbiguousId, LedgerError, NotFound
+from .env import _DBS, _PENDING, DEFAULT_MAP_SIZE, _Environment, _json_decoder, _rec_key
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -25,7 +26,6 @@ def _unpack_state(raw: bytes | memoryview) -> bytes:
         return zlib.decompress(raw)
     except zlib.error:
         raise LedgerError("a stored state is not readable (damaged ledger)") from None
-
 
 
 class _Candidate(msgspec.Struct, frozen=True):
@@ -56,8 +56,10 @@ def _choose(text: str, cands: list[_Candidate], *, by_version: bool) -> str:
         if len(at_top) == 1 and (pool[0].registry or one_signer):
             return at_top[0].pith_number
     listed = "; ".join(c.describe() for c in pool[:20])
-    raise AmbiguousId(f"{text!r} matches {len(pool)} records: {listed}",
-                      hint="name one of them by its long Pith Number; records without a Pith receipt are only claims of their signers")
+    raise AmbiguousId(
+        f"{text!r} matches {len(pool)} records: {listed}",
+        hint="name one of them by its long Pith Number; records without a Pith receipt are only claims of their signers",
+    )
 
 
 class Usage(msgspec.Struct, frozen=True, array_like=True):
@@ -137,15 +139,20 @@ class _Lookup(_Environment):
             if q.kind == "suffix":
                 cands = [c for p in self._by_suffix(txn, q.suffix) if (c := self._candidate(txn, p)) is not None]
                 if not cands:
-                    raise NotFound(f"no record whose suffix starts with {q.suffix} in this ledger",
-                                   hint="a record whose record_created event has not arrived is found by its long Pith Number only")
+                    raise NotFound(
+                        f"no record whose suffix starts with {q.suffix} in this ledger",
+                        hint="a record whose record_created event has not arrived is found by its long Pith Number only",
+                    )
                 return _choose(text, cands, by_version=False)
             if q.version is not None:
                 cands = self._candidates(txn, f"arxiv_version:{q.value}v{q.version}".lower())
                 if not cands:
                     known = self._candidates(txn, f"arxiv:{q.value}".lower())
                     versions = ", ".join(f"v{c.version} ({c.pith_number})" for c in known[:20])
-                    raise NotFound(f"no record of arXiv {q.value}v{q.version} in this ledger" + (f"; it holds {versions}" if known else ""))
+                    raise NotFound(
+                        f"no record of arXiv {q.value}v{q.version} in this ledger"
+                        + (f"; it holds {versions}" if known else "")
+                    )
                 return _choose(text, cands, by_version=False)
             key = f"doi:{ids.arxiv_doi(q.value)}" if q.kind == "doi" else f"arxiv:{q.value}"
             cands = self._candidates(txn, key.lower())
@@ -174,8 +181,12 @@ class _Lookup(_Environment):
         found = None
         if state.get("record_status") == "present":
             current = state["current"]
-            found = _Candidate(subject, int(current["canonical_record"]["source"]["version"]), bool(current["record_receipts"]),
-                               tuple(current["record_signers"]))
+            found = _Candidate(
+                subject,
+                int(current["canonical_record"]["source"]["version"]),
+                bool(current["record_receipts"]),
+                tuple(current["record_signers"]),
+            )
         if sha is not None:
             if len(_CANDIDATES) >= _CANDIDATES_HELD:
                 _CANDIDATES.clear()

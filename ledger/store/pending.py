@@ -26,8 +26,10 @@ _snapshot_stats = {"read": 0, "fallback": 0}
 def _worth_handing_over(part: list[_Inputs], tuning: StoreTuning) -> bool:
     """A part of a small step that is big work all the same (a hot record: thousands of events, a state
     of megabytes): it is derived on a worker, not in the writer's thread."""
-    return sum(len(i.own) + len(i.inbound) for i in part) >= tuning.derive_part_entries or \
-        sum(len(i.old_state or b"") for i in part) >= tuning.big_state
+    return (
+        sum(len(i.own) + len(i.inbound) for i in part) >= tuning.derive_part_entries
+        or sum(len(i.old_state or b"") for i in part) >= tuning.big_state
+    )
 
 
 class _PendingWork(_Views, _Workers):
@@ -64,9 +66,11 @@ class _PendingWork(_Views, _Workers):
                 self._grow()
                 continue
             except lmdb.Error as exc:
-                raise LedgerError(f"deriving pending states failed: {exc}",
-                                  hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
-                                       "`pithledger apply` again (with no new input it only finishes the pending work)") from None
+                raise LedgerError(
+                    f"deriving pending states failed: {exc}",
+                    hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
+                    "`pithledger apply` again (with no new input it only finishes the pending work)",
+                ) from None
             _release_mapped_pages(self)
             if n is None:
                 return done
@@ -115,14 +119,18 @@ class _PendingWork(_Views, _Workers):
     def _snapshot_parts(self, txn: lmdb.Transaction, subjects: list[str]) -> list[tuple[Snapshot, list[str]]] | None:
         """The parts of a step whose inputs local workers are to read themselves (snapshot.py), or None
         where they cannot: another executor, a step too small to hand over, files that cannot be named."""
-        if (self._fanout.kind != "processes" or self._fanout.lost or len(subjects) < self.tuning.parallel_states
-                or self._snapshot_refused):
+        if (
+            self._fanout.kind != "processes"
+            or self._fanout.lost
+            or len(subjects) < self.tuning.parallel_states
+            or self._snapshot_refused
+        ):
             return None
         snap = snapshot_of(self, txn)
         if snap is None:
             return None
         step = self.tuning.snapshot_part
-        return [(snap, subjects[i:i + step]) for i in range(0, len(subjects), step)]
+        return [(snap, subjects[i : i + step]) for i in range(0, len(subjects), step)]
 
     def _outbound_on_workers(self, txn: lmdb.Transaction, subjects: list[str]) -> dict[str, list[tuple[str, str]]]:
         """The standing outbound citations of ``subjects``, as far as the workers read them from the
@@ -146,8 +154,9 @@ class _PendingWork(_Views, _Workers):
         self._snapshot_refused = True
         self.env.reader_check()
 
-    def _derived_parts(self, txn: lmdb.Transaction, states: list[str], committed: bool
-                       ) -> Iterator[list[tuple[str, _Derived | None, bytes]]]:
+    def _derived_parts(
+        self, txn: lmdb.Transaction, states: list[str], committed: bool
+    ) -> Iterator[list[tuple[str, _Derived | None, bytes]]]:
         """What ``tuning.derive`` (views._derive_part) makes of each part of a states step, in order: read
         and derived on the workers from the snapshot where they can, else gathered here and derived here or
         on the workers."""
@@ -165,8 +174,12 @@ class _PendingWork(_Views, _Workers):
         rest = states[done:]
         if rest:
             tuning = self.tuning
-            parts = self._input_parts(txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True)
-            yield from self._fanout.map(tuning.derive, parts, parallel=len(rest) >= tuning.parallel_states or self._hand_over_big)
+            parts = self._input_parts(
+                txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True
+            )
+            yield from self._fanout.map(
+                tuning.derive, parts, parallel=len(rest) >= tuning.parallel_states or self._hand_over_big
+            )
 
     def _hand_over_big(self, part: list[_Inputs]) -> bool:
         """Whether a part of a small step goes to the workers: only if it is big work (a hot record's fold)

@@ -10,17 +10,17 @@ from typing import Any
 
 import lmdb
 
-from ..audit import Pair, inner_pair
 from pithledger.records.bundle import served_pith_record_event, write_bundle
 from pithledger.records.canonical import canonical_bytes
-from ..errors import LedgerError, NotFound
 from pithledger.records.events import is_pithledger_envelope
+
+from ..audit import Pair, inner_pair
+from ..errors import LedgerError, NotFound
 from ..merge import Entry, reduce
 from .entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
 from .env import _event_key, _json_decoder, _u64
 from .pending import _PendingWork
 from .views import _pair_decoder
-
 
 #: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
 #: the 64 MiB a reader accepts, whatever a record holds).
@@ -90,8 +90,11 @@ class _Reads(_PendingWork):
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:
                 raise NotFound(f"no events for {subject} in this ledger" + self._evidence_note(txn, subject))
-            unverified = [_json_decoder.decode(held.event) for _, held in self._evidence(txn, subject)
-                          if held.verdict.status == "unverified"]
+            unverified = [
+                _json_decoder.decode(held.event)
+                for _, held in self._evidence(txn, subject)
+                if held.verdict.status == "unverified"
+            ]
             state = self._stored_state(txn, subject)
             extra: dict[str, Any] = {}
             cursor = txn.cursor(db=self.db[b"extra"])
@@ -107,7 +110,9 @@ class _Reads(_PendingWork):
         # copy received (the log keeps that): every mirror holding the event serves these bytes.
         served: dict[str, dict[str, Any]] = {}
         for e in entries:
-            served.setdefault(e.event_id, e.event if is_pithledger_envelope(e.event) else served_pith_record_event(e.event))
+            served.setdefault(
+                e.event_id, e.event if is_pithledger_envelope(e.event) else served_pith_record_event(e.event)
+            )
         events = list(served.values()) + unverified
         chunks: list[list[dict[str, Any]]] = [[]]
         size = 0
@@ -143,8 +148,11 @@ class _Reads(_PendingWork):
                     subject = bytes(key).decode()
                     if txn.get(key, db=self.db[b"subject"]) is not None:
                         continue
-                    copies = [_json_decoder.decode(held.event) for _, held in self._evidence(txn, subject)
-                              if held.verdict.status == "unverified"]
+                    copies = [
+                        _json_decoder.decode(held.event)
+                        for _, held in self._evidence(txn, subject)
+                        if held.verdict.status == "unverified"
+                    ]
                     if copies:
                         yield write_bundle(subject, copies)
 
@@ -160,8 +168,10 @@ class _Reads(_PendingWork):
         with self._begin() as txn:
             for e in self._inbound(txn, subject):
                 by_citing.setdefault(e.verdict.subject, []).append(e)
-        return [write_bundle(citing, [e.event for e in sorted(group, key=lambda e: e.event_id)])
-                for citing, group in sorted(by_citing.items())]
+        return [
+            write_bundle(citing, [e.event for e in sorted(group, key=lambda e: e.event_id)])
+            for citing, group in sorted(by_citing.items())
+        ]
 
     # --- evidence ------------------------------------------------------------------------------------
 
@@ -195,5 +205,8 @@ class _Reads(_PendingWork):
         """Events in the log, records with a derived state, records whose derivation is pending."""
         dbs = self._pending_dbs()
         with self._begin() as txn:
-            return {"events": txn.stat(self.db[b"log"])["entries"], "records": txn.stat(self.db[b"state"])["entries"],
-                    "pending": sum(txn.stat(db)["entries"] for db in dbs)}
+            return {
+                "events": txn.stat(self.db[b"log"])["entries"],
+                "records": txn.stat(self.db[b"state"])["entries"],
+                "pending": sum(txn.stat(db)["entries"] for db in dbs),
+            }

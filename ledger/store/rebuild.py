@@ -16,14 +16,14 @@ import msgspec
 
 import pithledger.store.tlog_tables as translog
 from pithledger.records.bundle import Bundle
+
 from ..errors import LedgerError, NoLedger
 from ..fanout import current
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION, _TLOG, _json_decoder
+from .env import _TLOG, DEFAULT_MAP_SIZE, LAYOUT_VERSION, _json_decoder
 from .ledger import Ledger
 from .tuning import StoreTuning, default_tuning
-
 
 # --- rebuilding from the log ---------------------------------------------------------------------
 
@@ -78,12 +78,20 @@ def _copy_sidecars(old: Path, new: Path) -> None:
             finally:
                 env.close()
         except lmdb.Error as exc:
-            raise LedgerError(f"the rebuild could not copy {side}: {exc}",
-                              hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+            raise LedgerError(
+                f"the rebuild could not copy {side}: {exc}",
+                hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again",
+            ) from None
 
 
-def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, force: bool = False,
-            tuning: StoreTuning | None = None) -> dict[str, Any]:
+def rebuild(
+    path: Path,
+    *,
+    batch_events: int = 10_000,
+    reverify: bool = False,
+    force: bool = False,
+    tuning: StoreTuning | None = None,
+) -> dict[str, Any]:
     """Rebuild the ledger at ``path`` under this merge version from what its log received.
 
     The log of every layout keeps each received event's bytes (layout 1 kept every class of event
@@ -102,8 +110,15 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
     if not (path / "data.mdb").exists():
         if (tmp / _REBUILT_MARK).exists():  # interrupted between the two renames
             os.rename(tmp, path)
-            return {"finished_interrupted_rebuild": True, "backup": "", "events_read": 0, "new": 0, "duplicate": 0,
-                    "invalid": 0, "unverified": 0}
+            return {
+                "finished_interrupted_rebuild": True,
+                "backup": "",
+                "events_read": 0,
+                "new": 0,
+                "duplicate": 0,
+                "invalid": 0,
+                "unverified": 0,
+            }
         raise NoLedger(f"no ledger at {path}")
     tuning = tuning or default_tuning()
     fan = current()
@@ -148,7 +163,10 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
         finally:
             txn.abort()
     except lmdb.Error as exc:
-        raise LedgerError(f"the rebuild failed: {exc}", hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again") from None
+        raise LedgerError(
+            f"the rebuild failed: {exc}",
+            hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again",
+        ) from None
     finally:
         env.close()
     _copy_sidecars(path, tmp)
@@ -161,8 +179,12 @@ def rebuild(path: Path, *, batch_events: int = 10_000, reverify: bool = False, f
     os.rename(path, backup)
     os.rename(tmp, path)
     (path / _REBUILT_MARK).unlink()
-    return counts | {"backup": str(backup), "old_merge_version": old_merge, "tlog": tlog,
-                     "tlog_history_changed": tlog["extends_old"] is False}
+    return counts | {
+        "backup": str(backup),
+        "old_merge_version": old_merge,
+        "tlog": tlog,
+        "tlog_history_changed": tlog["extends_old"] is False,
+    }
 
 
 def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> dict[str, Any]:
@@ -173,7 +195,12 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
     with new.env.begin() as new_txn:
         mine = new._tlog_dbs()
         if bytes(txn.get(b"layout_version", b"", db=meta)) != str(LAYOUT_VERSION).encode():
-            return {"old_size": None, "size": translog.size(new_txn, mine), "extends_old": None, "first_difference": None}
+            return {
+                "old_size": None,
+                "size": translog.size(new_txn, mine),
+                "extends_old": None,
+                "first_difference": None,
+            }
         old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
         return translog.compare(txn, old, new_txn, mine)
 

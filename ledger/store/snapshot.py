@@ -29,8 +29,7 @@ import lmdb
 
 from ..errors import NoLedger, PithledgerError
 from .env import DEFAULT_MAP_SIZE, _Environment, _file_id, _release_mapped_pages
-from .views import _Derived, _derive_part, _Inputs, _Views
-
+from .views import _derive_part, _Derived, _Inputs, _Views
 
 _T = TypeVar("_T")
 
@@ -95,7 +94,9 @@ def _reader(snap: Snapshot) -> _ViewsHandle | None:
     return handle
 
 
-def _read(task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.Transaction, str], _T]) -> list[_T] | None:
+def _read(
+    task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.Transaction, str], _T]
+) -> list[_T] | None:
     """``read(handle, txn, subject)`` of each record of a part, in a read transaction on exactly the
     writer's snapshot; None where this process cannot read it (the writer then does)."""
     snap, subjects = task
@@ -115,9 +116,11 @@ def _read(task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.T
         _release_mapped_pages(handle)  # as the writer's: what a part touched of the file is not kept mapped
 
 
-def derive_states(task: tuple[Snapshot, list[str]], *,
-                  derive: Callable[[list[_Inputs]], list[tuple[str, _Derived | None, bytes]]] = _derive_part
-                  ) -> list[tuple[str, _Derived | None, bytes]] | None:
+def derive_states(
+    task: tuple[Snapshot, list[str]],
+    *,
+    derive: Callable[[list[_Inputs]], list[tuple[str, _Derived | None, bytes]]] = _derive_part,
+) -> list[tuple[str, _Derived | None, bytes]] | None:
     """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
     as the writer gathers them), derived and compressed by ``derive`` (the handle's StoreTuning.derive:
     views._derive_part); None: not read here."""

@@ -26,11 +26,11 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
+from pithledger.errors import LedgerError, TlogDamaged, TlogOutOfRange
+from pithledger.layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
 from pithledger.records.bundle import served_pith_record_event
 from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import LedgerError, TlogDamaged, TlogOutOfRange
 from pithledger.records.events import is_pithledger_envelope
-from pithledger.layout import TLOG_ENTRIES_DB, TLOG_HASHES_DB
 from pithledger.tlog.merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
 from pithledger.tlog.tiles import log_entry
 
@@ -47,6 +47,7 @@ class TlogDbs(NamedTuple):
 
 
 # --- entry bytes (pure) ------------------------------------------------------------------------------
+
 
 def entry_bytes(event_id: str, record: str, event_sha256: str) -> bytes:
     """The entry of one logged event from the SHA-256 (hex) of its served bytes (tlog.log_entry)."""
@@ -110,6 +111,7 @@ def entry_of_log_record(raw: bytes | memoryview) -> tuple[int, bytes]:
 
 # --- tree arithmetic (pure) --------------------------------------------------------------------------
 
+
 def position(level: int, index: int) -> int:
     """Where the hash of the complete subtree (level, index) is stored: the number of subtree hashes
     completed before it. It completes with leaf i = (index+1)·2^level − 1, after the 2i − popcount(i)
@@ -161,6 +163,7 @@ def all_hashes(leaves: Iterable[bytes]) -> Iterator[bytes]:
 
 # --- reading ----------------------------------------------------------------------------------------
 
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(_U64, "big")
 
@@ -172,8 +175,10 @@ def size(txn: lmdb.Transaction, dbs: TlogDbs) -> int:
 def _hash(txn: lmdb.Transaction, dbs: TlogDbs, level: int, index: int) -> bytes:
     raw = txn.get(_u64(position(level, index)), db=dbs.hashes)
     if raw is None or len(raw) != HASH_LEN:
-        raise LedgerError(f"the transparency log lacks its hash at level {level}, index {index} (damaged ledger)",
-                          hint=TlogDamaged.hint)
+        raise LedgerError(
+            f"the transparency log lacks its hash at level {level}, index {index} (damaged ledger)",
+            hint=TlogDamaged.hint,
+        )
     return bytes(raw)
 
 
@@ -182,7 +187,9 @@ def read_hashes(txn: lmdb.Transaction, dbs: TlogDbs, level: int, start: int, end
     :class:`TlogOutOfRange` (a LookupError) for any not complete in the tree at its current size."""
     n = size(txn, dbs)
     if level < 0 or start < 0 or end < start or level > 63 or (end << level) > n:
-        raise TlogOutOfRange(f"the transparency log of {n:,} entries holds no hashes at level {level} for [{start}, {end})")
+        raise TlogOutOfRange(
+            f"the transparency log of {n:,} entries holds no hashes at level {level} for [{start}, {end})"
+        )
     return [_hash(txn, dbs, level, i) for i in range(start, end)]
 
 
@@ -202,7 +209,9 @@ def read_entries(txn: lmdb.Transaction, dbs: TlogDbs, start: int, end: int) -> l
             if len(out) == end - start:
                 break
     if len(out) != end - start:
-        raise LedgerError(f"the transparency log lacks entry {start + len(out)} (damaged ledger)", hint=TlogDamaged.hint)
+        raise LedgerError(
+            f"the transparency log lacks entry {start + len(out)} (damaged ledger)", hint=TlogDamaged.hint
+        )
     return out
 
 
@@ -221,6 +230,7 @@ def tree_hash(txn: lmdb.Transaction, dbs: TlogDbs, n: int | None = None) -> byte
 
 # --- writing ----------------------------------------------------------------------------------------
 
+
 class Appender:
     """Appends entries in one write transaction, keeping the tree's right edge in memory: per entry one
     entry write and 2 hash writes on average (all LMDB appends), nothing that grows with the log."""
@@ -229,11 +239,15 @@ class Appender:
         self._txn, self._dbs = txn, dbs
         self.size = size(txn, dbs)
         if expected_size is not None and self.size != expected_size:
-            raise TlogDamaged(f"the transparency log holds {self.size:,} entries for {expected_size:,} log entries (damaged ledger): "
-                              "nothing was written")
+            raise TlogDamaged(
+                f"the transparency log holds {self.size:,} entries for {expected_size:,} log entries (damaged ledger): "
+                "nothing was written"
+            )
         if txn.stat(dbs.hashes)["entries"] != stored_hashes(self.size):
-            raise TlogDamaged(f"the transparency log holds {txn.stat(dbs.hashes)['entries']:,} hashes for {self.size:,} entries "
-                              f"(a tree of that size has {stored_hashes(self.size):,}; damaged ledger): nothing was written")
+            raise TlogDamaged(
+                f"the transparency log holds {txn.stat(dbs.hashes)['entries']:,} hashes for {self.size:,} entries "
+                f"(a tree of that size has {stored_hashes(self.size):,}; damaged ledger): nothing was written"
+            )
         self._frontier = frontier(txn, dbs, self.size)
 
     def append(self, entry: bytes) -> int:
@@ -245,7 +259,9 @@ class Appender:
         pos = stored_hashes(n)
         for k, h in enumerate(append_leaf(self._frontier, n, leaf_hash(entry))):
             if not txn.put(_u64(pos + k), h, db=dbs.hashes, append=True):
-                raise TlogDamaged(f"the transparency log already holds a hash at or after position {pos + k} (damaged ledger)")
+                raise TlogDamaged(
+                    f"the transparency log already holds a hash at or after position {pos + k} (damaged ledger)"
+                )
         self.size = n + 1
         return n
 
@@ -286,13 +302,16 @@ def build(txn: lmdb.Transaction, log_db: Any, dbs: TlogDbs, limit: int) -> bool:
                 break
             seq, entry = entry_of_log_record(raw)
             if int.from_bytes(key, "big") != appender.size or seq != appender.size:
-                raise TlogDamaged(f"the log holds entry {seq} under sequence {int.from_bytes(key, 'big')} where {appender.size} "
-                                  "was expected: its sequence numbers are not 0, 1, 2, ... (damaged ledger)")
+                raise TlogDamaged(
+                    f"the log holds entry {seq} under sequence {int.from_bytes(key, 'big')} where {appender.size} "
+                    "was expected: its sequence numbers are not 0, 1, 2, ... (damaged ledger)"
+                )
             appender.append(entry)
     return appender.size == int(txn.stat(log_db)["entries"])
 
 
 # --- checking ---------------------------------------------------------------------------------------
+
 
 class Checker:
     """fsck of the tlog, streamed: fed the entry each log entry implies, in log order, it compares it
@@ -326,7 +345,9 @@ class Checker:
                 self._fault(f"transparency log entry {n} is missing (the log holds it), and every one after it")
             self._short = True
         elif int.from_bytes(stored[0], "big") != n:
-            self._fault(f"transparency log entry {n} is missing: the next one is stored under {int.from_bytes(stored[0], 'big')}")
+            self._fault(
+                f"transparency log entry {n} is missing: the next one is stored under {int.from_bytes(stored[0], 'big')}"
+            )
             self._entries = iter(())  # out of step: the count below names the rest
         elif bytes(stored[1]) != expected:
             self._fault(f"transparency log entry {n} differs from its log entry")
@@ -335,7 +356,9 @@ class Checker:
             index = (n + 1 >> level) - 1
             if got is None:
                 if not self._short_hashes:
-                    self._fault(f"transparency log hash at level {level}, index {index} is missing, and every one after it")
+                    self._fault(
+                        f"transparency log hash at level {level}, index {index} is missing, and every one after it"
+                    )
                 self._short_hashes = True
             elif int.from_bytes(got[0], "big") != self._pos:
                 self._fault(f"transparency log hash at level {level}, index {index} is stored out of place")
@@ -350,8 +373,10 @@ class Checker:
         if self._stored_size != self._size:
             self._fault(f"the transparency log holds {self._stored_size:,} entries for {self._size:,} log entries")
         if self._stored_hashes != stored_hashes(self._size):
-            self._fault(f"the transparency log holds {self._stored_hashes:,} hashes; a tree of {self._size:,} entries has "
-                        f"{stored_hashes(self._size):,}")
+            self._fault(
+                f"the transparency log holds {self._stored_hashes:,} hashes; a tree of {self._size:,} entries has "
+                f"{stored_hashes(self._size):,}"
+            )
         faults = self._faults + ([f"... and {self._more:,} more faults of the transparency log"] if self._more else [])
         if faults:  # the remedy, once (fsck --repair does not repair the tlog: it is derived from the log)
             faults[-1] += "; the transparency log is derived from the log: `pithledger rebuild --force` rebuilds it"
@@ -370,7 +395,15 @@ def compare(old_txn: lmdb.Transaction, old: TlogDbs, new_txn: lmdb.Transaction, 
         if theirs is None or bytes(theirs[1]) != bytes(entry):
             first = n
             break
-    if first is None and new_size >= old_size and tree_hash(new_txn, new, old_size) != tree_hash(old_txn, old, old_size):
+    if (
+        first is None
+        and new_size >= old_size
+        and tree_hash(new_txn, new, old_size) != tree_hash(old_txn, old, old_size)
+    ):
         first = 0  # same entries, different stored hashes: the old tree was damaged
-    return {"old_size": old_size, "size": new_size, "extends_old": first is None and new_size >= old_size,
-            "first_difference": first}
+    return {
+        "old_size": old_size,
+        "size": new_size,
+        "extends_old": first is None and new_size >= old_size,
+        "first_difference": first,
+    }

@@ -7,10 +7,10 @@ from __future__ import annotations
 import lmdb
 
 import pithledger.store.tlog_tables as translog
-from ..errors import LedgerError, TlogNotBuilt
-from .env import LAYOUT_VERSION, _Environment, _Pinned, _TLOG, _release_mapped_pages
-from .tuning import StoreTuning
 
+from ..errors import LedgerError, TlogNotBuilt
+from .env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_pages
+from .tuning import StoreTuning
 
 
 class _Translog(_Environment):
@@ -38,9 +38,11 @@ class _Translog(_Environment):
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
-                raise LedgerError(f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed: {exc}",
-                                  hint="nothing is lost (an interrupted upgrade goes on where it stopped): free space if the "
-                                       "disk is full, then run the same command again") from None
+                raise LedgerError(
+                    f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed: {exc}",
+                    hint="nothing is lost (an interrupted upgrade goes on where it stopped): free space if the "
+                    "disk is full, then run the same command again",
+                ) from None
             _release_mapped_pages(self)
 
     def _tlog_dbs(self) -> translog.TlogDbs:
@@ -69,8 +71,9 @@ class _Translog(_Environment):
         the upgrade is committed in that snapshot (until then the tlog is partial), and not in a
         :meth:`snapshot` that began before the databases were opened here (``opened_now``)."""
         if self.layout != LAYOUT_VERSION and (
-                (opened_now and isinstance(txn, _Pinned))
-                or bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) != str(LAYOUT_VERSION).encode()):
+            (opened_now and isinstance(txn, _Pinned))
+            or bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) != str(LAYOUT_VERSION).encode()
+        ):
             raise self._tlog_not_built()
         return self._tlog_dbs()
 

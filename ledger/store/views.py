@@ -15,15 +15,15 @@ import lmdb
 import msgspec
 
 from pithledger.records import ids
-from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from pithledger.records.canonical import canonical_bytes
+
+from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..errors import LedgerError
 from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
 from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
 from .lookup import _Lookup
 from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
-
 
 _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)
@@ -99,8 +99,14 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
         if old is None:
             return None
         try:
-            got = fold(subject, _unpack_state(old), _fold_decoder.decode(inputs.fold), entries, inbound_entries,
-                       inputs.inbound_removed)
+            got = fold(
+                subject,
+                _unpack_state(old),
+                _fold_decoder.decode(inputs.fold),
+                entries,
+                inbound_entries,
+                inputs.inbound_removed,
+            )
         except (LedgerError, msgspec.DecodeError, KeyError, ValueError):  # a damaged state or Fold: derive in full
             return None
         if got is None:
@@ -108,7 +114,11 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
         data, folded = got
         # A record whose standing inbound citations were withdrawn may fall below the threshold: it keeps no
         # entry then, as if derived in full, so which records keep one follows the events, not their batches.
-        kept = _fold_encoder.encode(folded) if _keeps_fold(len(folded.ids), len(folded.lists["inbound_citations"])) else None
+        kept = (
+            _fold_encoder.encode(folded)
+            if _keeps_fold(len(folded.ids), len(folded.lists["inbound_citations"]))
+            else None
+        )
         # a fold never changes record_status or the aliases: the lookup index entries stay as they are
         return _Derived(subject, data, _pair_encoder.encode(folded.pair()), [], [], kept)
     # the lookup indexes follow the state: a record revoked away leaves them all
@@ -125,11 +135,15 @@ def _derive_as(inputs: _Inputs, *, reference: bool) -> _Derived | None:
     if full is None:  # small, pending (or fsck): the reducer
         state = reduce(subject, entries, inbound_entries)
         pair = record_pair((e.event_id for e in entries), state["state_sha256"])
-        return _Derived(subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state))
+        return _Derived(
+            subject, canonical_bytes(state), _pair_encoder.encode(pair), old_keys, _index_keys(subject, state)
+        )
     data, folded = full
     aliases = _json_decoder.decode(folded.static["source_aliases"])
     new_keys = _index_keys(subject, {"record_status": "present", "current": {"source_aliases": aliases}})
-    return _Derived(subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_encoder.encode(folded))
+    return _Derived(
+        subject, data, _pair_encoder.encode(folded.pair()), old_keys, new_keys, _fold_encoder.encode(folded)
+    )
 
 
 def _packed(inputs: _Inputs, derived: _Derived) -> tuple[_Derived, bytes]:
@@ -139,8 +153,13 @@ def _packed(inputs: _Inputs, derived: _Derived) -> tuple[_Derived, bytes]:
     packed, segments = _pack_state(derived.state, old, inputs.segments)
     if derived.fold is None:
         return derived, packed
-    entry = _FoldEntry(inputs.last_seq, inputs.inbound_ids, derived.fold, segments,
-                       hashlib.sha256(packed).digest() if segments else b"")
+    entry = _FoldEntry(
+        inputs.last_seq,
+        inputs.inbound_ids,
+        derived.fold,
+        segments,
+        hashlib.sha256(packed).digest() if segments else b"",
+    )
     return derived._replace(fold=_fold_encoder.encode(entry)), packed
 
 
@@ -176,7 +195,9 @@ def _segments(data: bytes) -> list[bytes]:
     return [data[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def _pack_state(data: bytes, old: bytes | None = None, segments: list[tuple[bytes, int]] = []) -> tuple[bytes, list[tuple[bytes, int]]]:  # noqa: B006
+def _pack_state(
+    data: bytes, old: bytes | None = None, segments: list[tuple[bytes, int]] = []
+) -> tuple[bytes, list[tuple[bytes, int]]]:  # noqa: B006
     """States are stored zlib-compressed: a state repeats its record's events (views), so storing it
     plainly would double the ledger; canonical JSON compresses about fivefold (spec/storage.md §2).
 
@@ -197,7 +218,7 @@ def _pack_state(data: bytes, old: bytes | None = None, segments: list[tuple[byte
         key = hashlib.sha256(segment).digest()[:16]
         hit = have.get(key)
         if hit is not None and old is not None:
-            chunk = old[hit[0]:hit[0] + hit[1]]
+            chunk = old[hit[0] : hit[0] + hit[1]]
         else:
             z = zlib.compressobj(1, zlib.DEFLATED, -15)
             chunk = z.compress(segment) + z.flush(zlib.Z_FULL_FLUSH)
@@ -252,7 +273,9 @@ def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]
 class _Views(_Lookup):
     """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes."""
 
-    def _update_citations(self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]] | None = None) -> set[str]:
+    def _update_citations(
+        self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]] | None = None
+    ) -> set[str]:
         """Bring the citation indexes up to date for one record whose events changed; return the records
         whose inbound citations changed and that hold events (their states must be derived again).
         ``new``: its standing outbound citations (:meth:`_outbound`) if a worker read them already.
@@ -278,8 +301,15 @@ class _Views(_Lookup):
             txn.delete(subject.encode(), db=self.db[b"outcite"])
         return {c for c in changed if txn.get(c.encode(), db=self.db[b"subject"]) is not None}
 
-    def _input_parts(self, txn: lmdb.Transaction, subjects: Iterable[str], records: int, log_entries: int, *,
-                     incremental: bool = False) -> Iterator[list[_Inputs]]:
+    def _input_parts(
+        self,
+        txn: lmdb.Transaction,
+        subjects: Iterable[str],
+        records: int,
+        log_entries: int,
+        *,
+        incremental: bool = False,
+    ) -> Iterator[list[_Inputs]]:
         """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of ``records`` records or
         ``log_entries`` log entries (StoreTuning), for :func:`_derive` here or on the worker processes. A step
         writes no input of another record's derivation and reads each record's old state before
@@ -314,12 +344,20 @@ class _Views(_Lookup):
                 light = None
             if light is not None:
                 try:
-                    got = fold_outbound(subject, light, [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)])
+                    got = fold_outbound(
+                        subject,
+                        light,
+                        [entry.entry() for entry in self._log_entries(txn, subject, after=stored.last_seq)],
+                    )
                 except (KeyError, ValueError):  # a damaged Fold: from every event
                     got = None
                 if got is not None:
                     return got
-        entries = [entry.entry() for entry in self._log_entries(txn, subject) if "cited" in entry.facts or "revokes" in entry.facts]
+        entries = [
+            entry.entry()
+            for entry in self._log_entries(txn, subject)
+            if "cited" in entry.facts or "revokes" in entry.facts
+        ]
         return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
 
     def _fold_entry(self, txn: lmdb.Transaction, subject: str) -> _FoldEntry | None:
@@ -349,7 +387,9 @@ class _Views(_Lookup):
             for digest in cursor.iternext_dup():
                 seq = txn.get(bytes(digest), db=self.db[b"ids"])
                 if seq is None:
-                    raise LedgerError(f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)")
+                    raise LedgerError(
+                        f"an inbound citation of {subject} names event {bytes(digest).hex()}, which the log lacks (damaged ledger)"
+                    )
                 yield bytes(seq)
 
     def _gather(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> _Inputs:
@@ -366,7 +406,7 @@ class _Views(_Lookup):
         if stored is None:
             inbound = [self._inbound_entry(txn, subject, d) for d in digests]
             return _Inputs(subject, own, inbound, old, last_seq=last, inbound_ids=b"".join(digests))
-        before = {stored.inbound[i:i + 32] for i in range(0, len(stored.inbound), 32)}
+        before = {stored.inbound[i : i + 32] for i in range(0, len(stored.inbound), 32)}
         inbound = [self._inbound_entry(txn, subject, d) for d in digests if d not in before]
         removed = sorted("sha256:" + d.hex() for d in before.difference(digests))
         # the stored state's segments are reused only if it is the state they describe
@@ -377,7 +417,9 @@ class _Views(_Lookup):
         """The log keys of the record's events, in log order; ``after``: only those past that entry (the
         ``subject`` index is a dupsort of big-endian seqs, so the cursor starts there)."""
         cursor = txn.cursor(db=self.db[b"subject"])
-        found = cursor.set_key(subject.encode()) if after < 0 else cursor.set_range_dup(subject.encode(), _u64(after + 1))
+        found = (
+            cursor.set_key(subject.encode()) if after < 0 else cursor.set_range_dup(subject.encode(), _u64(after + 1))
+        )
         if found:
             for seq in cursor.iternext_dup():
                 yield bytes(seq)
@@ -392,7 +434,9 @@ class _Views(_Lookup):
     def _inbound_entry(self, txn: lmdb.Transaction, subject: str, digest: bytes) -> bytes:
         seq = txn.get(digest, db=self.db[b"ids"])
         if seq is None:
-            raise LedgerError(f"an inbound citation of {subject} names event {digest.hex()}, which the log lacks (damaged ledger)")
+            raise LedgerError(
+                f"an inbound citation of {subject} names event {digest.hex()}, which the log lacks (damaged ledger)"
+            )
         return self._raw_entry(txn, bytes(seq))
 
     def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
@@ -420,7 +464,11 @@ class _Views(_Lookup):
         # in key order: the B-tree's pages then split the same way in every process (a set's order
         # follows the interpreter's string hashing), so equal ledgers are equal files too
         for bucket in sorted(buckets):
-            txn.put(b"/" + bucket.encode(), _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))), db=self.db[b"node"])
+            txn.put(
+                b"/" + bucket.encode(),
+                _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))),
+                db=self.db[b"node"],
+            )
         dirty = buckets
         for level in range(DEPTH - 1, -1, -1):
             dirty = {b[:level] for b in dirty}

@@ -50,8 +50,10 @@ COSIGNATURE_HEADER = "cosignature/v1\n"
 
 def _valid_name(name: str) -> bool:
     # signed-note: non-empty, no Unicode spaces, no "+" (Go: unicode.IsSpace; Python's isspace plus Z*).
-    return bool(name) and "+" not in name and not any(
-        c.isspace() or unicodedata.category(c) in ("Zs", "Zl", "Zp") for c in name
+    return (
+        bool(name)
+        and "+" not in name
+        and not any(c.isspace() or unicodedata.category(c) in ("Zs", "Zl", "Zp") for c in name)
     )
 
 
@@ -109,8 +111,10 @@ class NoteVerifier:
         if not _valid_name(self.name) or not _clean_text(self.name):
             raise BadVerifierKey(f"key name {self.name!r} is empty or holds a space, a '+' or a control character")
         if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
-            raise UnsupportedKeyType(f"the verifier key {self.name[:120]} is of type 0x{self.alg:02x}"
-                                     f"{_KEY_TYPES.get(self.alg, '')}, which pithledger does not support")
+            raise UnsupportedKeyType(
+                f"the verifier key {self.name[:120]} is of type 0x{self.alg:02x}"
+                f"{_KEY_TYPES.get(self.alg, '')}, which pithledger does not support"
+            )
         if len(self.public_key) != 32:
             raise BadVerifierKey(f"an Ed25519 public key is 32 bytes, not {len(self.public_key)}")
 
@@ -209,7 +213,7 @@ def _check_text(text: str) -> None:
 def _parse_signature_line(line: str) -> NoteSignature:
     if not line.startswith(SIGNATURE_PREFIX):
         raise MalformedNote("a signature line must start with an em dash and a space")
-    name, sep, b64 = line[len(SIGNATURE_PREFIX):].partition(" ")
+    name, sep, b64 = line[len(SIGNATURE_PREFIX) :].partition(" ")
     if not sep or not _valid_name(name) or not b64:
         raise MalformedNote("a signature line is '— <key name> <base64>' with a valid key name")
     try:
@@ -248,7 +252,7 @@ def split_note(data: bytes) -> tuple[str, list[NoteSignature]]:
     split = whole.rfind("\n\n")
     if split < 0:
         raise MalformedNote("the note has no blank line before its signatures")
-    text, block = whole[: split + 1], whole[split + 2:]
+    text, block = whole[: split + 1], whole[split + 2 :]
     if not block or not block.endswith("\n"):
         raise MalformedNote("the note has no signature lines, or its last line does not end with a newline")
     lines = block[:-1].split("\n")
@@ -278,8 +282,9 @@ def open_note(data: bytes, verifiers: Iterable[NoteVerifier]) -> Note:
         if sig.name not in verified:
             verified.append(sig.name)
     if not verified:
-        raise NoVerifiedSignature("the note carries no signature by a trusted key"
-                                  f" (signed by: {', '.join(sorted({s.name for s in sigs}))})")
+        raise NoVerifiedSignature(
+            f"the note carries no signature by a trusted key (signed by: {', '.join(sorted({s.name for s in sigs}))})"
+        )
     return Note(text, tuple(sigs), tuple(verified))
 
 
@@ -345,7 +350,9 @@ def sign_checkpoint(checkpoint: Checkpoint, signer: NoteSigner) -> bytes:
     return signer.sign(checkpoint.body())
 
 
-def open_checkpoint(data: bytes, verifiers: Iterable[NoteVerifier], *, origin: str | None = None) -> tuple[Checkpoint, Note]:
+def open_checkpoint(
+    data: bytes, verifiers: Iterable[NoteVerifier], *, origin: str | None = None
+) -> tuple[Checkpoint, Note]:
     """Verify a signed checkpoint note and parse its body; ``origin``, when given, must be its origin."""
     note = open_note(data, verifiers)
     checkpoint = Checkpoint.parse(note.text)
@@ -373,7 +380,9 @@ def verify_cosignature(checkpoint_text: str, line: str, verifier: NoteVerifier) 
         raise BadVerifierKey(f"{verifier.name}'s key is not a cosignature/v1 key (type 0x04)")
     sig = _parse_signature_line(line.removesuffix("\n"))
     if (sig.name, sig.key_id) != (verifier.name, verifier.key_id):
-        raise UnknownNoteKey(f"the cosignature is by {sig.name}+{sig.key_id.hex()}, not {verifier.name}+{verifier.key_id.hex()}")
+        raise UnknownNoteKey(
+            f"the cosignature is by {sig.name}+{sig.key_id.hex()}, not {verifier.name}+{verifier.key_id.hex()}"
+        )
     if not verifier.verify(checkpoint_text, sig.sig):
         raise BadNoteSignature(f"the cosignature by {sig.name} does not verify over this checkpoint")
     return int.from_bytes(sig.sig[:8], "big")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import re
 import urllib.parse
-from dataclasses import dataclass
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.errors import BadEncoding, BadOrigin, BadProof, InconsistentLog, NotInLog, PithledgerError, ProofError
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.keys import b64decode_strict, b64encode, fingerprint_hex
 from pithledger.tlog.merkle import HASH_LEN, leaf_hash, verify_consistency, verify_inclusion
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint, signer_from_key
@@ -127,8 +127,11 @@ def parse_entry(data: bytes, where: str = "the entry") -> LogEntry:
         value = strict_decode(data, max_bytes=65535, what=where)
     except PithledgerError as exc:
         raise BadProof(f"{where} is not JSON: {exc.message}") from None
-    if not (isinstance(value, dict) and set(value) == {"event_id", "record", "sha256"}
-            and all(type(v) is str for v in value.values())):
+    if not (
+        isinstance(value, dict)
+        and set(value) == {"event_id", "record", "sha256"}
+        and all(type(v) is str for v in value.values())
+    ):
         raise BadProof(f"{where} is not an entry {{event_id, record, sha256}}")
     if not (_HEX64.match(value["event_id"]) and _HEX64.match(value["sha256"]) and _PITH.match(value["record"])):
         raise BadProof(f"{where} has an event_id, sha256 or record of the wrong form")
@@ -160,8 +163,10 @@ def normal_event_id(text: str) -> str:
     if not _HEX64.match(bare):
         from pithledger.errors import MalformedId
 
-        raise MalformedId(f"{text[:80]!r} is not an event id (sha256:<64 hex digits>)",
-                          hint="copy the event id from `pithledger log` or the record's events")
+        raise MalformedId(
+            f"{text[:80]!r} is not an event id (sha256:<64 hex digits>)",
+            hint="copy the event id from `pithledger log` or the record's events",
+        )
     return bare
 
 
@@ -177,8 +182,14 @@ def inclusion_document(ledger: LogHolder, signer: NoteSigner, event_id: str) -> 
         checkpoint, note = ledger_checkpoint(ledger, signer)
         entry = ledger.tlog_entries(index, index + 1)[0]
         hashes = inclusion_proof(ledger, index, checkpoint.size)
-    return {"proof_type": PROOF_TYPE, "proof_version": PROOF_VERSION, "checkpoint": note.decode("utf-8"),
-            "index": index, "entry": entry.decode("ascii"), "hashes": [b64encode(h) for h in hashes]}
+    return {
+        "proof_type": PROOF_TYPE,
+        "proof_version": PROOF_VERSION,
+        "checkpoint": note.decode("utf-8"),
+        "index": index,
+        "entry": entry.decode("ascii"),
+        "hashes": [b64encode(h) for h in hashes],
+    }
 
 
 @dataclass(frozen=True)
@@ -220,8 +231,10 @@ def verify_inclusion_document(data: bytes, verifier: NoteVerifier) -> Inclusion:
     if not isinstance(doc, dict) or doc.get("proof_type") != PROOF_TYPE:
         raise BadProof(f"not a {PROOF_TYPE} document")
     if doc.get("proof_version") != PROOF_VERSION:
-        raise BadProof(f"proof_version {str(doc.get('proof_version'))[:20]!r} is not {PROOF_VERSION!r}",
-                       hint="this pithledger reads proof version 1 only: check with a pithledger that knows this version")
+        raise BadProof(
+            f"proof_version {str(doc.get('proof_version'))[:20]!r} is not {PROOF_VERSION!r}",
+            hint="this pithledger reads proof version 1 only: check with a pithledger that knows this version",
+        )
     if set(doc) != keys:  # nothing beside the signed checkpoint may claim a size, a root or an origin
         raise BadProof(f"the proof document's fields are not exactly {', '.join(sorted(keys))}")
     if type(doc["checkpoint"]) is not str or type(doc["entry"]) is not str:
@@ -237,8 +250,10 @@ def verify_inclusion_document(data: bytes, verifier: NoteVerifier) -> Inclusion:
     try:
         verify_inclusion(index, checkpoint.size, leaf_hash(entry_bytes), hashes, checkpoint.root)
     except ProofError as exc:
-        raise BadProof(f"the entry is not at index {index} of the tree the checkpoint signs "
-                       f"({checkpoint.origin}, size {checkpoint.size:,}): {exc}") from None
+        raise BadProof(
+            f"the entry is not at index {index} of the tree the checkpoint signs "
+            f"({checkpoint.origin}, size {checkpoint.size:,}): {exc}"
+        ) from None
     return Inclusion(checkpoint.origin, checkpoint.size, checkpoint.root, index, entry, note)
 
 
@@ -248,15 +263,20 @@ def verify_inclusion_document(data: bytes, verifier: NoteVerifier) -> Inclusion:
 def check_consistency(old: Checkpoint, new: Checkpoint, hashes: list[bytes]) -> None:
     """That ``new`` extends ``old`` (same origin, RFC 9162 consistency proof), else :class:`InconsistentLog`."""
     if old.origin != new.origin:
-        raise InconsistentLog(f"the checkpoints are of two logs: {old.origin!r} and {new.origin!r}",
-                              hint="compare checkpoints of one origin")
+        raise InconsistentLog(
+            f"the checkpoints are of two logs: {old.origin!r} and {new.origin!r}",
+            hint="compare checkpoints of one origin",
+        )
     if new.size < old.size:
-        raise InconsistentLog(f"the newer checkpoint's tree ({new.size:,}) is smaller than the older one's ({old.size:,})",
-                              hint="give the older checkpoint first: consistency OLD NEW")
+        raise InconsistentLog(
+            f"the newer checkpoint's tree ({new.size:,}) is smaller than the older one's ({old.size:,})",
+            hint="give the older checkpoint first: consistency OLD NEW",
+        )
     if old.size == 0:
         return  # every tree extends the empty one
     try:
         verify_consistency(old.size, new.size, old.root, new.root, hashes)
     except ProofError as exc:
-        raise InconsistentLog(f"the tree of size {new.size:,} does not extend the tree of size {old.size:,} "
-                              f"({old.origin}): {exc}") from None
+        raise InconsistentLog(
+            f"the tree of size {new.size:,} does not extend the tree of size {old.size:,} ({old.origin}): {exc}"
+        ) from None

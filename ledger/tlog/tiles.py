@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
-from pithledger.records.canonical import canonical_bytes
 from pithledger.errors import BadTilePath, MalformedEntryBundle, MalformedTile, OutsideTree, TileMismatch
+from pithledger.records.canonical import canonical_bytes
 from pithledger.tlog.merkle import EMPTY_ROOT, HASH_LEN, leaf_hash, node_hash
 from pithledger.tlog.note import Checkpoint, NoteVerifier, open_checkpoint
 
@@ -31,8 +31,9 @@ def log_entry(event_id: str, record: str, served: bytes) -> bytes:
     """The log entry of one logged event (spec/transparency.md §1): canonical JSON naming its ledger id
     (64 lowercase hex; a ``sha256:`` prefix is dropped), its record's long Pith Number and the SHA-256 of
     the event's canonical bytes as this mirror serves them (``served``)."""
-    return canonical_bytes({"event_id": event_id.removeprefix("sha256:"), "record": record,
-                            "sha256": hashlib.sha256(served).hexdigest()})
+    return canonical_bytes(
+        {"event_id": event_id.removeprefix("sha256:"), "record": record, "sha256": hashlib.sha256(served).hexdigest()}
+    )
 
 
 class HashReader(Protocol):
@@ -133,7 +134,7 @@ def _index_path(n: int, width: int) -> str:
         raise BadTilePath(f"a tile is 1..{TILE_WIDTH} hashes wide, not {width}")
     digits = str(n)
     digits = "0" * (-len(digits) % 3) + digits
-    groups = [digits[i:i + 3] for i in range(0, len(digits), 3)]
+    groups = [digits[i : i + 3] for i in range(0, len(digits), 3)]
     out = "/".join(["x" + g for g in groups[:-1]] + [groups[-1]])
     return out if width == TILE_WIDTH else f"{out}.p/{width}"
 
@@ -158,8 +159,12 @@ def parse_tile_path(path: str) -> TilePath:
     if m is None:
         raise BadTilePath(f"{path[:80]!r} is not a tile path")
     kind, index, width = m.groups()
-    tile = TilePath(0 if kind == "entries" else int(kind), int(index.replace("x", "").replace("/", "")),
-                    int(width) if width else TILE_WIDTH, kind == "entries")
+    tile = TilePath(
+        0 if kind == "entries" else int(kind),
+        int(index.replace("x", "").replace("/", "")),
+        int(width) if width else TILE_WIDTH,
+        kind == "entries",
+    )
     if tile.level > MAX_LEVEL or tile.n > MAX_INDEX or (width and tile.width >= TILE_WIDTH) or tile.path() != path:
         raise BadTilePath(f"{path!r} is not the canonical path of a tile")
     return tile
@@ -181,7 +186,7 @@ def hash_tile(reader: HashReader, level: int, n: int, width: int = TILE_WIDTH) -
 def split_tile(data: bytes, width: int) -> list[bytes]:
     if len(data) != width * HASH_LEN:
         raise MalformedTile(f"a tile of width {width} is {width * HASH_LEN} bytes, not {len(data)}")
-    return [data[i:i + HASH_LEN] for i in range(0, len(data), HASH_LEN)]
+    return [data[i : i + HASH_LEN] for i in range(0, len(data), HASH_LEN)]
 
 
 def entry_bundle(entries: Iterable[bytes]) -> bytes:
@@ -203,10 +208,10 @@ def parse_entry_bundle(data: bytes, width: int | None = None) -> list[bytes]:
             raise MalformedEntryBundle(f"an entry bundle holds at most {TILE_WIDTH} entries")
         if i + 2 > len(data):
             raise MalformedEntryBundle("the entry bundle ends inside a length prefix")
-        length = int.from_bytes(data[i:i + 2], "big")
+        length = int.from_bytes(data[i : i + 2], "big")
         if i + 2 + length > len(data):
             raise MalformedEntryBundle("the entry bundle ends inside an entry")
-        entries.append(data[i + 2:i + 2 + length])
+        entries.append(data[i + 2 : i + 2 + length])
         i += 2 + length
     if not entries:
         raise MalformedEntryBundle("an entry bundle is never empty")
@@ -221,8 +226,9 @@ def _level_width(size: int, level: int) -> tuple[int, int]:
     return count >> TILE_HEIGHT, count & (TILE_WIDTH - 1)
 
 
-def tiles_for(reader: HashReader, entries: Callable[[int, int], list[bytes]], size: int, *,
-              old_size: int = 0) -> Iterator[tuple[str, bytes]]:
+def tiles_for(
+    reader: HashReader, entries: Callable[[int, int], list[bytes]], size: int, *, old_size: int = 0
+) -> Iterator[tuple[str, bytes]]:
     """Every (path, content) of the tree at ``size``: full and right-edge partial hash tiles and entry
     bundles. With ``old_size``, only those not already in the tree at ``old_size`` (what a publish adds:
     a tile at level L changes only when floor(size / 256^L) does)."""
@@ -294,7 +300,7 @@ class TileClient:
                 run, offset = partial[level], 0
                 for bit in range(TILE_HEIGHT - 1, -1, -1):
                     if len(run) >> bit & 1:
-                        parts.append(_subtree(run[offset:offset + (1 << bit)]))
+                        parts.append(_subtree(run[offset : offset + (1 << bit)]))
                         offset += 1 << bit
             root = EMPTY_ROOT
             if parts:
@@ -302,8 +308,9 @@ class TileClient:
                 for p in reversed(parts[:-1]):
                     root = node_hash(p, root)
             if root != checkpoint.root:
-                raise TileMismatch(f"the log's right-edge tiles do not hash to the root of the checkpoint"
-                                   f" at size {checkpoint.size}")
+                raise TileMismatch(
+                    f"the log's right-edge tiles do not hash to the root of the checkpoint at size {checkpoint.size}"
+                )
             for level, run in partial.items():
                 self._tiles[(level, _level_width(checkpoint.size, level)[0])] = run
         except BaseException:
@@ -335,14 +342,15 @@ class TileClient:
         if self.checkpoint is None:
             raise LookupError("the tile client has no trusted checkpoint yet")
         if level < 0 or start < 0 or end < start or end << level > self.size:
-            raise LookupError(f"hashes [{start}, {end}) at level {level} are not complete subtrees of the tree"
-                              f" of size {self.size}")
+            raise LookupError(
+                f"hashes [{start}, {end}) at level {level} are not complete subtrees of the tree of size {self.size}"
+            )
         tile_level, sub = divmod(level, TILE_HEIGHT)
         out: list[bytes] = []
         for i in range(start, end):
             first = i << sub  # the run of 2^sub hashes at tree level 8·tile_level under this node
             n, offset = divmod(first, TILE_WIDTH)
-            out.append(_subtree(self._tile(tile_level, n)[offset:offset + (1 << sub)]))
+            out.append(_subtree(self._tile(tile_level, n)[offset : offset + (1 << sub)]))
         return out
 
     def entries(self, start: int, end: int, *, keep: bool = True) -> list[bytes]:

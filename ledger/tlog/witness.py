@@ -29,10 +29,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pithledger.tlog import merkle
+from pithledger.errors import (
+    BadConfig,
+    BadEvidence,
+    BadRequest,
+    BadVerifierKey,
+    CannotWrite,
+    DamagedState,
+    Inconsistent,
+    NotVerified,
+    PithledgerError,
+    ProofError,
+    SizeConflict,
+    UnknownLog,
+    UnsupportedKeyType,
+    WitnessError,
+)
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import (BadConfig, BadEvidence, BadRequest, BadVerifierKey, CannotWrite, DamagedState, Inconsistent, NotVerified,
-                               PithledgerError, ProofError, SizeConflict, UnknownLog, UnsupportedKeyType, WitnessError)
+from pithledger.tlog import merkle
 
 #: Largest add-checkpoint body read: the old-size line, 63 proof lines and a checkpoint with many
 #: signatures take a few KiB; 64 KiB leaves room for extension lines and 16+ post-quantum signatures.
@@ -239,8 +253,14 @@ def open_checkpoint(note: bytes, vkeys: Sequence[str], extra: Sequence[Any] = ()
         cp, opened = open_note_checkpoint(note, verifiers)
     except (MalformedNote, MalformedCheckpoint) as exc:
         raise BadRequest(f"the note is not a signed checkpoint: {exc.message}") from None
-    return Signed(note=note.decode("utf-8"), text=opened.text, origin=cp.origin, size=cp.size, root=cp.root,
-                  verified_by=opened.verified_by)
+    return Signed(
+        note=note.decode("utf-8"),
+        text=opened.text,
+        origin=cp.origin,
+        size=cp.size,
+        root=cp.root,
+        verified_by=opened.verified_by,
+    )
 
 
 # --- config ----------------------------------------------------------------------------------------
@@ -272,7 +292,9 @@ def load_config(path: Path) -> Config:
         raise BadConfig(f"{path}: unknown fields {', '.join(sorted(unknown))}")
     name, key, logs = doc.get("name"), doc.get("key"), doc.get("logs")
     if not isinstance(name, str) or not name or any(c.isspace() or c == "+" for c in name) or len(name) > 256:
-        raise BadConfig(f"{path}: name must be a key name: 1-256 characters, no spaces, no '+' (e.g. witness.example/w1)")
+        raise BadConfig(
+            f"{path}: name must be a key name: 1-256 characters, no spaces, no '+' (e.g. witness.example/w1)"
+        )
     if not isinstance(key, str) or not key:
         raise BadConfig(f"{path}: key must name the witness's local key (pithledger keys new NAME)")
     if not isinstance(logs, list) or len(logs) > MAX_LOGS:
@@ -284,7 +306,11 @@ def load_config(path: Path) -> Config:
     from pithledger.tlog.note import NoteVerifier
 
     for i, log in enumerate(logs):
-        if not isinstance(log, dict) or set(log) != {"origin", "vkey"} or not all(isinstance(v, str) for v in log.values()):
+        if (
+            not isinstance(log, dict)
+            or set(log) != {"origin", "vkey"}
+            or not all(isinstance(v, str) for v in log.values())
+        ):
             raise BadConfig(f"{path}: logs[{i}] must be an object with exactly origin and vkey, both strings")
         origin, vkey = log["origin"], log["vkey"]
         if not origin or "\n" in origin or origin in follows:
@@ -340,12 +366,32 @@ def request_body(old_size: int, proof: Sequence[bytes], checkpoint: bytes) -> by
     return f"old {old_size}\n".encode() + b"".join(base64.b64encode(p) + b"\n" for p in proof) + b"\n" + checkpoint
 
 
-def evidence_doc(*, origin: str, log_key: str, old: str, new: str, proof: Sequence[bytes], prefix: bytes | None,
-                 observer: str, observed_at: str, kind: str) -> dict[str, Any]:
+def evidence_doc(
+    *,
+    origin: str,
+    log_key: str,
+    old: str,
+    new: str,
+    proof: Sequence[bytes],
+    prefix: bytes | None,
+    observer: str,
+    observed_at: str,
+    kind: str,
+) -> dict[str, Any]:
     """The evidence of two signed checkpoints of one log that do not extend each other (spec §6.3)."""
-    return {"evidence_type": EVIDENCE_TYPE, "evidence_version": VERSION, "kind": kind, "origin": origin,
-            "log_key": log_key, "old_checkpoint": old, "new_checkpoint": new, "proof": [b64(p) for p in proof],
-            "new_tree_old_root": b64(prefix) if prefix is not None else None, "observer": observer, "observed_at": observed_at}
+    return {
+        "evidence_type": EVIDENCE_TYPE,
+        "evidence_version": VERSION,
+        "kind": kind,
+        "origin": origin,
+        "log_key": log_key,
+        "old_checkpoint": old,
+        "new_checkpoint": new,
+        "proof": [b64(p) for p in proof],
+        "new_tree_old_root": b64(prefix) if prefix is not None else None,
+        "observer": observer,
+        "observed_at": observed_at,
+    }
 
 
 #: The kinds of inconsistency that the two signed checkpoints and the proof prove by themselves (judge).
@@ -363,7 +409,9 @@ def write_evidence(directory: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-def judge(old: Signed, new: Signed, proof: Sequence[bytes], prefix: bytes | None = None) -> tuple[str, bytes | None] | None:
+def judge(
+    old: Signed, new: Signed, proof: Sequence[bytes], prefix: bytes | None = None
+) -> tuple[str, bytes | None] | None:
     """None when ``new`` extends ``old`` by ``proof``; else (kind of inconsistency, the old size's root in
     the new tree when known). Kinds: ``same-size-different-root`` and ``inconsistent-proof`` prove a fork
     (the latter: a proof that reaches the new root from a different old root); ``bad-proof`` (a proof that
@@ -395,8 +443,16 @@ class Witness:
     ``after_persist``: called once the new state is on disk and before the cosignature is made (tests
     use it to stop the witness between persisting and answering)."""
 
-    def __init__(self, name: str, signer: Any, logs: Mapping[str, LogConfig], state_dir: Path, *,
-                 clock: Callable[[], float] = time.time, after_persist: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        signer: Any,
+        logs: Mapping[str, LogConfig],
+        state_dir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        after_persist: Callable[[], None] | None = None,
+    ) -> None:
         self.name = name
         self.signer = signer
         self.logs = dict(logs)
@@ -423,9 +479,15 @@ class Witness:
         if not path.exists():
             return None
         doc = read_small(path, "the witness state", DamagedState)
-        if (not isinstance(doc, dict) or doc.get("state_type") != STATE_TYPE or doc.get("origin") != origin
-                or type(doc.get("size")) is not int or not 0 <= doc["size"] <= MAX_SIZE
-                or not isinstance(doc.get("checkpoint"), str) or not isinstance(doc.get("text"), str)):
+        if (
+            not isinstance(doc, dict)
+            or doc.get("state_type") != STATE_TYPE
+            or doc.get("origin") != origin
+            or type(doc.get("size")) is not int
+            or not 0 <= doc["size"] <= MAX_SIZE
+            or not isinstance(doc.get("checkpoint"), str)
+            or not isinstance(doc.get("text"), str)
+        ):
             raise DamagedState(f"the witness state {path} is damaged")
         try:
             root = unb64_hash(str(doc.get("root")), "root")
@@ -434,8 +496,16 @@ class Witness:
         return Signed(note=doc["checkpoint"], text=doc["text"], origin=origin, size=doc["size"], root=root)
 
     def _persist(self, cp: Signed) -> None:
-        doc = {"state_type": STATE_TYPE, "state_version": VERSION, "origin": cp.origin, "size": cp.size, "root": b64(cp.root),
-               "text": cp.text, "checkpoint": cp.note, "cosigned_at": now_iso(self.clock)}
+        doc = {
+            "state_type": STATE_TYPE,
+            "state_version": VERSION,
+            "origin": cp.origin,
+            "size": cp.size,
+            "root": b64(cp.root),
+            "text": cp.text,
+            "checkpoint": cp.note,
+            "cosigned_at": now_iso(self.clock),
+        }
         write_atomic(self._state_path(cp.origin), canonical_bytes(doc) + b"\n")
 
     def handle(self, body: bytes) -> Answer:
@@ -445,11 +515,15 @@ class Witness:
             lines = self.add_checkpoint(req.old_size, req.proof, req.checkpoint)
         except WitnessError as exc:
             return Answer(exc.status, exc.content_type, exc.body())
-        except PithledgerError as exc:  # the witness's own fault (its state cannot be read or written): nothing cosigned
+        except (
+            PithledgerError
+        ) as exc:  # the witness's own fault (its state cannot be read or written): nothing cosigned
             return Answer(500, "text/plain; charset=utf-8", f"{exc.code}: the witness cannot answer now\n".encode())
         return Answer(200, "text/plain; charset=utf-8", lines.encode())
 
-    def add_checkpoint(self, old_size: int, proof: Sequence[bytes], checkpoint: bytes, *, prefix: bytes | None = None) -> str:
+    def add_checkpoint(
+        self, old_size: int, proof: Sequence[bytes], checkpoint: bytes, *, prefix: bytes | None = None
+    ) -> str:
         """C2SP tlog-witness add-checkpoint: the cosignature line(s), or a :class:`WitnessError` whose
         ``status`` is the HTTP status the spec gives. ``prefix``: the old size's root in the new tree, when
         the caller computed it from tiles (only to make evidence provable when the old size is a power of 2)."""
@@ -475,7 +549,9 @@ class Witness:
             last = self.state(origin)
             size = last.size if last is not None else 0
             if old_size != size:
-                raise SizeConflict(f"the old size is {old_size}, but this witness last cosigned size {size} of {origin[:200]!r}", size)
+                raise SizeConflict(
+                    f"the old size is {old_size}, but this witness last cosigned size {size} of {origin[:200]!r}", size
+                )
             if old_size == 0 and proof:
                 raise Inconsistent("the old size is 0: the consistency proof must be empty")
             if last is not None and last.size == new.size and proof:
@@ -487,11 +563,29 @@ class Witness:
                     # The proof is the sender's, and anyone may send one: only evidence that proves a fork by
                     # itself is kept (a proof that reaches no root proves nothing of the log, and keeping
                     # each would let anyone fill this disk).
-                    path = write_evidence(self.evidence_dir, evidence_doc(
-                        origin=origin, log_key=log.vkey, old=last.note, new=new.note, proof=proof, prefix=x,
-                        observer=self.name, observed_at=now_iso(self.clock), kind=kind)) if kind in PROVEN_KINDS else None
-                    raise Inconsistent(f"{origin[:200]}: size {new.size} does not extend the size {last.size} this "
-                                       f"witness cosigned ({kind})", path)
+                    path = (
+                        write_evidence(
+                            self.evidence_dir,
+                            evidence_doc(
+                                origin=origin,
+                                log_key=log.vkey,
+                                old=last.note,
+                                new=new.note,
+                                proof=proof,
+                                prefix=x,
+                                observer=self.name,
+                                observed_at=now_iso(self.clock),
+                                kind=kind,
+                            ),
+                        )
+                        if kind in PROVEN_KINDS
+                        else None
+                    )
+                    raise Inconsistent(
+                        f"{origin[:200]}: size {new.size} does not extend the size {last.size} this "
+                        f"witness cosigned ({kind})",
+                        path,
+                    )
             self._persist(new)  # durable before any answer (C2SP: MUST persist before responding)
             if self.after_persist is not None:
                 self.after_persist()
@@ -527,8 +621,19 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
         doc = strict_decode(data, max_bytes=MAX_FILE, what="the evidence file")
     except PithledgerError as exc:
         raise BadEvidence(exc.message) from None
-    fields = {"evidence_type", "evidence_version", "kind", "origin", "log_key", "old_checkpoint", "new_checkpoint",
-              "proof", "new_tree_old_root", "observer", "observed_at"}
+    fields = {
+        "evidence_type",
+        "evidence_version",
+        "kind",
+        "origin",
+        "log_key",
+        "old_checkpoint",
+        "new_checkpoint",
+        "proof",
+        "new_tree_old_root",
+        "observer",
+        "observed_at",
+    }
     if not isinstance(doc, dict) or doc.get("evidence_type") != EVIDENCE_TYPE or doc.get("evidence_version") != VERSION:
         raise BadEvidence(f"not a {EVIDENCE_TYPE} version {VERSION}")
     if set(doc) != fields:
@@ -536,7 +641,11 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
     for name in ("kind", "origin", "log_key", "old_checkpoint", "new_checkpoint"):
         if not isinstance(doc[name], str):
             raise BadEvidence(f"{name} must be a string")
-    if not isinstance(doc["proof"], list) or len(doc["proof"]) > MAX_PROOF or not all(isinstance(p, str) for p in doc["proof"]):
+    if (
+        not isinstance(doc["proof"], list)
+        or len(doc["proof"]) > MAX_PROOF
+        or not all(isinstance(p, str) for p in doc["proof"])
+    ):
         raise BadEvidence(f"proof must be a list of at most {MAX_PROOF} base64 hashes")
     try:
         proof = [unb64_hash(p, f"proof[{i}]") for i, p in enumerate(doc["proof"])]
@@ -566,16 +675,26 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
     old, new = checked
     verdict = judge(old, new, proof, x)
     if verdict is None:
-        return Verdict("consistent", old.origin, old.size, new.size, False,
-                       f"size {new.size} extends size {old.size} by the proof: this is no evidence of a fork")
+        return Verdict(
+            "consistent",
+            old.origin,
+            old.size,
+            new.size,
+            False,
+            f"size {new.size} extends size {old.size} by the proof: this is no evidence of a fork",
+        )
     kind = verdict[0]
     if kind != doc["kind"]:
         raise BadEvidence(f"the file says {doc['kind'][:60]!r}, but its checkpoints and proof show {kind!r}")
     messages = {
         "same-size-different-root": f"the log signed two different trees of size {new.size}: a fork, proven",
-        "inconsistent-proof": (f"the proof reaches the new root {b64(new.root)} (size {new.size}) from a root of its first "
-                               f"{old.size} leaves that is not the one the log signed for size {old.size}: a fork, proven"),
+        "inconsistent-proof": (
+            f"the proof reaches the new root {b64(new.root)} (size {new.size}) from a root of its first "
+            f"{old.size} leaves that is not the one the log signed for size {old.size}: a fork, proven"
+        ),
         "bad-proof": f"the proof from size {old.size} to {new.size} reaches neither root: the log misbehaved, but this proves no fork",
         "rollback": f"the log signed size {new.size} after size {old.size}: an old checkpoint may be served again, so this proves no fork",
     }
-    return Verdict(kind, old.origin, old.size, new.size, kind in ("same-size-different-root", "inconsistent-proof"), messages[kind])
+    return Verdict(
+        kind, old.origin, old.size, new.size, kind in ("same-size-different-root", "inconsistent-proof"), messages[kind]
+    )

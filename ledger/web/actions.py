@@ -30,11 +30,11 @@ from typing import Any
 import lmdb
 import msgspec
 
+from pithledger.errors import ActionError, LedgerError, PithledgerError
+from pithledger.fanout import Fanout
 from pithledger.records.bundle import BUNDLE_TYPE, BUNDLE_VERSION, Bundle, read_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import ActionError, LedgerError, PithledgerError
 from pithledger.records.events import MAX_EVENT_BYTES, Verdict, check_event, claimed_event_id, subject_of
-from pithledger.fanout import Fanout
 from pithledger.render.record_doc import ACTIONS
 from pithledger.store import BatchWithdrawn, Ledger
 
@@ -119,9 +119,13 @@ class RateLimit:
         lim = self.limits
         now = time.monotonic() if now is None else now
         with self._lock:
-            mine = self._refill(self._clients.get(client, (float(lim.client_burst), now)), lim.client_rate, lim.client_burst, now)
+            mine = self._refill(
+                self._clients.get(client, (float(lim.client_burst), now)), lim.client_rate, lim.client_burst, now
+            )
             total = self._refill(self._total, lim.total_rate, lim.total_burst, now)
-            wait = max(0.0 if mine >= 1 else (1 - mine) / lim.client_rate, 0.0 if total >= 1 else (1 - total) / lim.total_rate)
+            wait = max(
+                0.0 if mine >= 1 else (1 - mine) / lim.client_rate, 0.0 if total >= 1 else (1 - total) / lim.total_rate
+            )
             if wait > 0:
                 return wait
             if client not in self._clients and len(self._clients) >= MAX_CLIENTS:
@@ -169,8 +173,16 @@ class _Item:
 
 
 def _event_doc(v: Verdict, status: str) -> dict[str, Any]:
-    return {"event_id": v.event_id, "event_type": v.event_type, "subject": v.subject, "status": status,
-            "reason": v.reason, "message": v.message, "trust": v.trust, "signer_key": v.signer_key}
+    return {
+        "event_id": v.event_id,
+        "event_type": v.event_type,
+        "subject": v.subject,
+        "status": status,
+        "reason": v.reason,
+        "message": v.message,
+        "trust": v.trust,
+        "signer_key": v.signer_key,
+    }
 
 
 def verdict_of(event: dict[str, Any]) -> Verdict:
@@ -198,8 +210,12 @@ class Writer:
     def submit(self, item: _Item) -> None:
         with self._cond:
             if len(self._queue) >= self.limits.max_queued:
-                raise ActionError(503, "busy", f"{len(self._queue):,} submissions are waiting to be written; try again shortly",
-                                  {"retry-after": "1"})
+                raise ActionError(
+                    503,
+                    "busy",
+                    f"{len(self._queue):,} submissions are waiting to be written; try again shortly",
+                    {"retry-after": "1"},
+                )
             self._queue.append(item)
             self._cond.notify()
 
@@ -227,7 +243,7 @@ class Writer:
                 while not self._queue and not self._stop and not self._pending_work:
                     self._cond.wait()
                 if not self._queue and not self._stop:  # idle with work pending: a short pause, so that a running
-                    self._cond.wait(0.2)                # apply's own finishing is not raced step for step
+                    self._cond.wait(0.2)  # apply's own finishing is not raced step for step
                 if self._stop and not self._queue:
                     return
                 group: list[_Item] = []
@@ -245,7 +261,9 @@ class Writer:
             except BaseException:  # noqa: BLE001 - the writer must outlive any one group; the log gets the traceback
                 traceback.print_exc(file=sys.stderr)
                 for item in group:
-                    _resolve(item, Answer(500, {"error": "server-error", "message": "the submission could not be written"}))
+                    _resolve(
+                        item, Answer(500, {"error": "server-error", "message": "the submission could not be written"})
+                    )
                 time.sleep(0.1)
 
     def _derive_step(self) -> None:
@@ -267,8 +285,20 @@ class Writer:
                 continue
             refused = [v for v in item.verdicts if v.status != "valid"]
             docs = [_event_doc(v, v.status if v.status != "valid" else "not-written") for v in item.verdicts]
-            _resolve(item, Answer(422, {"error": refused[0].reason, "message": refused[0].message, "result": "refused",
-                                        "pith_number": item.bundle.pith_number, "action": item.kind, "events": docs}))
+            _resolve(
+                item,
+                Answer(
+                    422,
+                    {
+                        "error": refused[0].reason,
+                        "message": refused[0].message,
+                        "result": "refused",
+                        "pith_number": item.bundle.pith_number,
+                        "action": item.kind,
+                        "events": docs,
+                    },
+                ),
+            )
         while live:
             defer = self.ledger.pending() > 0  # someone else's pending work: derive it between groups, not in ours
             batch = self.ledger.batch()
@@ -301,7 +331,12 @@ class Writer:
                 continue
             except LedgerError as exc:
                 for item in live:
-                    _resolve(item, Answer(503, {"error": exc.code, "message": f"not written: {exc.message}"}, {"retry-after": "30"}))
+                    _resolve(
+                        item,
+                        Answer(
+                            503, {"error": exc.code, "message": f"not written: {exc.message}"}, {"retry-after": "30"}
+                        ),
+                    )
                 return
             self.groups += 1
             if defer or result.rejected:
@@ -309,8 +344,18 @@ class Writer:
             for item in live:
                 new = "new" in item.statuses
                 docs = [_event_doc(v, s) for v, s in zip(item.verdicts, item.statuses, strict=True)]
-                _resolve(item, Answer(201 if new else 200, {"result": "accepted" if new else "held", "pith_number": item.bundle.pith_number,
-                                                            "action": item.kind, "events": docs}))
+                _resolve(
+                    item,
+                    Answer(
+                        201 if new else 200,
+                        {
+                            "result": "accepted" if new else "held",
+                            "pith_number": item.bundle.pith_number,
+                            "action": item.kind,
+                            "events": docs,
+                        },
+                    ),
+                )
             return
 
 
@@ -327,35 +372,51 @@ def request_bundle(body: bytes, subject: str, kind: str) -> Bundle:
     bound to the URL: every event about ``subject`` and of ``kind`` (else 400). Only the events are
     kept: a bundle's unknown top-level fields are not stored from a public endpoint."""
     if too_structured(body):  # before decoding: what the rest costs grows with this
-        raise ActionError(413, "too-many-values", f"the body holds more than {MAX_BODY_VALUES:,} of '{{', '[' and ',' outside strings "
-                          "(an action event holds a few dozen); send fewer events per request, or give the bundle to the mirror's "
-                          "operator to apply")
+        raise ActionError(
+            413,
+            "too-many-values",
+            f"the body holds more than {MAX_BODY_VALUES:,} of '{{', '[' and ',' outside strings "
+            "(an action event holds a few dozen); send fewer events per request, or give the bundle to the mirror's "
+            "operator to apply",
+        )
     try:
         value = strict_decode(body, max_bytes=MAX_BODY, what="the request body")
     except PithledgerError as exc:
         raise ActionError(413 if exc.code == "document-too-large" else 400, exc.code, exc.message) from None
     if isinstance(value, dict) and "bundle_type" not in value:
         if "record_type" in value:
-            raise ActionError(400, "bad-bundle", "a record document is not an action: POST a signed event, or an event bundle")
+            raise ActionError(
+                400, "bad-bundle", "a record document is not an action: POST a signed event, or an event bundle"
+            )
         try:
             number = subject_of(value)
         except PithledgerError as exc:
-            raise ActionError(400, "bad-bundle", f"the body is neither a signed event nor a bundle: {exc.message}") from None
+            raise ActionError(
+                400, "bad-bundle", f"the body is neither a signed event nor a bundle: {exc.message}"
+            ) from None
         value = {"bundle_type": BUNDLE_TYPE, "bundle_version": BUNDLE_VERSION, "pith_number": number, "events": [value]}
     try:
         bundle = read_bundle(value)
     except PithledgerError as exc:
         raise ActionError(400, exc.code, exc.message) from None
     if bundle.pith_number != subject:
-        raise ActionError(400, "subject-mismatch", f"the events are about {bundle.pith_number}, but this action URL is {subject}'s")
+        raise ActionError(
+            400, "subject-mismatch", f"the events are about {bundle.pith_number}, but this action URL is {subject}'s"
+        )
     if not bundle.events:
         raise ActionError(400, "no-events", "the bundle carries no events")
     if len(bundle.events) > MAX_EVENTS:
-        raise ActionError(400, "too-many-events", f"{len(bundle.events):,} events; one request carries at most {MAX_EVENTS}")
+        raise ActionError(
+            400, "too-many-events", f"{len(bundle.events):,} events; one request carries at most {MAX_EVENTS}"
+        )
     for i, event in enumerate(bundle.events):
         if event.get("event_type") != kind:
             shown = event.get("event_type")
-            raise ActionError(400, "kind-mismatch", f"events[{i}] is of kind {str(shown)[:60]!r}, but this action URL takes {kind} events")
+            raise ActionError(
+                400,
+                "kind-mismatch",
+                f"events[{i}] is of kind {str(shown)[:60]!r}, but this action URL takes {kind} events",
+            )
     return Bundle(pith_number=bundle.pith_number, events=bundle.events)
 
 
@@ -376,12 +437,21 @@ class Actions:
             if not content_length.isdigit() or len(content_length) > 18:
                 raise ActionError(400, "bad-request", "Content-Length is not a decimal length")
             if int(content_length) > MAX_BODY:
-                raise ActionError(413, "body-too-large", f"the body is {int(content_length):,} bytes; an action takes at most {MAX_BODY:,} "
-                                  "(one event of at most 1 MiB in a bundle)", {"connection": "close"})
+                raise ActionError(
+                    413,
+                    "body-too-large",
+                    f"the body is {int(content_length):,} bytes; an action takes at most {MAX_BODY:,} "
+                    "(one event of at most 1 MiB in a bundle)",
+                    {"connection": "close"},
+                )
         wait = self.rates.take(client)
         if wait > 0:
-            raise ActionError(429, "rate-limited", "too many submissions; wait before sending more",
-                              {"retry-after": str(max(1, math.ceil(wait)))})
+            raise ActionError(
+                429,
+                "rate-limited",
+                "too many submissions; wait before sending more",
+                {"retry-after": str(max(1, math.ceil(wait)))},
+            )
 
     async def submit(self, bundle: Bundle, kind: str) -> Answer:
         item = _Item(bundle=bundle, kind=kind)
@@ -392,8 +462,15 @@ class Actions:
         except TimeoutError:
             if self.writer.cancel(item):
                 retry = str(max(1, math.ceil(self.limits.lock_wait)))
-                return Answer(503, {"error": "ledger-busy", "message": f"another process held the ledger's write lock for more than "
-                                    f"{self.limits.lock_wait:g} s (a long apply or sync); nothing was written"}, {"retry-after": retry})
+                return Answer(
+                    503,
+                    {
+                        "error": "ledger-busy",
+                        "message": f"another process held the ledger's write lock for more than "
+                        f"{self.limits.lock_wait:g} s (a long apply or sync); nothing was written",
+                    },
+                    {"retry-after": retry},
+                )
             return await waiting  # its group holds the lock: the commit is under way
 
 
@@ -405,13 +482,19 @@ async def read_body(receive_stream: Any) -> bytes:
         async for chunk in receive_stream:
             body.extend(chunk)
             if len(body) > MAX_BODY:
-                raise ActionError(413, "body-too-large", f"the body is over {MAX_BODY:,} bytes; an action takes at most that",
-                                  {"connection": "close"})
+                raise ActionError(
+                    413,
+                    "body-too-large",
+                    f"the body is over {MAX_BODY:,} bytes; an action takes at most that",
+                    {"connection": "close"},
+                )
 
     try:
         await asyncio.wait_for(read(), timeout=BODY_SECONDS)
     except TimeoutError:
-        raise ActionError(408, "body-timeout", f"the body did not arrive within {BODY_SECONDS:g} s", {"connection": "close"}) from None
+        raise ActionError(
+            408, "body-timeout", f"the body did not arrive within {BODY_SECONDS:g} s", {"connection": "close"}
+        ) from None
     return bytes(body)
 
 
@@ -435,8 +518,9 @@ def action_url(url: str, pith_number: str, kind: str) -> str:
     return url.rstrip("/") + f"/pith/{suffix}/action/{kind}"
 
 
-def post_event(client: Any, url: str, event: dict[str, Any], *, timeout: float, deadline: Any,
-               sleep: Any = time.sleep) -> dict[str, Any]:
+def post_event(
+    client: Any, url: str, event: dict[str, Any], *, timeout: float, deadline: Any, sleep: Any = time.sleep
+) -> dict[str, Any]:
     """POST one event (as an event bundle) to its action URL; its verdict as the mirror gave it:
     ``status`` new, duplicate, invalid, unverified, or refused (any other answer), with ``http_status``,
     ``reason`` and ``message``. A mirror that answers 429 or 503 is tried again (TRIES in all)."""
@@ -445,8 +529,12 @@ def post_event(client: Any, url: str, event: dict[str, Any], *, timeout: float, 
     number = event.get("subject_pith_number")
     body = canonical_bytes(write_bundle(str(number), [event])) + b"\n"
     declared = event.get("event_id")
-    out: dict[str, Any] = {"event_id": declared if isinstance(declared, str) else "", "event_type": event.get("event_type"),
-                           "subject": number, "url": url}
+    out: dict[str, Any] = {
+        "event_id": declared if isinstance(declared, str) else "",
+        "event_type": event.get("event_type"),
+        "subject": number,
+        "url": url,
+    }
     for attempt in range(TRIES):
         resp = client.post(url, body, timeout=timeout, deadline=deadline, max_bytes=MAX_ANSWER)
         if resp.status in (429, 503) and attempt + 1 < TRIES:
@@ -467,6 +555,9 @@ def post_event(client: Any, url: str, event: dict[str, Any], *, timeout: float, 
             out["event_id"] = first["event_id"]
     else:
         code = answer.get("error")
-        out.update(status="refused", reason=code if isinstance(code, str) else f"http-{resp.status}",
-                   message=str(answer.get("message", f"the mirror answered HTTP {resp.status}"))[:500])
+        out.update(
+            status="refused",
+            reason=code if isinstance(code, str) else f"http-{resp.status}",
+            message=str(answer.get("message", f"the mirror answered HTTP {resp.status}"))[:500],
+        )
     return out

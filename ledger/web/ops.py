@@ -56,7 +56,9 @@ class Proxies:
             try:
                 self.networks.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
-                raise ValueError(f"{item[:80]!r} is no IP address or network (e.g. 127.0.0.1, 10.0.0.0/8, ::1)") from None
+                raise ValueError(
+                    f"{item[:80]!r} is no IP address or network (e.g. 127.0.0.1, 10.0.0.0/8, ::1)"
+                ) from None
 
     def __bool__(self) -> bool:
         return self.any or bool(self.networks)
@@ -140,8 +142,16 @@ _UNSAFE = re.compile(r'[^\x21-\x7e]|["\\]')
 def escaped(text: str, limit: int = 2048) -> str:
     """``text`` as one logfmt value: every character outside printable ASCII, ``"`` and ``\\`` as ``\\xNN`` /
     ``\\uNNNN`` (no control character, newline or bidi mark from a client reaches the log), cut to ``limit``."""
-    out = _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}" if ord(m[0]) < 0x10000
-                      else f"\\U{ord(m[0]):08x}", text[:limit])
+    out = _UNSAFE.sub(
+        lambda m: (
+            f"\\x{ord(m[0]):02x}"
+            if ord(m[0]) < 0x100
+            else f"\\u{ord(m[0]):04x}"
+            if ord(m[0]) < 0x10000
+            else f"\\U{ord(m[0]):08x}"
+        ),
+        text[:limit],
+    )
     return out + ("..." if len(text) > limit else "")
 
 
@@ -167,7 +177,9 @@ class AccessLog:
     appends (never blocks on the stream); when the stream does not keep up, what does not fit is dropped and
     counted (``pithledger_access_log_dropped_total``), never waited for."""
 
-    def __init__(self, stream: IO[str] | None, capacity: int = 10_000, dropped: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, stream: IO[str] | None, capacity: int = 10_000, dropped: Callable[[], None] | None = None
+    ) -> None:
         self.stream = stream
         self.capacity = capacity
         self._lines: deque[str] = deque()
@@ -238,15 +250,24 @@ class LedgerCollector(Collector):
         yield up
         yield GaugeMetricFamily("pithledger_ledger_events", "Events in the ledger's log", value=counts["events"])
         yield GaugeMetricFamily("pithledger_ledger_records", "Records with a derived state", value=counts["records"])
-        yield GaugeMetricFamily("pithledger_ledger_pending", "Records whose derivation is pending", value=counts["pending"])
-        yield GaugeMetricFamily("pithledger_ledger_bytes", "Bytes of the ledger's data file in use (LMDB pages)", value=used)
+        yield GaugeMetricFamily(
+            "pithledger_ledger_pending", "Records whose derivation is pending", value=counts["pending"]
+        )
+        yield GaugeMetricFamily(
+            "pithledger_ledger_bytes", "Bytes of the ledger's data file in use (LMDB pages)", value=used
+        )
         commit = last_commit(self.ledger)
         if commit is not None:
-            yield GaugeMetricFamily("pithledger_last_commit_timestamp_seconds",
-                                    "When the ledger's data file was last written (every commit writes it), Unix time", value=commit)
-        sources = GaugeMetricFamily("pithledger_source_last_success_timestamp_seconds",
-                                    "When sync/pull last checked each logged source's checkpoint (<ledger>/checkpoints/), Unix time",
-                                    labels=["source"])
+            yield GaugeMetricFamily(
+                "pithledger_last_commit_timestamp_seconds",
+                "When the ledger's data file was last written (every commit writes it), Unix time",
+                value=commit,
+            )
+        sources = GaugeMetricFamily(
+            "pithledger_source_last_success_timestamp_seconds",
+            "When sync/pull last checked each logged source's checkpoint (<ledger>/checkpoints/), Unix time",
+            labels=["source"],
+        )
         for source, at in remembered_sources(self.ledger.path):
             sources.add_metric([source], at)
         yield sources
@@ -273,7 +294,7 @@ def remembered_sources(ledger_path: Path) -> list[tuple[str, float]]:
 
     best: dict[str, float] = {}
     try:
-        names = sorted(os.listdir(Path(ledger_path) / MEMORY_DIR))[:MAX_SOURCES * 2]
+        names = sorted(os.listdir(Path(ledger_path) / MEMORY_DIR))[: MAX_SOURCES * 2]
     except OSError:
         return []
     for name in names:
@@ -299,19 +320,38 @@ class Ops:
         self.proxies = proxies or Proxies()
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("pithledger_http_requests", "HTTP requests answered, by route template, method and status",
-                                ["route", "method", "status"], registry=r)
-        self.duration = Histogram("pithledger_http_request_duration_seconds", "Time from a request's head to its answer's last byte, by route",
-                                  ["route"], registry=r,
-                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+        self.requests = Counter(
+            "pithledger_http_requests",
+            "HTTP requests answered, by route template, method and status",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "pithledger_http_request_duration_seconds",
+            "Time from a request's head to its answer's last byte, by route",
+            ["route"],
+            registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+        )
         self.accepted = Counter("pithledger_events_accepted", "Events POSTed and appended (new)", registry=r)
-        self.held = Counter("pithledger_events_held", "Events POSTed that the ledger held already (duplicates)", registry=r)
-        self.refused = Counter("pithledger_events_refused", "Refused POSTed events (or submissions, when refused before their events "
-                               "were read), by reason", ["reason"], registry=r)
-        self.refused_connections = Counter("pithledger_connections_refused", "Connections or requests answered by the connection "
-                                           "guard (caps, deadlines, sizes), by error code", ["reason"], registry=r)
-        self.log_dropped = Counter("pithledger_access_log_dropped", "Access-log lines dropped because the log did not keep up",
-                                   registry=r)
+        self.held = Counter(
+            "pithledger_events_held", "Events POSTed that the ledger held already (duplicates)", registry=r
+        )
+        self.refused = Counter(
+            "pithledger_events_refused",
+            "Refused POSTed events (or submissions, when refused before their events were read), by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.refused_connections = Counter(
+            "pithledger_connections_refused",
+            "Connections or requests answered by the connection guard (caps, deadlines, sizes), by error code",
+            ["reason"],
+            registry=r,
+        )
+        self.log_dropped = Counter(
+            "pithledger_access_log_dropped", "Access-log lines dropped because the log did not keep up", registry=r
+        )
         self.log = log if log is not None else AccessLog(None, dropped=self.log_dropped.inc)
         if log is not None and log._dropped is None:
             log._dropped = self.log_dropped.inc
@@ -319,19 +359,25 @@ class Ops:
     def watch(self, read: Callable[[Callable[[], Any]], Any], ledger: Ledger) -> None:
         self.registry.register(LedgerCollector(read, ledger))
 
-    def request(self, *, client: str, peer: str, method: str, path: str, route: str, status: int, size: int, seconds: float) -> None:
+    def request(
+        self, *, client: str, peer: str, method: str, path: str, route: str, status: int, size: int, seconds: float
+    ) -> None:
         label = method if method in METHODS else "other"
         self.requests.labels(route, label, str(status)).inc()
         self.duration.labels(route).observe(seconds)
         via = f" peer={peer}" if peer != client else ""
-        self.log.write(f"ts={now_iso()} client={escaped(client, 64)}{via} method={escaped(method, 16)} path=\"{escaped(path)}\" "
-                       f"status={status} bytes={size} seconds={seconds:.6f}")
+        self.log.write(
+            f'ts={now_iso()} client={escaped(client, 64)}{via} method={escaped(method, 16)} path="{escaped(path)}" '
+            f"status={status} bytes={size} seconds={seconds:.6f}"
+        )
 
     def events(self, *, client: str, kind: str, subject: str, status: int, body: dict[str, Any]) -> None:
         """A line per event of an answered submission: accepted (new or held) or refused, with its id and reason."""
         docs = body.get("events")
         if not isinstance(docs, list) or not docs:
-            self.refused_submission(client=client, kind=kind, subject=subject, reason=str(body.get("error", f"http-{status}")))
+            self.refused_submission(
+                client=client, kind=kind, subject=subject, reason=str(body.get("error", f"http-{status}"))
+            )
             return
         request_reason = str(body.get("error", ""))
         for doc in docs:
@@ -343,13 +389,17 @@ class Ops:
                 reason = str(doc.get("reason") or request_reason or f"http-{status}")
                 self.refused.labels(reason).inc()
                 word, why = "refused", f" reason={escaped(reason, 80)}"
-            self.log.write(f"ts={now_iso()} client={escaped(client, 64)} event={word} id={escaped(str(doc.get('event_id', '')), 80)} "
-                           f"kind={escaped(str(doc.get('event_type', kind)), 60)} subject={escaped(str(doc.get('subject', subject)), 80)}{why}")
+            self.log.write(
+                f"ts={now_iso()} client={escaped(client, 64)} event={word} id={escaped(str(doc.get('event_id', '')), 80)} "
+                f"kind={escaped(str(doc.get('event_type', kind)), 60)} subject={escaped(str(doc.get('subject', subject)), 80)}{why}"
+            )
 
     def refused_submission(self, *, client: str, kind: str, subject: str, reason: str) -> None:
         self.refused.labels(reason).inc()
-        self.log.write(f"ts={now_iso()} client={escaped(client, 64)} event=refused id=- kind={escaped(kind, 60)} "
-                       f"subject={escaped(subject, 80)} reason={escaped(reason, 80)}")
+        self.log.write(
+            f"ts={now_iso()} client={escaped(client, 64)} event=refused id=- kind={escaped(kind, 60)} "
+            f"subject={escaped(subject, 80)} reason={escaped(reason, 80)}"
+        )
 
     def guard_refused(self, peer: str, code: str, status: int) -> None:
         """An answer of the connection guard (outside the application: no route, method or path known)."""
@@ -366,17 +416,27 @@ def health(ledger: Ledger, read: Callable[[Callable[[], Any]], Any]) -> tuple[in
     try:
         opened = ledger._opened_file
         if opened is not None and _file_id(data) != opened:
-            return 503, {"status": "unavailable", "reason": "ledger-replaced",
-                         "message": f"{data} is no longer the file this server opened (replaced or removed): restart the server"}
+            return 503, {
+                "status": "unavailable",
+                "reason": "ledger-replaced",
+                "message": f"{data} is no longer the file this server opened (replaced or removed): restart the server",
+            }
         with open(data, "rb") as fh:  # the path still reads (permissions, an I/O error)
             fh.read(4096)
         events: int = read(lambda: ledger.counts()["events"])
     except OSError as exc:
-        return 503, {"status": "unavailable", "reason": "ledger-unreadable", "message": f"{data}: {exc.strerror or exc}"}
+        return 503, {
+            "status": "unavailable",
+            "reason": "ledger-unreadable",
+            "message": f"{data}: {exc.strerror or exc}",
+        }
     except Exception as exc:  # noqa: BLE001 - whatever the ledger raises, the answer is 503 naming it
         code = exc.code if isinstance(exc, PithledgerError) else "ledger-error"
         return 503, {"status": "unavailable", "reason": code, "message": "the ledger could not be read"}
     commit = last_commit(ledger)
-    at = datetime.fromtimestamp(commit, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if commit is not None else None
+    at = (
+        datetime.fromtimestamp(commit, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        if commit is not None
+        else None
+    )
     return 200, {"status": "ok", "events": events, "last_commit": at}
-

@@ -41,24 +41,41 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pithledger.render import badge
-from pithledger.records import ids
-from pithledger.render import pages
-from pithledger.render import record_doc
-from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle
-from pithledger.web.actions import Limits as PostLimits
-from pithledger.web.ops import AccessLog, Ops, Proxies, health, open_log
 from pithledger.audit import DEPTH, DIGEST_VERSION
+from pithledger.errors import (
+    ActionError,
+    AmbiguousId,
+    CannotListen,
+    DerivationPending,
+    HTTPError,
+    MalformedId,
+    NoSuchTile,
+    NotFound,
+    PithledgerError,
+    PortInUse,
+)
+from pithledger.merge import MERGE_VERSION
+from pithledger.mirror.logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, manifest_fields
+from pithledger.mirror.publish import (
+    MAX_FETCH,
+    NODE_DIR,
+    digest_doc,
+    node_doc,
+    node_file,
+    part_index_doc,
+    recent_rows,
+    signing_key_doc,
+)
+from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import MetadataStore
-from pithledger.mirror.logsite import CACHE_CHECKPOINT, CACHE_IMMUTABLE, CACHE_PARTIAL, LogServer, manifest_fields
-from pithledger.errors import (ActionError, AmbiguousId, CannotListen, DerivationPending, HTTPError, MalformedId, NoSuchTile, NotFound,
-                               PithledgerError, PortInUse)
-from pithledger.merge import MERGE_VERSION
-from pithledger.mirror.publish import MAX_FETCH, NODE_DIR, digest_doc, node_doc, node_file, part_index_doc, recent_rows, signing_key_doc
+from pithledger.render import badge, pages, record_doc
 from pithledger.store import Ledger
 from pithledger.tlog.witness import MAX_BODY as MAX_WITNESS_BODY
 from pithledger.tlog.witness import Witness
+from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle
+from pithledger.web.actions import Limits as PostLimits
+from pithledger.web.ops import AccessLog, Ops, Proxies, health, open_log
 
 if TYPE_CHECKING:
     from pithledger.tlog.note import NoteSigner
@@ -150,8 +167,15 @@ def _not_modified(request: Request, etag: str) -> bool:
     return "*" in tags or any(t.removeprefix("W/") == etag for t in tags)
 
 
-def respond(request: Request, body: bytes, media_type: str, *, cache: str = CACHE_MUTABLE, status: int = 200,
-            extra: dict[str, str] | None = None) -> Response:
+def respond(
+    request: Request,
+    body: bytes,
+    media_type: str,
+    *,
+    cache: str = CACHE_MUTABLE,
+    status: int = 200,
+    extra: dict[str, str] | None = None,
+) -> Response:
     etag = etag_of(body)
     headers = {"etag": etag, "cache-control": cache, **CORS, **SECURITY, **(extra or {})}
     if media_type.startswith("text/html"):
@@ -163,7 +187,12 @@ def respond(request: Request, body: bytes, media_type: str, *, cache: str = CACH
 
 def error_response(status: int, code: str, message: str, extra: dict[str, str] | None = None) -> Response:
     body = canonical_bytes({"error": code, "message": message}) + b"\n"
-    return Response(body, status_code=status, media_type=_JSON, headers={"cache-control": "no-store", **CORS, **SECURITY, **(extra or {})})
+    return Response(
+        body,
+        status_code=status,
+        media_type=_JSON,
+        headers={"cache-control": "no-store", **CORS, **SECURITY, **(extra or {})},
+    )
 
 
 # --- the site ------------------------------------------------------------------------------------------------
@@ -172,9 +201,19 @@ def error_response(status: int, code: str, message: str, extra: dict[str, str] |
 class Site:
     """What the handlers read: one read-only ledger handle and the display-metadata sidecar."""
 
-    def __init__(self, ledger_path: Path, *, base_url: str, name: str = "pithledger mirror",
-                 mirror_key: dict[str, str] | None = None, accept_events: PostLimits | None = None, builds: int = 2,
-                 log: NoteSigner | None = None, witness: Witness | None = None, ops: Ops | None = None) -> None:
+    def __init__(
+        self,
+        ledger_path: Path,
+        *,
+        base_url: str,
+        name: str = "pithledger mirror",
+        mirror_key: dict[str, str] | None = None,
+        accept_events: PostLimits | None = None,
+        builds: int = 2,
+        log: NoteSigner | None = None,
+        witness: Witness | None = None,
+        ops: Ops | None = None,
+    ) -> None:
         self.actions: Actions | None = None
         self.witness = witness  # serve --witness: POST /add-checkpoint (spec/transparency.md §6.2)
         self.witness_rates = RateLimit(PostLimits()) if witness is not None else None
@@ -237,13 +276,21 @@ class Site:
     def record_subject(self, ident: str) -> str:
         """Like :meth:`subject`, for a redirect to a record page: the record must be present."""
         subject = self.subject(ident)
-        if not _SUFFIX26.match(ids.suffix_of_pith_number(subject)) or self.state(subject).get("record_status") != "present":
-            raise HTTPError(404, "not-found", f"{subject} has events here but no record_created stands yet (pending): it has no record page")
+        if (
+            not _SUFFIX26.match(ids.suffix_of_pith_number(subject))
+            or self.state(subject).get("record_status") != "present"
+        ):
+            raise HTTPError(
+                404,
+                "not-found",
+                f"{subject} has events here but no record_created stands yet (pending): it has no record page",
+            )
         return subject
 
     def bundle_bytes(self, subject: str) -> bytes:
         """What publish writes at pith/<suffix>/bundle.json: the whole export while a reader can take
         it (64 MiB), else its first part (spec/audit.md §4)."""
+
         def build() -> bytes:
             parts = self.ledger.export_parts(subject)
             if len(parts) == 1:
@@ -254,13 +301,15 @@ class Site:
         body: bytes = self.read(build)
         return body
 
-
     def export_bytes(self, subject: str) -> bytes:
         """What ``pithledger export`` prints (and publish writes at pith/<suffix>/export.jsonl): the
         record's bundles, then one bundle per record citing it. The page's "verify yourself" commands
         apply it: the record's bundle alone lacks the inbound citations, so it gives another state."""
+
         def build() -> bytes:
-            return b"".join(_json_body(b) for b in [*self.ledger.export_parts(subject), *self.ledger.inbound_bundles(subject)])
+            return b"".join(
+                _json_body(b) for b in [*self.ledger.export_parts(subject), *self.ledger.inbound_bundles(subject)]
+            )
 
         body: bytes = self.read(build)
         return body
@@ -287,7 +336,9 @@ class Site:
         state: dict[str, Any] | None = None
         if record is None:
             state = msgspec.json.decode(data)
-            if state.get("record_status") != "present":  # pragma: no cover - the suffix index holds present records only
+            if (
+                state.get("record_status") != "present"
+            ):  # pragma: no cover - the suffix index holds present records only
                 raise HTTPError(404, "not-found", f"no record {subject} in this ledger")
             record = state["current"]["canonical_record"]
             with self._lock:
@@ -313,7 +364,9 @@ class Site:
             valid: list[str] = self.read(lambda: self.ledger.record_events(subject))
             body = _json_body(record_doc.record_document(state, events, valid, meta, inbound or [], self.urls()))
         else:
-            body = pages.record_page(state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name).encode()
+            body = pages.record_page(
+                state, pages.record_facts(state, events), meta, self.links(root, page), mirror=self.name
+            ).encode()
         self._keep(key, body)
         return body
 
@@ -335,6 +388,7 @@ class Site:
 
     def badge(self, subject: str) -> bytes:
         """The record's badge (a function of its state's badges), cached under the stored state's sha256."""
+
         def build() -> bytes:
             sha = self.ledger.stored_state_sha256(subject)
             key = (subject, "badge", sha)
@@ -367,18 +421,34 @@ class Site:
 
     def digest(self) -> dict[str, Any]:
         root, counts = self.read(lambda: (self.ledger.root(), self.ledger.counts()))
-        return {"events_root": root.events.hex(), "states_root": root.states.hex(), "records": counts["records"],
-                "events": counts["events"], "digest_version": DIGEST_VERSION, "merge_version": MERGE_VERSION}
+        return {
+            "events_root": root.events.hex(),
+            "states_root": root.states.hex(),
+            "records": counts["records"],
+            "events": counts["events"],
+            "digest_version": DIGEST_VERSION,
+            "merge_version": MERGE_VERSION,
+        }
 
     def manifest(self) -> dict[str, Any]:
         b = self.base_url
         return {
-            "manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "merge_version": MERGE_VERSION,
-            "mirrors": [{"name": self.name, "mirror_type": "https" if b.startswith("https") else "http", "base_url": b,
-                         "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
-                         "state_pattern": f"{b}/pith/{{suffix}}/state.json",
-                         "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
-                         "public_key": self.mirror_key, "status": "mirror"} | manifest_fields(self.log.signer, b)],
+            "manifest_type": "pith_mirror_manifest",
+            "manifest_version": "1.0",
+            "merge_version": MERGE_VERSION,
+            "mirrors": [
+                {
+                    "name": self.name,
+                    "mirror_type": "https" if b.startswith("https") else "http",
+                    "base_url": b,
+                    "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
+                    "state_pattern": f"{b}/pith/{{suffix}}/state.json",
+                    "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
+                    "public_key": self.mirror_key,
+                    "status": "mirror",
+                }
+                | manifest_fields(self.log.signer, b)
+            ],
             "notes": "Current state is computed by deterministic merge, not by trusting this manifest.",
         }
 
@@ -413,7 +483,9 @@ class Site:
     def events_doc(self, subject: str) -> dict[str, Any]:
         def build() -> dict[str, Any]:
             held = msgspec.json.decode(self.bundle_bytes(subject))["events"]
-            return record_doc.events_document(subject, held, self.ledger.record_events(subject), self.ledger.inbound_bundles(subject))
+            return record_doc.events_document(
+                subject, held, self.ledger.record_events(subject), self.ledger.inbound_bundles(subject)
+            )
 
         doc: dict[str, Any] = self.read(build)
         return doc
@@ -449,6 +521,7 @@ def _in_thread(heavy: bool = False) -> Callable[[Handler], Callable[[Request], A
     can take a second to build (a record flooded with valid events), and on the loop it would stall
     every other connection. ``heavy``: record-sized work, at most ``Limits.builds`` at once; a request
     over it waits on the loop, holding no thread."""
+
     def wrap(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
         @functools.wraps(fn)
         async def endpoint(request: Request) -> Response:
@@ -456,7 +529,9 @@ def _in_thread(heavy: bool = False) -> Callable[[Handler], Callable[[Request], A
                 return await run_in_threadpool(fn, request)
             async with _site(request).builds:
                 return await run_in_threadpool(fn, request)
+
         return endpoint
+
     return wrap
 
 
@@ -476,8 +551,12 @@ def _index_response(request: Request, ident: str | None, root: str) -> Response:
             error, status = exc.message, exc.status
     body = pages.index_page(site.recent(), site.digest(), site.links(root), mirror=site.name, error=error).encode()
     if status != 200:
-        return Response(body, status_code=status, media_type=_HTML,
-                        headers={"cache-control": "no-store", "content-security-policy": pages.CSP_HEADER, **CORS, **SECURITY})
+        return Response(
+            body,
+            status_code=status,
+            media_type=_HTML,
+            headers={"cache-control": "no-store", "content-security-policy": pages.CSP_HEADER, **CORS, **SECURITY},
+        )
     return respond(request, body, _HTML)
 
 
@@ -525,8 +604,12 @@ def _suffix_subject(request: Request) -> str:
     site = _site(request)
     suffix = request.path_params["suffix"]
     if not _SUFFIX26.match(suffix):
-        raise HTTPError(404, "not-found", "record files are named by the 26-character suffix (/pith/<suffix>/...); "
-                                          "use /resolve?id=ID for any other identifier form")
+        raise HTTPError(
+            404,
+            "not-found",
+            "record files are named by the 26-character suffix (/pith/<suffix>/...); "
+            "use /resolve?id=ID for any other identifier form",
+        )
     return site.subject(suffix)  # a suffix resolves to present records only (spec/identifiers.md §7)
 
 
@@ -539,8 +622,12 @@ def state_json(request: Request) -> Response:
 @_in_thread(heavy=True)
 def badge_svg(request: Request) -> Response:
     """``/pith/<suffix>/badge.svg``: the record's badge (spec/badge-and-latex.md §1), embeddable from any site."""
-    return respond(request, _site(request).badge(_suffix_subject(request)), badge.MEDIA_TYPE,
-                   extra={"content-security-policy": badge.CSP, "cross-origin-resource-policy": "cross-origin"})
+    return respond(
+        request,
+        _site(request).badge(_suffix_subject(request)),
+        badge.MEDIA_TYPE,
+        extra={"content-security-policy": badge.CSP, "cross-origin-resource-policy": "cross-origin"},
+    )
 
 
 @_in_thread(heavy=True)
@@ -599,7 +686,9 @@ def api_resolve(request: Request) -> Response:
     site = _site(request)
     given = [(k, v) for k in RESOLVE_PARAMS for v in request.query_params.getlist(k)]
     if len(given) != 1 or not given[0][1]:
-        raise HTTPError(400, "usage", "give one identifier: /api/pith-number/resolve?arxiv=ID (or doi=, pith=, id=)&json=true")
+        raise HTTPError(
+            400, "usage", "give one identifier: /api/pith-number/resolve?arxiv=ID (or doi=, pith=, id=)&json=true"
+        )
     subject = site.record_subject(given[0][1])
     if request.query_params.get("json", "").lower() not in ("true", "1"):
         return _redirect(site, subject)
@@ -641,13 +730,26 @@ def log_json(request: Request) -> Response:
         out = []
         for entry in site.ledger.log(since):
             v = entry.verdict
-            out.append({"seq": entry.seq, "event_id": v.event_id, "event_type": v.event_type, "subject": v.subject, "trust": v.trust})
+            out.append(
+                {
+                    "seq": entry.seq,
+                    "event_id": v.event_id,
+                    "event_type": v.event_type,
+                    "subject": v.subject,
+                    "trust": v.trust,
+                }
+            )
             if len(out) >= limit:
                 break
         return out
 
     items: list[dict[str, Any]] = site.read(page)
-    doc: dict[str, Any] = {"events": items, "next": f"{site.base_path}/events.json?since={items[-1]['seq'] + 1}&limit={limit}" if len(items) == limit else None}
+    doc: dict[str, Any] = {
+        "events": items,
+        "next": f"{site.base_path}/events.json?since={items[-1]['seq'] + 1}&limit={limit}"
+        if len(items) == limit
+        else None,
+    }
     return respond(request, _json_body(doc), _JSON)
 
 
@@ -659,8 +761,12 @@ def healthz(request: Request) -> Response:
     """``/healthz``: 200 while the ledger reads (its event count, its last commit), else 503 and why; never cached."""
     site = _site(request)
     status, doc = health(site.ledger, site.read)
-    return Response(_json_body(doc), status_code=status, media_type=_JSON,
-                    headers={"cache-control": "no-store", **SECURITY, **({"retry-after": "30"} if status == 503 else {})})
+    return Response(
+        _json_body(doc),
+        status_code=status,
+        media_type=_JSON,
+        headers={"cache-control": "no-store", **SECURITY, **({"retry-after": "30"} if status == 503 else {})},
+    )
 
 
 @_in_thread()
@@ -668,8 +774,11 @@ def metrics(request: Request) -> Response:
     """``/metrics``: this server's registry in the Prometheus text format (its own, never the global one)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    return Response(generate_latest(_site(request).ops.registry), media_type=CONTENT_TYPE_LATEST,
-                    headers={"cache-control": "no-store", **SECURITY})
+    return Response(
+        generate_latest(_site(request).ops.registry),
+        media_type=CONTENT_TYPE_LATEST,
+        headers={"cache-control": "no-store", **SECURITY},
+    )
 
 
 async def manifest(request: Request) -> Response:
@@ -708,7 +817,9 @@ def mirror_node(request: Request) -> Response:
     except DerivationPending as exc:  # an apply or sync is running (or was killed): come back when it has finished
         raise HTTPError(503, exc.code, exc.message) from None
     if doc is None or node_file(prefix, doc) != f"{NODE_DIR}/{request.path_params['name']}":
-        raise HTTPError(404, "not-found", f"node {m[1]} has another digest now (the ledger changed): read digest.json again")
+        raise HTTPError(
+            404, "not-found", f"node {m[1]} has another digest now (the ledger changed): read digest.json again"
+        )
     return respond(request, _json_body(doc), _JSON)
 
 
@@ -726,7 +837,9 @@ def mirror_record(request: Request) -> Response:
 
     def build() -> bytes:
         parts = site.ledger.export_parts(number)
-        if name == "parts.json":  # the part index, for every record (publish writes it for 2+ parts only: spec/audit.md §4)
+        if (
+            name == "parts.json"
+        ):  # the part index, for every record (publish writes it for 2+ parts only: spec/audit.md §4)
             return _json_body(part_index_doc(number, parts, site.ledger.record_events(number)))
         if n >= len(parts):
             raise HTTPError(404, "not-found", f"{number} has {len(parts)} bundle part(s)")
@@ -787,27 +900,46 @@ async def add_checkpoint(request: Request) -> Response:
     plain = {"cache-control": "no-store", **SECURITY}
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > MAX_WITNESS_BODY):
-        return Response(f"body-too-large: an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes\n", status_code=413,
-                        media_type="text/plain", headers={**plain, "connection": "close"})
+        return Response(
+            f"body-too-large: an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes\n",
+            status_code=413,
+            media_type="text/plain",
+            headers={**plain, "connection": "close"},
+        )
     wait = site.witness_rates.take(request.client.host if request.client else "?")
     if wait > 0:
-        return Response("rate-limited: too many requests; wait before sending more\n", status_code=429, media_type="text/plain",
-                        headers={**plain, "retry-after": str(max(1, int(wait + 0.999)))})
+        return Response(
+            "rate-limited: too many requests; wait before sending more\n",
+            status_code=429,
+            media_type="text/plain",
+            headers={**plain, "retry-after": str(max(1, int(wait + 0.999)))},
+        )
     body = bytearray()
 
     async def read() -> None:
         async for chunk in request.stream():
             body.extend(chunk)
             if len(body) > MAX_WITNESS_BODY:
-                raise ActionError(413, "body-too-large", f"an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes")
+                raise ActionError(
+                    413, "body-too-large", f"an add-checkpoint body is at most {MAX_WITNESS_BODY:,} bytes"
+                )
 
     try:
         await asyncio.wait_for(read(), timeout=30.0)
     except ActionError as exc:
-        return Response(f"{exc.code}: {exc.message}\n", status_code=exc.status, media_type="text/plain", headers={**plain, "connection": "close"})
+        return Response(
+            f"{exc.code}: {exc.message}\n",
+            status_code=exc.status,
+            media_type="text/plain",
+            headers={**plain, "connection": "close"},
+        )
     except TimeoutError:
-        return Response("body-timeout: the body did not arrive within 30 s\n", status_code=408, media_type="text/plain",
-                        headers={**plain, "connection": "close"})
+        return Response(
+            "body-timeout: the body did not arrive within 30 s\n",
+            status_code=408,
+            media_type="text/plain",
+            headers={**plain, "connection": "close"},
+        )
     answer = await run_in_threadpool(wit.handle, bytes(body))
     # the media type exactly as given (C2SP clients compare text/x.tlog.size whole; Starlette would add a charset)
     return Response(answer.body, status_code=answer.status, headers={**plain, "content-type": answer.content_type})
@@ -824,7 +956,9 @@ async def action(request: Request) -> Response:
     subject = "-"
     try:
         if kind not in ACTION_KINDS:
-            raise ActionError(404, "not-found", f"no action {kind[:60]!r}; the actions are {', '.join(sorted(ACTION_KINDS))}")
+            raise ActionError(
+                404, "not-found", f"no action {kind[:60]!r}; the actions are {', '.join(sorted(ACTION_KINDS))}"
+            )
         subject = _suffix_subject(request)
         actions.check_head(client, request.headers.get("content-length"))
         bundle = request_bundle(await read_body(request.stream()), subject, kind)
@@ -837,8 +971,12 @@ async def action(request: Request) -> Response:
         raise
     site.ops.events(client=client, kind=kind, subject=subject, status=answer.status, body=answer.body)
     body = canonical_bytes(answer.body) + b"\n"
-    return Response(body, status_code=answer.status, media_type=_JSON,
-                    headers={"cache-control": "no-store", **CORS, **SECURITY, **answer.headers})
+    return Response(
+        body,
+        status_code=answer.status,
+        media_type=_JSON,
+        headers={"cache-control": "no-store", **CORS, **SECURITY, **answer.headers},
+    )
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -848,8 +986,12 @@ async def http_error(request: Request, exc: Exception) -> Response:
     if status == 404:
         return error_response(404, "not-found", f"no such path on this mirror: {request.url.path[:200]}")
     if status == 405:
-        return error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",
-                              {"allow": "GET, HEAD, OPTIONS"})
+        return error_response(
+            405,
+            "method-not-allowed",
+            "this mirror is read-only: GET, HEAD and OPTIONS only",
+            {"allow": "GET, HEAD, OPTIONS"},
+        )
     return error_response(500, "server-error", "the request could not be answered")
 
 
@@ -900,9 +1042,16 @@ class Guard:
             raw = scope.get("raw_path") or scope.get("path", "").encode()
             query = scope.get("query_string") or b""
             path = (raw + (b"?" + query if query else b"")).decode("latin-1")
-            ops.request(client=client, peer=peer, method=str(scope.get("method", "")), path=path,
-                        route=getattr(route, "path", None) or "unmatched", status=answered[0], size=answered[1],
-                        seconds=time.perf_counter() - started_at)
+            ops.request(
+                client=client,
+                peer=peer,
+                method=str(scope.get("method", "")),
+                path=path,
+                route=getattr(route, "path", None) or "unmatched",
+                status=answered[0],
+                size=answered[1],
+                seconds=time.perf_counter() - started_at,
+            )
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
@@ -910,16 +1059,29 @@ class Guard:
             # an action path of a server accepting events also takes POST, so a page on another site may submit
             allowed = "GET, HEAD, OPTIONS, POST" if _accepts_post(self.app, scope) else "GET, HEAD, OPTIONS"
             headers = "Accept, If-None-Match, Cache-Control" + (", Content-Type" if allowed.endswith("POST") else "")
-            await Response(status_code=204, headers={**CORS, "access-control-allow-methods": allowed,
-                                                     "access-control-allow-headers": headers,
-                                                     "access-control-max-age": "86400", "allow": allowed})(scope, receive, send)
+            await Response(
+                status_code=204,
+                headers={
+                    **CORS,
+                    "access-control-allow-methods": allowed,
+                    "access-control-allow-headers": headers,
+                    "access-control-max-age": "86400",
+                    "allow": allowed,
+                },
+            )(scope, receive, send)
             return
         if method not in ("GET", "HEAD") and not (method == "POST" and _accepts_post(self.app, scope)):
-            await error_response(405, "method-not-allowed", "this mirror is read-only: GET, HEAD and OPTIONS only",
-                                 {"allow": "GET, HEAD, OPTIONS"})(scope, receive, send)
+            await error_response(
+                405,
+                "method-not-allowed",
+                "this mirror is read-only: GET, HEAD and OPTIONS only",
+                {"allow": "GET, HEAD, OPTIONS"},
+            )(scope, receive, send)
             return
         if len(scope.get("raw_path") or b"") > MAX_PATH or len(scope.get("query_string", b"")) > MAX_QUERY:
-            await error_response(400, "request-too-long", f"paths are at most {MAX_PATH} bytes and queries {MAX_QUERY}")(scope, receive, send)
+            await error_response(
+                400, "request-too-long", f"paths are at most {MAX_PATH} bytes and queries {MAX_QUERY}"
+            )(scope, receive, send)
             return
         started = False
 
@@ -973,8 +1135,16 @@ def create_app(site: Site) -> ASGIApp:
         Route("/pith/{suffix}", record),
         Route("/pith/{ident:path}", pith_other),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, 404: http_error, 405: http_error,
-                                                       PithledgerError: pithledger_error, Exception: server_error})
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            HTTPError: http_error,
+            404: http_error,
+            405: http_error,
+            PithledgerError: pithledger_error,
+            Exception: server_error,
+        },
+    )
     # Starlette's own slash redirects (/digest.json/ -> http://<Host>/digest.json) are built from the Host
     # header and drop the base URL's path: such a path is a 404, and every redirect is :func:`_redirect`'s.
     app.router.redirect_slashes = False
@@ -1128,6 +1298,7 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
     def refused(peer: str | None, code: str, status: int) -> None:
         if ops is not None:
             ops.guard_refused(peer or "?", code, status)
+
     admitted = [0]
     stopping = [False]  # the server stops (shutdown() was called): a lingering close that starts now ends at once
 
@@ -1155,9 +1326,13 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
             if mine or admitted[0] >= limits.total:
                 self._refused = True
                 refused(host, "too-many-connections", 503)
-                _refuse(transport, "too-many-connections",
-                        f"this client holds {limits.per_client} connections to this mirror already" if mine else
-                        f"this mirror holds {limits.total} connections already: try again shortly")
+                _refuse(
+                    transport,
+                    "too-many-connections",
+                    f"this client holds {limits.per_client} connections to this mirror already"
+                    if mine
+                    else f"this mirror holds {limits.total} connections already: try again shortly",
+                )
                 return
             held[host] = held.get(host, 0) + 1
             admitted[0] += 1
@@ -1215,7 +1390,12 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
         def on_response_complete(self) -> None:
             self._head_bytes = 0  # the next head is counted from its first byte
             cycle = self.cycle
-            if cycle is not None and cycle.response_complete and getattr(cycle, "more_body", False) and not self.transport.is_closing():
+            if (
+                cycle is not None
+                and cycle.response_complete
+                and getattr(cycle, "more_body", False)
+                and not self.transport.is_closing()
+            ):
                 # answered before its body arrived (an early 404, 405, 429 kept alive): the rest of the body is
                 # not parsed on, the connection ends with the lingering close
                 self.transport.close()
@@ -1298,7 +1478,12 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
             if self._wrapped.lingering:
                 return  # it ends on its own bounds
             real = self._real
-            if real.is_closing() or self._refused or not getattr(self.cycle, "more_body", False) or not real.can_write_eof():
+            if (
+                real.is_closing()
+                or self._refused
+                or not getattr(self.cycle, "more_body", False)
+                or not real.can_write_eof()
+            ):
                 real.close()
             else:
                 self._linger()
@@ -1392,17 +1577,37 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
 
 def _answer(transport: asyncio.Transport, status: int, code: str, message: str) -> None:
     """An error answer written outside the application (JSON like every error), announcing the close."""
-    reason = {408: "Request Timeout", 413: "Content Too Large", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}[status]
+    reason = {
+        408: "Request Timeout",
+        413: "Content Too Large",
+        431: "Request Header Fields Too Large",
+        503: "Service Unavailable",
+    }[status]
     body = canonical_bytes({"error": code, "message": message}) + b"\n"
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n"
+    )
     transport.write(head.encode() + body)
 
 
-def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_url: str = "", name: str = "pithledger mirror",
-        mirror_key: dict[str, str] | None = None, quiet: bool = False, http: str = "httptools", limits: Limits = Limits(),
-        accept_events: PostLimits | None = None, log: NoteSigner | None = None, witness: Witness | None = None,
-        access_log: str = "-", forwarded_allow_ips: str = "") -> None:
+def run(
+    ledger_path: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    base_url: str = "",
+    name: str = "pithledger mirror",
+    mirror_key: dict[str, str] | None = None,
+    quiet: bool = False,
+    http: str = "httptools",
+    limits: Limits = Limits(),
+    accept_events: PostLimits | None = None,
+    log: NoteSigner | None = None,
+    witness: Witness | None = None,
+    access_log: str = "-",
+    forwarded_allow_ips: str = "",
+) -> None:
     """Serve until SIGINT/SIGTERM. The ledger is opened (and checked) before the port is bound.
     ``http``: uvicorn's HTTP/1.1 parser, "httptools" (C, the default: ADR 0007) or "h11" (pure Python).
     ``access_log``: ``-`` (stderr) or a file appended to; ``forwarded_allow_ips``: the trusted proxies (spec/serve.md §9)."""
@@ -1414,8 +1619,17 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
     stream = open_log(access_log)  # CannotWrite before anything else starts
     ops = Ops(proxies=proxies, log=AccessLog(stream))
     try:
-        site = Site(ledger_path, base_url="", name=name, mirror_key=mirror_key, accept_events=accept_events, builds=limits.builds,
-                    log=log, witness=witness, ops=ops)
+        site = Site(
+            ledger_path,
+            base_url="",
+            name=name,
+            mirror_key=mirror_key,
+            accept_events=accept_events,
+            builds=limits.builds,
+            log=log,
+            witness=witness,
+            ops=ops,
+        )
     except BaseException:
         ops.log.close()
         raise
@@ -1424,10 +1638,21 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
         site.base_url = (base_url or url_of(sock)).rstrip("/")
         protocol = guarded(import_from_string(HTTP_PROTOCOLS[http]), limits, ops)
         # The caps above replace uvicorn's limit_concurrency; h11's own bound is a backstop past ours.
-        config = uvicorn.Config(create_app(site), log_level="warning", access_log=False, server_header=False, date_header=True,
-                                proxy_headers=False, lifespan="off", http=protocol, loop="asyncio",
-                                timeout_keep_alive=limits.keep_alive, limit_concurrency=None, backlog=1024,
-                                h11_max_incomplete_event_size=2 * limits.max_head)
+        config = uvicorn.Config(
+            create_app(site),
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            date_header=True,
+            proxy_headers=False,
+            lifespan="off",
+            http=protocol,
+            loop="asyncio",
+            timeout_keep_alive=limits.keep_alive,
+            limit_concurrency=None,
+            backlog=1024,
+            h11_max_incomplete_event_size=2 * limits.max_head,
+        )
         server = uvicorn.Server(config)
         if not quiet:
             mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"
@@ -1437,8 +1662,10 @@ def run(ledger_path: Path, *, host: str = "127.0.0.1", port: int = 8080, base_ur
             if witness is not None:
                 sys.stderr.write(f"witness key (cosignature/v1): {witness.signer.cosigner.vkey}\n")
         if proxies.any:  # a warning, even with --quiet
-            sys.stderr.write("warning: --forwarded-allow-ips '*' believes X-Forwarded-For from every peer: any client can "
-                             "choose its address for the rate limits and the log; list the proxy's address instead\n")
+            sys.stderr.write(
+                "warning: --forwarded-allow-ips '*' believes X-Forwarded-For from every peer: any client can "
+                "choose its address for the rate limits and the log; list the proxy's address instead\n"
+            )
         sys.stderr.flush()
         server.run(sockets=[sock])
         sock.close()

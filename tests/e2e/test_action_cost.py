@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import servekit
 
-from pithledger.web.actions import MAX_BODY, MAX_BODY_VALUES
+from helpers import servekit
+from helpers.common import TESTS
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import MAX_EVENT_BYTES, make_event
 from pithledger.records.keys import LocalKey
-from helpers.common import TESTS
+from pithledger.web.actions import MAX_BODY, MAX_BODY_VALUES
 
 VECTORS = TESTS / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
@@ -42,17 +42,34 @@ def _env(tmp: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servekit.Server]:
     tmp = tmp_path_factory.mktemp("action-cost")
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L"), "apply", str(RECORD_DOC)],
-                   env=_env(tmp), capture_output=True, check=True, timeout=120)
-    srv = servekit.Server(tmp / "L", _env(tmp), "--accept-events", "--post-rate", "1000", "--post-burst", "1000",
-                          "--post-total-rate", "1000", timeout=60.0)
+    subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L"), "apply", str(RECORD_DOC)],
+        env=_env(tmp),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    srv = servekit.Server(
+        tmp / "L",
+        _env(tmp),
+        "--accept-events",
+        "--post-rate",
+        "1000",
+        "--post-burst",
+        "1000",
+        "--post-total-rate",
+        "1000",
+        timeout=60.0,
+    )
     yield srv
     srv.stop()
 
 
 def _body(payload: dict[str, Any], created_at: str = "2026-06-01T00:00:00Z") -> bytes:
     """A bundle of one event, signed over ``payload`` (valid, whatever extra fields it carries)."""
-    return canonical_bytes(write_bundle(NUMBER, [make_event("author_attestation", NUMBER, payload, KEY, created_at=created_at)]))
+    return canonical_bytes(
+        write_bundle(NUMBER, [make_event("author_attestation", NUMBER, payload, KEY, created_at=created_at)])
+    )
 
 
 def _structural(body: bytes) -> int:

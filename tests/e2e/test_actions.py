@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import servekit
 
-from pithledger.web.actions import MAX_BODY
+from helpers import servekit
+from helpers.common import TESTS
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
 from pithledger.records.keys import LocalKey
-from helpers.common import TESTS
+from pithledger.web.actions import MAX_BODY
 
 VECTORS = TESTS / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
@@ -47,8 +47,14 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def pl(tmp: Path, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp),
-                          timeout=120, input=stdin)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp),
+        timeout=120,
+        input=stdin,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -66,15 +72,32 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path,
     ledger = tmp / "L"
     pl(tmp, "--ledger", str(ledger), "apply", str(RECORD_DOC))
     pl(tmp, "keys", "new", "alice")
-    pl(tmp, "--ledger", str(ledger), "event", "author_attestation", "--subject", SUFFIX, "--key", "alice",
-       "--payload", PAYLOAD, "--created-at", "2026-06-01T00:00:00Z", "-o", str(tmp / "e.json"))
+    pl(
+        tmp,
+        "--ledger",
+        str(ledger),
+        "event",
+        "author_attestation",
+        "--subject",
+        SUFFIX,
+        "--key",
+        "alice",
+        "--payload",
+        PAYLOAD,
+        "--created-at",
+        "2026-06-01T00:00:00Z",
+        "-o",
+        str(tmp / "e.json"),
+    )
     yield tmp, ledger, tmp / "e.json"
 
 
 @pytest.fixture(scope="module")
 def server(site: tuple[Path, Path, Path]) -> Iterator[Server]:
     tmp, ledger, _ = site
-    srv = Server(ledger, tmp, "--accept-events", "--post-rate", "1000", "--post-burst", "1000", "--post-total-rate", "1000")
+    srv = Server(
+        ledger, tmp, "--accept-events", "--post-rate", "1000", "--post-burst", "1000", "--post-total-rate", "1000"
+    )
     yield srv
     srv.stop()
 
@@ -89,17 +112,25 @@ def _key(name: str) -> LocalKey:
 
 
 def _attestation(n: int, key: LocalKey | None = None) -> dict[str, Any]:
-    return make_event("author_attestation", NUMBER, {"author_name": f"Author {n}"}, key or _key("bob"),
-                      created_at=f"2026-06-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z")
+    return make_event(
+        "author_attestation",
+        NUMBER,
+        {"author_name": f"Author {n}"},
+        key or _key("bob"),
+        created_at=f"2026-06-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
+    )
 
 
 def _post(srv: Server, event: dict[str, Any], path: str = ACTION) -> tuple[int, dict[str, str], Any]:
-    status, headers, body = srv.request(path, "POST", body=canonical_bytes(write_bundle(NUMBER, [event])),
-                                        headers={"content-type": "application/json"})
+    status, headers, body = srv.request(
+        path, "POST", body=canonical_bytes(write_bundle(NUMBER, [event])), headers={"content-type": "application/json"}
+    )
     return status, headers, json.loads(body)
 
 
-def test_submit_shows_in_state_and_reaches_other_mirrors_by_sync_and_pull(site: tuple[Path, Path, Path], server: Server) -> None:
+def test_submit_shows_in_state_and_reaches_other_mirrors_by_sync_and_pull(
+    site: tuple[Path, Path, Path], server: Server
+) -> None:
     tmp, ledger, e = site
     event_id = _event_of(e)["event_id"]
     before = server.json("/digest.json")
@@ -114,7 +145,11 @@ def test_submit_shows_in_state_and_reaches_other_mirrors_by_sync_and_pull(site: 
     assert after["events"] == before["events"] + 1 and after["states_root"] != before["states_root"]
     # durable and held: the same event again is 200, a duplicate; the ledger is unchanged
     again = json.loads(pl(tmp, "submit", str(e), server.base, "--json").stdout)
-    assert again["refused"] == 0 and again["events"][0]["status"] == "duplicate" and again["events"][0]["http_status"] == 200
+    assert (
+        again["refused"] == 0
+        and again["events"][0]["status"] == "duplicate"
+        and again["events"][0]["http_status"] == 200
+    )
     assert server.json("/digest.json") == after
     # other mirrors get it like any other event
     synced = tmp / "synced"
@@ -135,10 +170,17 @@ def test_a_tampered_event_is_422_and_nothing_is_kept(site: tuple[Path, Path, Pat
     bad.write_text(e.read_text().replace("Josiah Carberry", "Mallory Forger"))
     forged = _event_of(e) | {"payload": {"author_name": "Mallory Forger"}}
     forged.pop("event_id")
-    forged["event_id"] = "sha256:" + hashlib.sha256(canonical_bytes(forged)).hexdigest()  # a right id, a wrong signature
+    forged["event_id"] = (
+        "sha256:" + hashlib.sha256(canonical_bytes(forged)).hexdigest()
+    )  # a right id, a wrong signature
     before = server.json("/digest.json")
     out = pl(tmp, "submit", str(bad), server.base, check=False)
-    assert out.returncode == 1 and out.stdout.startswith("invalid ") and "[id-mismatch]" in out.stdout and "(HTTP 422)" in out.stdout
+    assert (
+        out.returncode == 1
+        and out.stdout.startswith("invalid ")
+        and "[id-mismatch]" in out.stdout
+        and "(HTTP 422)" in out.stdout
+    )
     status, headers, body = _post(server, forged)
     assert status == 422 and body["error"] == "bad-signature" and body["events"][0]["status"] == "invalid"
     assert headers["cache-control"] == "no-store"
@@ -152,8 +194,13 @@ def test_wrong_kind_subject_or_body_is_400(site: tuple[Path, Path, Path], server
     event = _event_of(e)
     status, _, body = _post(server, event, f"/pith/{SUFFIX}/action/timestamp_anchor")
     assert (status, body["error"]) == (400, "kind-mismatch")
-    other = make_event("author_attestation", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P", {"author_name": "X"}, _key("bob"),
-                       created_at="2026-06-01T00:00:00Z")
+    other = make_event(
+        "author_attestation",
+        "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P",
+        {"author_name": "X"},
+        _key("bob"),
+        created_at="2026-06-01T00:00:00Z",
+    )
     status, _, raw = server.request(ACTION, "POST", body=canonical_bytes(other))  # a bare event, about another record
     assert (status, json.loads(raw)["error"]) == (400, "subject-mismatch")
     for junk, code in ((b"{", "malformed-json"), (b'{"a":1.5}', "float-not-allowed"), (b"[]", "bad-bundle")):
@@ -161,7 +208,9 @@ def test_wrong_kind_subject_or_body_is_400(site: tuple[Path, Path, Path], server
         assert (status, json.loads(raw)["error"]) == (400, code), junk
     status, _, raw = server.request(f"/pith/{SUFFIX}/action/record_created", "POST", body=canonical_bytes(event))
     assert status == 404
-    status, _, raw = server.request("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/action/author_attestation", "POST", body=canonical_bytes(event))
+    status, _, raw = server.request(
+        "/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/action/author_attestation", "POST", body=canonical_bytes(event)
+    )
     assert status == 404
     status, _, _ = server.request(ACTION)  # GET of an action URL
     assert status == 404
@@ -171,11 +220,13 @@ def _raw_post(port: int, head_length: int, body: bytes, chunked: bool = False) -
     """A POST that declares ``head_length`` (or is chunked), sends ``body``, and returns what the server says."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {head_length}"
-        sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n\r\n".encode())
+        sock.sendall(
+            f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n\r\n".encode()
+        )
         try:
             if chunked:
                 for i in range(0, len(body), 65536):
-                    part = body[i:i + 65536]
+                    part = body[i : i + 65536]
                     sock.sendall(b"%x\r\n" % len(part) + part + b"\r\n")
                 sock.sendall(b"0\r\n\r\n")
             else:
@@ -215,14 +266,16 @@ def _big_body(chunked: bool) -> bytes | Iterator[bytes]:
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_an_oversized_body_is_413_for_clients_that_send_it_all_before_reading(server: Server, tmp_path: Path,
-                                                                              chunked: bool) -> None:
+def test_an_oversized_body_is_413_for_clients_that_send_it_all_before_reading(
+    server: Server, tmp_path: Path, chunked: bool
+) -> None:
     """urllib.request and http.client send the whole body, then read: the server answers 413 early, and a
     close with their bytes unread would reset the connection (ECONNRESET, the 413 lost). The server half-closes
     and drains the rest (the lingering close, spec/serve.md §4), so each sees the 413, every time."""
     for _ in range(3):
-        request = urllib.request.Request(server.base + ACTION, data=_big_body(chunked), method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            server.base + ACTION, data=_big_body(chunked), method="POST", headers={"Content-Type": "application/json"}
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 413 and json.loads(refused.value.read())["error"] == "body-too-large"
@@ -239,8 +292,25 @@ def test_an_oversized_body_is_413_for_clients_that_send_it_all_before_reading(se
         big = tmp_path / "big.json"
         big.write_bytes(b" " * BIG)
         framing = ["-H", "Transfer-Encoding: chunked"] if chunked else []
-        out = subprocess.run([curl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Content-Type: application/json",
-                              *framing, "--data-binary", f"@{big}", server.base + ACTION], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [
+                curl,
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-H",
+                "Content-Type: application/json",
+                *framing,
+                "--data-binary",
+                f"@{big}",
+                server.base + ACTION,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.stdout == "413", out.stdout + out.stderr
     assert server.json("/digest.json")["records"] == 1
 
@@ -249,10 +319,11 @@ def test_the_lingering_close_drains_a_client_that_never_stops_sending_only_so_fa
     """After the 413 the server reads on and drops what arrives, but at most Limits.linger_bytes (16 MiB):
     a client sending without end is then cut off, it does not get to stream into the server for linger_time."""
     from pithledger.web.serve import Limits
+
     block = b" " * 65536
     sent = 0
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
-        sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Length: {10 ** 15}\r\n\r\n".encode())
+        sock.sendall(f"POST {ACTION} HTTP/1.1\r\nHost: x\r\nContent-Length: {10**15}\r\n\r\n".encode())
         with pytest.raises(OSError):  # the reset (or broken pipe) of the close after the drain
             while sent < 1 << 30:
                 sock.sendall(block)
@@ -287,7 +358,9 @@ def test_without_accept_events_post_is_405(site: tuple[Path, Path, Path]) -> Non
         # answered on its head, before a 5 MB body arrived: urllib (which sends it all first) still reads the
         # 405 (the connection lingers, spec/serve.md §4), not a reset
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(urllib.request.Request(srv.base + ACTION, data=b" " * BIG, method="POST"), timeout=60)
+            urllib.request.urlopen(
+                urllib.request.Request(srv.base + ACTION, data=b" " * BIG, method="POST"), timeout=60
+            )
         assert refused.value.code == 405 and refused.value.headers["connection"] == "close"
         # http.client asks for keep-alive: the early answer keeps none, the rest of the body is drained, not parsed
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
@@ -304,8 +377,9 @@ def test_without_accept_events_post_is_405(site: tuple[Path, Path, Path]) -> Non
 def test_the_cors_preflight_of_an_action_path_offers_post_when_accepting(server: Server) -> None:
     """A page on another site may submit an event: the preflight of an action path names POST and the
     Content-Type header, the answer carries Access-Control-Allow-Origin; other paths stay read-only."""
-    status, headers, _ = server.request(ACTION, "OPTIONS", headers={"Origin": "https://example.org",
-                                                                    "Access-Control-Request-Method": "POST"})
+    status, headers, _ = server.request(
+        ACTION, "OPTIONS", headers={"Origin": "https://example.org", "Access-Control-Request-Method": "POST"}
+    )
     assert status == 204 and "POST" in headers["access-control-allow-methods"]
     assert "content-type" in headers["access-control-allow-headers"].lower()
     status, headers, _ = server.request("/digest.json", "OPTIONS")
@@ -327,7 +401,9 @@ txn.abort()
 def test_a_post_while_another_process_holds_the_write_lock_is_503_then_succeeds(site: tuple[Path, Path, Path]) -> None:
     tmp, ledger, e = site
     srv = Server(ledger, tmp, "--accept-events", "--post-wait", "0.5")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(ledger)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(ledger)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == "held"
@@ -348,16 +424,25 @@ def test_a_post_while_another_process_holds_the_write_lock_is_503_then_succeeds(
     assert "fsck: ok" in out.stdout
 
 
-def test_posts_while_apply_runs_in_another_process_succeed_or_503_and_never_corrupt(site: tuple[Path, Path, Path]) -> None:
+def test_posts_while_apply_runs_in_another_process_succeed_or_503_and_never_corrupt(
+    site: tuple[Path, Path, Path],
+) -> None:
     tmp, ledger, _ = site
     carol = _key("carol")
-    lines = [canonical_bytes(write_bundle(NUMBER, [_attestation(1000 + 50 * b + i, carol) for i in range(50)])) for b in range(40)]
+    lines = [
+        canonical_bytes(write_bundle(NUMBER, [_attestation(1000 + 50 * b + i, carol) for i in range(50)]))
+        for b in range(40)
+    ]
     big = tmp / "big.jsonl"
     big.write_bytes(b"\n".join(lines) + b"\n")
     srv = Server(ledger, tmp, "--accept-events", "--post-wait", "2", "--post-rate", "1000", "--post-burst", "1000")
     try:
-        applying = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", "50", str(big)],
-                                    env=_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        applying = subprocess.Popen(
+            [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", "50", str(big)],
+            env=_env(tmp),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         mine = [_attestation(n, _key("dave")) for n in range(40)]
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda ev: _post(srv, ev), mine))
@@ -382,8 +467,22 @@ def test_event_post_signs_and_submits_in_one_step(site: tuple[Path, Path, Path],
     tmp, ledger, _ = site
     out = pl(tmp, "--ledger", str(ledger), "event", "storage_attestation", "--example")
     payload = out.stdout
-    done = pl(tmp, "--ledger", str(ledger), "event", "storage_attestation", "--subject", SUFFIX, "--key", "alice",
-              "--payload", payload, "--post", server.base + "/pith/{suffix}/action/{kind}", check=False)
+    done = pl(
+        tmp,
+        "--ledger",
+        str(ledger),
+        "event",
+        "storage_attestation",
+        "--subject",
+        SUFFIX,
+        "--key",
+        "alice",
+        "--payload",
+        payload,
+        "--post",
+        server.base + "/pith/{suffix}/action/{kind}",
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("new ") and "storage_attestation" in done.stdout
     state = server.json(f"/pith/{SUFFIX}/state.json")

@@ -22,31 +22,45 @@ from typing import Any
 import jsonschema
 import pytest
 
+from helpers.agent_api import PITH_DOC, shape_problems
+from helpers.eventpool import ALICE, BOB
+from helpers.site import BUNDLES, FZ7, Server, _env, pl
 from pithledger.records import keys
-from pithledger.render import record_doc
 from pithledger.records.bundle import write_bundle
 from pithledger.records.display import DisplayMetadata, MetadataStore
 from pithledger.records.events import make_event
+from pithledger.render import record_doc
 from pithledger.store import Ledger
-
-from helpers.eventpool import ALICE, BOB
-from helpers.site import BUNDLES, FZ7, Server, _env, pl
-from helpers.agent_api import PITH_DOC, shape_problems
 
 FHI = "FHIBFT2FCAH6TNYKWKJEBOYM4L"  # arXiv 2502.21231, with Pith's receipt
 FHI_NUMBER = PITH_DOC["pith_number"]
 FZ7_NUMBER = f"pith:2026:{FZ7}"  # arXiv 2605.00424: a demo-key record with events of every kind, no receipt
 
 
-def pith_bundle(doc: dict[str, Any], created_at: str = "2026-07-05T12:01:21Z", signed_at: str | None = None) -> dict[str, Any]:
+def pith_bundle(
+    doc: dict[str, Any], created_at: str = "2026-07-05T12:01:21Z", signed_at: str | None = None
+) -> dict[str, Any]:
     """Pith's record document as a Pith bundle: its canonical record and receipt in a Pith-envelope
     record_created event (spec/events.md §2.4)."""
     receipt = dict(doc["receipt"]) if signed_at is None else {**doc["receipt"], "signed_at": signed_at}
     reg = keys.PITH_REGISTRY_KEYS[receipt["key_id"]]
-    event = {"event_type": "record_created", "subject_pith_number": doc["pith_number"], "target": "record", "created_at": created_at,
-             "signer": {"key_id": reg.key_id, "public_key_fingerprint": reg.fingerprint, "signer_id": "pith.science",
-                        "signer_type": "pith_registry"},
-             "payload": {"canonical_record": doc["canonical_record"], "canonical_sha256": doc["canonical_sha256"], "receipt": receipt}}
+    event = {
+        "event_type": "record_created",
+        "subject_pith_number": doc["pith_number"],
+        "target": "record",
+        "created_at": created_at,
+        "signer": {
+            "key_id": reg.key_id,
+            "public_key_fingerprint": reg.fingerprint,
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "payload": {
+            "canonical_record": doc["canonical_record"],
+            "canonical_sha256": doc["canonical_sha256"],
+            "receipt": receipt,
+        },
+    }
     return write_bundle(doc["pith_number"], [event], canonical_record=doc["canonical_record"])
 
 
@@ -66,7 +80,9 @@ def build_ledger(tmp: Path, name: str = "ledger", *, pith_first: bool = False) -
     (extra / "pith.json").write_text(json.dumps(pith_bundle(PITH_DOC)))
     (extra / "cites.json").write_text(json.dumps(write_bundle(FZ7_NUMBER, [citation(6), citation(None)])))
     if pith_first:  # a copy differing only in fields Pith's receipt does not sign arrives first
-        (extra / "pith-copy.json").write_text(json.dumps(pith_bundle(PITH_DOC, "2026-08-01T00:00:00Z", "2027-01-01T00:00:00Z")))
+        (extra / "pith-copy.json").write_text(
+            json.dumps(pith_bundle(PITH_DOC, "2026-08-01T00:00:00Z", "2027-01-01T00:00:00Z"))
+        )
         pl(tmp, "--ledger", str(ledger), "apply", str(extra / "pith-copy.json"))
     order = [str(extra), str(BUNDLES)] if pith_first else [str(BUNDLES), str(extra)]
     for path in order:
@@ -74,8 +90,19 @@ def build_ledger(tmp: Path, name: str = "ledger", *, pith_first: bool = False) -
     pl(tmp, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))
     store = MetadataStore(ledger, readonly=False)
     paper = PITH_DOC["paper"]  # the abstract is an excerpt: it cannot match the record's abstract hash
-    store.put_many([("2502.21231v1", DisplayMetadata(title=paper["title"], authors=paper["authors_text"],
-                                                     abstract=paper["abstract_excerpt"], source="pith-record-json"))])
+    store.put_many(
+        [
+            (
+                "2502.21231v1",
+                DisplayMetadata(
+                    title=paper["title"],
+                    authors=paper["authors_text"],
+                    abstract=paper["abstract_excerpt"],
+                    source="pith-record-json",
+                ),
+            )
+        ]
+    )
     store.close()
     return ledger
 
@@ -107,11 +134,16 @@ def test_every_key_path_of_pith_document_with_its_type(site: tuple[Server, Path,
     doc = json.loads(body)
     assert set(PITH_DOC) <= set(doc)
     assert shape_problems(PITH_DOC, doc) == []
-    assert len(doc["verification_status"]) == 12 and set(doc["verification_status"]) == set(PITH_DOC["verification_status"])
+    assert len(doc["verification_status"]) == 12 and set(doc["verification_status"]) == set(
+        PITH_DOC["verification_status"]
+    )
     assert doc["record_type"] == "pith_number_record"
     if suffix == FHI:  # list items compared: inbound citations from this mirror's own index
         assert doc["receipt"] is not None and doc["inbound_citations"]["count"] == 2
-        assert sorted((s["ref_index"] is None, s["ref_index"]) for s in doc["inbound_citations"]["sample"]) == [(False, 6), (True, None)]
+        assert sorted((s["ref_index"] is None, s["ref_index"]) for s in doc["inbound_citations"]["sample"]) == [
+            (False, 6),
+            (True, None),
+        ]
         assert {s["citing_arxiv_id"] for s in doc["inbound_citations"]["sample"]} == {"2605.00424"}
     else:
         assert doc["receipt"] is None and doc["events"]  # a record without a receipt, with events of every kind
@@ -122,22 +154,44 @@ def test_values_come_from_consensus_and_checked_metadata(site: tuple[Server, Pat
     server, ledger, tmp = site
     doc = json.loads(get(f"{server.base}/pith/{FHI}.json")[2])
     state = json.loads(pl(tmp, "--ledger", str(ledger), "state", FHI).stdout)
-    for k in ("pith_number", "short_pith_number", "canonical_sha256", "canonical_record", "source", "schema_version", "aliases"):
+    for k in (
+        "pith_number",
+        "short_pith_number",
+        "canonical_sha256",
+        "canonical_record",
+        "source",
+        "schema_version",
+        "aliases",
+    ):
         assert doc[k] == (PITH_DOC[k] if k != "aliases" else state["current"]["source_aliases"]), k
     paper = doc["paper"]
     assert paper["title"] == PITH_DOC["paper"]["title"]  # supplied, and matches the record's title hash
     assert paper["abstract_excerpt"] == ""  # an excerpt cannot match the abstract hash: not presented as the paper's
     assert paper["authors_text"] == ""  # no hash covers authors: unchecked, kept in display_metadata only
-    assert {f["name"]: f["check"] for f in doc["display_metadata"]} == {"title": "match", "authors": "unchecked", "abstract": "mismatch"}
+    assert {f["name"]: f["check"] for f in doc["display_metadata"]} == {
+        "title": "match",
+        "authors": "unchecked",
+        "abstract": "mismatch",
+    }
     for k in ("license", "primary_cat", "submitted_at", "cross_cats"):
         assert paper[k] == PITH_DOC["paper"][k]
     # the receipt: Pith's, as its signature authenticates it; the fields it does not sign are Pith's empty string
     receipt = doc["receipt"]
-    for k in ("kind", "key_id", "algorithm", "signature_b64", "signed_message", "canonical_sha256", "public_key_fingerprint"):
+    for k in (
+        "kind",
+        "key_id",
+        "algorithm",
+        "signature_b64",
+        "signed_message",
+        "canonical_sha256",
+        "public_key_fingerprint",
+    ):
         assert receipt[k] == PITH_DOC["receipt"][k], k
     assert all(receipt[k] == "" for k in record_doc.RECEIPT_UNAUTHENTICATED)
     reg = keys.PITH_REGISTRY_KEYS[receipt["key_id"]]
-    keys.verify_receipt_signature(bytes.fromhex(doc["canonical_sha256"]), base64.b64decode(receipt["signature_b64"]), reg.key_id)
+    keys.verify_receipt_signature(
+        bytes.fromhex(doc["canonical_sha256"]), base64.b64decode(receipt["signature_b64"]), reg.key_id
+    )
     # server-side analysis this mirror does not do: Pith's empty values
     assert doc["paper_claims"] == [] and doc["formal_canon"] == {"evidence_count": 0, "sample": [], "anchors": []}
     assert doc["graph_snapshot"]["claims"] == {"count": 0, "items": [], "snapshot_sha256": ""}
@@ -152,7 +206,9 @@ def test_canonical_record_hashes_to_canonical_sha256_as_pith_verify_pipeline(sit
 
     doc = json.loads(get(f"{site[0].base}/pith/{FHI}", "application/ld+json")[2])
     compact = json.dumps(doc["canonical_record"], separators=(",", ":"), ensure_ascii=False)
-    out = subprocess.run([sys.executable, "-c", PITH_SNIPPET], input=compact, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", PITH_SNIPPET], input=compact, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == doc["canonical_sha256"] == PITH_DOC["canonical_sha256"]
     digest = bytes.fromhex(out)
     assert "pith:2025:" + base64.b32encode(digest).decode()[:26] == doc["pith_number"] == FHI_NUMBER
@@ -163,21 +219,38 @@ def test_pith_keys_are_false_for_demo_key_claims_and_ours_say_claimed(site: tupl
     doc = json.loads(get(f"{server.base}/pith/{FZ7}.json")[2])
     state = json.loads(pl(tmp, "--ledger", str(ledger), "state", FZ7).stdout)["current"]
     # the state (consensus, unchanged) holds a claim of every kind, each signed by a demo key only
-    assert state["author_attestations"] and state["timestamp_anchors"] and state["storage_attestations"] and state["citations"]
-    assert all(v["trust"] == "self_signed" for slot in ("author_attestations", "timestamp_anchors", "storage_attestations", "citations")
-               for v in state[slot])
+    assert (
+        state["author_attestations"]
+        and state["timestamp_anchors"]
+        and state["storage_attestations"]
+        and state["citations"]
+    )
+    assert all(
+        v["trust"] == "self_signed"
+        for slot in ("author_attestations", "timestamp_anchors", "storage_attestations", "citations")
+        for v in state[slot]
+    )
     vs, claims = doc["verification_status"], doc["pithledger_claims"]
     for key in ("author_attested", "externally_anchored", "storage_verified", "references_resolved", "pith_receipt"):
         assert vs[key] is False, key
     assert claims["author_attested"] == claims["storage_verified"] == claims["references_resolved"] == "claimed"
     assert claims["externally_anchored"] in ("claimed", "pending")
-    assert claims["pith_receipt"] == "none" and vs["content_addressed"] is True and claims["content_addressed"] == "checked"
+    assert (
+        claims["pith_receipt"] == "none"
+        and vs["content_addressed"] is True
+        and claims["content_addressed"] == "checked"
+    )
     assert doc["badges"]["author"] == "claimed" and doc["badges"]["storage"] == "capture claimed"
     if state["graph_snapshots"]:
         assert vs["graph_snapshot"] is False and claims["graph_snapshot"] == "claimed"
     # counts stay counts of what stands (each signature was checked)
-    assert vs["citation_signatures"] == len(state["citations"]) and vs["replication_records"] == len(state["replication_records"])
-    assert vs["weak_author_claims"] + vs["strong_author_claims"] == len(state["author_attestations"]) and vs["strong_author_claims"] == 0
+    assert vs["citation_signatures"] == len(state["citations"]) and vs["replication_records"] == len(
+        state["replication_records"]
+    )
+    assert (
+        vs["weak_author_claims"] + vs["strong_author_claims"] == len(state["author_attestations"])
+        and vs["strong_author_claims"] == 0
+    )
     fhi = json.loads(get(f"{server.base}/pith/{FHI}.json")[2])
     assert fhi["verification_status"]["pith_receipt"] is True and fhi["pithledger_claims"]["pith_receipt"] == "checked"
 
@@ -205,8 +278,11 @@ def test_the_schema_validates_pith_document_and_every_served_one(site: tuple[Ser
         served += 1
     assert served >= 51
     # and the schema is not vacuous: Pith's document without a key, or with a key of another type, fails
-    for broken in ({k: v for k, v in PITH_DOC.items() if k != "links"}, {**PITH_DOC, "verification_status": {**PITH_DOC["verification_status"], "pith_receipt": "yes"}},
-                   {**PITH_DOC, "aliases": [{"alias_kind": "arxiv"}]}):
+    for broken in (
+        {k: v for k, v in PITH_DOC.items() if k != "links"},
+        {**PITH_DOC, "verification_status": {**PITH_DOC["verification_status"], "pith_receipt": "yes"}},
+        {**PITH_DOC, "aliases": [{"alias_kind": "arxiv"}]},
+    ):
         assert not validator.is_valid(broken)
 
 
@@ -236,14 +312,19 @@ def follow(start: str, accept: str | None) -> list[str]:
         if name in ("links.json", "agent_actions.download_json"):
             assert value == doc
         elif name in ("links.graph_json", "agent_actions.fetch_graph"):
-            assert shape_problems(PITH_DOC["graph_snapshot"], value) == [] and value["pith_number"] == doc["pith_number"]
+            assert (
+                shape_problems(PITH_DOC["graph_snapshot"], value) == [] and value["pith_number"] == doc["pith_number"]
+            )
         elif name in ("links.events_json", "agent_actions.fetch_events", "links.events"):
             assert value["pith_number"] == doc["pith_number"] and isinstance(value["events"], list)
             assert isinstance(value["inbound_citations"], list) and value["events"]
         elif name == "agent_actions.resolve_alias":
             assert value["pith_number"] == doc["pith_number"] and value["short_pith_number"] == doc["short_pith_number"]
             assert value["canonical_sha256"] == doc["canonical_sha256"]
-            assert get(urllib.parse.urljoin(url, value["json"]))[2] == get(urllib.parse.urljoin(final, doc["links"]["json"]))[2]
+            assert (
+                get(urllib.parse.urljoin(url, value["json"]))[2]
+                == get(urllib.parse.urljoin(final, doc["links"]["json"]))[2]
+            )
         elif name == "schema_url":
             assert value["$schema"] == "https://json-schema.org/draft/2020-12/schema"
             jsonschema.Draft202012Validator(value).validate(doc)
@@ -257,7 +338,9 @@ def follow(start: str, accept: str | None) -> list[str]:
             assert value["keys"][0]["key_id"] == "pith-v1-2026-05"
         else:  # pragma: no cover - a new link must be given its shape here
             raise AssertionError(f"no documented shape for {name}")
-    for name, link in doc["agent_actions"]["actions"].items():  # POST endpoints (another issue): well-formed, on this mirror
+    for name, link in doc["agent_actions"][
+        "actions"
+    ].items():  # POST endpoints (another issue): well-formed, on this mirror
         url = urllib.parse.urlsplit(urllib.parse.urljoin(final, link))
         assert url[:2] == origin and re.search(rf"/pith/{suffix}/action/[a-z_]+\Z", url.path), (name, link)
     return visited
@@ -267,15 +350,22 @@ def follow(start: str, accept: str | None) -> list[str]:
 def test_an_agent_follows_every_link_on_a_served_ledger(site: tuple[Server, Path, Path], suffix: str) -> None:
     server = site[0]
     visited = follow(f"{server.base}/pith/{suffix}", "application/ld+json")
-    assert all(u.startswith(server.base + "/") for u in visited) and len(visited) == 18  # 11 links, 6 agent actions, the schema
+    assert (
+        all(u.startswith(server.base + "/") for u in visited) and len(visited) == 18
+    )  # 11 links, 6 agent actions, the schema
 
 
 def test_an_agent_follows_every_link_on_a_published_tree(site: tuple[Server, Path, Path], tmp_path: Path) -> None:
     _, ledger, tmp = site
     root = tmp_path / "www"
     root.mkdir()
-    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(root)],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(tmp_path))
+    static = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(tmp_path),
+    )
     try:
         assert static.stdout is not None
         m = re.search(r"port (\d+)", static.stdout.readline())
@@ -295,7 +385,10 @@ def test_an_agent_follows_every_link_on_a_published_tree(site: tuple[Server, Pat
             rel = json.loads(get(f"{host}/rel/pith/{suffix}.json")[2])
             assert rel["links"]["json"] == f"../pith/{suffix}.json"
         # no paper/<short8>/ on a static tree (a redirect a server computes): view_paper names the record page
-        assert rel["agent_actions"]["view_paper"] == f"../pith/{suffix}/index.html" and not (root / "rel" / "paper").exists()
+        assert (
+            rel["agent_actions"]["view_paper"] == f"../pith/{suffix}/index.html"
+            and not (root / "rel" / "paper").exists()
+        )
     finally:
         static.terminate()
         static.wait(timeout=10)
@@ -311,12 +404,18 @@ def test_served_and_published_documents_agree(site: tuple[Server, Path, Path], t
     published = json.loads((out / "pith" / f"{FHI}.json").read_text())
     differ = {k for k in served if served[k] != published.get(k)}
     assert differ == {"links", "agent_actions", "@id"}
-    assert json.loads((out / "api" / "pith-number" / FHI / "graph.json").read_text()) == json.loads(get(f"{server.base}/api/pith-number/{FHI}/graph.json")[2])
-    assert (out / "api" / "pith-number" / FHI / "events.json").read_bytes() == get(f"{server.base}/api/pith-number/{FHI}/events.json")[2]
+    assert json.loads((out / "api" / "pith-number" / FHI / "graph.json").read_text()) == json.loads(
+        get(f"{server.base}/api/pith-number/{FHI}/graph.json")[2]
+    )
+    assert (out / "api" / "pith-number" / FHI / "events.json").read_bytes() == get(
+        f"{server.base}/api/pith-number/{FHI}/events.json"
+    )[2]
     assert (out / "schemas" / "pith-number" / "v1.json").read_bytes() == record_doc.schema_bytes()
 
 
-def test_document_bytes_do_not_depend_on_arrival_order_or_unsigned_fields(site: tuple[Server, Path, Path], tmp_path: Path) -> None:
+def test_document_bytes_do_not_depend_on_arrival_order_or_unsigned_fields(
+    site: tuple[Server, Path, Path], tmp_path: Path
+) -> None:
     """A second mirror receives the same valid events in another order, and first a copy of Pith's
     record event that differs only in what the receipt does not sign: the same document bytes."""
     server, ledger, tmp = site
@@ -328,18 +427,38 @@ def test_document_bytes_do_not_depend_on_arrival_order_or_unsigned_fields(site: 
                 assert get(second.base + path)[2] == get(server.base + path)[2], path
     finally:
         second.stop()
-    with Ledger(other, readonly=True) as held:  # and the copy logged there is indeed the other one (export serves neither: spec/bundle.md §6)
-        logged = [json.loads(e.event) for e in held.log() if e.verdict.subject == FHI_NUMBER and e.verdict.event_type == "record_created"]
+    with Ledger(
+        other, readonly=True
+    ) as held:  # and the copy logged there is indeed the other one (export serves neither: spec/bundle.md §6)
+        logged = [
+            json.loads(e.event)
+            for e in held.log()
+            if e.verdict.subject == FHI_NUMBER and e.verdict.event_type == "record_created"
+        ]
         assert [e["payload"]["receipt"]["signed_at"] for e in logged] == ["2027-01-01T00:00:00Z"]
         assert held.export(FHI_NUMBER)["events"][0]["payload"]["receipt"]["signed_at"] == ""
 
 
-@pytest.mark.parametrize("path", [
-    f"/pith/{FHI}/graph.json", f"/pith/{FHI}/nothing", f"/pith/{FHI}/events.json/x", "/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA.json",
-    f"/pith/{FHI[:8]}.json", "/pith/2502.21231.json", f"/api/pith-number/{FHI}/nothing.json", "/api/pith-number/AAAAAAAAAAAAAAAAAAAAAAAAAA/graph.json",
-    f"/api/pith-number/{FHI[:8]}/graph.json", "/api/pith-number/2502.21231/events.json", "/paper/0000.00000", "/paper/AAAAAAAA",
-    "/api/pith-number/resolve?arxiv=0000.00000&json=true", "/api/pith-number/nothing", "/schemas/pith-number/v2.json",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/pith/{FHI}/graph.json",
+        f"/pith/{FHI}/nothing",
+        f"/pith/{FHI}/events.json/x",
+        "/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA.json",
+        f"/pith/{FHI[:8]}.json",
+        "/pith/2502.21231.json",
+        f"/api/pith-number/{FHI}/nothing.json",
+        "/api/pith-number/AAAAAAAAAAAAAAAAAAAAAAAAAA/graph.json",
+        f"/api/pith-number/{FHI[:8]}/graph.json",
+        "/api/pith-number/2502.21231/events.json",
+        "/paper/0000.00000",
+        "/paper/AAAAAAAA",
+        "/api/pith-number/resolve?arxiv=0000.00000&json=true",
+        "/api/pith-number/nothing",
+        "/schemas/pith-number/v2.json",
+    ],
+)
 def test_paths_that_are_not_records_answer_404_json(site: tuple[Server, Path, Path], path: str) -> None:
     status, headers, body = site[0].request(path)
     assert status == 404 and headers["content-type"] == "application/json" and "location" not in headers, (path, status)
@@ -348,26 +467,49 @@ def test_paths_that_are_not_records_answer_404_json(site: tuple[Server, Path, Pa
 
 def test_the_resolver(site: tuple[Server, Path, Path]) -> None:
     server = site[0]
-    for query in ("arxiv=2502.21231", "arxiv=2502.21231v1", "doi=10.48550/arxiv.2502.21231", f"pith={FHI_NUMBER}",
-                  f"pith=pith:{FHI[:8]}", f"id={FHI[:12]}", "id=2502.21231"):
+    for query in (
+        "arxiv=2502.21231",
+        "arxiv=2502.21231v1",
+        "doi=10.48550/arxiv.2502.21231",
+        f"pith={FHI_NUMBER}",
+        f"pith=pith:{FHI[:8]}",
+        f"id={FHI[:12]}",
+        "id=2502.21231",
+    ):
         status, headers, body = server.request(f"/api/pith-number/resolve?{query}&json=true")
         assert status == 200 and headers["content-type"] == "application/json", (query, body)
         answer = json.loads(body)
-        assert answer == {"pith_number": FHI_NUMBER, "short_pith_number": f"pith:{FHI[:8]}", "canonical_sha256": PITH_DOC["canonical_sha256"],
-                          "arxiv_id": "2502.21231", "url": f"{server.base}/pith/{FHI}", "json": f"{server.base}/pith/{FHI}.json"}
+        assert answer == {
+            "pith_number": FHI_NUMBER,
+            "short_pith_number": f"pith:{FHI[:8]}",
+            "canonical_sha256": PITH_DOC["canonical_sha256"],
+            "arxiv_id": "2502.21231",
+            "url": f"{server.base}/pith/{FHI}",
+            "json": f"{server.base}/pith/{FHI}.json",
+        }
         status, headers, _ = server.request(f"/api/pith-number/resolve?{query}")
         assert status == 302 and headers["location"] == f"/pith/{FHI}"
-    for path, code in (("/api/pith-number/resolve?arxiv=notanid!&json=true", "malformed-id"), ("/api/pith-number/resolve?json=true", "usage"),
-                       ("/api/pith-number/resolve?arxiv=2502.21231&doi=10.48550/arxiv.2502.21231", "usage")):
+    for path, code in (
+        ("/api/pith-number/resolve?arxiv=notanid!&json=true", "malformed-id"),
+        ("/api/pith-number/resolve?json=true", "usage"),
+        ("/api/pith-number/resolve?arxiv=2502.21231&doi=10.48550/arxiv.2502.21231", "usage"),
+    ):
         status, headers, body = server.request(path)
         assert status == 400 and json.loads(body)["error"] == code and "location" not in headers
-    for ident in (FHI[:8], f"pith:{FHI[:8]}", "2502.21231", "2502.21231v1"):  # /paper/<short or arXiv id>: the record page
+    for ident in (
+        FHI[:8],
+        f"pith:{FHI[:8]}",
+        "2502.21231",
+        "2502.21231v1",
+    ):  # /paper/<short or arXiv id>: the record page
         status, headers, _ = server.request(f"/paper/{ident}")
         assert status == 302 and headers["location"] == f"/pith/{FHI}", ident
 
 
 @pytest.mark.parametrize("suffix", [FHI, FZ7])
-def test_a_served_document_applied_to_an_empty_ledger_gives_the_same_state(site: tuple[Server, Path, Path], tmp_path: Path, suffix: str) -> None:
+def test_a_served_document_applied_to_an_empty_ledger_gives_the_same_state(
+    site: tuple[Server, Path, Path], tmp_path: Path, suffix: str
+) -> None:
     """The record document is a bundle too (spec/bundle.md §5): its `events` are the standing events as
     signed, so a mirror filled from documents alone holds the record's own state (no inbound citations:
     those are other records' events)."""

@@ -31,7 +31,9 @@ def readme_example() -> str:
 
 
 def test_readme_example_runs_from_the_repo_root() -> None:
-    proc = subprocess.run([sys.executable, "-c", readme_example()], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", readme_example()], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert "records touched" in proc.stdout and "'pith_receipt': True" in proc.stdout and "['valid']" in proc.stdout
 
@@ -47,14 +49,20 @@ def test_a_broken_readme_example_is_seen() -> None:
 def ledgers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any], pithledger.ApplyReport]:
     """The example bundles applied by the command line (``cli``) and by the API (``api``)."""
     root = tmp_path_factory.mktemp("api")
-    proc = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(root / "cli"), "apply", str(BUNDLES), "--json"],
-                          capture_output=True, check=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(root / "cli"), "apply", str(BUNDLES), "--json"],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
     report = pithledger.apply(root / "api", BUNDLES)
     return root / "cli", root / "api", json.loads(proc.stdout), report
 
 
 def _cli(ledger: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), *args], capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), *args], capture_output=True, timeout=120
+    )
 
 
 def test_apply_counts_equal_the_cli(ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport]) -> None:
@@ -77,7 +85,9 @@ def test_state_and_export_equal_the_cli(ledgers: tuple[Path, Path, dict[str, Any
         assert ledger.counts()["events"] > 0
 
 
-def test_errors_are_the_named_ones(ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport], tmp_path: Path) -> None:
+def test_errors_are_the_named_ones(
+    ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport], tmp_path: Path
+) -> None:
     _, api_ledger, _, _ = ledgers
     with pytest.raises(pithledger.errors.MalformedId):
         pithledger.state(api_ledger, "hello")
@@ -91,8 +101,12 @@ def test_verify_bundle_equals_the_cli(ledgers: tuple[Path, Path, dict[str, Any],
     for path in sorted(BUNDLES.glob("*.json")):
         lines = [json.loads(line) for line in _cli(cli_ledger, "verify", str(path), "--json").stdout.splitlines()]
         verdicts = pithledger.verify_bundle(path.read_bytes())
-        assert [(v.status, v.event_id, v.reason) for v in verdicts] == [(r["status"], r["event_id"], r["reason"]) for r in lines]
-        assert [v.status for v in pithledger.verify_bundle(json.loads(path.read_bytes()))] == [v.status for v in verdicts]
+        assert [(v.status, v.event_id, v.reason) for v in verdicts] == [
+            (r["status"], r["event_id"], r["reason"]) for r in lines
+        ]
+        assert [v.status for v in pithledger.verify_bundle(json.loads(path.read_bytes()))] == [
+            v.status for v in verdicts
+        ]
     with pytest.raises(PithledgerError):
         pithledger.verify_bundle(b'{"a": 1, "a": 2}')  # strict decoding: a duplicate key is refused
 
@@ -104,7 +118,9 @@ def test_audit_mirrors_of_equal_ledgers(ledgers: tuple[Path, Path, dict[str, Any
     assert callable(pithledger.audit_mirrors)
 
 
-def test_apply_again_and_apply_bytes_count_duplicates(ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport]) -> None:
+def test_apply_again_and_apply_bytes_count_duplicates(
+    ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport],
+) -> None:
     _, api_ledger, _, first = ledgers
     again = pithledger.apply(api_ledger, BUNDLES, workers=0)
     assert (again.new, again.duplicate) == (0, first.new)
@@ -120,8 +136,13 @@ def test_apply_refuses_before_writing_or_skips_with_keep_going(tmp_path: Path) -
         pithledger.apply(tmp_path / "L", BUNDLES / "demo-1709.09021.json", bad)
     assert not (tmp_path / "L").exists()  # nothing written: the fault was found in pass 1
     seen: list[str] = []
-    report = pithledger.apply(tmp_path / "L", BUNDLES / "demo-1709.09021.json", bad, keep_going=True,
-                              on_skip=lambda exc, where: seen.append(exc.code))
+    report = pithledger.apply(
+        tmp_path / "L",
+        BUNDLES / "demo-1709.09021.json",
+        bad,
+        keep_going=True,
+        on_skip=lambda exc, where: seen.append(exc.code),
+    )
     assert report.new > 0 and not report.ok and [w for w, _ in report.skipped] == [str(bad)] and len(seen) == 1
 
 
@@ -129,15 +150,29 @@ def test_every_declared_name_is_documented_and_loaded_lazily() -> None:
     for name in pithledger.__all__:
         value = getattr(pithledger, name)
         assert name == "__version__" or (value.__doc__ or "").strip(), f"{name} has no docstring"
-    proc = subprocess.run([sys.executable, "-c", "import sys, pithledger; print(sorted(m for m in sys.modules if m.startswith('pithledger')))"],
-                          capture_output=True, text=True, check=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pithledger; print(sorted(m for m in sys.modules if m.startswith('pithledger')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert proc.stdout.strip() == "['pithledger']"  # `pithledger state` imports the package: it must stay cheap
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pdoc") is None, reason="pdoc is in the test extra")
 def test_the_api_reference_documents_every_declared_name(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pdoc", "-o", str(tmp_path), "pithledger"], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pdoc", "-o", str(tmp_path), "pithledger"], check=True, capture_output=True, timeout=300
+    )
     page = (tmp_path / "pithledger.html").read_text()
-    missing = [name for name in pithledger.__all__  # a name is an anchor of the package's page, a module its own page
-               if f'id="{name}"' not in page and not (tmp_path / "pithledger" / f"{name}.html").is_file()]
+    missing = [
+        name
+        for name in pithledger.__all__  # a name is an anchor of the package's page, a module its own page
+        if f'id="{name}"' not in page and not (tmp_path / "pithledger" / f"{name}.html").is_file()
+    ]
     assert not missing, f"no anchor in the API reference for {missing}"

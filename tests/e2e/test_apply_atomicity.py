@@ -19,14 +19,12 @@ from typing import Any
 
 import pytest
 
+from helpers.common import FIXTURES, PITH_RECORDS, ROOT
+from helpers.eventpool import ALICE
 from pithledger.records.bundle import read_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.events import make_event
 from pithledger.store import Ledger
-
-from helpers.common import FIXTURES, PITH_RECORDS
-from helpers.eventpool import ALICE
-from helpers.common import ROOT
 
 LONG = os.environ.get("PITHLEDGER_LONG_TESTS") == "1"
 CRASH_TRIALS = 150 if LONG else 10
@@ -38,23 +36,56 @@ NUMBER = RECORD["pith_number"]
 @lru_cache(maxsize=1)
 def workload() -> list[dict[str, Any]]:
     """A record_created event, then attestations: one event per bundle, so batches are exact."""
-    events = [make_event("record_created", NUMBER, {"canonical_record": RECORD["canonical_record"],
-                                                    "canonical_sha256": RECORD["canonical_sha256"]}, ALICE,
-                         created_at="2026-01-01T00:00:00Z")]
-    events += [make_event("author_attestation", NUMBER, {"author_name": f"author {i}"}, ALICE,
-                          created_at=f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z") for i in range(2999)]
+    events = [
+        make_event(
+            "record_created",
+            NUMBER,
+            {"canonical_record": RECORD["canonical_record"], "canonical_sha256": RECORD["canonical_sha256"]},
+            ALICE,
+            created_at="2026-01-01T00:00:00Z",
+        )
+    ]
+    events += [
+        make_event(
+            "author_attestation",
+            NUMBER,
+            {"author_name": f"author {i}"},
+            ALICE,
+            created_at=f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+        )
+        for i in range(2999)
+    ]
     return events
 
 
 def write_input(path: Path, events: list[dict[str, Any]]) -> Path:
-    lines = [canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                              "pith_number": e["subject_pith_number"], "events": [e]}) for e in events]
+    lines = [
+        canonical_bytes(
+            {
+                "bundle_type": "pith_open_graph_bundle",
+                "bundle_version": "1.0",
+                "pith_number": e["subject_pith_number"],
+                "events": [e],
+            }
+        )
+        for e in events
+    ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
 
 
 def apply_cmd(ledger: Path, *files: Path, batch: int = BATCH) -> list[str]:
-    return [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", str(batch), *map(str, files)]
+    return [
+        sys.executable,
+        "-m",
+        "pithledger.cli",
+        "--ledger",
+        str(ledger),
+        "apply",
+        "--batch-size",
+        str(batch),
+        *map(str, files),
+    ]
 
 
 def states(path: Path) -> dict[str, bytes]:
@@ -88,14 +119,22 @@ def test_sigkill_at_random_moments_leaves_a_prefix_of_whole_batches(tmp_path: Pa
                 finished = {s: led.state_bytes(s) for s in led.subjects()}
             if logged:  # ... into exactly the states of the logged prefix applied at once
                 with Ledger(tmp_path / f"prefix{trial}", create=True) as prefix:
-                    prefix.apply_batch([read_bundle(strict_decode(line)) for line in data.read_bytes().splitlines()[: len(logged)]])
+                    prefix.apply_batch(
+                        [read_bundle(strict_decode(line)) for line in data.read_bytes().splitlines()[: len(logged)]]
+                    )
                     assert finished == {s: prefix.state_bytes(s) for s in prefix.subjects()}
             corrupt += bool(problems)
             assert problems == [], problems
             # exactly the first k whole batches of the input, in input order
             assert len(logged) % BATCH == 0 or len(logged) == len(events)
             assert logged == [canonical_bytes(e) for e in events[: len(logged)]]
-            key = "finished" if len(logged) == len(events) else "killed-mid-run" if logged else "killed-before-first-commit"
+            key = (
+                "finished"
+                if len(logged) == len(events)
+                else "killed-mid-run"
+                if logged
+                else "killed-before-first-commit"
+            )
         else:
             key = "killed-before-first-commit"
         outcomes[key] += 1
@@ -133,8 +172,15 @@ print(json.dumps(sorted(seen)))
 def test_readers_in_other_processes_never_see_a_partial_batch(tmp_path: Path) -> None:
     data = write_input(tmp_path / "input.jsonl", workload())
     ledger, done = tmp_path / "ledger", tmp_path / "done"
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(ledger), NUMBER, str(done)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, str(ledger), NUMBER, str(done)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     writer = subprocess.run(apply_cmd(ledger, data), capture_output=True)
     done.touch()
     seen = set()
@@ -151,13 +197,19 @@ def test_queries_never_wait_for_a_writer(tmp_path: Path) -> None:
     import lmdb
 
     ledger = tmp_path / "ledger"
-    subprocess.run(apply_cmd(ledger, write_input(tmp_path / "in.jsonl", workload()[:10])), check=True, capture_output=True)
+    subprocess.run(
+        apply_cmd(ledger, write_input(tmp_path / "in.jsonl", workload()[:10])), check=True, capture_output=True
+    )
     env = lmdb.open(str(ledger), max_dbs=16)
     held = env.begin(write=True)  # another process in the middle of a batch
     try:
         start = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", NUMBER],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", NUMBER],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0 and json.loads(r.stdout)["event_count"] == 10
         assert time.monotonic() - start < 30
     finally:
@@ -170,7 +222,10 @@ def test_two_writers_at_once_both_land_and_nothing_breaks(tmp_path: Path) -> Non
     first = write_input(tmp_path / "first.jsonl", events[:1700])
     second = write_input(tmp_path / "second.jsonl", events[1300:])  # overlapping: duplicates race
     ledger = tmp_path / "ledger"
-    procs = [subprocess.Popen(apply_cmd(ledger, f, batch=50), stdout=subprocess.PIPE, stderr=subprocess.PIPE) for f in (first, second)]
+    procs = [
+        subprocess.Popen(apply_cmd(ledger, f, batch=50), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for f in (first, second)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -212,7 +267,9 @@ HOSTILE = sorted(name for name in EXPECTED if not name.startswith("valid-"))
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -262,11 +319,16 @@ def test_gigabytes_of_whitespace_are_refused_in_bounded_memory(tmp_path: Path) -
 def test_huge_string_and_number_are_named(tmp_path: Path) -> None:
     event = dict(workload()[1])
     event["payload"] = {"author_name": "x" * 2_000_000}
-    (tmp_path / "big.json").write_bytes(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                                         "pith_number": NUMBER, "events": [event]}))
+    (tmp_path / "big.json").write_bytes(
+        canonical_bytes(
+            {"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": NUMBER, "events": [event]}
+        )
+    )
     r = run("--ledger", str(tmp_path / "l"), "apply", "big.json", cwd=tmp_path)
     assert r.returncode == 1 and "larger than 1,048,576 bytes" in r.stderr
-    (tmp_path / "num.json").write_text('{"bundle_type":"pith_open_graph_bundle","bundle_version":"1.0","pith_number":"%s","events":[],"n":%s}'
-                                       % (NUMBER, "9" * 5000))
+    (tmp_path / "num.json").write_text(
+        '{"bundle_type":"pith_open_graph_bundle","bundle_version":"1.0","pith_number":"%s","events":[],"n":%s}'
+        % (NUMBER, "9" * 5000)
+    )
     r = run("--ledger", str(tmp_path / "l"), "apply", "num.json", cwd=tmp_path)
     assert r.returncode == 1 and r.stderr.startswith("error[integer-out-of-range]")

@@ -35,10 +35,17 @@ def pool_bundles() -> list[dict[str, Any]]:
 
 def citations(n: int) -> list[dict[str, Any]]:
     """``n`` distinct signed citations between the pool's records, 100 a bundle (each of one citing record)."""
-    events = [make_event("citation_signature", P[i // 100 % 3], {"cited_pith_number": P[(i // 100 + 1) % 3], "relation": "cites"},
-                         (ALICE, BOB)[i % 2], created_at=f"{t(5 + i // 86400 % 20)[:11]}{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
-              for i in range(n)]
-    return [write_bundle(events[i]["subject_pith_number"], events[i:i + 100]) for i in range(0, n, 100)]
+    events = [
+        make_event(
+            "citation_signature",
+            P[i // 100 % 3],
+            {"cited_pith_number": P[(i // 100 + 1) % 3], "relation": "cites"},
+            (ALICE, BOB)[i % 2],
+            created_at=f"{t(5 + i // 86400 % 20)[:11]}{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
+        )
+        for i in range(n)
+    ]
+    return [write_bundle(events[i]["subject_pith_number"], events[i : i + 100]) for i in range(0, n, 100)]
 
 
 def digest(cli: Any, ledger: Path) -> str:
@@ -57,11 +64,17 @@ def leftovers(parent: Path, name: str) -> list[str]:
 
 def test_a_backup_while_another_process_applies_is_consistent_and_restores(cli: Any, tmp_path: Path) -> None:
     ledger, copy = tmp_path / "L", tmp_path / "B"
-    assert cli("--ledger", str(ledger), "apply", str(BUNDLES), str(write_jsonl(tmp_path / "pool.jsonl", pool_bundles()))).code in (0, 1)
+    assert cli(
+        "--ledger", str(ledger), "apply", str(BUNDLES), str(write_jsonl(tmp_path / "pool.jsonl", pool_bundles()))
+    ).code in (0, 1)
     big = write_jsonl(tmp_path / "big.jsonl", citations(20_000))
     env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg-data"))
-    apply = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", "500", str(big)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    apply = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", "500", str(big)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         r = cli("--ledger", str(ledger), "backup", str(copy), "--json")
     finally:

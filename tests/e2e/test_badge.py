@@ -16,10 +16,12 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
-from pithledger.render import badge
-from helpers.site import FZ7, Server, example_site, pl
+
 from helpers.badge import SVG, parse_safe
+from helpers.site import FZ7, Server, example_site, pl
+from pithledger.render import badge
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,11 @@ def test_served_badge(served: tuple[Server, Path, Path]) -> None:
     assert server.request(f"/pith/{FZ7}/badge.svg", headers={"If-None-Match": headers["etag"]})[0] == 304
     head = server.request(f"/pith/{FZ7}/badge.svg", method="HEAD")
     assert head[0] == 200 and head[2] == b"" and head[1]["etag"] == headers["etag"]
-    for path in (f"/pith/{FZ7[:8]}/badge.svg", "/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/badge.svg", f"/pith/{FZ7.lower()}/badge.svg"):
+    for path in (
+        f"/pith/{FZ7[:8]}/badge.svg",
+        "/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/badge.svg",
+        f"/pith/{FZ7.lower()}/badge.svg",
+    ):
         status, headers, body = server.request(path)
         assert status == 404 and headers["content-type"] == "application/json", path
 
@@ -52,10 +58,14 @@ def test_record_page_embed_snippets(served: tuple[Server, Path, Path]) -> None:
     status, _, body = server.request(f"/pith/{FZ7}")
     page = body.decode()
     assert status == 200 and "Embed verified badge" in page
-    snippets = {m[1]: html.unescape(m[2]) for m in re.finditer(r'<pre class="snippet" data-embed="(\w+)">([^<]*)</pre>', page)}
+    snippets = {
+        m[1]: html.unescape(m[2]) for m in re.finditer(r'<pre class="snippet" data-embed="(\w+)">([^<]*)</pre>', page)
+    }
     image, record = f"{server.base}/pith/{FZ7}/badge.svg", f"{server.base}/pith/{FZ7}"
-    assert snippets == {"html": f'<a href="{record}"><img src="{image}" alt="pith:FZ7AO632: Pith record" height="20"></a>',
-                        "markdown": f"[![pith:FZ7AO632: Pith record]({image})]({record})"}
+    assert snippets == {
+        "html": f'<a href="{record}"><img src="{image}" alt="pith:FZ7AO632: Pith record" height="20"></a>',
+        "markdown": f"[![pith:FZ7AO632: Pith record]({image})]({record})",
+    }
     for code in snippets.values():  # each has a copy button with exactly its text
         assert f'data-copy="{html.escape(code, quote=True)}"' in page
     m = re.search(r'<p id="badge-preview">(<svg .*?</svg>)</p>', page)
@@ -75,18 +85,26 @@ def test_publish_writes_the_badge(served: tuple[Server, Path, Path]) -> None:
     for path in badges:
         parse_safe(path.read_bytes())
     page = (out / f"pith/{FZ7}/index.html").read_text()
-    assert html.escape(f"[![pith:FZ7AO632: Pith record](https://mirror.example/pith/{FZ7}/badge.svg)](https://mirror.example/pith/{FZ7}/index.html)") in page
+    assert (
+        html.escape(
+            f"[![pith:FZ7AO632: Pith record](https://mirror.example/pith/{FZ7}/badge.svg)](https://mirror.example/pith/{FZ7}/index.html)"
+        )
+        in page
+    )
+
 
 CHROMIUM = os.environ.get("PITHLEDGER_CHROMIUM", "/usr/bin/chromium")
 
 
 @pytest.mark.skipif(os.environ.get("PITHLEDGER_NO_BROWSER") == "1", reason="PITHLEDGER_NO_BROWSER=1")
-@pytest.mark.skipif(not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
-                    reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
+    reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips",
+)
 def test_badge_in_chromium_embedded_from_another_origin(served: tuple[Server, Path, Path], tmp_path: Path) -> None:
-    from helpers.browser import ARGS
-
     from playwright.sync_api import sync_playwright
+
+    from helpers.browser import ARGS
 
     server, _, _ = served
     url = f"{server.base}/pith/{FZ7}/badge.svg"
@@ -101,11 +119,15 @@ def test_badge_in_chromium_embedded_from_another_origin(served: tuple[Server, Pa
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             # a page of another origin (file://) embeds it as README renderers do: <a><img></a>
             host = tmp_path / "embed.html"
-            host.write_text(f'<!doctype html><body style="margin:16px;background:#fff"><a href="{server.base}/pith/{FZ7}">'
-                            f'<img id="b" src="{url}" alt="pith:FZ7AO632"></a></body>')
+            host.write_text(
+                f'<!doctype html><body style="margin:16px;background:#fff"><a href="{server.base}/pith/{FZ7}">'
+                f'<img id="b" src="{url}" alt="pith:FZ7AO632"></a></body>'
+            )
             page.goto(host.as_uri())
             page.wait_for_function("document.getElementById('b').complete")
-            natural = page.evaluate("[document.getElementById('b').naturalWidth, document.getElementById('b').naturalHeight]")
+            natural = page.evaluate(
+                "[document.getElementById('b').naturalWidth, document.getElementById('b').naturalHeight]"
+            )
             assert natural == [round(width), 20] or natural[1] == 20 and abs(natural[0] - width) < 1
             shot = page.locator("#b").screenshot()
             assert len(shot) > 1000

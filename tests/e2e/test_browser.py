@@ -17,15 +17,16 @@ from typing import Any
 
 import pytest
 
-from pithledger.render.badge import VOCABULARY
-
+from helpers.browser import ARGS, CHROMIUM
 from helpers.site import FZ7, Y7E, Server, example_site, pl
-from helpers.browser import CHROMIUM, ARGS
+from pithledger.render.badge import VOCABULARY
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("PITHLEDGER_NO_BROWSER") == "1", reason="PITHLEDGER_NO_BROWSER=1"),
-    pytest.mark.skipif(not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
-                       reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
+        reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips",
+    ),
 ]
 
 
@@ -157,8 +158,10 @@ def test_record_page_fits_a_phone_in_chromium(browser: Any, served: tuple[Server
         resp = page.goto(f"{server.base}/pith/{suffix}")
         assert resp is not None and resp.status == 200
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        box = page.eval_on_selector("#long-number", "el => { const r = el.getBoundingClientRect(); "
-                                    "return [r.left, r.right, el.scrollWidth, el.clientWidth]; }")
+        box = page.eval_on_selector(
+            "#long-number",
+            "el => { const r = el.getBoundingClientRect(); return [r.left, r.right, el.scrollWidth, el.clientWidth]; }",
+        )
         left, right, scroll_w, client_w = box
         assert left >= 0 and right <= 390 and scroll_w <= client_w, box  # the whole long number is on screen
         assert page.inner_text("#long-number").endswith(suffix)
@@ -167,10 +170,16 @@ def test_record_page_fits_a_phone_in_chromium(browser: Any, served: tuple[Server
             assert r <= 390, sel
     # the example record's evidence is all self-signed: every completeness row is a claim, none is green
     page.goto(f"{server.base}/pith/{FZ7}")
-    rows = page.eval_on_selector_all("ol.complete li", "els => els.map(li => [li.className, "
-                                     "getComputedStyle(li, '::before').backgroundColor, li.querySelector('.level').innerText])")
-    done = page.eval_on_selector("ol.complete", "ol => { const li = document.createElement('li'); li.className = 'done'; ol.appendChild(li); "
-                                 "const c = getComputedStyle(li, '::before').backgroundColor; li.remove(); return c; }")
+    rows = page.eval_on_selector_all(
+        "ol.complete li",
+        "els => els.map(li => [li.className, "
+        "getComputedStyle(li, '::before').backgroundColor, li.querySelector('.level').innerText])",
+    )
+    done = page.eval_on_selector(
+        "ol.complete",
+        "ol => { const li = document.createElement('li'); li.className = 'done'; ol.appendChild(li); "
+        "const c = getComputedStyle(li, '::before').backgroundColor; li.remove(); return c; }",
+    )
     assert [r[0] for r in rows] == ["claimed"] * 5, rows
     assert all(r[1] != done and r[2] == "claimed" for r in rows), (rows, done)
     shot = tmp_path / "record-page-390.png"

@@ -15,7 +15,6 @@ import pytest
 from helpers.apply_reading import FIFTY
 from helpers.common import ROOT
 
-
 # --- the plain decoder reads what the strict one accepts as the strict one does ---------------------
 
 
@@ -58,13 +57,22 @@ main()
 """
 
 
-def run(*args: str, region: int = 4096, change: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", RUN, str(region), change, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+def run(
+    *args: str, region: int = 4096, change: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", RUN, str(region), change, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def digest(ledger: Path) -> str:
-    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "digest"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "digest"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -89,8 +97,11 @@ def test_a_duplicate_key_line_is_never_applied_by_the_fast_reading(tmp_path: Pat
     assert r.returncode == 1
     assert f"error[duplicate-key]: {f}:4:" in r.stderr
     assert json.loads(r.stdout)["bundles"] == 49
-    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L"), "state", victim["pith_number"]],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L"), "state", victim["pith_number"]],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "error[not-found]" in r.stderr
 
 
@@ -108,9 +119,13 @@ def test_an_input_changed_between_the_readings_is_refused_where_it_changed(tmp_p
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith(f"error[input-changed]: {f} changed while it was being applied")
     assert "committed" in r.stderr and "hint: " in r.stderr and "Traceback" not in r.stderr
-    check = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck"], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stderr  # what was committed is whole and derived
-    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", late], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "state", late], capture_output=True, text=True
+    )
     assert r.returncode == 1 and "error[not-found]" in r.stderr  # nothing of the changed region
     f.write_bytes(b"".join(lines))  # the input as it was: the same command finishes the job
     assert run("--ledger", str(ledger), "apply", str(f)).returncode == 0
@@ -135,7 +150,9 @@ def test_a_fault_in_the_first_line_of_json_lines_is_that_line_s_own(tmp_path: Pa
     assert digest(tmp_path / "L") == digest_of_fifty(tmp_path)  # every later line applied
     r = run("--ledger", str(tmp_path / "strict"), "apply", str(f))  # without --keep-going: refused, nothing written
     assert r.returncode == 1 and f"{f}:1:" in r.stderr and not (tmp_path / "strict").exists()
-    v = subprocess.run([sys.executable, "-m", "pithledger.cli", "verify", str(f)], capture_output=True, text=True, timeout=120)
+    v = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "verify", str(f)], capture_output=True, text=True, timeout=120
+    )
     assert v.stdout.count(": valid ") == 50, v.stdout[-500:]
 
 
@@ -152,12 +169,19 @@ def test_a_pretty_printed_document_with_a_fault_is_still_refused_whole(tmp_path:
 # --- the workers read the regions from the file: the same cuts, lines, messages and refusals ------------
 
 
-NASTY = (b"\n\n" + b"\r\n".join(FIFTY.read_bytes().splitlines()[:6]) + b"\r\n  \n{\"a\":1,\"a\":2}\n[1.5]\r"
-         + b"\n".join(FIFTY.read_bytes().splitlines()[6:30]) + b"\nnot json\n" + b"\n".join(FIFTY.read_bytes().splitlines()[30:]))
+NASTY = (
+    b"\n\n"
+    + b"\r\n".join(FIFTY.read_bytes().splitlines()[:6])
+    + b'\r\n  \n{"a":1,"a":2}\n[1.5]\r'
+    + b"\n".join(FIFTY.read_bytes().splitlines()[6:30])
+    + b"\nnot json\n"
+    + b"\n".join(FIFTY.read_bytes().splitlines()[30:])
+)
 
 
-def both_routes(tmp_path: Path, data: bytes, *args: str, change: str = "", before: Any = None, env: dict[str, str] | None = None
-                ) -> list[tuple[int, str, str, str]]:
+def both_routes(
+    tmp_path: Path, data: bytes, *args: str, change: str = "", before: Any = None, env: dict[str, str] | None = None
+) -> list[tuple[int, str, str, str]]:
     """(exit code, stdout, stderr, ledger digest or "") of `apply ARGS in.jsonl` with workers that read the file
     (--workers 2) and with the writer reading it (--workers 0), the same file at the same path each time."""
     out = []
@@ -166,11 +190,22 @@ def both_routes(tmp_path: Path, data: bytes, *args: str, change: str = "", befor
         f.write_bytes(data)
         if before is not None:
             before()
-        r = run("--ledger", str(ledger), "apply", "--workers", workers, *args, str(f), region=3000, change=change,
-                env={"SPY": str(spy), **(env or {})})
+        r = run(
+            "--ledger",
+            str(ledger),
+            "apply",
+            "--workers",
+            workers,
+            *args,
+            str(f),
+            region=3000,
+            change=change,
+            env={"SPY": str(spy), **(env or {})},
+        )
         routes = set(spy.read_text().split()) if spy.exists() else set()
-        assert routes == ({"_spans", "_reread_spans"} if workers == "2" else set()) or (workers == "2" and routes == {"_spans"}
-                                                                                      and r.returncode), (workers, routes, r.stderr)
+        assert routes == ({"_spans", "_reread_spans"} if workers == "2" else set()) or (
+            workers == "2" and routes == {"_spans"} and r.returncode
+        ), (workers, routes, r.stderr)
         held = digest(ledger) if ledger.exists() else ""
         out.append((r.returncode, r.stdout.replace(str(ledger), "LEDGER"), r.stderr, held))
     assert out[0] == out[1]
@@ -182,7 +217,9 @@ def test_workers_that_read_the_file_give_what_the_writer_s_reading_gives(tmp_pat
     the same messages (file:LINE), summary and ledger whichever process reads the regions."""
     (code, stdout, stderr, held), _ = both_routes(tmp_path, NASTY, "--keep-going", "--json")
     assert code == 1 and json.loads(stdout)["bundles"] == 50 and held
-    assert f"{tmp_path / 'in.jsonl'}:10:" in stderr and ":11:" in stderr and ":36:" in stderr and "Traceback" not in stderr
+    assert (
+        f"{tmp_path / 'in.jsonl'}:10:" in stderr and ":11:" in stderr and ":36:" in stderr and "Traceback" not in stderr
+    )
 
 
 def test_a_line_over_the_size_limit_stops_the_file_where_it_stops_the_writer_s_reading(tmp_path: Path) -> None:
@@ -193,7 +230,9 @@ def test_a_line_over_the_size_limit_stops_the_file_where_it_stops_the_writer_s_r
     assert json.loads(stdout)["bundles"] == 10
 
 
-@pytest.mark.parametrize("kind", ["sub", "truncate-mid", "truncate-cut", "append-newline", "append-line", "replace-other", "replace-same"])
+@pytest.mark.parametrize(
+    "kind", ["sub", "truncate-mid", "truncate-cut", "append-newline", "append-line", "replace-other", "replace-same"]
+)
 def test_an_input_changed_between_the_readings_is_refused_alike_on_both_routes(tmp_path: Path, kind: str) -> None:
     """Changed in place, truncated (within a region, or at a cut), grown, replaced by another file: refused
     with input-changed, the same message, nothing written; replaced by the same bytes: applied."""
@@ -202,18 +241,29 @@ def test_an_input_changed_between_the_readings_is_refused_alike_on_both_routes(t
     first = data.splitlines()[0]
     old = json.loads(first)["events"][0]["signature_b64"]
     new = old[:10] + ("A" if old[10] != "A" else "B") + old[11:]
-    change = {"sub": f"sub|{f}|{old}|{new}", "truncate-mid": f"truncate|{f}|100", "truncate-cut": f"truncate|{f}|{len(first) + 1}",
-              "append-newline": f"append|{f}|\n", "append-line": f"append|{f}|{first.decode()}\n",
-              "replace-other": f"replace|{f}|{other}", "replace-same": f"replace|{f}|{other}"}[kind]
+    change = {
+        "sub": f"sub|{f}|{old}|{new}",
+        "truncate-mid": f"truncate|{f}|100",
+        "truncate-cut": f"truncate|{f}|{len(first) + 1}",
+        "append-newline": f"append|{f}|\n",
+        "append-line": f"append|{f}|{first.decode()}\n",
+        "replace-other": f"replace|{f}|{other}",
+        "replace-same": f"replace|{f}|{other}",
+    }[kind]
     body = data if kind == "replace-same" else data.replace(old.encode(), new.encode())
     (code, _, stderr, held), _ = both_routes(tmp_path, data, change=change, before=lambda: other.write_bytes(body))
     if kind == "replace-same":
         assert code == 0 and held == digest_of_fifty(tmp_path)
         return
-    assert code == 1 and stderr.startswith(f"error[input-changed]: {f} ") and "; 0 of 1 batch committed" in stderr, stderr
+    assert code == 1 and stderr.startswith(f"error[input-changed]: {f} ") and "; 0 of 1 batch committed" in stderr, (
+        stderr
+    )
     number = json.loads(first)["pith_number"]
-    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L2"), "state", number],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "L2"), "state", number],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "error[not-found]" in r.stderr  # nothing written
 
 
@@ -245,8 +295,21 @@ def test_a_checking_worker_killed_mid_region_is_no_traceback(tmp_path: Path) -> 
     feeds in should ever surface as a traceback'), where finishing and verification fall back to
     working in place (store._on_workers, _outcome). Expected: the region is checked in place, the run
     goes on and applies all 50 bundles."""
-    r = subprocess.run([sys.executable, "-c", KILL_A_CHECKING_WORKER, str(tmp_path / "killed"),
-                        "--ledger", str(tmp_path / "l"), "apply", str(FIFTY)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_A_CHECKING_WORKER,
+            str(tmp_path / "killed"),
+            "--ledger",
+            str(tmp_path / "l"),
+            "apply",
+            str(FIFTY),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert (tmp_path / "killed").exists()
     assert "Traceback" not in r.stderr, r.stderr[-600:]
     assert r.returncode == 0 and "50 new" in r.stderr + r.stdout

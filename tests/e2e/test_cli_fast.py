@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.common import ROOT
 
 BUNDLES = ROOT / "bundles"
@@ -24,8 +25,12 @@ def run(args: list[str], cwd: Path, full: bool) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def ledger_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fast")
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(root / "L"), "apply", str(BUNDLES)],
-                   capture_output=True, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(root / "L"), "apply", str(BUNDLES)],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     return root
 
 
@@ -50,24 +55,52 @@ def test_fast_state_equals_the_full_command_line(ledger_dir: Path, args: list[st
 def test_other_shapes_go_to_the_full_command_line(ledger_dir: Path) -> None:
     from pithledger.cli._fast import _parse
 
-    for args in (["state"], ["state", "a", "b"], ["state", "X", "--view"], ["--help"], ["state", "--", "X"],
-                 ["--ledger", "", "state", "X"], ["log"], ["--ledger"]):
+    for args in (
+        ["state"],
+        ["state", "a", "b"],
+        ["state", "X", "--view"],
+        ["--help"],
+        ["state", "--", "X"],
+        ["--ledger", "", "state", "X"],
+        ["log"],
+        ["--ledger"],
+    ):
         assert _parse(args) is None, args
-    assert run(["--ledger", "L", "state", "2605.00424", "--view"], ledger_dir, full=False)[1].startswith("pith:2026:FZ7AO632")
+    assert run(["--ledger", "L", "state", "2605.00424", "--view"], ledger_dir, full=False)[1].startswith(
+        "pith:2026:FZ7AO632"
+    )
 
 
 #: What `state` must not import: the merge algorithm, the writer's code, the transparency log, the bundle
 #: and event code (issue #23: `state` stays within 2 x the bare import of lmdb, msgspec and nacl).
-NOT_FOR_STATE = ("pithledger.merge", "pithledger.records.events", "pithledger.records.bundle", "pithledger.store.tlog_tables", "pithledger.tlog.tiles",
-                 "pithledger.tlog.note", "pithledger.store.log", "pithledger.store.views", "pithledger.store.rebuild",
-                 "pithledger.store.fsck", "pithledger.fanout", "typer")
-LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')); "
-          "sys.argv = ['pithledger'] + sys.argv[1:]; from pithledger.cli import main; main()")
+NOT_FOR_STATE = (
+    "pithledger.merge",
+    "pithledger.records.events",
+    "pithledger.records.bundle",
+    "pithledger.store.tlog_tables",
+    "pithledger.tlog.tiles",
+    "pithledger.tlog.note",
+    "pithledger.store.log",
+    "pithledger.store.views",
+    "pithledger.store.rebuild",
+    "pithledger.store.fsck",
+    "pithledger.fanout",
+    "typer",
+)
+LOADED = (
+    "import atexit, sys; atexit.register(lambda: sys.stderr.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')); "
+    "sys.argv = ['pithledger'] + sys.argv[1:]; from pithledger.cli import main; main()"
+)
 
 
 def _loaded(args: list[str], cwd: Path) -> tuple[str, set[str]]:
-    proc = subprocess.run([sys.executable, "-c", LOADED, *args], capture_output=True, cwd=cwd, timeout=60,
-                          env={k: v for k, v in os.environ.items() if k != "PITHLEDGER_LEDGER"} | {"XDG_DATA_HOME": str(cwd / "xdg")})
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED, *args],
+        capture_output=True,
+        cwd=cwd,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "PITHLEDGER_LEDGER"} | {"XDG_DATA_HOME": str(cwd / "xdg")},
+    )
     err = proc.stderr.decode()
     return proc.stdout.decode(), set(err.rsplit("LOADED ", 1)[1].split())
 
@@ -83,16 +116,19 @@ def test_the_state_of_a_record_whose_derivation_is_pending_is_computed_from_its_
     """A killed apply leaves batches committed and their derivation pending: `state` answers from the
     events held (a full ledger handle), exactly as the full command line, and as once they are derived
     (by its long Pith Number: the lookup indexes are those of the last finished run)."""
+    import json
+
     from pithledger.records.bundle import read_bundle
     from pithledger.store import Ledger
-    import json
 
     with Ledger(tmp_path / "L", create=True) as ledger:
         for f in sorted(BUNDLES.glob("*.json")):
             ledger.apply_batch([read_bundle(json.loads(f.read_text()))], defer=True)
         assert ledger.pending()
     fast = run(["--ledger", "L", "state", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"], tmp_path, full=False)
-    assert fast[0] == 0 and fast == run(["--ledger", "L", "state", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"], tmp_path, full=True)
+    assert fast[0] == 0 and fast == run(
+        ["--ledger", "L", "state", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"], tmp_path, full=True
+    )
     _, loaded = _loaded(["--ledger", "L", "state", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"], tmp_path)
     assert "pithledger.merge" in loaded  # (computed from the events: the fallback was taken)
     with Ledger(tmp_path / "L") as ledger:

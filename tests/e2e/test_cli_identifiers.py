@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.common import PITH_RECEIPTS, PITH_RECORDS
-from helpers.common import ROOT
+from helpers.common import PITH_RECEIPTS, PITH_RECORDS, ROOT
 
 
 def test_version_and_help(cli) -> None:  # type: ignore[no-untyped-def]
@@ -49,13 +48,25 @@ def test_missing_file_is_named(cli) -> None:  # type: ignore[no-untyped-def]
 
 def test_mint_many_lines(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lines = [
-        {"id": "0704.0001", "title": "Calculation of prompt diphoton production cross sections at Tevatron and\n  LHC energies",
-         "abstract": "  A fully differential calculation.\n", "categories": "hep-ph", "license": None,
-         "versions": [{"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"},
-                      {"version": "v2", "created": "Tue, 24 Jul 2007 20:10:27 GMT"}]},
-        {"id": "math/0611599", "title": "A title", "abstract": "An abstract.", "categories": "math.GT math.AG",
-         "license": "http://arxiv.org/licenses/nonexclusive-distrib/1.0/",
-         "versions": [{"version": "v1", "created": "Mon, 20 Nov 2006 10:00:00 GMT"}]},
+        {
+            "id": "0704.0001",
+            "title": "Calculation of prompt diphoton production cross sections at Tevatron and\n  LHC energies",
+            "abstract": "  A fully differential calculation.\n",
+            "categories": "hep-ph",
+            "license": None,
+            "versions": [
+                {"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"},
+                {"version": "v2", "created": "Tue, 24 Jul 2007 20:10:27 GMT"},
+            ],
+        },
+        {
+            "id": "math/0611599",
+            "title": "A title",
+            "abstract": "An abstract.",
+            "categories": "math.GT math.AG",
+            "license": "http://arxiv.org/licenses/nonexclusive-distrib/1.0/",
+            "versions": [{"version": "v1", "created": "Mon, 20 Nov 2006 10:00:00 GMT"}],
+        },
     ]
     path = tmp_path / "arxiv-metadata-oai-snapshot.json"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -82,7 +93,9 @@ def test_mint_reports_the_bad_line_and_exits_1(cli, tmp_path: Path) -> None:  # 
 
 def test_verify_real_receipt(cli) -> None:  # type: ignore[no-untyped-def]
     v = PITH_RECEIPTS[2]
-    r = cli("verify", "--digest", v["canonical_sha256"], "--signature", v["signature_b64"], "--key-id", "pith-v1-2026-05")
+    r = cli(
+        "verify", "--digest", v["canonical_sha256"], "--signature", v["signature_b64"], "--key-id", "pith-v1-2026-05"
+    )
     assert r.code == 0 and "valid: signed by pith-v1-2026-05" in r.out
 
 
@@ -106,4 +119,6 @@ def test_ids_of_a_bundle_and_of_a_state_document(cli, tmp_path: Path) -> None:  
     (tmp_path / "state.json").write_text(cli("--ledger", "L", "state", "1905.08204").out)
     from_state = cli("ids", "state.json")
     assert from_bundle.code == from_state.code == 0
-    assert from_bundle.json()["pith_number"] == from_state.json()["pith_number"] == "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
+    assert (
+        from_bundle.json()["pith_number"] == from_state.json()["pith_number"] == "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
+    )

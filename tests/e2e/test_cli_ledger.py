@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
-from helpers.common import FIXTURES
-from helpers.common import ROOT
 import lmdb
-from pithledger.store import Ledger
+
 from helpers.clikit import _junk, _pith, _pithledger
+from helpers.common import FIXTURES, ROOT
+from pithledger.store import Ledger
 
 BUNDLES = ROOT / "bundles"
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
@@ -25,15 +25,27 @@ def test_apply_examples_then_state_for_every_id_form(cli, tmp_path: Path) -> Non
     assert receipted["pith_number"] == "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L"
     assert receipted["current"]["verification_status"]["pith_receipt"] is True
     states = set()
-    for form in [NUMBER, "pith:FZ7AO632", "FZ7AO632HBV3", "FZ7AO632HBV3FATA", "2605.00424", "2605.00424v2", "10.48550/arxiv.2605.00424"]:
+    for form in [
+        NUMBER,
+        "pith:FZ7AO632",
+        "FZ7AO632HBV3",
+        "FZ7AO632HBV3FATA",
+        "2605.00424",
+        "2605.00424v2",
+        "10.48550/arxiv.2605.00424",
+    ]:
         s = cli("--ledger", "L", "state", form)
         assert s.code == 0, (form, s.err)
         states.add(s.out)
     assert len(states) == 1
     doc = json.loads(states.pop())
     assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v2"
-    assert doc["current"]["badges"] == {"author": "claimed", "references": "refs signed", "storage": "capture claimed",
-                                        "timestamp": "bitcoin anchor claimed"}
+    assert doc["current"]["badges"] == {
+        "author": "claimed",
+        "references": "refs signed",
+        "storage": "capture claimed",
+        "timestamp": "bitcoin anchor claimed",
+    }
 
 
 def test_apply_is_idempotent_in_any_grouping(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -75,9 +87,17 @@ def test_stdin_and_env_ledger(cli, tmp_path: Path) -> None:  # type: ignore[no-u
 def test_bad_input_is_named_exits_1_and_changes_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cli("--ledger", "L", "apply", str(BUNDLES / "demo-1905.08204.json"))
     before = cli("--ledger", "L", "log").out
-    for name in ["truncated-json", "duplicate-keys", "event-for-another-subject", "top-level-hash-wrong", "float-in-payload"]:
+    for name in [
+        "truncated-json",
+        "duplicate-keys",
+        "event-for-another-subject",
+        "top-level-hash-wrong",
+        "float-in-payload",
+    ]:
         # a good bundle first, the bad one second: the good one must not be written either
-        r = cli("--ledger", "L", "apply", str(BUNDLES / "demo-1709.09021.json"), str(FIXTURES / "bundles" / f"{name}.json"))
+        r = cli(
+            "--ledger", "L", "apply", str(BUNDLES / "demo-1709.09021.json"), str(FIXTURES / "bundles" / f"{name}.json")
+        )
         assert r.code == 1, name
         assert r.err.startswith("error[") and f"{name}.json" in r.err and "Traceback" not in r.err
         assert cli("--ledger", "L", "log").out == before, name
@@ -197,7 +217,10 @@ def test_apply_refuses_a_non_empty_directory_that_is_not_a_ledger(tmp_path: Path
         for _ in range(2):
             r = _pithledger("--ledger", fresh, "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path)
             assert r.returncode == 0, r.stderr
-    sidecar = _pithledger("--ledger", "empty", "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"),
-                          cwd=tmp_path)
+    sidecar = _pithledger(
+        "--ledger", "empty", "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"), cwd=tmp_path
+    )
     assert sidecar.returncode == 0, sidecar.stderr
-    assert _pithledger("--ledger", "empty", "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0
+    assert (
+        _pithledger("--ledger", "empty", "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0
+    )

@@ -16,15 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers.common import FIXTURES, PITH_RECORDS
-from helpers.common import ROOT
+from helpers import clikit
+from helpers.clikit import KINDS, _junk, _lines, _pithledger, usage_error
+from helpers.common import FIXTURES, PITH_RECORDS, ROOT
 from helpers.eventpool import ALICE
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
-from helpers import clikit
-from helpers.clikit import _junk, _lines, _pithledger
-from helpers.clikit import KINDS, usage_error
 
 BUNDLES = ROOT / "bundles"
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
@@ -44,7 +42,9 @@ def test_global_options_before_or_after_the_command(cli, tmp_path: Path) -> None
     assert before.out == after.out == between.out
     assert cli("--json", "--ledger", "L", "digest").out == cli("digest", "--ledger", "L", "--json").out
     assert cli("--ledger", "L", "--json", "fsck").json()["ok"] is True
-    assert cli("fsck", "-q", "--json", "--ledger", "L").json()["events"] == 65  # 64 demo events + Pith's record document
+    assert (
+        cli("fsck", "-q", "--json", "--ledger", "L").json()["events"] == 65
+    )  # 64 demo events + Pith's record document
     assert cli("keys", "list", "--json").json()["keys"] == []
     assert cli("--json", "keys", "list").json()["keys"] == []
     # a value of the command's own option is never taken for a global option
@@ -79,16 +79,28 @@ def _many_events(path: Path, bundles: int, per_bundle: int) -> int:
     with path.open("wb") as fh:
         for b in range(bundles):  # one subject per bundle (records that never arrive: their events wait)
             subject = "pith:2026:" + base64.b32encode(hashlib.sha256(b"subject %d" % b).digest()).decode()[:26]
-            events = [make_event("author_attestation", subject, {"author_name": f"Author {b}-{i}"}, key,
-                                 created_at="2026-06-01T00:00:00Z") for i in range(per_bundle)]
+            events = [
+                make_event(
+                    "author_attestation",
+                    subject,
+                    {"author_name": f"Author {b}-{i}"},
+                    key,
+                    created_at="2026-06-01T00:00:00Z",
+                )
+                for i in range(per_bundle)
+            ]
             fh.write(canonical_bytes(write_bundle(subject, events)) + b"\n")
     return bundles * per_bundle
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(XDG_DATA_HOME=str(tmp_path / "xdg-data"), XDG_CONFIG_HOME=str(tmp_path / "xdg-config"), TERM="xterm",
-               COLUMNS="160")
+    env.update(
+        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
+        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+        TERM="xterm",
+        COLUMNS="160",
+    )
     env.pop("PITHLEDGER_LEDGER", None)
     env.pop("PITHLEDGER_KEYS", None)
     return env
@@ -99,8 +111,14 @@ def _run_on_a_terminal(args: list[str], tmp_path: Path, interrupt_when: bytes | 
     import pty
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=slave, env=_env(tmp_path), cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
     os.close(slave)
     screen = b""
     sent = False
@@ -135,7 +153,9 @@ def test_progress_on_a_terminal_only(cli, tmp_path: Path) -> None:  # type: igno
     code, out, screen = _run_on_a_terminal(["--ledger", "T", "apply", "--batch-size", "50", str(data)], tmp_path)
     assert code == 0, screen
     assert f"applied {total} events" in out
-    assert "applying" in screen and "events" in screen and "records" in screen and "events/s" in screen and "eta" in screen
+    assert (
+        "applying" in screen and "events" in screen and "records" in screen and "events/s" in screen and "eta" in screen
+    )
     assert "batch 10/10" in screen and "30 records" in screen
     assert "deriving" in screen and "states" in screen  # the third phase: each touched state derived once
     # not a terminal (the cli fixture pipes stderr), or --quiet: no progress at all
@@ -148,11 +168,16 @@ def test_progress_on_a_terminal_only(cli, tmp_path: Path) -> None:  # type: igno
 def test_ctrl_c_during_apply_says_what_was_committed_and_a_rerun_finishes(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "load.jsonl"
     total = _many_events(data, 1000, 10)  # 10,000 events in 1,000 batches of 10 (a few seconds)
-    code, out, screen = _run_on_a_terminal(["--ledger", "I", "apply", "--batch-size", "10", str(data)], tmp_path,
-                                           interrupt_when=b"events/s")
+    code, out, screen = _run_on_a_terminal(
+        ["--ledger", "I", "apply", "--batch-size", "10", str(data)], tmp_path, interrupt_when=b"events/s"
+    )
     assert code == 130, screen[-2000:]
     line = next(x for x in screen.splitlines() if "interrupted:" in x)
-    assert "of 1,000 batches committed" in line and "the ledger is consistent" in line and "run the same command again" in line
+    assert (
+        "of 1,000 batches committed" in line
+        and "the ledger is consistent" in line
+        and "run the same command again" in line
+    )
     assert "Traceback" not in screen
     committed = int(line.split("interrupted: ")[1].split(" of ")[0].replace(",", ""))
     assert 1 <= committed < 1000
@@ -171,7 +196,7 @@ def test_keep_going_skips_bad_inputs_applies_the_rest_and_exits_1(cli, tmp_path:
     broken = str(FIXTURES / "bundles" / "truncated-json.json")
     foreign = str(FIXTURES / "bundles" / "event-for-another-subject.json")
     lines = tmp_path / "mixed.jsonl"
-    lines.write_text((BUNDLES / "demo-1709.09021.json").read_text().replace("\n", "") + "\n{\"half\": \n")
+    lines.write_text((BUNDLES / "demo-1709.09021.json").read_text().replace("\n", "") + '\n{"half": \n')
     # without --keep-going: the first structural fault stops everything, nothing is written
     r = cli("--ledger", "K", "apply", good, broken)
     assert r.code == 1 and not (tmp_path / "K").exists()
@@ -200,8 +225,13 @@ def test_json_on_every_reporting_command(cli, tmp_path: Path) -> None:  # type: 
     assert [x["status"] for x in lines] == ["valid", "valid"] and lines[0]["where"].endswith("demo-1905.08204.json")
     bad = cli("verify", "--json", str(FIXTURES / "bundles" / "malleated-signature-s-plus-l.json"))
     assert bad.code == 1 and bad.json()["reason"] == "bad-signature"
-    assert cli("--ledger", "L", "fsck", "--json").json() == {"ok": True, "problems": [], "events": 65, "records": 51,
-                                                             "ledger": "L"}
+    assert cli("--ledger", "L", "fsck", "--json").json() == {
+        "ok": True,
+        "problems": [],
+        "events": 65,
+        "records": 51,
+        "ledger": "L",
+    }
     published = cli("--ledger", "L", "publish", "pub", "--json").json()
     assert published["records_written"] == 51 and published["directory"] == "pub"
     synced = cli("--ledger", "M", "sync", "pub", "--json").json()
@@ -218,19 +248,39 @@ def test_json_event_names_what_it_wrote_and_json_metadata_names_why_it_failed(cl
     cli("keys", "new", "alice")
     subject = PITH_RECORDS[0]["pith_number"]
     payload = json.dumps({"author_name": "Josiah Carberry"})
-    r = cli("--json", "event", "author_attestation", "--key", "alice", "--subject", subject, "--payload", payload, "-o", "e.json")
+    r = cli(
+        "--json",
+        "event",
+        "author_attestation",
+        "--key",
+        "alice",
+        "--subject",
+        subject,
+        "--payload",
+        payload,
+        "-o",
+        "e.json",
+    )
     assert r.code == 0, r.err
     written = r.json()
     bundle = json.loads((tmp_path / "e.json").read_text())
-    assert written == {"written": "e.json", "event_id": bundle["events"][0]["event_id"], "kind": "author_attestation",
-                       "subject": subject}
+    assert written == {
+        "written": "e.json",
+        "event_id": bundle["events"][0]["event_id"],
+        "kind": "author_attestation",
+        "subject": subject,
+    }
     cli("--ledger", "L", "apply", "e.json")
     plain = cli("--ledger", "L", "metadata", "nope.json")
     r = cli("--ledger", "L", "--json", "metadata", "nope.json")
     assert r.code == plain.code == 1
     lines = [json.loads(x) for x in r.out.splitlines()]
-    assert lines[0] == {"error": "cannot-read", "message": "no such file: nope.json", "where": "nope.json",
-                        "hint": "check the path and its permissions"}
+    assert lines[0] == {
+        "error": "cannot-read",
+        "message": "no such file: nope.json",
+        "where": "nope.json",
+        "hint": "check the path and its permissions",
+    }
     assert "error[cannot-read]: no such file: nope.json" in plain.err  # the same reason as without --json
     assert lines[-1] == {"kept": 0, "failed": 1, "records_with_metadata": 0}
 
@@ -276,7 +326,18 @@ def test_cited_record_in_any_id_form(cli, tmp_path: Path) -> None:  # type: igno
     assert r.code == 1 and "error[malformed-id]" in r.err and "cited_pith_number '1905.08204'" in r.err
     assert "no ledger to look it up in" in r.err
     cli("--ledger", "L", "apply", str(BUNDLES))
-    r = cli("--ledger", "L", "event", "citation_signature", "--key", "alice", "--subject", "pith:FZ7AO632", "--payload", payload)
+    r = cli(
+        "--ledger",
+        "L",
+        "event",
+        "citation_signature",
+        "--key",
+        "alice",
+        "--subject",
+        "pith:FZ7AO632",
+        "--payload",
+        payload,
+    )
     assert r.code == 0, r.err
     assert r.json()["events"][0]["payload"]["cited_pith_number"] == "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
 
@@ -296,7 +357,18 @@ def test_timestamp_anchor_from_a_detached_ots_file(cli, tmp_path: Path) -> None:
     assert digest.hex() == cli("ids", "state.json").json()["canonical_sha256"]
     (tmp_path / "record.canon.ots").write_bytes(_ots.build(digest, ["https://alice.btc.calendar.opentimestamps.org"]))
     cli("keys", "new", "alice")
-    r = cli("--ledger", "L", "event", "timestamp_anchor", "--subject", "2605.00424", "--key", "alice", "--ots", "record.canon.ots")
+    r = cli(
+        "--ledger",
+        "L",
+        "event",
+        "timestamp_anchor",
+        "--subject",
+        "2605.00424",
+        "--key",
+        "alice",
+        "--ots",
+        "record.canon.ots",
+    )
     assert r.code == 0, r.err
     proof = r.json()["events"][0]["payload"]["ots_proof_b64"]
     assert base64.b64decode(proof) == (tmp_path / "record.canon.ots").read_bytes()
@@ -317,7 +389,11 @@ def test_publish_onto_a_file_is_a_named_error(cli, tmp_path: Path) -> None:  # t
     cli("--ledger", "L", "apply", str(BUNDLES / "demo-1905.08204.json"))
     (tmp_path / "afile").write_text("x")
     r = cli("--ledger", "L", "publish", "afile")
-    assert r.code == 1 and r.err.startswith("error[cannot-write]: afile exists and is not a directory") and "hint:" in r.err
+    assert (
+        r.code == 1
+        and r.err.startswith("error[cannot-write]: afile exists and is not a directory")
+        and "hint:" in r.err
+    )
     r = cli("--ledger", "L", "publish", "afile/sub")
     assert r.code == 1 and r.err.startswith("error[cannot-write]: cannot create the directory afile/sub")
 
@@ -336,21 +412,39 @@ def test_key_dir_that_is_a_file_and_a_damaged_key(cli, tmp_path: Path) -> None: 
     assert "Traceback" not in r.err
     cli("keys", "new", "k", "--key-dir", "kd")
     (tmp_path / "kd" / "k.key.json").write_text("garbage")
-    r = cli("event", "author_attestation", "--key", "k", "--key-dir", "kd", "--subject", NUMBER, "--payload", '{"author_name": "A"}')
+    r = cli(
+        "event",
+        "author_attestation",
+        "--key",
+        "k",
+        "--key-dir",
+        "kd",
+        "--subject",
+        NUMBER,
+        "--payload",
+        '{"author_name": "A"}',
+    )
     assert r.code == 1 and "is damaged" in r.err
     hint = r.err.split("hint: ")[1]
     assert "restore" in hint and "keys new k" in hint and "keys list" not in hint
     cli("keys", "new", "good", "--key-dir", "kd")
     listed = cli("keys", "list", "--key-dir", "kd")  # the damaged key is named, the good one still listed
-    assert listed.code == 1 and "k\tDAMAGED [" in listed.out and any(line.startswith("good\t") for line in listed.out.splitlines())
+    assert (
+        listed.code == 1
+        and "k\tDAMAGED [" in listed.out
+        and any(line.startswith("good\t") for line in listed.out.splitlines())
+    )
 
 
 def test_verify_of_a_malformed_signed_report(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cli("--ledger", "L", "apply", str(BUNDLES / "demo-1905.08204.json"))
     cli("keys", "new", "auditor")
     report = cli("audit", "L", "L", "--sign", "auditor").json()
-    for name, change in [("divergent", {"divergent": 5}), ("intkey", {"signer": report["signer"] | {"public_key_b64": 5}}),
-                         ("intsig", {"signature_b64": 7})]:
+    for name, change in [
+        ("divergent", {"divergent": 5}),
+        ("intkey", {"signer": report["signer"] | {"public_key_b64": 5}}),
+        ("intsig", {"signature_b64": 7}),
+    ]:
         (tmp_path / f"{name}.json").write_text(json.dumps(report | change))
         r = cli("verify", f"{name}.json")
         assert r.code == 1 and r.err.startswith("error[") and "Traceback" not in r.err, (name, r.err)
@@ -368,8 +462,14 @@ def test_verify_of_a_malformed_signed_report(cli, tmp_path: Path) -> None:  # ty
 
 
 def test_mint_far_date_is_bad_metadata(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    meta = {"id": "0704.0001", "title": "t", "abstract": "a", "categories": "hep-ph", "license": None,
-            "versions": [{"version": "v1", "created": "Fri, 31 Dec 9999 23:59:59 -2359"}]}
+    meta = {
+        "id": "0704.0001",
+        "title": "t",
+        "abstract": "a",
+        "categories": "hep-ph",
+        "license": None,
+        "versions": [{"version": "v1", "created": "Fri, 31 Dec 9999 23:59:59 -2359"}],
+    }
     (tmp_path / "m.json").write_text(json.dumps(meta))
     r = cli("mint", "m.json")
     assert r.code == 1 and r.err.startswith("error[bad-metadata]: m.json: version date") and "out of range" in r.err
@@ -378,7 +478,9 @@ def test_mint_far_date_is_bad_metadata(cli, tmp_path: Path) -> None:  # type: ig
 def test_verify_accepts_directories_like_apply(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("verify", str(BUNDLES))
     assert r.code == 0, r.err
-    assert sum(": valid " in line for line in r.out.splitlines()) == 65  # each line names its file; Pith's record document reads as its record event
+    assert (
+        sum(": valid " in line for line in r.out.splitlines()) == 65
+    )  # each line names its file; Pith's record document reads as its record event
     (tmp_path / "empty").mkdir()
     r = cli("verify", "empty")
     assert r.code == 1 and "holds no .json or .jsonl files" in r.err
@@ -396,7 +498,7 @@ def test_closed_pipe_is_not_invalid_input(tmp_path: Path) -> None:
     """`pithledger verify DIR | head -1` ends with 141 (128 + SIGPIPE, as a shell reports a tool cut off
     by a closed pipe), quietly: not 1, which would say the input was invalid."""
     env = _env(tmp_path)
-    cmd = f"{sys.executable} -m pithledger.cli verify {BUNDLES} | head -1; echo \"status=${{PIPESTATUS[0]}}\""
+    cmd = f'{sys.executable} -m pithledger.cli verify {BUNDLES} | head -1; echo "status=${{PIPESTATUS[0]}}"'
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert ": valid " in done.stdout.splitlines()[0]
     assert done.stdout.splitlines()[-1] == "status=141", done.stdout + done.stderr
@@ -406,7 +508,10 @@ def test_closed_pipe_is_not_invalid_input(tmp_path: Path) -> None:
 def test_named_pipes_and_dev_stdin_are_read_once(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     env = _env(tmp_path)
     bundle = BUNDLES / "demo-1905.08204.json"
-    run = lambda cmd: subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # noqa: E731
+
+    def run(cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+
     py = f"{sys.executable} -m pithledger.cli"
     done = run(f"{py} --ledger L apply <(cat {bundle})")
     assert done.returncode == 0 and "2 new" in done.stdout, done.stderr
@@ -450,8 +555,14 @@ def test_readme_signing_example_works(tmp_path: Path) -> None:
     py = f"{sys.executable} -m pithledger.cli"
     out = ""
     for line in _readme_block("**Signing and applying an event**"):
-        done = subprocess.run(["bash", "-c", line.replace("pithledger ", py + " ")], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60)
+        done = subprocess.run(
+            ["bash", "-c", line.replace("pithledger ", py + " ")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert done.returncode == 0, (line, done.stderr)
         out = done.stdout
     state = json.loads(out)
@@ -468,16 +579,30 @@ def test_readme_timestamp_example_works_with_a_stand_in_for_ots(tmp_path: Path) 
     shutil.copytree(BUNDLES, tmp_path / "bundles")
     env = _env(tmp_path)
     py = f"{sys.executable} -m pithledger.cli"
-    subprocess.run(["bash", "-c", f"{py} --ledger L apply bundles/ && {py} keys new alice"], env=env, cwd=tmp_path, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", "-c", f"{py} --ledger L apply bundles/ && {py} keys new alice"],
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     for line in _readme_block("**Timestamping a record with OpenTimestamps.**"):
         if line.startswith("ots stamp "):
             target = tmp_path / line.split()[-1]
-            (tmp_path / (target.name + ".ots")).write_bytes(_ots.build(hashlib.sha256(target.read_bytes()).digest(),
-                                                                       ["https://alice.btc.calendar.opentimestamps.org"]))
+            (tmp_path / (target.name + ".ots")).write_bytes(
+                _ots.build(
+                    hashlib.sha256(target.read_bytes()).digest(), ["https://alice.btc.calendar.opentimestamps.org"]
+                )
+            )
             continue
-        done = subprocess.run(["bash", "-c", line.replace("pithledger ", py + " ")], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60)
+        done = subprocess.run(
+            ["bash", "-c", line.replace("pithledger ", py + " ")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert done.returncode == 0, (line, done.stderr)
         if line.startswith("sha256sum"):
             assert done.stdout.split()[0] == cli_ids(tmp_path, env)
@@ -485,20 +610,38 @@ def test_readme_timestamp_example_works_with_a_stand_in_for_ots(tmp_path: Path) 
 
 
 def cli_ids(cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, "-m", "pithledger.cli", "ids", "record.canon"], capture_output=True, text=True,
-                          env=env, cwd=cwd, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "ids", "record.canon"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
     return str(json.loads(done.stdout)["canonical_sha256"])
 
 
 def cli_verify(cwd: Path, env: dict[str, str], name: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "pithledger.cli", "verify", name], capture_output=True, text=True,
-                          env=env, cwd=cwd, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "verify", name],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
     return done.stdout
 
 
 def test_mint_refuses_a_year_it_would_read_as_another(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    meta = {"id": "2605.00424", "title": "t", "abstract": "a", "categories": "cs.CR", "license": None,
-            "versions": [{"version": "v1", "created": "Mon, 1 Jan 0001 00:00:00 +2359"}]}
+    meta = {
+        "id": "2605.00424",
+        "title": "t",
+        "abstract": "a",
+        "categories": "cs.CR",
+        "license": None,
+        "versions": [{"version": "v1", "created": "Mon, 1 Jan 0001 00:00:00 +2359"}],
+    }
     (tmp_path / "m.json").write_text(json.dumps(meta))
     r = cli("mint", "m.json")
     assert r.code == 1 and "error[bad-metadata]" in r.err and "four-digit year" in r.err
@@ -506,7 +649,9 @@ def test_mint_refuses_a_year_it_would_read_as_another(cli, tmp_path: Path) -> No
 
 # Issue #20 §4/§6 (hardening), as a user meets it: real processes, real LMDB ledgers, the real entry point.
 def test_a_flipped_signature_byte_says_the_event_was_altered(tmp_path: Path) -> None:
-    event = make_event("author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-06-01T00:00:00Z")
+    event = make_event(
+        "author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-06-01T00:00:00Z"
+    )
     sig = event["signature_b64"]
     event["signature_b64"] = ("B" if sig[0] != "B" else "C") + sig[1:]
     (tmp_path / "flipped.json").write_bytes(canonical_bytes(write_bundle(NUMBER, [event])))
@@ -521,7 +666,9 @@ def test_verify_lines_name_their_file(tmp_path: Path) -> None:
     lines = [x for x in r.stdout.splitlines() if x.strip()]
     assert lines and all(line.startswith(str(FIXTURES / "bundles") + "/") for line in lines)
     assert any(line.startswith(f"{FIXTURES / 'bundles' / 'altered-created-at.json'}: invalid ") for line in lines)
-    one = _pithledger("verify", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path)  # one file, one document: as before
+    one = _pithledger(
+        "verify", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path
+    )  # one file, one document: as before
     assert one.stdout.startswith("valid ")
 
 
@@ -529,8 +676,14 @@ def _on_a_terminal(args: list[str], cwd: Path, columns: int) -> tuple[int, str]:
     import pty
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=slave, env=clikit._env(cwd, TERM="xterm", COLUMNS=str(columns)), cwd=cwd)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=clikit._env(cwd, TERM="xterm", COLUMNS=str(columns)),
+        cwd=cwd,
+    )
     os.close(slave)
     screen = b""
     try:

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pithledger.fanout import Fanout
 from helpers.common import ROOT
 from helpers.fanout import _fails_on_seven, _parts, _slow_square, local  # noqa: F401 (fixtures)
 from helpers.site import BUNDLES
+from pithledger.fanout import Fanout
 
 
 def _kills_its_worker_once(part: tuple[int, str]) -> int:
@@ -58,8 +58,9 @@ def cluster() -> Iterator[str]:
     """A LocalCluster of 2 worker processes for this module's tests, closed after them."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      worker_dashboard_address=":0") as local:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", worker_dashboard_address=":0"
+    ) as local:
         yield str(local.scheduler_address)
 
 
@@ -124,13 +125,14 @@ import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import lmdb
+
+from helpers.clikit import _env, _junk, _pithledger
 from pithledger.records.bundle import write_bundle  # noqa: E402
 from pithledger.records.canonical import canonical_bytes  # noqa: E402
 from pithledger.records.events import make_event  # noqa: E402
 from pithledger.records.keys import LocalKey  # noqa: E402
 from pithledger.records.model import record_ids  # noqa: E402
-import lmdb
-from helpers.clikit import _env, _junk, _pithledger
 
 #: The CLI with every threshold lowered, so that these small inputs take the parallel path of every
 #: pass (regions checked, chunks verified, states derived, fsck's parts): the path big runs take.
@@ -147,8 +149,15 @@ from pithledger.cli import main
 with tuned(StoreTuning(**{settings})):  # every ledger handle the command opens
     main()
 """
-SMALL = {"verify_chunk": 8, "process_after_chunks": 2, "parallel_states": 1, "derive_part_records": 3, "fsck_part": 4,
-         "snapshot_part": 2, "start_workers_from": 0}
+SMALL = {
+    "verify_chunk": 8,
+    "process_after_chunks": 2,
+    "parallel_states": 1,
+    "derive_part_records": 3,
+    "fsck_part": 4,
+    "snapshot_part": 2,
+    "start_workers_from": 0,
+}
 
 
 def _key(i: int) -> LocalKey:
@@ -159,7 +168,9 @@ def _workload(directory: Path) -> list[Path]:
     """60 minted records with attestations, citations among them and a revoked citation, their events
     spread over two files and several lines per record; and junk: an event whose signature was
     altered (invalid), one line that is not JSON (--keep-going skips it), a repeated line."""
-    base = [json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()]
+    base = [
+        json.loads(line) for line in (ROOT / "bundles" / "source-data" / "pith-records.jsonl").read_text().splitlines()
+    ]
     recs = []
     for i in range(60):
         rec = json.loads(json.dumps(base[i % len(base)]))
@@ -172,22 +183,55 @@ def _workload(directory: Path) -> list[Path]:
     second: list[bytes] = []
     for i, (rec, rid) in enumerate(zip(recs, ids)):
         when = f"2026-06-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"
-        created = make_event("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
-                             keys[i % 5], created_at=when)
-        events = [make_event("author_attestation", rid.pith_number, {"author_name": f"Author {i}.{j}"}, keys[(i + j) % 5],
-                             created_at=when) for j in range(2)]
-        cites = [make_event("citation_signature", rid.pith_number, {"cited_pith_number": ids[(i + d) % 60].pith_number,
-                                                                    "relation": "cites"}, keys[(i + d) % 5], created_at=when)
-                 for d in (1, 7, 13)]
+        created = make_event(
+            "record_created",
+            rid.pith_number,
+            {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256},
+            keys[i % 5],
+            created_at=when,
+        )
+        events = [
+            make_event(
+                "author_attestation",
+                rid.pith_number,
+                {"author_name": f"Author {i}.{j}"},
+                keys[(i + j) % 5],
+                created_at=when,
+            )
+            for j in range(2)
+        ]
+        cites = [
+            make_event(
+                "citation_signature",
+                rid.pith_number,
+                {"cited_pith_number": ids[(i + d) % 60].pith_number, "relation": "cites"},
+                keys[(i + d) % 5],
+                created_at=when,
+            )
+            for d in (1, 7, 13)
+        ]
         later = []
         if i % 4 == 0:  # the signer of a citation revokes it: the citation stops standing
-            later.append(make_event("revocation", rid.pith_number, {"revoked_event_id": cites[0]["event_id"]}, keys[(i + 1) % 5],
-                                    created_at=f"2026-07-{1 + i % 28:02d}T00:00:00Z"))
+            later.append(
+                make_event(
+                    "revocation",
+                    rid.pith_number,
+                    {"revoked_event_id": cites[0]["event_id"]},
+                    keys[(i + 1) % 5],
+                    created_at=f"2026-07-{1 + i % 28:02d}T00:00:00Z",
+                )
+            )
         if i % 10 == 3:  # an altered signature: invalid, kept as evidence
             bad = dict(events[0], payload={"author_name": f"Forged {i}"})
             later.append(bad)
-        first.append(canonical_bytes(write_bundle(rid.pith_number, [created, *events], canonical_record=rec,
-                                                  aliases_created_at="2026-05-31T00:00:00Z")) + b"\n")
+        first.append(
+            canonical_bytes(
+                write_bundle(
+                    rid.pith_number, [created, *events], canonical_record=rec, aliases_created_at="2026-05-31T00:00:00Z"
+                )
+            )
+            + b"\n"
+        )
         second.append(canonical_bytes(write_bundle(rid.pith_number, cites)) + b"\n")
         if later:
             second.append(canonical_bytes(write_bundle(rid.pith_number, later)) + b"\n")
@@ -214,8 +258,13 @@ def _env(tmp: Path) -> dict[str, str]:
 
 def _start(tmp: Path, ledger: Path, *args: str, patch: str = "") -> subprocess.Popen[str]:
     code = SMALL_PARTS.replace("{settings}", repr(SMALL)).replace("{patch}", patch)
-    return subprocess.Popen([sys.executable, "-c", code, "--ledger", str(ledger), *args], env=_env(tmp),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "--ledger", str(ledger), *args],
+        env=_env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _run(tmp: Path, ledger: Path, *args: str, expect: tuple[int, ...] = (0,)) -> str:
@@ -275,7 +324,9 @@ def reference(workload: list[Path], tmp_path_factory: pytest.TempPathFactory) ->
     workload_paths[:] = workload
     tmp = tmp_path_factory.mktemp("reference")
     got = _everything(tmp, tmp / "ledger", ("--workers", "0"))
-    assert got["apply"]["invalid"] > 0 and got["dump"]["log"] and got["dump"]["inbound"]  # the workload does what it says
+    assert (
+        got["apply"]["invalid"] > 0 and got["dump"]["log"] and got["dump"]["inbound"]
+    )  # the workload does what it says
     return got
 
 
@@ -290,7 +341,9 @@ def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_local_workers_give_the_same_ledger_byte_for_byte(reference: dict[str, Any], tmp_path: Path, workers: str) -> None:
+def test_local_workers_give_the_same_ledger_byte_for_byte(
+    reference: dict[str, Any], tmp_path: Path, workers: str
+) -> None:
     _same(_everything(tmp_path, tmp_path / "ledger", ("--workers", workers)), reference)
 
 
@@ -321,7 +374,9 @@ def test_a_worker_process_killed_mid_run_changes_nothing(reference: dict[str, An
     _same(got, reference)
 
 
-def test_a_dask_cluster_gives_the_same_ledger_byte_for_byte(reference: dict[str, Any], cluster: str, tmp_path: Path) -> None:
+def test_a_dask_cluster_gives_the_same_ledger_byte_for_byte(
+    reference: dict[str, Any], cluster: str, tmp_path: Path
+) -> None:
     _same(_everything(tmp_path, tmp_path / "ledger", ("--scheduler", cluster)), reference)
 
 
@@ -340,6 +395,7 @@ def test_a_dask_worker_killed_mid_run_changes_nothing(reference: dict[str, Any],
                 except Exception:  # noqa: BLE001 - the worker went before it answered
                     pass
                 killed.append(victim)
+
         thread = threading.Thread(target=kill)
         thread.start()
         thread.join(30)
@@ -352,14 +408,36 @@ def test_a_dask_worker_killed_mid_run_changes_nothing(reference: dict[str, Any],
 def test_scheduler_errors_are_named_not_tracebacks(tmp_path: Path, workload: list[Path]) -> None:
     env = _env(tmp_path)
     started = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp_path / "l"), "apply", str(workload[1]),
-                        "--scheduler", "tcp://127.0.0.1:9"], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "error[scheduler-unreachable]" in r.stderr and "tcp://127.0.0.1:9" in r.stderr, r.stderr
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pithledger.cli",
+            "--ledger",
+            str(tmp_path / "l"),
+            "apply",
+            str(workload[1]),
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "error[scheduler-unreachable]" in r.stderr and "tcp://127.0.0.1:9" in r.stderr, (
+        r.stderr
+    )
     assert time.monotonic() - started < 60
     assert not (tmp_path / "l").exists()  # nothing written
     no_dask = "import sys; sys.modules['distributed'] = None; sys.argv = ['pithledger'] + sys.argv[1:]; from pithledger.cli import main; main()"
-    r = subprocess.run([sys.executable, "-c", no_dask, "--ledger", str(tmp_path / "l"), "fsck", "--scheduler", "tcp://127.0.0.1:9"],
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", no_dask, "--ledger", str(tmp_path / "l"), "fsck", "--scheduler", "tcp://127.0.0.1:9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "error[dask-not-installed]" in r.stderr and "pithledger[dask]" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
@@ -367,13 +445,17 @@ def test_scheduler_errors_are_named_not_tracebacks(tmp_path: Path, workload: lis
 # --- finishing's inputs read on the workers (ledger/store/snapshot.py, spec/storage.md §3.4) ------------
 
 
-def _apply_with(tmp: Path, ledger: Path, patch: str = "", *, rebuild: bool = False
-                ) -> tuple[dict[str, list[tuple[bytes, bytes]]], dict[str, int]]:
+def _apply_with(
+    tmp: Path, ledger: Path, patch: str = "", *, rebuild: bool = False
+) -> tuple[dict[str, list[tuple[bytes, bytes]]], dict[str, int]]:
     """apply the workload on 2 local workers (or ``rebuild`` the ledger) with ``patch`` run first in the
     CLI's process (its workers are forked from it); the ledger's databases, and how many finishing
     parts the workers read."""
-    args = (("rebuild", "--force", "--json") if rebuild else
-            ("apply", "--keep-going", "--batch-size", "40", "--json", *map(str, workload_paths))) + ("--workers", "2")
+    args = (
+        ("rebuild", "--force", "--json")
+        if rebuild
+        else ("apply", "--keep-going", "--batch-size", "40", "--json", *map(str, workload_paths))
+    ) + ("--workers", "2")
     proc = _start(tmp, ledger, *args, patch=patch)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == (0 if rebuild else 1), err[-2000:]
@@ -395,7 +477,9 @@ def test_workers_read_finishings_inputs_from_the_snapshot(reference: dict[str, A
     assert dump == reference["rebuilt"]
 
 
-def test_the_reading_workers_verify_what_they_prepare_where_it_is_new(reference: dict[str, Any], tmp_path: Path) -> None:
+def test_the_reading_workers_verify_what_they_prepare_where_it_is_new(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
     """Into an empty ledger, apply's reading workers verify each copy they prepare (spec/storage.md
     §3.2): the batches hand none over again, and the ledger is the in-place one, byte for byte; the
     same input applied again (all of it held) is not verified there at all. rebuild's workers verify
@@ -412,15 +496,20 @@ def test_the_reading_workers_verify_what_they_prepare_where_it_is_new(reference:
     assert dump == reference["rebuilt"]
 
 
-@pytest.mark.parametrize("mutation", [
-    # the snapshot another transaction began from: every worker refuses it, the writer reads every part
-    "snapshot-of-another-transaction:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(txn_id=s.txn_id + 1))(f(l, t)))(snapshot.snapshot_of)",
-    # other files at the same path (rebuild swapped the ledger in): refused the same way
-    "snapshot-of-other-files:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(files=(0, 0)))(f(l, t)))(snapshot.snapshot_of)",
-    # a worker that cannot open the ledger (forked after the writer opened it: py-lmdb refuses a second open)
-    "ledger-already-open:snapshot._reader = lambda snap: None",
-])
-def test_a_snapshot_the_workers_cannot_read_is_read_by_the_writer(reference: dict[str, Any], tmp_path: Path, mutation: str) -> None:
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        # the snapshot another transaction began from: every worker refuses it, the writer reads every part
+        "snapshot-of-another-transaction:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(txn_id=s.txn_id + 1))(f(l, t)))(snapshot.snapshot_of)",
+        # other files at the same path (rebuild swapped the ledger in): refused the same way
+        "snapshot-of-other-files:pending.snapshot_of = (lambda f: lambda l, t: (lambda s: s and s._replace(files=(0, 0)))(f(l, t)))(snapshot.snapshot_of)",
+        # a worker that cannot open the ledger (forked after the writer opened it: py-lmdb refuses a second open)
+        "ledger-already-open:snapshot._reader = lambda snap: None",
+    ],
+)
+def test_a_snapshot_the_workers_cannot_read_is_read_by_the_writer(
+    reference: dict[str, Any], tmp_path: Path, mutation: str
+) -> None:
     dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=mutation.split(":", 1)[1])
     assert stats["read"] == 0 and stats["fallback"] > 0, stats
     assert dump == reference["dump"]
@@ -446,7 +535,9 @@ pending.derive_states = _dies_once
     assert dump == reference["dump"]
 
 
-def test_a_worker_killed_inside_its_read_transaction_leaves_no_reader_slot(reference: dict[str, Any], tmp_path: Path) -> None:
+def test_a_worker_killed_inside_its_read_transaction_leaves_no_reader_slot(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
     """The first worker to read its part's inputs dies inside its read transaction (its LMDB reader slot
     taken): the writer does the rest, and its dead reader's slot, which would keep LMDB from reusing
     the pages of that snapshot, is cleared (by the writer when it is refused, and by any writer that
@@ -485,7 +576,9 @@ views._Views._gather = _dies_once
     assert _dump(ledger) == reference["dump"]
 
 
-def test_a_part_refused_in_the_middle_of_a_states_step_changes_nothing(reference: dict[str, Any], tmp_path: Path) -> None:
+def test_a_part_refused_in_the_middle_of_a_states_step_changes_nothing(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
     """The workers read a states step's first part, then refuse the second: the writer derives that
     part and the rest of the step itself, after the prefix the workers derived."""
     patch = """
@@ -497,7 +590,9 @@ def _refuses_the_second(task, **kw):
 pending.derive_states = _refuses_the_second
 """
     dump, stats = _apply_with(tmp_path, tmp_path / "ledger", patch=patch)
-    assert stats["read"] > 1 and stats["fallback"] == 1, stats  # the citations steps and the first states part were read
+    assert stats["read"] > 1 and stats["fallback"] == 1, (
+        stats
+    )  # the citations steps and the first states part were read
     assert dump == reference["dump"]
 
 
@@ -525,11 +620,19 @@ def test_workers_exit_when_apply_is_killed(tmp_path: Path) -> None:
     """kill -9 of an apply whose worker processes run: they end too, instead of waiting on their task
     queue forever (each ~45 MiB, holding the ledger's files open)."""
     ledger = tmp_path / "L"
-    assert _pithledger("--ledger", str(ledger), "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0
+    assert (
+        _pithledger("--ledger", str(ledger), "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode
+        == 0
+    )
     data = tmp_path / "junk.jsonl"
     _junk(data, 3000, 10)  # 30,000 copies to verify in 3 batches: the 4th chunk of 512 starts the worker processes
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(data)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path), cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
     env = lmdb.open(str(ledger), max_dbs=32, subdir=True)
     txn = None
     try:

@@ -19,11 +19,10 @@ from typing import Any
 
 import pytest
 
+from helpers.eventpool import P, bundles_of, pool
 from pithledger.mirror.follow import MAX_BACKOFF, backoff
 from pithledger.mirror.publish import publish
 from pithledger.store import Ledger
-
-from helpers.eventpool import P, bundles_of, pool
 
 #: Safety bound on waiting for a line from a follower (never an assertion about speed).
 BOUND = 120.0
@@ -38,16 +37,27 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp),
-                          cwd=tmp, timeout=BOUND)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp),
+        cwd=tmp,
+        timeout=BOUND,
+    )
 
 
 class Follower:
     """A ``pithledger ... --every`` process whose JSON lines are read as they come."""
 
     def __init__(self, tmp: Path, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=_env(tmp), cwd=tmp)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pithledger.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(tmp),
+            cwd=tmp,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -142,7 +152,9 @@ def test_sync_every_picks_up_what_the_source_publishes_and_sigterm_stops_it_clea
 
 
 def test_a_missing_source_is_named_every_run_with_growing_backoff_and_the_loop_goes_on(tmp_path: Path) -> None:
-    f = Follower(tmp_path, "--ledger", str(tmp_path / "b"), "sync", str(tmp_path / "nowhere"), "--every", "0.2", "--json")
+    f = Follower(
+        tmp_path, "--ledger", str(tmp_path / "b"), "sync", str(tmp_path / "nowhere"), "--every", "0.2", "--json"
+    )
     runs = [f.next() for _ in range(3)]
     assert [r["run"]["number"] for r in runs] == [1, 2, 3]
     assert all(r["error"]["error"] == "bad-source" and "nowhere" in r["error"]["message"] for r in runs)
@@ -168,10 +180,14 @@ def test_a_source_answering_500_is_named_each_run_in_text_and_pull_follows_too(t
     assert len(paths) >= 2
 
 
-def test_pull_refresh_of_a_pithledger_source_fetches_only_records_whose_leaf_differs(tmp_path: Path, served: Any) -> None:
+def test_pull_refresh_of_a_pithledger_source_fetches_only_records_whose_leaf_differs(
+    tmp_path: Path, served: Any
+) -> None:
     events = pool()
     with Ledger(tmp_path / "a", create=True) as a:
-        a.apply_batch(bundles_of([e for e in events if e["subject_pith_number"] != P[1] or e["event_type"] == "record_created"]))
+        a.apply_batch(
+            bundles_of([e for e in events if e["subject_pith_number"] != P[1] or e["event_type"] == "record_created"])
+        )
         publish(a, tmp_path / "pub")
     numbers = sorted(P)  # the present records: Pith's paths exist for them
     url, paths = served(tmp_path / "pub")
@@ -184,7 +200,9 @@ def test_pull_refresh_of_a_pithledger_source_fetches_only_records_whose_leaf_dif
     doc = json.loads(again.stdout)
     assert again.returncode == 0 and doc["digest"] == "used"
     held = doc["ids"]
-    assert held >= len(numbers) and doc["unchanged_by_digest"] == doc["unchanged"] == held and doc["records_fetched"] == 0
+    assert (
+        held >= len(numbers) and doc["unchanged_by_digest"] == doc["unchanged"] == held and doc["records_fetched"] == 0
+    )
     assert not [p for p in paths if "/pith/" in p]  # no bundle asked for: the roots matched
     # one record changes at the source: only it is fetched
     with Ledger(tmp_path / "a") as a:
@@ -211,7 +229,9 @@ def test_a_broken_digest_tree_falls_back_to_conditional_gets(tmp_path: Path) -> 
     with Ledger(tmp_path / "x", create=True) as x:  # another tree's digest: nodes that are not there
         x.apply_batch(bundles_of([e for e in pool() if e["subject_pith_number"] == P[0]]))
         publish(x, tmp_path / "other")
-    (tmp_path / "pub" / "pithledger" / "digest.json").write_bytes((tmp_path / "other" / "pithledger" / "digest.json").read_bytes())
+    (tmp_path / "pub" / "pithledger" / "digest.json").write_bytes(
+        (tmp_path / "other" / "pithledger" / "digest.json").read_bytes()
+    )
     out = _run(tmp_path, "--ledger", ledger, "pull", str(tmp_path / "pub"), "--json")
     doc = json.loads(out.stdout)
     assert out.returncode == 0, out.stderr
@@ -222,7 +242,9 @@ def test_a_broken_digest_tree_falls_back_to_conditional_gets(tmp_path: Path) -> 
     assert doc["digest"].startswith("unusable [") and doc["unchanged_by_digest"] == 0 and doc["records_fetched"] == 0
 
 
-def test_ids_from_a_url_pulls_the_listed_records_and_a_missing_list_changes_nothing(tmp_path: Path, served: Any) -> None:
+def test_ids_from_a_url_pulls_the_listed_records_and_a_missing_list_changes_nothing(
+    tmp_path: Path, served: Any
+) -> None:
     with Ledger(tmp_path / "a", create=True) as a:
         a.apply_batch(bundles_of(pool()))
         publish(a, tmp_path / "pub")
@@ -247,7 +269,9 @@ def test_a_second_sigterm_while_the_follower_stops_does_not_kill_it(tmp_path: Pa
         a.apply_batch(bundles_of([e for e in pool() if e["subject_pith_number"] == P[0]]))
         publish(a, tmp_path / "pub")
     for i in range(4):
-        f = Follower(tmp_path, "--ledger", str(tmp_path / f"b{i}"), "sync", str(tmp_path / "pub"), "--every", "0.5", "--json")
+        f = Follower(
+            tmp_path, "--ledger", str(tmp_path / f"b{i}"), "sync", str(tmp_path / "pub"), "--every", "0.5", "--json"
+        )
         f.next()
         for _ in range(40):  # a volley over the whole stop, whatever moment it reaches
             if f.proc.poll() is not None:

@@ -16,12 +16,25 @@ from typing import Any
 import msgspec
 import pytest
 
+from helpers.eventpool import ALICE, BOB, EVE, IDS, RECS, P, bundles_of, t
+from helpers.fsck_fold import (  # noqa: F401 (fixtures)
+    BIG,
+    SMALL,
+    B,
+    O,
+    _dbs,
+    _enc,
+    _entries,
+    _events,
+    _fold_of,
+    _put,
+    _with_fold,
+    full_after_later,
+    sound,
+)
 from pithledger.records.bundle import write_bundle
 from pithledger.records.events import make_event
 from pithledger.store import Ledger, views
-
-from helpers.eventpool import ALICE, BOB, EVE, IDS, P, RECS, bundles_of, t
-from helpers.fsck_fold import B, BIG, O, SMALL, _dbs, _enc, _entries, _events, _fold_of, _put, _with_fold, full_after_later, sound  # noqa: F401 (fixtures)
 
 REMEDY = "`pithledger rebuild --force` rebuilds it"
 
@@ -33,11 +46,19 @@ MUTATIONS: dict[str, Mutation] = {
     "fold-wrong-last-seq": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], last_seq=es[B].last_seq - 1))),
     "fold-of-another-record": lambda es, raw: (BIG, raw[O]),
     "fold-truncated": lambda es, raw: (BIG, raw[B][:-7]),
-    "fold-wrong-inbound": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], inbound=b""))),  # SMALL's citation stands
-    "fold-stale-segments": lambda es, raw: (BIG, _enc(msgspec.structs.replace(es[B], segments=[es[B].segments[1], es[B].segments[0],
-                                                                                                 *es[B].segments[2:]]))),
+    "fold-wrong-inbound": lambda es, raw: (
+        BIG,
+        _enc(msgspec.structs.replace(es[B], inbound=b"")),
+    ),  # SMALL's citation stands
+    "fold-stale-segments": lambda es, raw: (
+        BIG,
+        _enc(msgspec.structs.replace(es[B], segments=[es[B].segments[1], es[B].segments[0], *es[B].segments[2:]])),
+    ),
     "fold-for-a-small-record": lambda es, raw: (SMALL, raw[B]),
-    "fold-wrong-ids": lambda es, raw: (BIG, _with_fold(es[B], ids=_fold_of(es[B])["ids"][1:])),  # as if one event were not held
+    "fold-wrong-ids": lambda es, raw: (
+        BIG,
+        _with_fold(es[B], ids=_fold_of(es[B])["ids"][1:]),
+    ),  # as if one event were not held
 }
 
 
@@ -51,7 +72,8 @@ def test_the_sound_ledger_keeps_segmented_entries_for_its_big_records_only(sound
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_fsck_names_the_record_of_a_bad_fold_entry_and_rebuild_force_repairs_it(
-        tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], cli: Any, mutation: str) -> None:
+    tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], cli: Any, mutation: str
+) -> None:
     path = tmp_path / "l"
     shutil.copytree(sound, path)
     before = _dbs(path)
@@ -61,7 +83,9 @@ def test_fsck_names_the_record_of_a_bad_fold_entry_and_rebuild_force_repairs_it(
     r = cli("--ledger", str(path), "fsck", "--json")
     problems = r.json()["problems"]
     assert r.code == 1 and "Traceback" not in r.err
-    assert len(problems) == 1 and problems[0].startswith(f"the fold entry of {key} ") and problems[0].endswith(REMEDY), problems
+    assert (
+        len(problems) == 1 and problems[0].startswith(f"the fold entry of {key} ") and problems[0].endswith(REMEDY)
+    ), problems
     r = cli("--ledger", str(path), "rebuild", "--force")
     assert r.code == 0, r.out + r.err
     r = cli("--ledger", str(path), "fsck", "--json")
@@ -89,15 +113,39 @@ HOT = P[0]
 def _withdrawn_citations() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(HOT's 196 events and 60 citations of it from records that never arrive (pending): 256, a fold entry;
     the revocations of those citations: 196, none; 60 citations by another signer: 256 again)."""
-    own = [make_event("record_created", HOT, {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256},
-                      ALICE, created_at=t(1))]
-    own += [make_event("author_attestation", HOT, {"author_name": f"Author {n:04d}"}, [ALICE, BOB, EVE][n % 3],
-                       created_at=f"2026-06-{2 + n % 27:02d}T{n % 24:02d}:{n % 60:02d}:00Z") for n in range(195)]
+    own = [
+        make_event(
+            "record_created",
+            HOT,
+            {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256},
+            ALICE,
+            created_at=t(1),
+        )
+    ]
+    own += [
+        make_event(
+            "author_attestation",
+            HOT,
+            {"author_name": f"Author {n:04d}"},
+            [ALICE, BOB, EVE][n % 3],
+            created_at=f"2026-06-{2 + n % 27:02d}T{n % 24:02d}:{n % 60:02d}:00Z",
+        )
+        for n in range(195)
+    ]
     b32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
     citing = [f"pith:2026:{b32[i // 32]}{b32[i % 32]}" + "Q" * 24 for i in range(60)]
-    cites = [make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "supports"}, ALICE, created_at=t(3)) for s in citing]
-    revoked = [make_event("revocation", c["subject_pith_number"], {"revoked_event_id": c["event_id"]}, ALICE, created_at=t(4)) for c in cites]
-    again = [make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "extends"}, BOB, created_at=t(5)) for s in citing]
+    cites = [
+        make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "supports"}, ALICE, created_at=t(3))
+        for s in citing
+    ]
+    revoked = [
+        make_event("revocation", c["subject_pith_number"], {"revoked_event_id": c["event_id"]}, ALICE, created_at=t(4))
+        for c in cites
+    ]
+    again = [
+        make_event("citation_signature", s, {"cited_pith_number": HOT, "relation": "extends"}, BOB, created_at=t(5))
+        for s in citing
+    ]
     return own + cites, revoked, again
 
 
@@ -106,7 +154,9 @@ def _jsonl(path: Path, events: list[dict[str, Any]]) -> str:
     return str(path)
 
 
-def test_a_record_whose_inbound_citations_are_withdrawn_keeps_no_entry_whatever_the_batches(tmp_path: Path, cli: Any) -> None:
+def test_a_record_whose_inbound_citations_are_withdrawn_keeps_no_entry_whatever_the_batches(
+    tmp_path: Path, cli: Any
+) -> None:
     """A record holds 256 events only while 60 citations from pending records stand; revoked in a later apply,
     it falls below the threshold: its entry goes (spec/storage.md §3.3), so fsck passes, and the ledger keeps
     the entries, states and digests the same events applied at once give; citations that come back bring it
@@ -130,5 +180,9 @@ def test_a_record_whose_inbound_citations_are_withdrawn_keeps_no_entry_whatever_
         r = cli("--ledger", str(ledger), "fsck", "--json")
         assert r.code == 0 and r.json()["problems"] == [], r.out + r.err
     got, want = _dbs(batches), _dbs(again)
-    assert got["state"] == want["state"] and got["rec"] == want["rec"] and sorted(got["fold"]) == sorted(want["fold"]) == [HOT.encode()]
+    assert (
+        got["state"] == want["state"]
+        and got["rec"] == want["rec"]
+        and sorted(got["fold"]) == sorted(want["fold"]) == [HOT.encode()]
+    )
     assert cli("--ledger", str(batches), "digest").out == cli("--ledger", str(again), "digest").out

@@ -17,17 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from pithledger.mirror.transport import MAX_HEADER_BYTES, Deadline
+from helpers.hostile_sources import buckets, chain, get, published  # noqa: F401 (fixtures)
 from pithledger.audit import compare
-from pithledger.errors import (RedirectRefused, SourceConnectionError, SourceError, SourceFileMissing,
-                               SourceHTTPStatus, SourceProtocolError, SourceTimeout, SourceTLSError, SourceTooLarge)
+from pithledger.errors import (
+    RedirectRefused,
+    SourceConnectionError,
+    SourceError,
+    SourceFileMissing,
+    SourceHTTPStatus,
+    SourceProtocolError,
+    SourceTimeout,
+    SourceTLSError,
+    SourceTooLarge,
+)
 from pithledger.mirror.publish import (
     Published,
     sync,
 )
+from pithledger.mirror.transport import MAX_HEADER_BYTES, Deadline
 from pithledger.store import Ledger
-
-from helpers.hostile_sources import buckets, chain, get, published  # noqa: F401 (fixtures)
 
 Handler = Callable[[socket.socket, str, threading.Event], None]
 
@@ -108,6 +116,7 @@ def raw() -> Iterator[Callable[..., RawServer]]:
 def replies(data: bytes) -> Handler:
     def handler(conn: socket.socket, path: str, stop: threading.Event) -> None:
         conn.sendall(data)
+
     return handler
 
 
@@ -124,7 +133,12 @@ def test_a_well_formed_reply_is_read(raw) -> None:  # type: ignore[no-untyped-de
 
 
 def test_bad_status_line_is_a_protocol_error(raw) -> None:  # type: ignore[no-untyped-def]
-    for reply in (b"HTPT/1.1 200 OK\r\n\r\n", b"HTTP/1.1 2000 OK\r\n\r\n", b"SSH-2.0-OpenSSH_9.6\r\n", b"\x00\x01\x02\r\n\r\n"):
+    for reply in (
+        b"HTPT/1.1 200 OK\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"SSH-2.0-OpenSSH_9.6\r\n",
+        b"\x00\x01\x02\r\n\r\n",
+    ):
         server = raw(replies(reply))
         with pytest.raises(SourceProtocolError, match="status line"):
             get(server.url + "/x")
@@ -141,7 +155,11 @@ def test_101_header_fields_are_refused(raw) -> None:  # type: ignore[no-untyped-
     server = raw(replies(b"HTTP/1.1 200 OK\r\n" + fields + b"Content-Length: 0\r\n\r\n"))
     with pytest.raises(SourceProtocolError, match="more than 100 header fields"):
         get(server.url + "/x")
-    fine = raw(replies(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-F%d: v\r\n" % i for i in range(99)) + b"Content-Length: 2\r\n\r\nok"))
+    fine = raw(
+        replies(
+            b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-F%d: v\r\n" % i for i in range(99)) + b"Content-Length: 2\r\n\r\nok"
+        )
+    )
     assert get(fine.url + "/x") == b"ok"
 
 
@@ -159,19 +177,27 @@ def test_malformed_header_lines_are_refused(raw) -> None:  # type: ignore[no-unt
 
 
 def test_a_chunked_body_is_read(raw) -> None:  # type: ignore[no-untyped-def]
-    server = raw(replies(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n!\r\n0\r\nX-T: 1\r\n\r\n"))
+    server = raw(
+        replies(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n!\r\n0\r\nX-T: 1\r\n\r\n"
+        )
+    )
     assert get(server.url + "/x") == b"hello!"
 
 
-@pytest.mark.parametrize("body", [
-    b"ZZ\r\nhello\r\n0\r\n\r\n",            # not a hex size
-    b"5\r\nhel",                            # connection closed in a chunk
-    b"3\r\nhello\r\n0\r\n\r\n",             # chunk longer than its size
-    b"5\r\nhello\r\n",                      # closed before the last chunk
-    b"-5\r\nhello\r\n0\r\n\r\n",            # negative size
-    b"0x5\r\nhello\r\n0\r\n\r\n",           # a prefix int() would accept
-    b"5\r\nhello\r\n0\r\n",                 # no end of trailer
-], ids=["bad-size", "cut-in-chunk", "chunk-too-long", "no-last-chunk", "negative", "0x-prefix", "no-trailer-end"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"ZZ\r\nhello\r\n0\r\n\r\n",  # not a hex size
+        b"5\r\nhel",  # connection closed in a chunk
+        b"3\r\nhello\r\n0\r\n\r\n",  # chunk longer than its size
+        b"5\r\nhello\r\n",  # closed before the last chunk
+        b"-5\r\nhello\r\n0\r\n\r\n",  # negative size
+        b"0x5\r\nhello\r\n0\r\n\r\n",  # a prefix int() would accept
+        b"5\r\nhello\r\n0\r\n",  # no end of trailer
+    ],
+    ids=["bad-size", "cut-in-chunk", "chunk-too-long", "no-last-chunk", "negative", "0x-prefix", "no-trailer-end"],
+)
 def test_broken_chunked_body_is_refused(raw, body: bytes) -> None:  # type: ignore[no-untyped-def]
     server = raw(replies(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body))
     with pytest.raises(SourceProtocolError, match="broken chunked body"):
@@ -179,8 +205,11 @@ def test_broken_chunked_body_is_refused(raw, body: bytes) -> None:  # type: igno
 
 
 def test_unknown_transfer_or_content_encoding_is_refused(raw) -> None:  # type: ignore[no-untyped-def]
-    for fields in (b"Transfer-Encoding: gzip, chunked\r\n", b"Content-Encoding: gzip\r\nContent-Length: 0\r\n",
-                   b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"):
+    for fields in (
+        b"Transfer-Encoding: gzip, chunked\r\n",
+        b"Content-Encoding: gzip\r\nContent-Length: 0\r\n",
+        b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+    ):
         server = raw(replies(b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n0\r\n\r\n"))
         with pytest.raises(SourceProtocolError):
             get(server.url + "/x")
@@ -205,6 +234,7 @@ def test_trickling_headers_are_cut_off_too(raw) -> None:  # type: ignore[no-unty
         conn.sendall(b"HTTP/1.1 200 OK\r\n")
         while not stop.wait(0.2):
             conn.sendall(b"X")
+
     server = raw(handler)
     start = time.monotonic()
     with pytest.raises(SourceTimeout):
@@ -224,6 +254,7 @@ def test_the_run_deadline_spans_requests(raw) -> None:  # type: ignore[no-untype
     def slow(conn: socket.socket, path: str, stop: threading.Event) -> None:
         stop.wait(0.3)
         conn.sendall(ok(b"x"))
+
     server = raw(slow)
     run = Deadline(1.0)
     start = time.monotonic()
@@ -246,7 +277,12 @@ def test_redirect_to_another_port_is_refused(raw) -> None:  # type: ignore[no-un
 
 
 def test_redirect_to_another_scheme_or_host_is_refused(raw) -> None:  # type: ignore[no-untyped-def]
-    for target in ("https://127.0.0.1:{port}/x", "http://localhost:{port}/x", "ftp://127.0.0.1/x", "//127.0.0.2:{port}/x"):
+    for target in (
+        "https://127.0.0.1:{port}/x",
+        "http://localhost:{port}/x",
+        "ftp://127.0.0.1/x",
+        "//127.0.0.2:{port}/x",
+    ):
         server = raw(lambda conn, path, stop, t=target: conn.sendall(redirect(t.format(port=server.port))))
         with pytest.raises(RedirectRefused, match="another origin"):
             get(server.url + "/x")
@@ -269,6 +305,7 @@ def test_same_origin_redirects_are_followed(raw) -> None:  # type: ignore[no-unt
     def handler(conn: socket.socket, path: str, stop: threading.Event) -> None:
         hops = {"/dir/x": redirect("y", 301), "/dir/y": redirect("/z", 308), "/z": redirect(f"{server.url}/final", 307)}
         conn.sendall(hops.get(path) or ok(b"here"))
+
     server = raw(handler)
     assert get(server.url + "/dir/x") == b"here"
     assert server.requests == ["/dir/x", "/dir/y", "/z", "/final"]
@@ -281,7 +318,15 @@ def test_oversized_body_is_refused(raw) -> None:  # type: ignore[no-untyped-def]
     streamed = raw(replies(b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 5000))
     with pytest.raises(SourceTooLarge):
         get(streamed.url + "/x", max_bytes=1000)
-    chunked = raw(replies(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"200\r\n" + b"x" * 512 + b"\r\n" * 1 + b"300\r\n"))
+    chunked = raw(
+        replies(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"200\r\n"
+            + b"x" * 512
+            + b"\r\n" * 1
+            + b"300\r\n"
+        )
+    )
     with pytest.raises(SourceTooLarge):
         get(chunked.url + "/x", max_bytes=1000)
 
@@ -306,6 +351,7 @@ def test_connection_reset_is_named(raw) -> None:  # type: ignore[no-untyped-def]
     def reset(conn: socket.socket, path: str, stop: threading.Event) -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends RST
+
     server = raw(reset)
     with pytest.raises((SourceConnectionError, SourceProtocolError)) as info:
         get(server.url + "/x")
@@ -321,7 +367,9 @@ def test_refused_connection_is_named() -> None:
 
 
 def test_tls_to_a_plain_http_server_is_a_tls_error(raw) -> None:  # type: ignore[no-untyped-def]
-    plain = raw(replies(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"), eager=True)  # answers the ClientHello in HTTP
+    plain = raw(
+        replies(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"), eager=True
+    )  # answers the ClientHello in HTTP
     with pytest.raises(SourceTLSError, match="TLS"):
         get(f"https://127.0.0.1:{plain.port}/x", timeout=5)
 
@@ -388,7 +436,10 @@ def test_a_slow_mirror_is_stopped_by_the_run_deadline(published: tuple[Ledger, P
     def slow_files(conn: socket.socket, path: str, stop: threading.Event) -> None:
         stop.wait(0.25)
         file = pub / path.lstrip("/")
-        conn.sendall(ok(file.read_bytes()) if file.is_file() else b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        conn.sendall(
+            ok(file.read_bytes()) if file.is_file() else b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+        )
+
     server = raw(slow_files)
     with Ledger(pub.parent / "empty", create=True) as empty:
         start = time.monotonic()

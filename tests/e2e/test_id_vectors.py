@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
 import pytest
+
 from helpers.common import ROOT
 from helpers.id_vectors import ALL, ARXIV, NUMBER, VERSION
-
 
 SUFFIX = NUMBER.rsplit(":", 1)[1]
 
@@ -45,8 +46,21 @@ def _env(tmp: Path) -> dict[str, str]:
 def ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     tmp = tmp_path_factory.mktemp("ids")
     env = _env(tmp)
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L"), "apply",
-                    str(ROOT / "bundles" / "demo-2605.00424-every-kind.json")], check=True, capture_output=True, env=env, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pithledger.cli",
+            "--ledger",
+            str(tmp / "L"),
+            "apply",
+            str(ROOT / "bundles" / "demo-2605.00424-every-kind.json"),
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     return tmp / "L", env
 
 
@@ -93,8 +107,13 @@ def _typed_sample() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def server(ledger: tuple[Path, dict[str, str]]) -> Iterator[int]:
     path, env = ledger
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "serve", "--port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "serve", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stderr is not None
     line = proc.stderr.readline()
     m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)

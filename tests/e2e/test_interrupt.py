@@ -54,10 +54,19 @@ def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("interrupt") / "big.jsonl"
     with path.open("wb") as fh:
         for b in range(250):
-            subject = "pith:2026:" + base64.b32encode(hashlib.sha256(b"interrupt subject %d" % b).digest()).decode()[:26]
-            events = [make_event("integrity_finding", subject, {"finding_type": "statistics_check", "severity": "info",
-                                                                "description": f"{b}-{i}: {text}"}, key,
-                                 created_at="2026-06-01T00:00:00Z") for i in range(20)]
+            subject = (
+                "pith:2026:" + base64.b32encode(hashlib.sha256(b"interrupt subject %d" % b).digest()).decode()[:26]
+            )
+            events = [
+                make_event(
+                    "integrity_finding",
+                    subject,
+                    {"finding_type": "statistics_check", "severity": "info", "description": f"{b}-{i}: {text}"},
+                    key,
+                    created_at="2026-06-01T00:00:00Z",
+                )
+                for i in range(20)
+            ]
             fh.write(canonical_bytes(write_bundle(subject, events)) + b"\n")
     assert path.stat().st_size > 2 * 4 * 1024 * 1024
     return path
@@ -87,12 +96,19 @@ def _interrupt(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int
     """Start the command in its own process group; once ``when`` ("workers": its first worker process
     exists; "imports": msgspec is mapped) and ``delay`` seconds more, SIGINT the group. The exit code
     (None: still running after BOUND, then killed), stderr, and whether the signal was sent."""
-    proc = subprocess.Popen(_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp), cwd=tmp,
-                            start_new_session=True, preexec_fn=_as_from_a_terminal)
+    proc = subprocess.Popen(
+        _command() + args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp),
+        cwd=tmp,
+        start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
+    )
     try:
         start = time.monotonic()
         while proc.poll() is None and time.monotonic() - start < BOUND:
-            if (_children(proc.pid) if when == "workers" else _mapped(proc.pid, "msgspec/_core")):
+            if _children(proc.pid) if when == "workers" else _mapped(proc.pid, "msgspec/_core"):
                 break
         end = time.monotonic() + delay
         while time.monotonic() < end:  # a busy wait: milliseconds, and the window is that short
@@ -123,8 +139,9 @@ def test_ctrl_c_while_the_workers_start(big_input: Path, tmp_path: Path, delay: 
     them, and the exit waited for them for ever (or the parent's KeyboardInterrupt was raised in an
     at-fork hook, printed and dropped, and the run went on to exit 0 with a traceback on stderr)."""
     ledger = tmp_path / "L"
-    code, err, sent = _interrupt(["--ledger", str(ledger), "apply", "-q", "--workers", "8", str(big_input)], tmp_path,
-                                 "workers", delay)
+    code, err, sent = _interrupt(
+        ["--ledger", str(ledger), "apply", "-q", "--workers", "8", str(big_input)], tmp_path, "workers", delay
+    )
     assert code is not None, f"still running {BOUND:g} s after Ctrl-C: {err[-2000:]}"
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert code == 130 if sent else code == 0, (code, err[-2000:])
@@ -142,7 +159,9 @@ def test_ctrl_c_while_the_command_loads(big_input: Path, tmp_path: Path, delay: 
     second), or, once typer parses the arguments, a silent exit 130 (typer turns a KeyboardInterrupt
     there into Exit(130)). Now: the entry point ends the run with its one line until the command runs
     (nothing is open yet)."""
-    code, err, sent = _interrupt(["--ledger", str(tmp_path / "L"), "apply", "-q", str(big_input)], tmp_path, "imports", delay)
+    code, err, sent = _interrupt(
+        ["--ledger", str(tmp_path / "L"), "apply", "-q", str(big_input)], tmp_path, "imports", delay
+    )
     assert code is not None, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert code == 130 if sent else code == 0, (code, err[-2000:])

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.common import ROOT
 
 LATEX = ROOT / "latex"
@@ -26,7 +27,8 @@ TOOLS = (*ENGINES, "pdfinfo", "pdftotext")
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in TOOLS) and os.environ.get("CI") != "true",
     reason=f"needs {', '.join(TOOLS)} (apt-get install -y --no-install-recommends texlive-latex-base texlive-luatex "
-           "poppler-utils); CI installs them and never skips")
+    "poppler-utils); CI installs them and never skips",
+)
 
 
 class Built:
@@ -39,12 +41,16 @@ class Built:
 
     def urls(self) -> list[tuple[int, str, str]]:
         """(page, kind, URL) of every URL in the PDF's objects (the link annotations)."""
-        out = subprocess.run(["pdfinfo", "-url", str(self.pdf)], capture_output=True, text=True, check=True, timeout=60).stdout
+        out = subprocess.run(
+            ["pdfinfo", "-url", str(self.pdf)], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
         rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
         return [(int(r[0]), r[1], r[2]) for r in rows]
 
     def text(self) -> str:
-        return subprocess.run(["pdftotext", str(self.pdf), "-"], capture_output=True, text=True, check=True, timeout=60).stdout
+        return subprocess.run(
+            ["pdftotext", str(self.pdf), "-"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
 
 
 def build(tmp: Path, engine: str, source: str, *, name: str = "doc", sty_dir: Path = LATEX, halt: bool = True) -> Built:
@@ -52,14 +58,27 @@ def build(tmp: Path, engine: str, source: str, *, name: str = "doc", sty_dir: Pa
     assert shutil.which(engine), f"{engine} is missing: install Debian's TeX Live packages (.ci/run does)"
     (tmp / f"{name}.tex").write_text(source)
     env = {**os.environ, "TEXINPUTS": f"{sty_dir}//:", "max_print_line": "10000"}  # unwrapped log lines
-    args = [engine, "-interaction=nonstopmode", "-no-shell-escape", *(["-halt-on-error"] if halt else []), f"{name}.tex"]
+    args = [
+        engine,
+        "-interaction=nonstopmode",
+        "-no-shell-escape",
+        *(["-halt-on-error"] if halt else []),
+        f"{name}.tex",
+    ]
     proc = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     log = (tmp / f"{name}.log").read_text(errors="replace") if (tmp / f"{name}.log").exists() else proc.stdout
     return Built(proc.returncode, log, tmp / f"{name}.pdf")
 
 
-def document(*, preamble: str = "", pith: str = "\\usepackage{pith}", number: str = f"\\pithnumber{{{SUFFIX}}}",
-             where: str = "preamble", hyperref: str = "none", body: str = "Some text.") -> str:
+def document(
+    *,
+    preamble: str = "",
+    pith: str = "\\usepackage{pith}",
+    number: str = f"\\pithnumber{{{SUFFIX}}}",
+    where: str = "preamble",
+    hyperref: str = "none",
+    body: str = "Some text.",
+) -> str:
     """A small article: ``where`` the \\pithnumber goes (preamble, or in the body after \\maketitle);
     ``hyperref``: none (the package loads it), before or after \\usepackage{pith}, with the author's options."""
     author_hyperref = "\\usepackage[colorlinks,urlcolor=blue]{hyperref}\n"
@@ -119,8 +138,14 @@ def test_authors_keywords_and_subject_are_kept(tmp_path: Path, engine: str) -> N
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_resolver_option_and_long_form(tmp_path: Path, engine: str) -> None:
-    built = build(tmp_path, engine, document(pith="\\usepackage[resolver=https://mirror.example:8443/base/]{pith}",
-                                             number=f"\\pithnumber{{pith:2025:{SUFFIX}}}"))
+    built = build(
+        tmp_path,
+        engine,
+        document(
+            pith="\\usepackage[resolver=https://mirror.example:8443/base/]{pith}",
+            number=f"\\pithnumber{{pith:2025:{SUFFIX}}}",
+        ),
+    )
     url = f"https://mirror.example:8443/base/pith/{SUFFIX}"
     assert_badge(built, url)
     assert f"pith:2025:{SUFFIX}" in [k.strip() for k in built.info()["Keywords"].split(",")]
@@ -135,8 +160,18 @@ def test_nobadge_keeps_the_metadata(tmp_path: Path) -> None:
     assert built.urls() == [(1, "Annotation", URL)]
 
 
-MALFORMED = [SUFFIX[:25], SUFFIX + "A", SUFFIX.lower(), SUFFIX[:25] + "1", SUFFIX[:25] + "8", "", "\\relax " + SUFFIX,
-             SUFFIX[:13] + " " + SUFFIX[13:], "pith:25:" + SUFFIX, "pith:2025:" + SUFFIX[:25]]
+MALFORMED = [
+    SUFFIX[:25],
+    SUFFIX + "A",
+    SUFFIX.lower(),
+    SUFFIX[:25] + "1",
+    SUFFIX[:25] + "8",
+    "",
+    "\\relax " + SUFFIX,
+    SUFFIX[:13] + " " + SUFFIX[13:],
+    "pith:25:" + SUFFIX,
+    "pith:2025:" + SUFFIX[:25],
+]
 
 
 @pytest.mark.parametrize("bad", MALFORMED)
@@ -164,7 +199,9 @@ def test_a_bad_resolver_is_a_package_error(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_shipped_package_is_latex_pith_sty(tmp_path: Path) -> None:
@@ -183,8 +220,15 @@ def test_pithledger_latex_resolver_is_the_default_it_writes(tmp_path: Path) -> N
     assert_badge(built, f"https://mirror.example/pith/{SUFFIX}")
 
 
-@pytest.mark.parametrize("args", [["--resolver", "javascript:alert(1)"], ["--resolver", "https://x.example/a b"],
-                                  ["--resolver", "https://x.example/%41"], ["-o", "/nonexistent/dir"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--resolver", "javascript:alert(1)"],
+        ["--resolver", "https://x.example/a b"],
+        ["--resolver", "https://x.example/%41"],
+        ["-o", "/nonexistent/dir"],
+    ],
+)
 def test_pithledger_latex_refuses_bad_input_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
     proc = _cli("latex", *args, cwd=tmp_path)
     assert proc.returncode != 0 and proc.stderr.startswith("error[") and "Traceback" not in proc.stderr

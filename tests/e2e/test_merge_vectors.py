@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
 from helpers.common import ROOT
 from helpers.merge_vectors import FILES, VECTORS
 

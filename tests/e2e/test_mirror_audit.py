@@ -10,12 +10,14 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
+
+from helpers.common import ROOT
+from helpers.eventpool import pool
+from helpers.ledgers import ledger_with
 from pithledger.audit import compare
 from pithledger.mirror.publish import Published, publish, sync
-from helpers.eventpool import pool
-from helpers.common import ROOT
-from helpers.ledgers import ledger_with
 
 
 @pytest.fixture
@@ -84,5 +86,8 @@ def test_cli_publish_sync_digest(cli, tmp_path: Path) -> None:  # type: ignore[n
     assert (tmp_path / "pub" / ".well-known" / "pith" / "FZ7AO632HBV3FATAUUZ6Y44Y3P" / "bundle.json").is_file()
     s = cli("--ledger", "C", "sync", "pub")
     assert s.code == 0 and "65 new events" in s.out  # Pith's record document's event too
-    assert cli("--ledger", "A", "digest", "--json").json()["states_root"] == cli("--ledger", "C", "digest", "--json").json()["states_root"]
+    assert (
+        cli("--ledger", "A", "digest", "--json").json()["states_root"]
+        == cli("--ledger", "C", "digest", "--json").json()["states_root"]
+    )
     assert cli("audit", "pub", "C").code == 0

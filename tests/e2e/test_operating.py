@@ -38,9 +38,13 @@ CAP = 1_179_648  # spec/serve.md §8: an action POST's body
 
 def local(text: str, tmp: Path, port: int = 8080) -> str:
     """The deployed paths and port made local: the only edits a test makes to the files it runs."""
-    for deployed, here in (("/opt/pithledger/bin", str(BIN)), ("/var/lib/pithledger", str(tmp / "lib")),
-                           ("/var/backups/pithledger", str(tmp / "backups")), ("127.0.0.1:8080", f"127.0.0.1:{port}"),
-                           ("--port 8080", f"--port {port}")):
+    for deployed, here in (
+        ("/opt/pithledger/bin", str(BIN)),
+        ("/var/lib/pithledger", str(tmp / "lib")),
+        ("/var/backups/pithledger", str(tmp / "backups")),
+        ("127.0.0.1:8080", f"127.0.0.1:{port}"),
+        ("--port 8080", f"--port {port}"),
+    ):
         text = text.replace(deployed, here)
     return text
 
@@ -110,11 +114,16 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     source: another ledger of bundles/ served with its own log key (a real `serve` on loopback)."""
     tmp = tmp_path_factory.mktemp("operating")
     env = process_env(tmp, local((DEPLOY / "pithledger-serve.service").read_text(), tmp))
-    for args in (["keys", "new", "mirror"], ["apply", str(BUNDLES)],
-                 ["--ledger", str(tmp / "src"), "--key-dir", str(tmp / "src-keys"), "keys", "new", "src"],
-                 ["--ledger", str(tmp / "src"), "apply", str(BUNDLES)]):
+    for args in (
+        ["keys", "new", "mirror"],
+        ["apply", str(BUNDLES)],
+        ["--ledger", str(tmp / "src"), "--key-dir", str(tmp / "src-keys"), "keys", "new", "src"],
+        ["--ledger", str(tmp / "src"), "apply", str(BUNDLES)],
+    ):
         subprocess.run([str(BIN / "pithledger"), *args], env=env, check=True, capture_output=True, timeout=120)
-    source = servekit.Server(tmp / "src", _env(tmp), "--key", "src", "--key-dir", str(tmp / "src-keys"), "--access-log", "/dev/null")
+    source = servekit.Server(
+        tmp / "src", _env(tmp), "--key", "src", "--key-dir", str(tmp / "src-keys"), "--access-log", "/dev/null"
+    )
     yield tmp, source.base + "/"
     source.stop()
 
@@ -127,15 +136,23 @@ def test_units_verify_with_systemd_analyze(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
-    assert {u.name for u in UNITS} == {"pithledger-serve.service", "pithledger-sync.service",
-                                       "pithledger-backup.service", "pithledger-backup.timer"}
+    assert {u.name for u in UNITS} == {
+        "pithledger-serve.service",
+        "pithledger-sync.service",
+        "pithledger-backup.service",
+        "pithledger-backup.timer",
+    }
     for unit in UNITS:  # the ExecStart binary must exist: the installed one stands for /opt/pithledger/bin
         (tmp_path / unit.name).write_text(local(unit.read_text(), tmp_path))
-    proc = subprocess.run([analyze, "verify", *(str(tmp_path / u.name) for u in UNITS)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [analyze, "verify", *(str(tmp_path / u.name) for u in UNITS)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and proc.stdout == proc.stderr == "", (proc.returncode, proc.stdout, proc.stderr)
     # The check can fail: an unknown key is reported.
     (tmp_path / "pithledger-backup.timer").write_text(local(UNITS[-1].read_text(), tmp_path) + "Bogus=1\n")
-    proc = subprocess.run([analyze, "verify", str(tmp_path / "pithledger-backup.timer")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [analyze, "verify", str(tmp_path / "pithledger-backup.timer")], capture_output=True, text=True, timeout=120
+    )
     assert "Unknown key 'Bogus'" in proc.stderr
 
 
@@ -161,18 +178,26 @@ def test_every_exec_line_is_a_real_pithledger_command() -> None:
     """Parsed in-process by the CLI's own click command (option names, types, ranges) and run with --help
     appended: the units cannot drift from the CLI."""
     from pithledger.cli.app import app
+
     group = typer.main.get_command(app)  # typer's click (it may carry its own copy)
     parent = group.context_class(group, info_name="pithledger")
     found = _pithledger_argvs()
     assert {(unit, args[0]) for unit, args in found} == {
-        ("pithledger-serve.service", "serve"), ("pithledger-sync.service", "sync"), ("pithledger-backup.service", "backup")}
+        ("pithledger-serve.service", "serve"),
+        ("pithledger-sync.service", "sync"),
+        ("pithledger-backup.service", "backup"),
+    }
     for unit, args in found:
         command = group.get_command(parent, args[0])  # type: ignore[attr-defined]
         assert command is not None, (unit, args)
         with command.make_context(args[0], list(args[1:]), parent=parent) as ctx:
             assert ctx.params, (unit, args)
         proc = subprocess.run([str(BIN / "pithledger"), *args, "--help"], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0 and proc.stdout.startswith(f"Usage: pithledger {args[0]} "), (unit, proc.stdout, proc.stderr)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"Usage: pithledger {args[0]} "), (
+            unit,
+            proc.stdout,
+            proc.stderr,
+        )
     # The check can fail: a misspelt option is refused.
     serve = group.get_command(parent, "serve")  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="No such option: --forwarded-allow-ip"):
@@ -196,8 +221,16 @@ def test_backup_unit_runs_and_keeps_the_newest_14(mirror: tuple[Path, str]) -> N
     assert len(made) == 1 and re.fullmatch(r"\d{8}T\d{6}Z", made[0]), made
     kept = sorted(p.name for p in backups.iterdir())
     assert kept == sorted(old[-13:] + made + ["manual-keep"]), kept
-    digest = [subprocess.run([str(BIN / "pithledger"), "--ledger", str(path), "digest"], env=env, capture_output=True,
-                             text=True, check=True).stdout for path in (backups / made[0], Path(env["PITHLEDGER_LEDGER"]))]
+    digest = [
+        subprocess.run(
+            [str(BIN / "pithledger"), "--ledger", str(path), "digest"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for path in (backups / made[0], Path(env["PITHLEDGER_LEDGER"]))
+    ]
     assert digest[0] == digest[1] and "51 records" in digest[0]
 
 
@@ -219,7 +252,13 @@ def test_sync_unit_follows_and_stops_cleanly_on_sigterm(mirror: tuple[Path, str]
     assert stop(proc) == 0, out.read_text()
     journal = out.read_text()
     assert "65 new events" in journal and "(SIGTERM)" in journal, journal
-    audit = subprocess.run([str(BIN / "pithledger"), "audit", source, env["PITHLEDGER_LEDGER"]], env=env, capture_output=True, text=True, timeout=120)
+    audit = subprocess.run(
+        [str(BIN / "pithledger"), "audit", source, env["PITHLEDGER_LEDGER"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert audit.returncode == 0, audit.stdout + audit.stderr
 
 
@@ -232,7 +271,9 @@ class Site:
 
 
 @pytest.fixture(scope="module", params=["nginx-pithledger.conf", "nginx-pithledger-prefix.conf"])
-def site(request: pytest.FixtureRequest, mirror: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(
+    request: pytest.FixtureRequest, mirror: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
     if NGINX is None:
         if os.environ.get("CI") == "true":
             pytest.fail("nginx is missing: CI installs it (apt-get install -y nginx)")
@@ -248,8 +289,11 @@ def site(request: pytest.FixtureRequest, mirror: tuple[Path, str], tmp_path_fact
     (conf_dir / "logs").mkdir()
     text = (DEPLOY / name).read_text()
     assert text.count("listen 80;") == 1 and text.count("server 127.0.0.1:8080;") == 1
-    (conf_dir / "site.conf").write_text(text.replace("listen 80;", f"listen 127.0.0.1:{port} reuseport;")
-                                        .replace("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream};"))
+    (conf_dir / "site.conf").write_text(
+        text.replace("listen 80;", f"listen 127.0.0.1:{port} reuseport;").replace(
+            "server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream};"
+        )
+    )
     # Run as root, nginx's workers would be 'nobody', who cannot enter pytest's 0700 temp directory to buffer a
     # request body to disk (a body over client_body_buffer_size; Debian's /var/lib/nginx/body is www-data's).
     user = "user root;" if os.geteuid() == 0 else ""
@@ -267,8 +311,11 @@ http {{
     include {conf_dir}/site.conf;
 }}
 """)
-    proc = subprocess.Popen([NGINX, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", f"{conf_dir}/logs/error.log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [NGINX, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", f"{conf_dir}/logs/error.log"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     wait_for(base + "healthz", proc, "nginx")
     yield Site(base, upstream, log)
     stop(proc)
@@ -366,13 +413,23 @@ def test_the_page_runs_as_written(mirror: tuple[Path, str], tmp_path: Path) -> N
         for block in blocks:
             if "127.0.0.1:8080" in block and server is None:
                 server = serve_unit(root, port, f"http://127.0.0.1:{port}/")[0]
-            proc = subprocess.run(["bash", "-euo", "pipefail", "-c", local(block, root, port)], env=env,
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", local(block, root, port)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert proc.returncode == 0, (block, proc.stdout, proc.stderr)
             if "timeout --preserve-status" in block:
-                assert proc.stdout.strip().endswith("exit 0") and "(SIGTERM)" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+                assert proc.stdout.strip().endswith("exit 0") and "(SIGTERM)" in proc.stdout + proc.stderr, (
+                    proc.stdout + proc.stderr
+                )
             if "/healthz" in block:
-                assert '"status":"ok"' in proc.stdout.replace(" ", "") and "pithledger_source_last_success_timestamp_seconds{" in proc.stdout
+                assert (
+                    '"status":"ok"' in proc.stdout.replace(" ", "")
+                    and "pithledger_source_last_success_timestamp_seconds{" in proc.stdout
+                )
     finally:
         if server is not None:
             stop(server)

@@ -31,7 +31,11 @@ def test_hello_world_verifies_against_block_358391(cli) -> None:  # type: ignore
     assert doc["verified"] is True and doc["digest"] == hashlib.sha256(HELLO.read_bytes()).hexdigest()
     [block] = doc["blocks"]
     assert (block["height"], block["hash"], block["time"], block["time_utc"]) == (
-        358391, BLOCK_HASH, 1432827678, "2015-05-28T15:41:18Z")
+        358391,
+        BLOCK_HASH,
+        1432827678,
+        "2015-05-28T15:41:18Z",
+    )
     target = 0x1686F5 << 8 * (0x18 - 3)
     assert block["work"] == str(2**256 // (target + 1))
     human = cli("ots", "verify", str(PROOF), "--digest", doc["digest"], "--header", f"358391:{HEADER}")
@@ -72,9 +76,13 @@ def test_another_digest_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
 
 def test_a_header_of_another_block_differs_in_merkle_root(cli) -> None:  # type: ignore[no-untyped-def]
     # a real mainnet header with real work, of another block: the genesis block
-    genesis = ("0100000000000000000000000000000000000000000000000000000000000000000000003ba3edfd7a7b12b27ac72c3e67768f617fc81bc3"
-               "888a51323a9fb8aa4b1e5e4a29ab5f49ffff001d1dac2b7c")
-    assert _dsha(bytes.fromhex(genesis))[::-1].hex() == "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"
+    genesis = (
+        "0100000000000000000000000000000000000000000000000000000000000000000000003ba3edfd7a7b12b27ac72c3e67768f617fc81bc3"
+        "888a51323a9fb8aa4b1e5e4a29ab5f49ffff001d1dac2b7c"
+    )
+    assert (
+        _dsha(bytes.fromhex(genesis))[::-1].hex() == "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"
+    )
     assert _refused(cli, str(PROOF), "--file", str(HELLO), "--header", genesis) == "ots-merkle-root-differs"
 
 

@@ -6,20 +6,19 @@ The tests of this feature that start processes or servers; the in-process ones a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
-from pithledger.store import Ledger, open_settled
-from helpers.eventpool import bundles_of, pool
-from helpers.pending import reference, states
 import os
 import signal
+import subprocess
+import sys
 import time
-from pithledger.fanout import Fanout
-from pithledger.store import StoreTuning
-from helpers.eventpool import P
-from helpers.ledgers import make_layout_3
+from pathlib import Path
+
 from helpers.common import TESTS
+from helpers.eventpool import P, bundles_of, pool
+from helpers.ledgers import make_layout_3
+from helpers.pending import reference, states
+from pithledger.fanout import Fanout
+from pithledger.store import Ledger, StoreTuning, open_settled
 
 
 def test_work_left_by_a_killed_run_is_finished_by_a_whole_view_reader(tmp_path: Path) -> None:
@@ -28,8 +27,12 @@ def test_work_left_by_a_killed_run_is_finished_by_a_whole_view_reader(tmp_path: 
         ledger.apply_batch(bundles_of(pool()), defer=True)
     with reference(tmp_path) as ref:
         want = ref.root()
-    out = subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "digest", "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "digest", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     doc = json.loads(out.stdout)
     assert (doc["events_root"], doc["states_root"]) == (want.events.hex(), want.states.hex())
     with open_settled(path) as settled:
@@ -42,11 +45,24 @@ def test_apply_finishes_what_an_earlier_run_left_pending(tmp_path: Path) -> None
     with Ledger(path, create=True) as ledger:
         ledger.apply_batch(bundles_of(events), defer=True)
     data = tmp_path / "again.jsonl"
-    data.write_text("".join(json.dumps(b) + "\n" for b in [{"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                                            "pith_number": events[0]["subject_pith_number"],
-                                                            "events": [events[0]]}]))
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", "-q", str(data)],
-                   capture_output=True, check=True)  # only a duplicate: the run still finishes the pending work
+    data.write_text(
+        "".join(
+            json.dumps(b) + "\n"
+            for b in [
+                {
+                    "bundle_type": "pith_open_graph_bundle",
+                    "bundle_version": "1.0",
+                    "pith_number": events[0]["subject_pith_number"],
+                    "events": [events[0]],
+                }
+            ]
+        )
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", "-q", str(data)],
+        capture_output=True,
+        check=True,
+    )  # only a duplicate: the run still finishes the pending work
     with Ledger(path) as ledger, reference(tmp_path) as ref:
         assert ledger.pending() == 0 and states(ledger) == states(ref) and ledger.fsck() == []
 
@@ -81,9 +97,11 @@ def test_reader_opened_on_layout_3_never_sees_pending_work_after_a_writer_upgrad
         ledger.apply_batch(bundles_of([e for e in events if e["subject_pith_number"] != P[2]]))
     make_layout_3(path)
     with Ledger(path, readonly=True) as reader:
-        code = (f"import sys; sys.path.insert(0, {str(TESTS)!r})\n"
-                "from pathlib import Path\nfrom helpers.eventpool import pool, bundles_of, P\nfrom pithledger.store import Ledger\n"
-                f"with Ledger(Path({str(path)!r})) as w:\n"
-                "    w.apply_batch(bundles_of([e for e in pool() if e['subject_pith_number'] == P[2]]), defer=True)\n")
+        code = (
+            f"import sys; sys.path.insert(0, {str(TESTS)!r})\n"
+            "from pathlib import Path\nfrom helpers.eventpool import pool, bundles_of, P\nfrom pithledger.store import Ledger\n"
+            f"with Ledger(Path({str(path)!r})) as w:\n"
+            "    w.apply_batch(bundles_of([e for e in pool() if e['subject_pith_number'] == P[2]]), defer=True)\n"
+        )
         subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
         assert reader.resolve(P[2]) == P[2]  # a fresh read-only handle finds it (spec/storage.md §3.1)

@@ -11,13 +11,26 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+
 import pytest
-from pithledger.render import pages
+
+from helpers.common import FIXTURES
+from helpers.pith_document import (
+    BUNDLES,
+    DOC,
+    DOC_PATH,
+    EVENT_ID,
+    EXPECTED,
+    MUTATIONS,
+    NUMBER,
+    RECORD,
+    pith_bundle,
+    pith_bundle_event,
+)
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import MetadataStore, check, from_pith_json
+from pithledger.render import pages
 from pithledger.store import open_settled
-from helpers.common import FIXTURES
-from helpers.pith_document import BUNDLES, DOC, DOC_PATH, EVENT_ID, EXPECTED, MUTATIONS, NUMBER, RECORD, pith_bundle, pith_bundle_event
 
 
 def write(path: Path, value: Any) -> Path:
@@ -37,9 +50,15 @@ def test_apply_of_the_document_equals_apply_of_the_same_record_as_a_pith_bundle(
     state = cli("--ledger", "D", "state", "2502.21231")
     doc_state = json.loads(state.out)
     assert doc_state["pith_number"] == NUMBER and doc_state["current"]["verification_status"]["pith_receipt"] is True
-    assert doc_state["current"]["record_receipts"] == ["pith-v1-2026-05"] and doc_state["current"]["canonical_record"] == RECORD
+    assert (
+        doc_state["current"]["record_receipts"] == ["pith-v1-2026-05"]
+        and doc_state["current"]["canonical_record"] == RECORD
+    )
     write(tmp_path / "bundle.json", pith_bundle())
-    write(tmp_path / "other.json", pith_bundle(pith_bundle_event(created_at="2030-01-01T00:00:00Z", signer_id="a Pith mirror")))
+    write(
+        tmp_path / "other.json",
+        pith_bundle(pith_bundle_event(created_at="2030-01-01T00:00:00Z", signer_id="a Pith mirror")),
+    )
     for ledger, name in (("B", "bundle.json"), ("O", "other.json")):
         assert cli("--ledger", ledger, "apply", name).code == 0
         assert cli("--ledger", ledger, "state", NUMBER).out == state.out
@@ -76,11 +95,20 @@ def test_apply_keeps_the_paper_block_and_metadata_reads_the_document(cli, tmp_pa
     paper = DOC["paper"]
     assert cli("--ledger", "L", "apply", str(DOC_PATH)).code == 0
     kept = MetadataStore(tmp_path / "L").get(RECORD)
-    assert kept is not None and (kept.title, kept.authors, kept.abstract) == (paper["title"], paper["authors_text"], paper["abstract_excerpt"])
+    assert kept is not None and (kept.title, kept.authors, kept.abstract) == (
+        paper["title"],
+        paper["authors_text"],
+        paper["abstract_excerpt"],
+    )
     fields = {f.name: f.check for f in check(kept, RECORD)}
     assert fields == {"title": "match", "authors": "unchecked", "abstract": "excerpt"}  # an excerpt, not a mismatch
-    html = pages.record_page(json.loads(cli("--ledger", "L", "state", NUMBER).out), pages.RecordFacts(receipts=[], signers=[]),
-                             kept, pages.Links(), mirror="m")
+    html = pages.record_page(
+        json.loads(cli("--ledger", "L", "state", NUMBER).out),
+        pages.RecordFacts(receipts=[], signers=[]),
+        kept,
+        pages.Links(),
+        mirror="m",
+    )
     assert f'<h1 id="title">{paper["title"]}</h1>' in html and "unchecked: excerpt" in html and ">mismatch<" not in html
     # metadata reads the document (into a ledger that holds only another record)
     assert cli("--ledger", "M", "apply", str(BUNDLES / "demo-1709.09021.json")).code == 0
@@ -97,13 +125,18 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import sys
 
     path = tmp_path_factory.mktemp("base") / "L"
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", str(BUNDLES / "demo-1709.09021.json")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(path), "apply", str(BUNDLES / "demo-1709.09021.json")],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_a_mutated_document_gives_its_exact_error_and_writes_nothing(name: str, base: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_mutated_document_gives_its_exact_error_and_writes_nothing(
+    name: str, base: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     ledger = tmp_path / "L"
     shutil.copytree(base, ledger)
     before = roots(ledger)

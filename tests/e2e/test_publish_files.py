@@ -21,8 +21,13 @@ FZ7_NUMBER = f"pith:2026:{FZ7}"
 def run(tmp: Path, *args: str, umask: int = 0o022, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     old = os.umask(umask)  # the child inherits it
     try:
-        return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True,
-                              env=_env(tmp), timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "pithledger.cli", *args],
+            capture_output=True,
+            text=True,
+            env=_env(tmp),
+            timeout=timeout,
+        )
     finally:
         os.umask(old)
 
@@ -57,10 +62,16 @@ def test_one_copy_of_each_bundle_and_state_on_disk(ledger: Path, tmp_path: Path)
     out = tmp_path / "tree"
     assert _publish(ledger, out).returncode == 0
     own = out / "pithledger" / "records" / "2026" / FZ7
-    for same in ([own / "bundle.json", out / "pith" / FZ7 / "bundle.json", out / ".well-known" / "pith" / FZ7 / "bundle.json",
-                  out / "pith" / FZ7 / "export.jsonl"],  # nobody cites FZ7: its export is its bundle
-                 [own / "state.json", out / "pith" / FZ7 / "state.json"],
-                 [out / "pith" / FZ7 / "events.json", out / "api" / "pith-number" / FZ7 / "events.json"]):
+    for same in (
+        [
+            own / "bundle.json",
+            out / "pith" / FZ7 / "bundle.json",
+            out / ".well-known" / "pith" / FZ7 / "bundle.json",
+            out / "pith" / FZ7 / "export.jsonl",
+        ],  # nobody cites FZ7: its export is its bundle
+        [own / "state.json", out / "pith" / FZ7 / "state.json"],
+        [out / "pith" / FZ7 / "events.json", out / "api" / "pith-number" / FZ7 / "events.json"],
+    ):
         assert len({p.stat().st_ino for p in same}) == 1, same
         assert same[0].stat().st_nlink == len(same)
     # the bytes are those the ledger exports
@@ -73,7 +84,9 @@ def test_one_copy_of_each_bundle_and_state_on_disk(ledger: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
-@pytest.mark.parametrize("rel", [f"pith/{FZ7}/bundle.json", f"pith/{FZ7}/state.json", "index.html", "pithledger/digest.json"])
+@pytest.mark.parametrize(
+    "rel", [f"pith/{FZ7}/bundle.json", f"pith/{FZ7}/state.json", "index.html", "pithledger/digest.json"]
+)
 def test_something_else_where_a_file_goes_is_a_named_error(ledger: Path, tmp_path: Path, kind: str, rel: str) -> None:
     out = tmp_path / "tree"
     target = out / rel

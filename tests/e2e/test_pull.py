@@ -13,16 +13,14 @@ from typing import Any
 
 import pytest
 
-from pithledger.records import ids
-from pithledger.mirror.http11 import Client
-from pithledger.mirror.transport import Deadline
-from pithledger.errors import NotFound, RedirectRefused, SourceProtocolError, SourceTooLarge
-from pithledger.mirror.pull import RateLimit, pull, targets_of_args
-from pithledger.store import Ledger
-
 from helpers.pith_site import PithSite
 from helpers.pull import same_as_truth, truth  # noqa: F401 (fixtures)
-
+from pithledger.errors import NotFound, RedirectRefused, SourceProtocolError, SourceTooLarge
+from pithledger.mirror.http11 import Client
+from pithledger.mirror.pull import RateLimit, pull, targets_of_args
+from pithledger.mirror.transport import Deadline
+from pithledger.records import ids
+from pithledger.store import Ledger
 
 # --- a ground truth ledger and the records in it ----------------------------------------------------
 
@@ -40,19 +38,25 @@ def mixed_ids(truth: dict[str, Any]) -> list[str]:
 # --- the happy path, through the command line --------------------------------------------------------
 
 
-def test_pull_of_every_record_equals_apply_and_a_rerun_fetches_nothing_new(cli: Any, tmp_path: Path, truth: dict[str, Any]) -> None:
+def test_pull_of_every_record_equals_apply_and_a_rerun_fetches_nothing_new(
+    cli: Any, tmp_path: Path, truth: dict[str, Any]
+) -> None:
     idfile = tmp_path / "ids.txt"
     n = len(truth["states"])
     idfile.write_text("# every record, in every form\n\n" + "\n".join(mixed_ids(truth)) + "\n")
     with PithSite(truth["bundles"]) as site:
-        first = cli("--ledger", str(tmp_path / "l"), "pull", site.base_url, "--ids", str(idfile), "--rate", "0", "--json")
+        first = cli(
+            "--ledger", str(tmp_path / "l"), "pull", site.base_url, "--ids", str(idfile), "--rate", "0", "--json"
+        )
         assert first.code == 0, first.err
         report = first.json()
         assert report["records_fetched"] == n and report["ids"] == n
         assert report["new"] == sum(len(json.loads(b)["events"]) for b in truth["bundles"].values())
         assert report["skipped"] == report["lying"] == report["unresolved"] == report["not_published"] == []
         # arXiv ids, DOIs and short forms go through the resolver; long numbers and 26-char suffixes do not
-        resolved = sum(1 for i in mixed_ids(truth) if ids.parse_id(i).kind in ("arxiv", "doi") or len(ids.parse_id(i).suffix) < 26)
+        resolved = sum(
+            1 for i in mixed_ids(truth) if ids.parse_id(i).kind in ("arxiv", "doi") or len(ids.parse_id(i).suffix) < 26
+        )
         assert 0 < resolved < n and site.requests["/api/pith-number/resolve"] == resolved
         assert report["requests"] == sum(site.requests.values()) == 1 + resolved + n
         # keep-alive: one connection per worker (4) and the manifest's, for all those requests
@@ -61,10 +65,18 @@ def test_pull_of_every_record_equals_apply_and_a_rerun_fetches_nothing_new(cli: 
             same_as_truth(ledger, truth)
             assert ledger.root() == truth["root"]
         bodies = site.requests["/api/pith-number/resolve"]
-        second = cli("--ledger", str(tmp_path / "l"), "pull", site.base_url, "--rate", "0", "--json")  # no IDs: all held
+        second = cli(
+            "--ledger", str(tmp_path / "l"), "pull", site.base_url, "--rate", "0", "--json"
+        )  # no IDs: all held
         assert second.code == 0, second.err
         again = second.json()
-        assert (again["ids"], again["unchanged"], again["records_fetched"], again["new"], again["batches"]) == (n, n, 0, 0, 0)
+        assert (again["ids"], again["unchanged"], again["records_fetched"], again["new"], again["batches"]) == (
+            n,
+            n,
+            0,
+            0,
+            0,
+        )
         assert site.requests["/api/pith-number/resolve"] == bodies  # the ledger resolves what it holds
         text = cli("--ledger", str(tmp_path / "l"), "pull", site.base_url, *mixed_ids(truth)[:6], "--rate", "0")
         assert text.code == 0, text.err
@@ -73,7 +85,9 @@ def test_pull_of_every_record_equals_apply_and_a_rerun_fetches_nothing_new(cli: 
     assert (digest["events_root"], digest["states_root"]) == (truth["root"].events.hex(), truth["root"].states.hex())
 
 
-def test_a_changed_body_is_applied_again_and_a_server_without_etags_is_checked_by_hash(tmp_path: Path, truth: dict[str, Any]) -> None:
+def test_a_changed_body_is_applied_again_and_a_server_without_etags_is_checked_by_hash(
+    tmp_path: Path, truth: dict[str, Any]
+) -> None:
     numbers = sorted(truth["arxiv"])[:5]
     with PithSite(truth["bundles"], etags=False) as site, Ledger(tmp_path / "l", create=True) as ledger:
         assert pull(ledger, site.base_url, targets_of_args(numbers), rate=0)["records_fetched"] == 5
@@ -84,7 +98,12 @@ def test_a_changed_body_is_applied_again_and_a_server_without_etags_is_checked_b
         doc["x_note"] = "republished"
         site.bundles[suffix] = json.dumps(doc).encode()
         changed = pull(ledger, site.base_url, targets_of_args(numbers), rate=0)
-        assert (changed["records_fetched"], changed["unchanged"], changed["new"], changed["duplicate"]) == (1, 4, 0, len(doc["events"]))
+        assert (changed["records_fetched"], changed["unchanged"], changed["new"], changed["duplicate"]) == (
+            1,
+            4,
+            0,
+            len(doc["events"]),
+        )
         same_as_truth(ledger, truth, set(numbers))
 
 
@@ -95,22 +114,42 @@ def test_each_hostile_answer_is_named_per_record_and_the_rest_are_pulled(tmp_pat
     numbers = sorted(truth["arxiv"])
     suffix = {n: ids.suffix_of_pith_number(n) for n in numbers}
     hang, e500, garbage, oversize, other, missing, lied_about, liar_target = numbers[:8]
-    faults = {suffix[hang]: "hang", suffix[e500]: "500", suffix[garbage]: "garbage", suffix[oversize]: "oversize",
-              suffix[other]: f"other:{suffix[numbers[-1]]}", suffix[missing]: "missing"}
+    faults = {
+        suffix[hang]: "hang",
+        suffix[e500]: "500",
+        suffix[garbage]: "garbage",
+        suffix[oversize]: "oversize",
+        suffix[other]: f"other:{suffix[numbers[-1]]}",
+        suffix[missing]: "missing",
+    }
     # the resolver names liar_target's record for lied_about's arXiv id
     resolve = {truth["arxiv"][lied_about]: liar_target}
     wanted = [truth["arxiv"][n] for n in numbers] + ["2101.99999"]  # every record by arXiv id, and one nobody has
-    with PithSite(truth["bundles"], faults=faults, resolve=resolve) as site, Ledger(tmp_path / "l", create=True) as ledger:
+    with (
+        PithSite(truth["bundles"], faults=faults, resolve=resolve) as site,
+        Ledger(tmp_path / "l", create=True) as ledger,
+    ):
         report = pull(ledger, site.base_url, targets_of_args(wanted), rate=0, timeout=1.0)
-        named = {k: sorted((d["id"], d.get("reason")) for d in report[k]) for k in ("skipped", "lying", "unresolved", "not_published")}
+        named = {
+            k: sorted((d["id"], d.get("reason")) for d in report[k])
+            for k in ("skipped", "lying", "unresolved", "not_published")
+        }
         a = truth["arxiv"]
-        assert named["skipped"] == sorted([(a[hang], "bad-source"), (a[e500], "bad-source"), (a[garbage], "malformed-json"),
-                                           (a[oversize], "bad-source")])
+        assert named["skipped"] == sorted(
+            [
+                (a[hang], "bad-source"),
+                (a[e500], "bad-source"),
+                (a[garbage], "malformed-json"),
+                (a[oversize], "bad-source"),
+            ]
+        )
         assert named["lying"] == sorted([(a[other], "lying"), (a[lied_about], "lying")])
         assert named["unresolved"] == [("2101.99999", "unresolved")]
         assert named["not_published"] == [(a[missing], None)]
         messages = {d["id"]: d["message"] for d in report["skipped"] + report["lying"]}
-        assert "within 1 s" in messages[a[hang]] and "HTTP 500" in messages[a[e500]] and "limit" in messages[a[oversize]]
+        assert (
+            "within 1 s" in messages[a[hang]] and "HTTP 500" in messages[a[e500]] and "limit" in messages[a[oversize]]
+        )
         assert f"is about {numbers[-1]}" in messages[a[other]]
         assert f"arXiv {a[liar_target]}" in messages[a[lied_about]]
         failed = {hang, e500, garbage, oversize, other, missing, lied_about}
@@ -122,7 +161,10 @@ def test_each_hostile_answer_is_named_per_record_and_the_rest_are_pulled(tmp_pat
 
 def test_the_command_names_a_lie_and_exits_1(cli: Any, tmp_path: Path, truth: dict[str, Any]) -> None:
     numbers = sorted(truth["arxiv"])
-    with PithSite(truth["bundles"], faults={ids.suffix_of_pith_number(numbers[0]): f"other:{ids.suffix_of_pith_number(numbers[1])}"}) as site:
+    with PithSite(
+        truth["bundles"],
+        faults={ids.suffix_of_pith_number(numbers[0]): f"other:{ids.suffix_of_pith_number(numbers[1])}"},
+    ) as site:
         r = cli("--ledger", str(tmp_path / "l"), "pull", site.base_url, numbers[0], numbers[1], "--rate", "0")
     assert r.code == 1
     assert f"lying          {numbers[0]}: the bundle is about {numbers[1]}, not {numbers[0]}" in r.out
@@ -150,7 +192,8 @@ def test_well_known_is_used_when_bundle_pattern_404s(tmp_path: Path, truth: dict
         assert report["records_fetched"] == 6 and report["not_published"] == []
         same_as_truth(ledger, truth, set(numbers))
         assert sorted(p for p in site.requests if p.startswith("/.well-known/")) == sorted(
-            f"/.well-known/pith/{s}/bundle.json" for s in odd)
+            f"/.well-known/pith/{s}/bundle.json" for s in odd
+        )
         again = pull(ledger, site.base_url, targets_of_args(numbers), rate=0)
         assert (again["unchanged"], again["records_fetched"]) == (6, 0)  # the well-known answers are cached too
 
@@ -158,17 +201,29 @@ def test_well_known_is_used_when_bundle_pattern_404s(tmp_path: Path, truth: dict
 def test_a_second_mirror_serves_what_the_primary_lacks(tmp_path: Path, truth: dict[str, Any]) -> None:
     numbers = sorted(truth["arxiv"])[:8]
     lacking = {ids.suffix_of_pith_number(n): "missing" for n in numbers[:3]}
-    with PithSite(truth["bundles"], faults=lacking) as a, PithSite(truth["bundles"]) as b, Ledger(tmp_path / "l", create=True) as ledger:
+    with (
+        PithSite(truth["bundles"], faults=lacking) as a,
+        PithSite(truth["bundles"]) as b,
+        Ledger(tmp_path / "l", create=True) as ledger,
+    ):
+
         def entry(site: PithSite, status: str) -> dict[str, Any]:
-            return {"name": status, "base_url": site.base_url, "status": status,
-                    "bundle_pattern": f"{site.base_url}/pith/{{suffix}}/bundle.json",
-                    "well_known_pattern": f"{site.base_url}/.well-known/pith/{{suffix}}/bundle.json"}
+            return {
+                "name": status,
+                "base_url": site.base_url,
+                "status": status,
+                "bundle_pattern": f"{site.base_url}/pith/{{suffix}}/bundle.json",
+                "well_known_pattern": f"{site.base_url}/.well-known/pith/{{suffix}}/bundle.json",
+            }
+
         a.mirrors = [entry(b, "mirror"), entry(a, "primary")]  # the primary is tried first wherever it is listed
         report = pull(ledger, a.base_url, targets_of_args(numbers), rate=0)
         assert report["mirrors"] == ["primary", "mirror"]
         assert report["records_fetched"] == 8 and report["not_published"] == []
         same_as_truth(ledger, truth, set(numbers))
-        assert sorted(p for p in b.requests if p.startswith("/pith/")) == sorted(f"/pith/{s}/bundle.json" for s in lacking)
+        assert sorted(p for p in b.requests if p.startswith("/pith/")) == sorted(
+            f"/pith/{s}/bundle.json" for s in lacking
+        )
 
 
 # --- the manifest ------------------------------------------------------------------------------------
@@ -195,7 +250,9 @@ def test_pull_goes_through_the_rate_limit_for_every_request(tmp_path: Path, trut
     limit = RateLimit(0)
     with PithSite(truth["bundles"]) as site, Ledger(tmp_path / "l", create=True) as ledger:
         report = pull(ledger, site.base_url, targets_of_args([truth["arxiv"][n] for n in numbers]), limit=limit)
-        assert limit.granted == report["requests"] == sum(site.requests.values()) == 1 + 5 + 5  # manifest, resolver, bundle
+        assert (
+            limit.granted == report["requests"] == sum(site.requests.values()) == 1 + 5 + 5
+        )  # manifest, resolver, bundle
 
 
 # --- the HTTP/1.1 client against scripted servers -----------------------------------------------------
@@ -274,20 +331,48 @@ def test_one_connection_serves_many_requests_and_a_closed_one_is_reopened(script
     assert got == [b"a", b"b", b"c"] and closing.accepted == 3
 
 
-@pytest.mark.parametrize(("answer", "error", "message"), [
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", SourceProtocolError, "ambiguous framing"),
-    (_ok(b"x", b"Content-Encoding: gzip\r\n"), SourceProtocolError, "Content-Encoding"),
-    (_ok(b"x", b"".join(b"X-%d: y\r\n" % i for i in range(101))), SourceProtocolError, "100 header fields"),
-    (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", SourceProtocolError, "bytes of header fields|not a valid HTTP/1.1 response"),
-    (_ok(b"x" * 101), SourceTooLarge, "limit is 100"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n0\r\n\r\n",
-     SourceTooLarge, "larger than 100"),
-    (b"HTTP/1.1 302 Found\r\nLocation: http://other.example/\r\nContent-Length: 0\r\n\r\n", RedirectRefused, "another origin"),
-    (b"HTTP/1.1 304 Not Modified\r\n\r\n", SourceProtocolError, "named no ETag"),
-    (b"HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", SourceProtocolError, "not a valid HTTP/1.1 response|switched"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", SourceProtocolError, "not a valid HTTP/1.1 response"),
-    (b"garbage\r\n\r\n", SourceProtocolError, "not a valid HTTP/1.1 response"),
-])
+@pytest.mark.parametrize(
+    ("answer", "error", "message"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            SourceProtocolError,
+            "ambiguous framing",
+        ),
+        (_ok(b"x", b"Content-Encoding: gzip\r\n"), SourceProtocolError, "Content-Encoding"),
+        (_ok(b"x", b"".join(b"X-%d: y\r\n" % i for i in range(101))), SourceProtocolError, "100 header fields"),
+        (
+            b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000 + b"\r\n\r\n",
+            SourceProtocolError,
+            "bytes of header fields|not a valid HTTP/1.1 response",
+        ),
+        (_ok(b"x" * 101), SourceTooLarge, "limit is 100"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"40\r\n"
+            + b"x" * 64
+            + b"\r\n"
+            + b"40\r\n"
+            + b"x" * 64
+            + b"\r\n0\r\n\r\n",
+            SourceTooLarge,
+            "larger than 100",
+        ),
+        (
+            b"HTTP/1.1 302 Found\r\nLocation: http://other.example/\r\nContent-Length: 0\r\n\r\n",
+            RedirectRefused,
+            "another origin",
+        ),
+        (b"HTTP/1.1 304 Not Modified\r\n\r\n", SourceProtocolError, "named no ETag"),
+        (
+            b"HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n",
+            SourceProtocolError,
+            "not a valid HTTP/1.1 response|switched",
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", SourceProtocolError, "not a valid HTTP/1.1 response"),
+        (b"garbage\r\n\r\n", SourceProtocolError, "not a valid HTTP/1.1 response"),
+    ],
+)
 def test_hostile_answers_are_named_errors(scripted: Any, answer: bytes, error: type, message: str) -> None:
     s = scripted([answer], close_after=True)
     with pytest.raises(error, match=message):
@@ -300,12 +385,17 @@ def test_a_silent_server_is_cut_off_by_the_timeout(scripted: Any) -> None:
         Client().get(f"{s.url}/x", timeout=0.3, deadline=Deadline(None), max_bytes=100)
 
 
-def test_the_cache_lives_beside_the_ledger_and_removing_it_only_costs_a_refetch(tmp_path: Path, truth: dict[str, Any]) -> None:
+def test_the_cache_lives_beside_the_ledger_and_removing_it_only_costs_a_refetch(
+    tmp_path: Path, truth: dict[str, Any]
+) -> None:
     numbers = sorted(truth["arxiv"])[:3]
     with PithSite(truth["bundles"]) as site, Ledger(tmp_path / "l", create=True) as ledger:
         pull(ledger, site.base_url, targets_of_args(numbers), rate=0)
         assert (tmp_path / "l" / "pull-cache" / "data.mdb").exists()
         shutil.rmtree(tmp_path / "l" / "pull-cache")
         again = pull(ledger, site.base_url, targets_of_args(numbers), rate=0)
-        assert (again["records_fetched"], again["new"], again["duplicate"]) == (3, 0, sum(
-            len(json.loads(truth["bundles"][ids.suffix_of_pith_number(n)])["events"]) for n in numbers))
+        assert (again["records_fetched"], again["new"], again["duplicate"]) == (
+            3,
+            0,
+            sum(len(json.loads(truth["bundles"][ids.suffix_of_pith_number(n)])["events"]) for n in numbers),
+        )

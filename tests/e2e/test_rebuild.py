@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from pithledger.store import Ledger
-from helpers.eventpool import bundles_of, pool
-from helpers.common import TESTS
-from helpers.rebuild import write_v1_ledger
+
 from helpers.clikit import _pithledger
+from helpers.common import TESTS
+from helpers.eventpool import bundles_of, pool
+from helpers.rebuild import write_v1_ledger
 from helpers.site import BUNDLES
+from pithledger.store import Ledger
 
 
 def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
@@ -28,7 +29,11 @@ def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: 
         fresh.apply_batch(bundles_of(pool()))
         want = ({s: fresh.state_bytes(s) for s in fresh.subjects()}, fresh.root(), fresh.evidence_usage())
     with Ledger(old, readonly=True) as rebuilt:
-        assert ({s: rebuilt.state_bytes(s) for s in rebuilt.subjects()}, rebuilt.root(), rebuilt.evidence_usage()) == want
+        assert (
+            {s: rebuilt.state_bytes(s) for s in rebuilt.subjects()},
+            rebuilt.root(),
+            rebuilt.evidence_usage(),
+        ) == want
         assert rebuilt.fsck() == []
         assert rebuilt.export(pool()[0]["subject_pith_number"])["note"] == "kept"  # unknown bundle fields survive
     again = cli("--ledger", str(old), "rebuild", "--force")  # a v2 ledger rebuilt from its log and evidence: same again
@@ -67,7 +72,9 @@ def test_rebuild_of_a_current_ledger_does_nothing_unless_forced(tmp_path: Path) 
     assert _pithledger("--ledger", "L", "apply", str(BUNDLES / "demo-1905.08204.json"), cwd=tmp_path).returncode == 0
     for _ in range(2):
         r = _pithledger("--ledger", "L", "rebuild", cwd=tmp_path)
-        assert r.returncode == 0 and r.stdout.startswith("nothing to rebuild: L is already at pithledger-merge-v"), r.stdout
+        assert r.returncode == 0 and r.stdout.startswith("nothing to rebuild: L is already at pithledger-merge-v"), (
+            r.stdout
+        )
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("L")) == ["L"]
     assert json.loads(_pithledger("--ledger", "L", "rebuild", "--json", cwd=tmp_path).stdout)["already_current"] is True
     forced = _pithledger("--ledger", "L", "rebuild", "--force", cwd=tmp_path)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from helpers import servekit
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -32,8 +33,13 @@ def _env(tmp: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("review-serve")
-    subprocess.run([sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L"), "apply", str(RECORD_DOC)],
-                   env=_env(tmp), capture_output=True, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(tmp / "L"), "apply", str(RECORD_DOC)],
+        env=_env(tmp),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     return tmp, tmp / "L"
 
 
@@ -57,7 +63,9 @@ def _sockets(pid: int) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts the server's sockets in /proc")
-def test_a_client_that_closes_right_after_an_early_answer_does_not_leak_its_connection(limited: servekit.Server) -> None:
+def test_a_client_that_closes_right_after_an_early_answer_does_not_leak_its_connection(
+    limited: servekit.Server,
+) -> None:
     # http.client sends head and a 1 MB body (it fits in loopback's buffers), reads the 429 head and closes: its reset
     # often reaches the server between the answer and the lingering close's shutdown(SHUT_WR), which then raised
     # ENOTCONN inside _linger -- after `lingering` was set, before reading was resumed and the linger timer armed. The

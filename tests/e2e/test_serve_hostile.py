@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from pithledger.audit import DEPTH, Pair, bucket_pair, inner_pair, record_pair
-from pithledger.records.events import make_event
-from pithledger.mirror.publish import node_file
-from pithledger.store import Ledger
-
-from helpers.eventpool import BOB, EVE, P, bundles_of, pool
 from helpers.common import TESTS
+from helpers.eventpool import BOB, EVE, P, bundles_of, pool
+from pithledger.audit import DEPTH, Pair, bucket_pair, inner_pair, record_pair
+from pithledger.mirror.publish import node_file
+from pithledger.records.events import make_event
+from pithledger.store import Ledger
 
 ATTACKER = "127.0.0.2"  # all of 127.0.0.0/8 is loopback: the attacker is another client address than the test's
 
@@ -32,11 +31,18 @@ class Server:
     """``pithledger.web.serve.run`` in its own process, with the limits given (short timeouts keep tests short)."""
 
     def __init__(self, ledger: Path, **limits: Any) -> None:
-        code = ("import sys, json; from pathlib import Path; from pithledger.web.serve import run, Limits; "
-                "run(Path(sys.argv[1]), port=0, limits=Limits(**json.loads(sys.argv[2])))")
+        code = (
+            "import sys, json; from pathlib import Path; from pithledger.web.serve import run, Limits; "
+            "run(Path(sys.argv[1]), port=0, limits=Limits(**json.loads(sys.argv[2])))"
+        )
         env = {k: v for k, v in os.environ.items() if k != "PITHLEDGER_LEDGER"}
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(ledger), json.dumps(limits)],
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(ledger), json.dumps(limits)],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
         m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
@@ -180,7 +186,6 @@ def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Ser
     assert server.get("/digest.json")[0] == 200
 
 
-
 def test_a_huge_head_pipelined_behind_a_request_in_flight_is_bounded_too(server: Server) -> None:
     """A head sent while the previous request is still being answered is counted too: only a POST's
     body may exceed a head's worth of bytes in flight, and only up to an action's body size."""
@@ -204,10 +209,13 @@ def test_a_huge_head_pipelined_behind_a_request_in_flight_is_bounded_too(server:
     assert answer == b"" or b"HTTP/1.1 431 " in answer, answer[:300]
     assert server.get("/digest.json")[0] == 200
 
+
 def test_a_head_of_many_small_headers_is_bounded_too_and_a_normal_head_passes(server: Server) -> None:
     s = _connect(server.port)
     try:
-        s.sendall(b"GET /digest.json HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(4000)) + b"\r\n")
+        s.sendall(
+            b"GET /digest.json HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(4000)) + b"\r\n"
+        )
         assert _read_all(s).startswith(b"HTTP/1.1 431 ")
     finally:
         s.close()
@@ -239,6 +247,7 @@ def _pair(doc: dict[str, str]) -> Pair:
 
 def test_node_documents_hash_to_their_digest_while_apply_commits(ledger: Path, tmp_path: Path) -> None:
     import shutil
+
     live = tmp_path / "live"
     shutil.copytree(ledger, live)
     server = Server(live)
@@ -251,7 +260,9 @@ def test_node_documents_hash_to_their_digest_while_apply_commits(ledger: Path, t
             assert status == 200
             prefix, pair = "", _pair(json.loads(body)["root"])
             while True:  # walk down one path: every node answered must hash to the digest it is named by
-                status, body = server.get("/" + node_file(prefix, {"digest": {"events": pair.events.hex(), "states": pair.states.hex()}}))
+                status, body = server.get(
+                    "/" + node_file(prefix, {"digest": {"events": pair.events.hex(), "states": pair.states.hex()}})
+                )
                 if status in (404, 503):  # changed since (or pending): the reader starts again
                     break
                 doc = json.loads(body)
@@ -284,8 +295,16 @@ def test_node_documents_hash_to_their_digest_while_apply_commits(ledger: Path, t
 def flooded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ledger whose record P[0] holds 220 valid findings of 60 kB each: a state of some 13 MB."""
     path = tmp_path_factory.mktemp("flood") / "ledger"
-    big = [make_event("integrity_finding", P[0], {"severity": "info", "finding_type": "note", "description": f"{i} " + "x" * 60_000},
-                      [BOB, EVE][i % 2], created_at=f"2026-07-{1 + i % 28:02d}T00:{i // 60:02d}:{i % 60:02d}Z") for i in range(220)]
+    big = [
+        make_event(
+            "integrity_finding",
+            P[0],
+            {"severity": "info", "finding_type": "note", "description": f"{i} " + "x" * 60_000},
+            [BOB, EVE][i % 2],
+            created_at=f"2026-07-{1 + i % 28:02d}T00:{i // 60:02d}:{i % 60:02d}Z",
+        )
+        for i in range(220)
+    ]
     with Ledger(path, create=True) as led:
         led.apply_batch(bundles_of(pool()))
         led.apply_batch(bundles_of(big))
@@ -321,14 +340,23 @@ def _request_unread(port: int, path: str) -> socket.socket:
     return s
 
 
-@pytest.mark.parametrize(("request_line", "limits"), [
-    # the defaults' order: keep-alive (5 s) ends before the send deadline (30 s), and uvicorn then closes the
-    # connection with the body still held; a first version stopped watching a closing connection
-    ("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n", {"keep_alive": 1, "send_timeout": 2.0}),
-    ("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", {"send_timeout": 1.0}),  # closed right after the answer
-    ("GET {path} HTTP/1.0\r\n\r\n", {"send_timeout": 1.0}),
-], ids=["keep-alive-ends-first", "connection-close", "http-1.0"])
-def test_a_stalled_response_on_a_closing_connection_is_dropped_too(flooded: Path, request_line: str, limits: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("request_line", "limits"),
+    [
+        # the defaults' order: keep-alive (5 s) ends before the send deadline (30 s), and uvicorn then closes the
+        # connection with the body still held; a first version stopped watching a closing connection
+        ("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n", {"keep_alive": 1, "send_timeout": 2.0}),
+        (
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            {"send_timeout": 1.0},
+        ),  # closed right after the answer
+        ("GET {path} HTTP/1.0\r\n\r\n", {"send_timeout": 1.0}),
+    ],
+    ids=["keep-alive-ends-first", "connection-close", "http-1.0"],
+)
+def test_a_stalled_response_on_a_closing_connection_is_dropped_too(
+    flooded: Path, request_line: str, limits: dict[str, Any]
+) -> None:
     server = Server(flooded, **limits)
     suffix = P[0].split(":")[2]
     try:
@@ -343,7 +371,9 @@ def test_a_stalled_response_on_a_closing_connection_is_dropped_too(flooded: Path
             got = _read_all(s, limit=14_000_000)
         finally:
             s.close()
-        assert got.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")) and len(got) < 6_000_000, len(got)  # cut off: the body is 13 MB
+        assert got.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")) and len(got) < 6_000_000, len(
+            got
+        )  # cut off: the body is 13 MB
         assert server.get("/digest.json")[0] == 200
     finally:
         server.stop()

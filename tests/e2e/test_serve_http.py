@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
+from helpers.clikit import _env, _pithledger
+from helpers.eventpool import ALICE, P, bundles_of, pool, t
+from helpers.site import BUNDLES, FZ7, PITH_SNIPPET, Y7E, Server, _env, example_site, pl
 from pithledger.audit import DEPTH
 from pithledger.records.events import make_event
 from pithledger.store import Ledger
-
-from helpers.eventpool import ALICE, P, bundles_of, pool, t
-from helpers.site import BUNDLES, FZ7, Y7E, PITH_SNIPPET, _env, pl, Server, example_site
-from helpers.clikit import _env, _pithledger
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,9 @@ def test_ld_json_reproduces_the_canonical_hash_as_pith_snippet_does(site: tuple[
     expect = state["current"]["canonical_sha256"]
     # `jq -c '.canonical_record'` then Pith's own python3 one-liner, over the served bytes
     compact = json.dumps(doc["canonical_record"], separators=(",", ":"), ensure_ascii=False)
-    out = subprocess.run([sys.executable, "-c", PITH_SNIPPET], input=compact, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", PITH_SNIPPET], input=compact, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == expect == doc["canonical_sha256"]
     digest = bytes.fromhex(out)
     year = doc["canonical_record"]["metadata"]["submitted_at"][:4]
@@ -52,21 +53,31 @@ def test_ld_json_reproduces_the_canonical_hash_as_pith_snippet_does(site: tuple[
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="the shell pipeline needs curl and jq")
 def test_the_readme_pipeline_in_a_shell(site: tuple[Server, Path, Path]) -> None:
     server, ledger, tmp = site
-    pipeline = (f"curl -sH 'Accept: application/ld+json' {server.base}/pith/{FZ7} | jq -c '.canonical_record' | "
-                f"python3 -c \"{PITH_SNIPPET}\"")
+    pipeline = (
+        f"curl -sH 'Accept: application/ld+json' {server.base}/pith/{FZ7} | jq -c '.canonical_record' | "
+        f'python3 -c "{PITH_SNIPPET}"'
+    )
     out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, check=True).stdout.strip()
     assert out == json.loads(pl(tmp, "--ledger", str(ledger), "state", FZ7).stdout)["current"]["canonical_sha256"]
 
 
-@pytest.mark.parametrize("accept,kind", [
-    ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "html"),  # a browser
-    ("*/*", "html"), ("", "html"),
-    ("application/json", "json"), ("application/ld+json", "ld"),
-    ("application/json;q=0.9, text/html;q=0.5", "json"),
-    ("text/html;q=0.1, application/ld+json", "ld"),
-    ("application/json;q=0", "html"), ("image/png", "html"),
-    ("garbage;;;,,,q=x/y", "html"), ("application/json;q=abc", "html"), ("a/" + "b" * 5000, "html"),
-])
+@pytest.mark.parametrize(
+    "accept,kind",
+    [
+        ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "html"),  # a browser
+        ("*/*", "html"),
+        ("", "html"),
+        ("application/json", "json"),
+        ("application/ld+json", "ld"),
+        ("application/json;q=0.9, text/html;q=0.5", "json"),
+        ("text/html;q=0.1, application/ld+json", "ld"),
+        ("application/json;q=0", "html"),
+        ("image/png", "html"),
+        ("garbage;;;,,,q=x/y", "html"),
+        ("application/json;q=abc", "html"),
+        ("a/" + "b" * 5000, "html"),
+    ],
+)
 def test_content_negotiation(site: tuple[Server, Path, Path], accept: str, kind: str) -> None:
     server = site[0]
     status, headers, body = server.request(f"/pith/{FZ7}", headers={"Accept": accept} if accept else {})
@@ -118,19 +129,35 @@ def test_no_write_endpoints(site: tuple[Server, Path, Path], method: str) -> Non
 
 
 def test_cors_preflight(site: tuple[Server, Path, Path]) -> None:
-    status, headers, body = site[0].request(f"/pith/{FZ7}/state.json", method="OPTIONS",
-                                            headers={"Origin": "https://example.org", "Access-Control-Request-Method": "GET"})
+    status, headers, body = site[0].request(
+        f"/pith/{FZ7}/state.json",
+        method="OPTIONS",
+        headers={"Origin": "https://example.org", "Access-Control-Request-Method": "GET"},
+    )
     assert status == 204 and body == b""
     assert headers["access-control-allow-origin"] == "*"
     assert "GET" in headers["access-control-allow-methods"]
 
 
-@pytest.mark.parametrize("ident", ["2605.00424", "2605.00424v2", "arXiv:2605.00424", "10.48550/arxiv.2605.00424",
-                                   "pith:FZ7AO632", "FZ7AO632", "fz7ao632hbv3", "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P",
-                                   FZ7.lower(), "https://arxiv.org/abs/2605.00424"])
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "2605.00424",
+        "2605.00424v2",
+        "arXiv:2605.00424",
+        "10.48550/arxiv.2605.00424",
+        "pith:FZ7AO632",
+        "FZ7AO632",
+        "fz7ao632hbv3",
+        "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P",
+        FZ7.lower(),
+        "https://arxiv.org/abs/2605.00424",
+    ],
+)
 def test_resolver_redirects_any_id_form_to_the_record(site: tuple[Server, Path, Path], ident: str) -> None:
     server = site[0]
     from urllib.parse import quote
+
     for path in (f"/resolve?id={quote(ident, safe='')}", f"/?id={quote(ident, safe='')}"):
         status, headers, _ = server.request(path)
         assert status == 302, path
@@ -140,32 +167,45 @@ def test_resolver_redirects_any_id_form_to_the_record(site: tuple[Server, Path, 
         assert (status, headers.get("location")) == ((200, None) if ident == FZ7 else (302, f"/pith/{FZ7}"))
 
 
-@pytest.mark.parametrize("ident", ["//evil.example/x", "https://evil.example/pith/FZ7AO632", "http://evil.example",
-                                   "/\\evil.example", "javascript:alert(1)", "%0d%0aLocation:%20http://evil"])
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "//evil.example/x",
+        "https://evil.example/pith/FZ7AO632",
+        "http://evil.example",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "%0d%0aLocation:%20http://evil",
+    ],
+)
 def test_resolver_never_redirects_off_site(site: tuple[Server, Path, Path], ident: str) -> None:
     from urllib.parse import quote
+
     status, headers, body = site[0].request(f"/resolve?id={quote(ident, safe='')}")
     assert status in (400, 404) and "location" not in headers
     assert json.loads(body)["error"] in ("malformed-id", "not-found")
 
 
-@pytest.mark.parametrize("path,status,code", [
-    ("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA", 404, "not-found"),
-    ("/pith/AAAAAAAA", 404, "not-found"),
-    ("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/state.json", 404, "not-found"),
-    ("/pith/2605.00424/state.json", 404, "not-found"),
-    ("/pith/notanid!", 400, "malformed-id"),
-    ("/pith/..%2F..%2F..%2Fetc%2Fpasswd", 400, "malformed-id"),
-    ("/pith/../../etc/passwd", 404, "not-found"),
-    ("/.well-known/pith/..%2Fdata.mdb/bundle.json", 404, "not-found"),
-    ("/pith/" + "A" * 300, 400, "malformed-id"),
-    ("/nothing-here", 404, "not-found"),
-    ("/resolve", 400, "usage"),
-    ("/?" + "q=" + "x" * 10_000, 400, "request-too-long"),
-    ("/pith/" + "B" * 2000, 400, "request-too-long"),
-    ("/events.json?since=-1", 400, "usage"),
-    ("/events.json?limit=abc", 400, "usage"),
-])
+@pytest.mark.parametrize(
+    "path,status,code",
+    [
+        ("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA", 404, "not-found"),
+        ("/pith/AAAAAAAA", 404, "not-found"),
+        ("/pith/AAAAAAAAAAAAAAAAAAAAAAAAAA/state.json", 404, "not-found"),
+        ("/pith/2605.00424/state.json", 404, "not-found"),
+        ("/pith/notanid!", 400, "malformed-id"),
+        ("/pith/..%2F..%2F..%2Fetc%2Fpasswd", 400, "malformed-id"),
+        ("/pith/../../etc/passwd", 404, "not-found"),
+        ("/.well-known/pith/..%2Fdata.mdb/bundle.json", 404, "not-found"),
+        ("/pith/" + "A" * 300, 400, "malformed-id"),
+        ("/nothing-here", 404, "not-found"),
+        ("/resolve", 400, "usage"),
+        ("/?" + "q=" + "x" * 10_000, 400, "request-too-long"),
+        ("/pith/" + "B" * 2000, 400, "request-too-long"),
+        ("/events.json?since=-1", 400, "usage"),
+        ("/events.json?limit=abc", 400, "usage"),
+    ],
+)
 def test_errors_are_json_with_a_code(site: tuple[Server, Path, Path], path: str, status: int, code: str) -> None:
     got, headers, body = site[0].request(path)
     if path == "/pith/../../etc/passwd":  # http.client sends it verbatim; the server must not walk out
@@ -192,7 +232,11 @@ def test_manifest_key_digest_and_log(site: tuple[Server, Path, Path]) -> None:
     assert key["fingerprint_sha256_hex"] == "8d4b5ee74e4693bcd1df2446408b0d54"
     digest = json.loads(server.request("/digest.json")[2])
     cli = json.loads(pl(tmp, "--ledger", str(ledger), "--json", "digest").stdout)
-    assert (digest["events_root"], digest["states_root"], digest["events"]) == (cli["events_root"], cli["states_root"], cli["events"])
+    assert (digest["events_root"], digest["states_root"], digest["events"]) == (
+        cli["events_root"],
+        cli["states_root"],
+        cli["events"],
+    )
     page = json.loads(server.request("/events.json?since=0&limit=10")[2])
     assert [e["seq"] for e in page["events"]] == list(range(10)) and page["next"] == "/events.json?since=10&limit=10"
     events = json.loads(server.request(f"/pith/{FZ7}/events.json")[2])
@@ -221,11 +265,17 @@ def test_display_metadata_is_checked_against_the_record_hashes(site: tuple[Serve
 def test_display_metadata_changes_no_state_or_digest(tmp_path: Path) -> None:
     ledger = tmp_path / "l"
     pl(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES))
-    before = (pl(tmp_path, "--ledger", str(ledger), "state", Y7E).stdout, pl(tmp_path, "--ledger", str(ledger), "digest").stdout,
-              pl(tmp_path, "--ledger", str(ledger), "export", Y7E).stdout)
+    before = (
+        pl(tmp_path, "--ledger", str(ledger), "state", Y7E).stdout,
+        pl(tmp_path, "--ledger", str(ledger), "digest").stdout,
+        pl(tmp_path, "--ledger", str(ledger), "export", Y7E).stdout,
+    )
     pl(tmp_path, "--ledger", str(ledger), "metadata", str(BUNDLES / "source-data" / "arxiv-metadata-sample.jsonl"))
-    after = (pl(tmp_path, "--ledger", str(ledger), "state", Y7E).stdout, pl(tmp_path, "--ledger", str(ledger), "digest").stdout,
-             pl(tmp_path, "--ledger", str(ledger), "export", Y7E).stdout)
+    after = (
+        pl(tmp_path, "--ledger", str(ledger), "state", Y7E).stdout,
+        pl(tmp_path, "--ledger", str(ledger), "digest").stdout,
+        pl(tmp_path, "--ledger", str(ledger), "export", Y7E).stdout,
+    )
     assert before == after
     assert pl(tmp_path, "--ledger", str(ledger), "fsck").returncode == 0
 
@@ -243,8 +293,12 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
         first_badge = server.request(f"/pith/{FZ7}/badge.svg")
         assert first_badge[0] == 200 and b"not attested" in first_badge[2]
         first_doc = json.loads(server.request(f"/pith/{Y7E}", headers={"Accept": "application/json"})[2])
-        apply = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(BUNDLES)],
-                                 env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        apply = subprocess.Popen(
+            [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", str(BUNDLES)],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         statuses = []
         while apply.poll() is None:
             statuses.append(server.request(f"/pith/{FZ7}/state.json")[0])
@@ -255,7 +309,11 @@ def test_it_reads_while_apply_writes(tmp_path: Path) -> None:
         assert after[0] == 200 and after[1]["etag"] != first[1]["etag"]
         assert len(json.loads(after[2])["current"]["author_attestations"]) == 1
         page = server.request(f"/pith/{FZ7}")  # a cached page follows the state
-        assert page[1]["etag"] != first_page[1]["etag"] and b"Josiah Carberry" in page[2] and b"Josiah Carberry" not in first_page[2]
+        assert (
+            page[1]["etag"] != first_page[1]["etag"]
+            and b"Josiah Carberry" in page[2]
+            and b"Josiah Carberry" not in first_page[2]
+        )
         badge = server.request(f"/pith/{FZ7}/badge.svg")  # so does a cached badge
         assert b"claimed" in badge[2] and b"not attested" not in badge[2] and badge[1]["etag"] != first_badge[1]["etag"]
         # display metadata supplied while serving shows at once (and the cached record JSON follows it)
@@ -284,7 +342,9 @@ def test_port_in_use_is_a_named_error(site: tuple[Server, Path, Path]) -> None:
     server, ledger, tmp = site
     proc = pl(tmp, "--ledger", str(ledger), "serve", "--port", str(server.port), check=False)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("error[port-in-use]: port") and "hint:" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.startswith("error[port-in-use]: port") and "hint:" in proc.stderr and "Traceback" not in proc.stderr
+    )
 
 
 def test_no_ledger_is_a_named_error(tmp_path: Path) -> None:
@@ -298,8 +358,10 @@ def test_bad_base_url_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_the_command_line_does_not_load_the_server_stack() -> None:
-    code = ("import sys, pithledger.cli, pithledger.cli.app, pithledger.cli._fast, pithledger.mirror.publish; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn', 'httptools')]; print(bad)")
+    code = (
+        "import sys, pithledger.cli, pithledger.cli.app, pithledger.cli._fast, pithledger.mirror.publish; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn', 'httptools')]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import servekit
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers import servekit
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import make_event
@@ -44,7 +44,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def pl(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=120
+    )
 
 
 class Server(servekit.Server):
@@ -63,7 +65,11 @@ class Server(servekit.Server):
 
     def metrics(self) -> dict[str, list[Any]]:
         status, headers, body = self.request("/metrics")
-        assert status == 200 and headers["content-type"].startswith("text/plain") and headers["cache-control"] == "no-store"
+        assert (
+            status == 200
+            and headers["content-type"].startswith("text/plain")
+            and headers["cache-control"] == "no-store"
+        )
         out: dict[str, list[Any]] = {}
         for family in text_string_to_metric_families(body.decode()):
             out.setdefault(family.name, []).extend(family.samples)
@@ -104,12 +110,19 @@ def _key(name: str) -> LocalKey:
 
 
 def _attestation(n: int) -> dict[str, Any]:
-    return make_event("author_attestation", NUMBER, {"author_name": f"Author {n}"}, _key("carol"),
-                      created_at=f"2026-07-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z")
+    return make_event(
+        "author_attestation",
+        NUMBER,
+        {"author_name": f"Author {n}"},
+        _key("carol"),
+        created_at=f"2026-07-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
+    )
 
 
 def _post(srv: Server, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    status, _, answer = srv.request(ACTION, "POST", body=body, headers={"content-type": "application/json", **(headers or {})})
+    status, _, answer = srv.request(
+        ACTION, "POST", body=body, headers={"content-type": "application/json", **(headers or {})}
+    )
     return status, json.loads(answer)
 
 
@@ -169,7 +182,10 @@ def test_metrics_parse_and_move_by_route_template_and_log_lines_are_escaped(ledg
         digest = srv.json("/digest.json")
         assert value(before, "pithledger_ledger_events") == digest["events"]
         assert value(before, "pithledger_ledger_records") == digest["records"]
-        assert value(before, "pithledger_ledger_bytes") > 0 and value(before, "pithledger_last_commit_timestamp_seconds") > 1.7e9
+        assert (
+            value(before, "pithledger_ledger_bytes") > 0
+            and value(before, "pithledger_last_commit_timestamp_seconds") > 1.7e9
+        )
         for _ in range(3):
             assert srv.request(f"/pith/{SUFFIX}/state.json")[0] == 200
         for n in range(20):  # distinct hostile paths: one series, never one per path
@@ -177,20 +193,29 @@ def test_metrics_parse_and_move_by_route_template_and_log_lines_are_escaped(ledg
             assert srv.request(f"/nothing-{n}")[0] == 404
         after = srv.metrics()
         route = "/pith/{suffix}/state.json"
-        assert value(after, "pithledger_http_requests_total", route=route, method="GET", status="200") - \
-            value(before, "pithledger_http_requests_total", route=route, method="GET", status="200") == 3
+        assert (
+            value(after, "pithledger_http_requests_total", route=route, method="GET", status="200")
+            - value(before, "pithledger_http_requests_total", route=route, method="GET", status="200")
+            == 3
+        )
         assert value(after, "pithledger_http_request_duration_seconds_count", route=route) >= 3
         assert value(after, "pithledger_http_requests_total", route="unmatched", method="GET", status="404") >= 20
-        assert value(after, "pithledger_http_requests_total", route="/pith/{ident:path}", method="GET", status="404") == 20
+        assert (
+            value(after, "pithledger_http_requests_total", route="/pith/{ident:path}", method="GET", status="404") == 20
+        )
         routes = {s.labels.get("route") for s in after["pithledger_http_requests"]}
         assert not any(r and ("x1" in r or "nothing" in r) for r in routes), routes
         # a path that would end the quoted value and forge a field: '"' and '\\' escaped (httptools itself refuses
         # control characters and bytes past ASCII in a request line: 400 outside the application; escaped() covers them)
-        status = _raw(srv.port, b'GET /pith/"status=200\\?q="client=6.6.6.6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+        status = _raw(
+            srv.port, b'GET /pith/"status=200\\?q="client=6.6.6.6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'
+        )
         line = wait_for(lambda: srv.lines, "/pith/\\x22status")
         assert 'path="/pith/\\x22status=200\\x5c?q=\\x22client=6.6.6.6" ' in line and line.count('"') == 2
-        assert f"status={status} " in line and "method=GET" in line and "client=127.0.0.1 " in line and "peer=" not in line
-        line = wait_for(lambda: srv.lines, f"path=\"/pith/{SUFFIX}/state.json\"")
+        assert (
+            f"status={status} " in line and "method=GET" in line and "client=127.0.0.1 " in line and "peer=" not in line
+        )
+        line = wait_for(lambda: srv.lines, f'path="/pith/{SUFFIX}/state.json"')
         assert "status=200 " in line and " bytes=" in line and " seconds=" in line
     finally:
         srv.stop()
@@ -214,7 +239,10 @@ def test_access_log_file_and_the_events_posted_are_logged_and_counted(ledger: tu
         assert _post(srv, canonical_bytes(write_bundle(NUMBER, [event])))[0] == 200  # held: not accepted twice
         wait_for(lines, f"event=held id={event_id}")
         forged = _attestation(2) | {"payload": {"author_name": "Mallory"}}
-        forged["event_id"] = "sha256:" + hashlib.sha256(canonical_bytes({k: v for k, v in forged.items() if k != "event_id"})).hexdigest()
+        forged["event_id"] = (
+            "sha256:"
+            + hashlib.sha256(canonical_bytes({k: v for k, v in forged.items() if k != "event_id"})).hexdigest()
+        )
         status, answer = _post(srv, canonical_bytes(write_bundle(NUMBER, [forged])))
         assert status == 422 and answer["error"] == "bad-signature"
         line = wait_for(lines, f"event=refused id={answer['events'][0]['event_id']}")
@@ -225,10 +253,19 @@ def test_access_log_file_and_the_events_posted_are_logged_and_counted(ledger: tu
         assert value(after, "pithledger_events_accepted_total") - value(before, "pithledger_events_accepted_total") == 1
         assert value(after, "pithledger_events_held_total") - value(before, "pithledger_events_held_total") == 1
         assert value(after, "pithledger_events_refused_total", reason="bad-signature") == 1
-        assert value(after, "pithledger_http_requests_total", route="/pith/{suffix}/action/{kind}", method="POST", status="201") == 1
+        assert (
+            value(
+                after,
+                "pithledger_http_requests_total",
+                route="/pith/{suffix}/action/{kind}",
+                method="POST",
+                status="201",
+            )
+            == 1
+        )
         assert value(after, "pithledger_ledger_events") == value(before, "pithledger_ledger_events") + 1
         assert lines()[0] == "kept"
-        wait_for(lines, "path=\"/metrics\"")
+        wait_for(lines, 'path="/metrics"')
     finally:
         srv.stop()
     assert not any("path=" in line for line in srv.lines)  # the file, not stderr
@@ -237,7 +274,11 @@ def test_access_log_file_and_the_events_posted_are_logged_and_counted(ledger: tu
 def test_an_access_log_that_cannot_be_opened_is_a_named_error_at_start(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
     out = pl(tmp, "--ledger", str(base), "serve", "--port", "0", "--access-log", str(tmp / "no" / "such" / "dir.log"))
-    assert out.returncode == 1 and out.stderr.startswith("error[cannot-write]: cannot open the access log") and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 1
+        and out.stderr.startswith("error[cannot-write]: cannot open the access log")
+        and "Traceback" not in out.stderr
+    )
     out = pl(tmp, "--ledger", str(base), "serve", "--port", "0", "--forwarded-allow-ips", "127.0.0.1,nginx.local")
     assert out.returncode == 2 and "error[usage]" in out.stderr and "nginx.local" in out.stderr
 
@@ -265,8 +306,19 @@ def test_forwarded_from_an_untrusted_peer_changes_nothing(ledger: tuple[Path, Pa
 
 def test_forwarded_from_a_trusted_peer_names_the_client(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
-    srv = Server(base, tmp, "--accept-events", "--post-burst", "1", "--post-rate", "0.001", "--post-total-rate", "1000",
-                 "--forwarded-allow-ips", "10.0.0.0/8, 127.0.0.1")
+    srv = Server(
+        base,
+        tmp,
+        "--accept-events",
+        "--post-burst",
+        "1",
+        "--post-rate",
+        "0.001",
+        "--post-total-rate",
+        "1000",
+        "--forwarded-allow-ips",
+        "10.0.0.0/8, 127.0.0.1",
+    )
     try:
         assert _budget(srv, {"x-forwarded-for": "198.51.100.1"}) == 400
         assert _budget(srv, {"x-forwarded-for": "198.51.100.2"}) == 400  # another client: its own budget
@@ -285,8 +337,19 @@ def test_forwarded_from_a_trusted_peer_names_the_client(ledger: tuple[Path, Path
 
 def test_malformed_forwarded_headers_from_a_trusted_peer_fall_back_to_the_peer(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
-    srv = Server(base, tmp, "--accept-events", "--post-burst", "1", "--post-rate", "0.001", "--post-total-rate", "1000",
-                 "--forwarded-allow-ips", "127.0.0.1")
+    srv = Server(
+        base,
+        tmp,
+        "--accept-events",
+        "--post-burst",
+        "1",
+        "--post-rate",
+        "0.001",
+        "--post-total-rate",
+        "1000",
+        "--forwarded-allow-ips",
+        "127.0.0.1",
+    )
     try:
         assert _budget(srv, {"x-forwarded-for": "not-an-address"}) == 400  # the peer's budget
         for bad in ["198.51.100.1, junk", "198.51.100.1:99999", "[2001:db8::1", "unknown", "", " , "]:
@@ -324,7 +387,10 @@ def test_the_client_address_rule() -> None:
     assert p.client("192.0.2.1", h("x-forwarded-for", "198.51.100.1")) == "192.0.2.1"  # untrusted peer
     assert p.client("10.9.9.9", h("x-forwarded-for", "198.51.100.1, 10.0.0.2")) == "198.51.100.1"
     assert p.client("::1", h("x-forwarded-for", "10.0.0.3, 10.0.0.2")) == "10.0.0.3"  # all proxies: the first
-    assert p.client("::1", [(b"x-forwarded-for", b"198.51.100.1"), (b"x-forwarded-for", b"198.51.100.2")]) == "198.51.100.2"
+    assert (
+        p.client("::1", [(b"x-forwarded-for", b"198.51.100.1"), (b"x-forwarded-for", b"198.51.100.2")])
+        == "198.51.100.2"
+    )
     assert p.client("::1", h("x-forwarded-for", "2001:DB8:0::1")) == "2001:db8::1"  # normalised: one budget
     assert p.client("::1", h("x-forwarded-for", "198.51.100.1:8080")) == "198.51.100.1"
     assert p.client("::1", h("x-forwarded-for", "[2001:db8::2]:8080")) == "2001:db8::2"

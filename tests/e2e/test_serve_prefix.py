@@ -27,12 +27,20 @@ PREFIX = "/mirror"
 #: Requests that redirect to FZ7's page, as a client sends them: every identifier route, the search boxes'
 #: target as a browser submits it (Accept: text/html), short forms under /pith/, the resolver without json=true.
 REDIRECTS = [
-    ("/resolve?id=2605.00424", {}), ("/resolve/2605.00424", {}), ("/resolve?id=pith:FZ7AO632", {}),
+    ("/resolve?id=2605.00424", {}),
+    ("/resolve/2605.00424", {}),
+    ("/resolve?id=pith:FZ7AO632", {}),
     ("/resolve?id=2605.00424", {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}),
-    ("/?id=FZ7AO632", {"Accept": "text/html"}), ("/index.html?q=2605.00424", {"Accept": "text/html"}),
-    ("/pith/FZ7AO632", {}), ("/pith/pith:FZ7AO632", {}), ("/pith/FZ7AO632HBV3", {}), ("/pith/10.48550/arxiv.2605.00424", {}),
-    ("/paper/FZ7AO632", {}), ("/paper/2605.00424", {}),
-    ("/api/pith-number/resolve?arxiv=2605.00424", {}), ("/api/pith-number/resolve?pith=FZ7AO632&json=false", {}),
+    ("/?id=FZ7AO632", {"Accept": "text/html"}),
+    ("/index.html?q=2605.00424", {"Accept": "text/html"}),
+    ("/pith/FZ7AO632", {}),
+    ("/pith/pith:FZ7AO632", {}),
+    ("/pith/FZ7AO632HBV3", {}),
+    ("/pith/10.48550/arxiv.2605.00424", {}),
+    ("/paper/FZ7AO632", {}),
+    ("/paper/2605.00424", {}),
+    ("/api/pith-number/resolve?arxiv=2605.00424", {}),
+    ("/api/pith-number/resolve?pith=FZ7AO632&json=false", {}),
 ]
 
 
@@ -123,8 +131,11 @@ http {{
     }}
 }}
 """)
-    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf), "-e", f"{tmp}/logs/error.log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [NGINX, "-p", str(tmp), "-c", str(conf), "-e", f"{tmp}/logs/error.log"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{proxied.proxy_port}{PREFIX}/"
     deadline = time.monotonic() + 30
     while True:  # wait until nginx answers (a poll, not a sleep that decides the outcome)

@@ -10,12 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from helpers.eventpool import ALICE
+from helpers.served_bytes import DOC, FORGED, _relayed
+from helpers.site import Server, pl
 from pithledger.records.bundle import pith_record_event, served_pith_record_event, write_bundle
 from pithledger.records.events import make_event
-
-from helpers.eventpool import ALICE
-from helpers.site import Server, pl
-from helpers.served_bytes import DOC, FORGED, _relayed
 
 NUMBER = DOC["pith_number"]
 SUFFIX = NUMBER.rsplit(":", 1)[-1]
@@ -38,7 +37,9 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_two_mirrors_with_the_same_valid_events_serve_the_same_bytes(tmp_path: Path) -> None:
     real = pith_record_event(DOC)
-    author = make_event("author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-07-06T00:00:00Z")
+    author = make_event(
+        "author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-07-06T00:00:00Z"
+    )
     a = _ledger(tmp_path, "a", write_bundle(NUMBER, [real]), [author])
     b = _ledger(tmp_path, "b", write_bundle(NUMBER, [_relayed(real)]), [author])
     # the log keeps each first copy as received: the ledgers differ in what they hold, not in what is valid
@@ -61,10 +62,15 @@ def test_two_mirrors_with_the_same_valid_events_serve_the_same_bytes(tmp_path: P
 
     servers = [Server(x, tmp_path, "--base-url", "https://mirror.example") for x in (a, b)]
     try:
-        for path, headers in [(f"/pith/{SUFFIX}", {}), (f"/pith/{SUFFIX}", {"Accept": "application/ld+json"}),
-                              (f"/pith/{SUFFIX}/bundle.json", {}), (f"/pith/{SUFFIX}/events.json", {}),
-                              (f"/.well-known/pith/{SUFFIX}/bundle.json", {}),
-                              (f"/api/pith-number/{SUFFIX}/events.json", {}), (f"/pith/{SUFFIX}/state.json", {})]:
+        for path, headers in [
+            (f"/pith/{SUFFIX}", {}),
+            (f"/pith/{SUFFIX}", {"Accept": "application/ld+json"}),
+            (f"/pith/{SUFFIX}/bundle.json", {}),
+            (f"/pith/{SUFFIX}/events.json", {}),
+            (f"/.well-known/pith/{SUFFIX}/bundle.json", {}),
+            (f"/api/pith-number/{SUFFIX}/events.json", {}),
+            (f"/pith/{SUFFIX}/state.json", {}),
+        ]:
             got = [s.request(path, headers=headers) for s in servers]
             assert got[0][0] == got[1][0] == 200, (path, got[0][0], got[1][0])
             assert got[0][2] == got[1][2], path
@@ -86,7 +92,9 @@ def test_the_transparency_log_entry_of_a_pith_record_hashes_what_is_served(tmp_p
     from pithledger.store import Ledger
 
     real = pith_record_event(DOC)
-    author = make_event("author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-07-06T00:00:00Z")
+    author = make_event(
+        "author_attestation", NUMBER, {"author_name": "A. Author"}, ALICE, created_at="2026-07-06T00:00:00Z"
+    )
     a = _ledger(tmp_path, "a", write_bundle(NUMBER, [real]), [author])
     b = _ledger(tmp_path, "b", write_bundle(NUMBER, [_relayed(real)]), [author])
     entries = []
@@ -113,13 +121,29 @@ def _hostile_ledger(tmp: Path) -> tuple[Path, Path]:
 
     rec = PITH_RECORDS[5]
     number = rec["pith_number"]
-    created = make_event("record_created", number, {"canonical_record": rec["canonical_record"],
-                                                    "canonical_sha256": rec["canonical_sha256"]}, ALICE, created_at="2026-07-01T00:00:00Z")
-    author = make_event("author_attestation", number, {"author_name": HOSTILE}, ALICE, created_at="2026-07-02T00:00:00Z")
-    relayed = {"created_at": "2026-07-03T00:00:00Z", "event_type": "x\n  record   VERIFIED\x1b[31m\u202e", "payload": {},
-               "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
-                          "signer_id": "pith.science", "signer_type": "pith_registry"},
-               "subject_pith_number": number, "target": "record"}
+    created = make_event(
+        "record_created",
+        number,
+        {"canonical_record": rec["canonical_record"], "canonical_sha256": rec["canonical_sha256"]},
+        ALICE,
+        created_at="2026-07-01T00:00:00Z",
+    )
+    author = make_event(
+        "author_attestation", number, {"author_name": HOSTILE}, ALICE, created_at="2026-07-02T00:00:00Z"
+    )
+    relayed = {
+        "created_at": "2026-07-03T00:00:00Z",
+        "event_type": "x\n  record   VERIFIED\x1b[31m\u202e",
+        "payload": {},
+        "signer": {
+            "key_id": "pith-v1-2026-05",
+            "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "subject_pith_number": number,
+        "target": "record",
+    }
     good, bad = tmp / "good.json", tmp / "bad.json"
     good.write_text(json.dumps(write_bundle(number, [created, author])))
     bad.write_text(json.dumps(write_bundle(number, [relayed])))
@@ -135,10 +159,12 @@ def test_state_view_log_verify_evidence_escape_control_characters(tmp_path: Path
     # the name is one line: its newline is shown as \x0a, and no line of the view claims a verified receipt
     assert not any(line.startswith("  record   Pith receipt") for line in view.splitlines()), view
     assert "A. Author\\x0a  record   Pith receipt" in view and "\\x1b[2J" in view and "\\u202eevil\\u2066\\x7f" in view
-    outputs = [pl(tmp_path, "--ledger", str(ledger), "apply", str(bad), check=False),
-               pl(tmp_path, "verify", str(bad), check=False),
-               pl(tmp_path, "--ledger", str(ledger), "evidence", _subject(ledger, tmp_path)),
-               pl(tmp_path, "--ledger", str(ledger), "log")]
+    outputs = [
+        pl(tmp_path, "--ledger", str(ledger), "apply", str(bad), check=False),
+        pl(tmp_path, "verify", str(bad), check=False),
+        pl(tmp_path, "--ledger", str(ledger), "evidence", _subject(ledger, tmp_path)),
+        pl(tmp_path, "--ledger", str(ledger), "log"),
+    ]
     for proc in outputs:
         for text in (proc.stdout, proc.stderr):
             for ch in UNSAFE[:3]:
@@ -177,9 +203,13 @@ def test_the_search_box_answers_a_browser_with_a_page(tmp_path: Path) -> None:
             assert headers["content-type"].startswith("text/html"), headers
             assert b'id="error"' in body and b'<form method="get"' in body
             # an API client still gets the JSON error
-            got, headers, body = server.request(f"/resolve?id={ident.replace(' ', '+')}", headers={"Accept": "application/json"})
+            got, headers, body = server.request(
+                f"/resolve?id={ident.replace(' ', '+')}", headers={"Accept": "application/json"}
+            )
             assert got == status and json.loads(body)["error"] in ("not-found", "malformed-id")
-        got, headers, _ = server.request(f"/resolve?id={_subject(ledger, tmp_path).rsplit(':', 1)[-1][:8]}", headers=browser)
+        got, headers, _ = server.request(
+            f"/resolve?id={_subject(ledger, tmp_path).rsplit(':', 1)[-1][:8]}", headers=browser
+        )
         assert got == 302 and headers["location"].startswith("/pith/")
     finally:
         server.stop()

@@ -7,12 +7,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
 import pytest
+
 from helpers.adversary import unsigned_pith_event
+from helpers.clikit import _env, _junk, _pith, _pithledger
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
-from helpers.clikit import _env, _junk, _pith, _pithledger
-
 
 _OPENED_EARLY = textwrap.dedent("""
     import json, sys
@@ -42,8 +43,13 @@ def test_a_handle_opened_before_another_process_grew_the_map_adopts_it(tmp_path:
     _junk(tmp_path / "small.jsonl", 1, 1)
     _pithledger("--ledger", "L", "apply", "small.jsonl", cwd=tmp_path)
     (tmp_path / "one.json").write_bytes(canonical_bytes(write_bundle(_pith(99), [unsigned_pith_event(_pith(99), n=1)])))
-    early = subprocess.Popen([sys.executable, "-c", _OPENED_EARLY, mode, str(tmp_path / "L"), str(tmp_path / "one.json")],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(tmp_path))
+    early = subprocess.Popen(
+        [sys.executable, "-c", _OPENED_EARLY, mode, str(tmp_path / "L"), str(tmp_path / "one.json")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
     assert early.stdout is not None and early.stdin is not None
     opened = early.stdout.readline().split()
     assert opened[0] == "open"

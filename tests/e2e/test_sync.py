@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 from helpers.eventpool import P
 from helpers.sync import bundle_path, publish_with_a_garbled_citation
 
@@ -26,8 +27,15 @@ def test_cli_sync_names_skipped_and_lying_records_on_every_run_with_exit_1(tmp_p
 
 def test_cli_apply_closes_batches_on_bundles_without_events(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "empty.jsonl"
-    path.write_text("\n".join(json.dumps({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                          "pith_number": p, "events": []}) for p in P) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": p, "events": []}
+            )
+            for p in P
+        )
+        + "\n"
+    )
     r = cli("--ledger", "L", "apply", "--batch-size", "1", str(path), "--json")
     assert r.code == 0 and r.json()["batches"] == len(P)
 

@@ -9,14 +9,16 @@ import json
 import socket
 import threading
 from pathlib import Path
+
 import pytest
-from pithledger.mirror import transport as _transport
-from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import SourceProtocolError
-from pithledger.mirror.publish import publish, record_dir
+
 from helpers.adversary import garble
 from helpers.eventpool import P, pool
 from helpers.sync_parts import ledger_with
+from pithledger.errors import SourceProtocolError
+from pithledger.mirror import transport as _transport
+from pithledger.mirror.publish import publish, record_dir
+from pithledger.records.canonical import canonical_bytes
 
 
 class ChunkedServer:
@@ -40,7 +42,7 @@ class ChunkedServer:
                 data += conn.recv(65536)
             out = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"]
             for i in range(0, len(self.body), self.size):
-                chunk = self.body[i:i + self.size]
+                chunk = self.body[i : i + self.size]
                 out.append(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             out.append(b"0\r\n\r\n")
             try:
@@ -95,18 +97,26 @@ def test_audit_bundles_names_a_record_whose_bundle_was_tampered_after_publishing
     assert P[2] in r.out and victim in r.out and P[0] not in r.out
     doc = cli("audit", pub, "--bundles", "--json").json()
     assert doc["records"] == doc["checked"] == n_records
-    assert [(f["pith_number"], f["reason"], f["missing_event_ids"]) for f in doc["faults"]] == [(P[2], "missing-events", [victim])]
+    assert [(f["pith_number"], f["reason"], f["missing_event_ids"]) for f in doc["faults"]] == [
+        (P[2], "missing-events", [victim])
+    ]
     # a seeded sample: the same seed checks the same records, and the count is what was asked
     one = cli("audit", pub, "--bundles", "--sample", "1", "--seed", "5", "--json").json()
-    assert one["checked"] == 1 and one == cli("audit", pub, "--bundles", "--sample", "1", "--seed", "5", "--json").json()
+    assert (
+        one["checked"] == 1 and one == cli("audit", pub, "--bundles", "--sample", "1", "--seed", "5", "--json").json()
+    )
     assert cli("audit", pub, "--bundles", "--sample", "99", "--seed", "5", "--json").json()["checked"] == n_records
 
 
 def test_audit_bundles_refuses_what_it_cannot_check(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     with ledger_with(tmp_path / "a", pool()) as a:
         publish(a, tmp_path / "pub")
-    for args in (("audit", str(tmp_path / "a"), "--bundles"), ("audit", str(tmp_path / "pub"), str(tmp_path / "a"), "--bundles"),
-                 ("audit", str(tmp_path / "pub"), "--sample", "2"), ("audit", str(tmp_path / "pub"))):
+    for args in (
+        ("audit", str(tmp_path / "a"), "--bundles"),
+        ("audit", str(tmp_path / "pub"), str(tmp_path / "a"), "--bundles"),
+        ("audit", str(tmp_path / "pub"), "--sample", "2"),
+        ("audit", str(tmp_path / "pub")),
+    ):
         r = cli(*args)
         assert r.code == 2 and r.err.startswith("error[") and "Traceback" not in r.err, (args, r.err)
     (tmp_path / "pub" / record_dir(P[1]) / "bundle.json").write_bytes(b"{ not json")

@@ -13,17 +13,16 @@ from typing import Any, Callable
 
 import pytest
 
+from helpers.eventpool import BOB
+from helpers.tlogkit import SUBJECT, attestations, base_ledger, grow, pl, vkey_of
+from pithledger.errors import BadProof
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.keys import KeyStore
-from pithledger.errors import BadProof
-from pithledger.tlog.proofs import inclusion_document, log_signer, verify_inclusion_document
+from pithledger.store import Ledger
 from pithledger.tlog.merkle import leaf_hash, root
 from pithledger.tlog.note import NoteVerifier, open_checkpoint
-from pithledger.store import Ledger
-
-from helpers.eventpool import BOB
-from helpers.tlogkit import SUBJECT, attestations, base_ledger, grow, pl, vkey_of
+from pithledger.tlog.proofs import inclusion_document, log_signer, verify_inclusion_document
 
 KEY = "mirror"
 
@@ -39,7 +38,9 @@ class Grown:
 
 
 def _log_ids(tmp: Path, ledger: Path) -> list[str]:
-    return [json.loads(line)["event_id"] for line in pl(tmp, "--ledger", str(ledger), "log", "--json").stdout.splitlines()]
+    return [
+        json.loads(line)["event_id"] for line in pl(tmp, "--ledger", str(ledger), "log", "--json").stdout.splitlines()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +80,20 @@ def test_the_default_origin_and_given_ones(grown: Grown) -> None:
     fingerprint = json.loads(pl(grown.tmp, "keys", "list", "--json").stdout)["keys"][0]["fingerprint_sha256_hex"]
     assert fingerprint.startswith(grown.vkey.split("+")[0].removeprefix("pithledger/"))
     assert grown.vkey.startswith(f"pithledger/{fingerprint[:16]}+")
-    given = pl(grown.tmp, "--ledger", str(grown.ledger), "checkpoint", "--key", KEY, "--origin", "log.example.org/pith").stdout
+    given = pl(
+        grown.tmp, "--ledger", str(grown.ledger), "checkpoint", "--key", KEY, "--origin", "log.example.org/pith"
+    ).stdout
     assert given.startswith("log.example.org/pith\n566\n") and "\n— log.example.org/pith " in given
-    derived = pl(grown.tmp, "--ledger", str(grown.ledger), "checkpoint", "--key", KEY, "--base-url", "https://Mirror.Example.ORG/a/").stdout
+    derived = pl(
+        grown.tmp,
+        "--ledger",
+        str(grown.ledger),
+        "checkpoint",
+        "--key",
+        KEY,
+        "--base-url",
+        "https://Mirror.Example.ORG/a/",
+    ).stdout
     assert derived.startswith("mirror.example.org/a\n")
 
 
@@ -113,11 +125,15 @@ def test_proofs_of_every_stage_hold_offline_with_the_size_of_their_own_checkpoin
 def test_verify_proof_checks_the_event_itself_when_given(grown: Grown, tmp_path: Path) -> None:
     path = grown.proofs[(2, 565)]
     event_id = json.loads(path.read_text())["entry"]
-    mine = [e for e in attestations(300, 200) if e["event_id"].removeprefix("sha256:") == json.loads(event_id)["event_id"]]
+    mine = [
+        e for e in attestations(300, 200) if e["event_id"].removeprefix("sha256:") == json.loads(event_id)["event_id"]
+    ]
     assert len(mine) == 1
     bundle = tmp_path / "b.json"
     bundle.write_text(json.dumps(write_bundle(SUBJECT, mine)))
-    out = json.loads(pl(grown.tmp, "verify-proof", str(path), "--log-key", grown.vkey, "--event", str(bundle), "--json").stdout)
+    out = json.loads(
+        pl(grown.tmp, "verify-proof", str(path), "--log-key", grown.vkey, "--event", str(bundle), "--json").stdout
+    )
     assert out["event_checked"].startswith("the given event is the one logged")
     other = tmp_path / "other.json"
     other.write_text(json.dumps(write_bundle(SUBJECT, attestations(1, 900))))
@@ -149,6 +165,7 @@ def _entry(**change: str) -> Callable[[dict[str, Any]], None]:
         for k, v in change.items():
             entry[k] = v if k != "sha256" else entry[k][:-1] + ("0" if entry[k][-1] != "0" else "1")
         doc["entry"] = canonical_bytes(entry).decode()
+
     return mutate
 
 
@@ -202,7 +219,9 @@ def test_a_proof_under_another_key_or_another_checkpoint_is_refused(grown: Grown
     proc = pl(grown.tmp, "verify-proof", str(path), "--log-key", grown.vkey, check=False)
     assert proc.returncode == 1 and "error[bad-proof]" in proc.stderr
     # the right proof checked under another mirror's key
-    impostor = json.loads(pl(grown.tmp, "--ledger", str(grown.ledger), "checkpoint", "--key", "impostor", "--json").stdout)["log_key"]
+    impostor = json.loads(
+        pl(grown.tmp, "--ledger", str(grown.ledger), "checkpoint", "--key", "impostor", "--json").stdout
+    )["log_key"]
     proc = pl(grown.tmp, "verify-proof", str(grown.proofs[(2, 283)]), "--log-key", impostor, check=False)
     assert proc.returncode == 1 and "error[unverified-note]" in proc.stderr
 
@@ -266,12 +285,42 @@ def test_a_fork_is_named_from_a_ledger_and_from_published_tiles(grown: Grown, tm
     forked = tmp_path / "forked.checkpoint"
     forked.write_text(pl(grown.tmp, "--ledger", str(other), "checkpoint", "--key", KEY).stdout)
     assert forked.read_text().split("\n")[1] == "666"
-    proc = pl(grown.tmp, "--ledger", str(other), "consistency", str(grown.checkpoints[2]), str(forked), "--log-key", grown.vkey, check=False)
+    proc = pl(
+        grown.tmp,
+        "--ledger",
+        str(other),
+        "consistency",
+        str(grown.checkpoints[2]),
+        str(forked),
+        "--log-key",
+        grown.vkey,
+        check=False,
+    )
     assert proc.returncode == 1 and "error[inconsistent-log]" in proc.stderr, proc.stderr
     site = tmp_path / "site"
     pl(grown.tmp, "--ledger", str(other), "publish", str(site), "--key", KEY)
-    proc = pl(grown.tmp, "consistency", str(grown.checkpoints[2]), str(forked), "--log-key", grown.vkey, "--source", str(site), check=False)
+    proc = pl(
+        grown.tmp,
+        "consistency",
+        str(grown.checkpoints[2]),
+        str(forked),
+        "--log-key",
+        grown.vkey,
+        "--source",
+        str(site),
+        check=False,
+    )
     assert proc.returncode == 1 and "error[inconsistent-log]" in proc.stderr, proc.stderr
     # the first ledger cannot prove a tree it does not hold, and says whom to ask
-    proc = pl(grown.tmp, "--ledger", str(grown.ledger), "consistency", str(grown.checkpoints[2]), str(forked), "--log-key", grown.vkey, check=False)
+    proc = pl(
+        grown.tmp,
+        "--ledger",
+        str(grown.ledger),
+        "consistency",
+        str(grown.checkpoints[2]),
+        str(forked),
+        "--log-key",
+        grown.vkey,
+        check=False,
+    )
     assert proc.returncode == 2 and "--source" in proc.stderr

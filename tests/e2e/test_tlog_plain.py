@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from helpers.tlogkit import pl
 from helpers.common import TESTS
 from helpers.tlog_plain import mldsa_vkey
+from helpers.tlogkit import pl
 
 ORIGIN = "example.com/gotlog"
 GOPATH = Path("/usr/share/gocode")
@@ -52,8 +52,13 @@ def go_writer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def go_log(writer: Path, directory: Path, old: int, new: int) -> str:
     """Grow the Go-written log in ``directory`` from ``old`` to ``new`` entries; its verifier key."""
     directory.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([str(writer), str(directory), ORIGIN, str(old), str(new)], check=True, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(writer), str(directory), ORIGIN, str(old), str(new)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc.stdout.strip()
 
 
@@ -92,14 +97,24 @@ def static(tmp_path: Path) -> Iterator[Static]:
 
 def witness_config(tmp: Path, vkey: str) -> Path:
     path = tmp / "witness.json"
-    path.write_text(json.dumps({"config_type": "pithledger_witness_config", "config_version": "1",
-                                "name": "witness.example/w1", "key": "w1", "logs": [{"origin": ORIGIN, "vkey": vkey}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "config_type": "pithledger_witness_config",
+                "config_version": "1",
+                "name": "witness.example/w1",
+                "key": "w1",
+                "logs": [{"origin": ORIGIN, "vkey": vkey}],
+            }
+        )
+    )
     return path
 
 
 @pytest.mark.parametrize("over", ["directory", "http"])
-def test_consistency_and_witness_read_a_plain_c2sp_log_written_by_go(tmp_path: Path, go_writer: Path, static: Static,
-                                                                       over: str) -> None:
+def test_consistency_and_witness_read_a_plain_c2sp_log_written_by_go(
+    tmp_path: Path, go_writer: Path, static: Static, over: str
+) -> None:
     # Before: consistency --source demanded pithledger/digest.json, witness said "publishes no checkpoint".
     log = tmp_path / "www" / "log"
     vkey = go_log(go_writer, log, 0, 300)
@@ -138,7 +153,9 @@ def test_a_plain_log_with_a_changed_tile_is_refused(tmp_path: Path, go_writer: P
     data = bytearray(tile.read_bytes())
     data[40] ^= 1
     tile.write_bytes(bytes(data))
-    got = pl(tmp_path, "consistency", str(old), str(log / "checkpoint"), "--log-key", vkey, "--source", str(log), check=False)
+    got = pl(
+        tmp_path, "consistency", str(old), str(log / "checkpoint"), "--log-key", vkey, "--source", str(log), check=False
+    )
     assert got.returncode == 1 and got.stderr.startswith("error[tile-mismatch]: tile/0/001 "), got.stderr
     assert "consistent:" not in got.stdout
 
@@ -147,7 +164,9 @@ def test_a_manifest_still_decides_where_the_log_is(tmp_path: Path, go_writer: Pa
     # pith-mirrors.json naming no checkpoint: unlogged, even with a checkpoint file at the base (§6.5's order)
     log = tmp_path / "log"
     vkey = go_log(go_writer, log, 0, 5)
-    (log / "pith-mirrors.json").write_text(json.dumps({"mirrors": [{"checkpoint": None, "log_key": None, "origin": None}]}))
+    (log / "pith-mirrors.json").write_text(
+        json.dumps({"mirrors": [{"checkpoint": None, "log_key": None, "origin": None}]})
+    )
     pl(tmp_path, "keys", "new", "w1")
     got = pl(tmp_path, "witness", str(log), "--config", str(witness_config(tmp_path, vkey)), check=False)
     assert got.returncode == 1 and "error[bad-checkpoint]" in got.stderr and "publishes no checkpoint" in got.stderr
@@ -161,20 +180,26 @@ def logged_source(tmp_path: Path, go_writer: Path, static: Static) -> str:
     """A source at a URL whose manifest names a checkpoint: what sync and pull would fetch first."""
     log = tmp_path / "www"
     vkey = go_log(go_writer, log, 0, 3)
-    (log / "pith-mirrors.json").write_text(json.dumps({"mirrors": [{"checkpoint": "checkpoint", "log_key": vkey, "origin": ORIGIN}]}))
+    (log / "pith-mirrors.json").write_text(
+        json.dumps({"mirrors": [{"checkpoint": "checkpoint", "log_key": vkey, "origin": ORIGIN}]})
+    )
     return static.base
 
 
-@pytest.mark.parametrize(("option", "key", "code"), [
-    ("--log-key", "garbage", "bad-verifier-key"),
-    ("--witness-key", "garbage", "bad-verifier-key"),
-    ("--log-key", "n+0000000+AAAA", "bad-verifier-key"),
-    ("--witness-key", mldsa_vkey(), "unsupported-key-type"),
-    ("--log-key", mldsa_vkey(ORIGIN), "unsupported-key-type"),
-])
+@pytest.mark.parametrize(
+    ("option", "key", "code"),
+    [
+        ("--log-key", "garbage", "bad-verifier-key"),
+        ("--witness-key", "garbage", "bad-verifier-key"),
+        ("--log-key", "n+0000000+AAAA", "bad-verifier-key"),
+        ("--witness-key", mldsa_vkey(), "unsupported-key-type"),
+        ("--log-key", mldsa_vkey(ORIGIN), "unsupported-key-type"),
+    ],
+)
 @pytest.mark.parametrize("verb", ["sync", "pull"])
-def test_a_key_mistake_is_named_before_anything_is_fetched(tmp_path: Path, logged_source: str, static: Static, verb: str,
-                                                          option: str, key: str, code: str) -> None:
+def test_a_key_mistake_is_named_before_anything_is_fetched(
+    tmp_path: Path, logged_source: str, static: Static, verb: str, option: str, key: str, code: str
+) -> None:
     # Before: fetched, then "the checkpoint does not verify under the log key ...: do not trust this copy of the log".
     args = [verb, logged_source, option, key] + (["2605.00424"] if verb == "pull" else [])
     got = pl(tmp_path, "--ledger", str(tmp_path / "ledger"), *args, check=False)
@@ -195,8 +220,11 @@ def test_audit_names_a_bad_witness_key_before_reading(tmp_path: Path, logged_sou
 def test_offline_verbs_name_an_unsupported_key_type(tmp_path: Path) -> None:
     # Before: verify-proof / consistency / verify-log said bad-verifier-key for a well-formed ML-DSA-44 key.
     (tmp_path / "p.json").write_text("{}")
-    for args in (["verify-proof", str(tmp_path / "p.json")], ["consistency", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
-                 ["verify-log", str(tmp_path / "absent")]):
+    for args in (
+        ["verify-proof", str(tmp_path / "p.json")],
+        ["consistency", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
+        ["verify-log", str(tmp_path / "absent")],
+    ):
         got = pl(tmp_path, *args, "--log-key", mldsa_vkey(ORIGIN), check=False)
         assert got.returncode == 1 and got.stderr.startswith("error[unsupported-key-type]:"), (args, got.stderr)
         assert "0x06 (ML-DSA-44)" in got.stderr
@@ -204,7 +232,9 @@ def test_offline_verbs_name_an_unsupported_key_type(tmp_path: Path) -> None:
 
 def test_witness_config_with_an_ml_dsa_log_key_is_named_unsupported(tmp_path: Path) -> None:
     pl(tmp_path, "keys", "new", "w1")
-    got = pl(tmp_path, "witness", str(tmp_path), "--config", str(witness_config(tmp_path, mldsa_vkey(ORIGIN))), check=False)
+    got = pl(
+        tmp_path, "witness", str(tmp_path), "--config", str(witness_config(tmp_path, mldsa_vkey(ORIGIN))), check=False
+    )
     assert got.returncode == 1 and got.stderr.startswith("error[unsupported-key-type]:"), got.stderr
 
 
@@ -212,8 +242,17 @@ def test_check_evidence_names_a_bad_log_key(tmp_path: Path) -> None:
     # Before: "old_checkpoint does not verify under the log key garbage" (bad-evidence): the file was blamed.
     from pithledger.tlog.witness import evidence_doc
 
-    doc = evidence_doc(origin=ORIGIN, log_key="x", old="a\n", new="b\n", proof=[], prefix=None, observer="t",
-                       observed_at="2026-01-01T00:00:00Z", kind="rollback")
+    doc = evidence_doc(
+        origin=ORIGIN,
+        log_key="x",
+        old="a\n",
+        new="b\n",
+        proof=[],
+        prefix=None,
+        observer="t",
+        observed_at="2026-01-01T00:00:00Z",
+        kind="rollback",
+    )
     path = tmp_path / "evidence.json"
     path.write_text(json.dumps(doc))
     for key, code in (("garbage", "bad-verifier-key"), (mldsa_vkey(ORIGIN), "unsupported-key-type")):
@@ -221,18 +260,24 @@ def test_check_evidence_names_a_bad_log_key(tmp_path: Path) -> None:
         assert got.returncode == 1 and got.stderr.startswith(f"error[{code}]:"), got.stderr
 
 
-@pytest.mark.parametrize(("manifest_key", "expected"), [
-    ("ml-dsa", "error[unsupported-key-type]:"),
-    ("garbage", "error[bad-checkpoint]: "),
-])
-def test_a_key_the_source_names_is_the_sources_and_its_type_is_named(tmp_path: Path, go_writer: Path, static: Static,
-                                                                     manifest_key: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("manifest_key", "expected"),
+    [
+        ("ml-dsa", "error[unsupported-key-type]:"),
+        ("garbage", "error[bad-checkpoint]: "),
+    ],
+)
+def test_a_key_the_source_names_is_the_sources_and_its_type_is_named(
+    tmp_path: Path, go_writer: Path, static: Static, manifest_key: str, expected: str
+) -> None:
     # The manifest's own log_key: an ML-DSA-44 one is unsupported (before: "does not verify under the log key",
     # bad-checkpoint); a malformed one is the source's fault, said as such.
     log = tmp_path / "www"
     go_log(go_writer, log, 0, 3)
     key = mldsa_vkey(ORIGIN) if manifest_key == "ml-dsa" else "garbage"
-    (log / "pith-mirrors.json").write_text(json.dumps({"mirrors": [{"checkpoint": "checkpoint", "log_key": key, "origin": ORIGIN}]}))
+    (log / "pith-mirrors.json").write_text(
+        json.dumps({"mirrors": [{"checkpoint": "checkpoint", "log_key": key, "origin": ORIGIN}]})
+    )
     got = pl(tmp_path, "--ledger", str(tmp_path / "ledger"), "sync", static.base, check=False)
     assert got.returncode == 1 and got.stderr.startswith(expected), got.stderr
     assert "does not verify" not in got.stderr

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.eventpool import BOB
+from helpers.tlogkit import SUBJECT, Server, TamperingProxy, attestations, base_ledger, grow, pl, vkey_of
+from pithledger.store import Ledger
 from pithledger.tlog import merkle
 from pithledger.tlog import tiles as tlog
 from pithledger.tlog.note import NoteVerifier, open_checkpoint
-from pithledger.store import Ledger
 from pithledger.tlog.tiles import tiles_for
-
-from helpers.eventpool import BOB
-from helpers.tlogkit import SUBJECT, Server, TamperingProxy, attestations, base_ledger, grow, pl, vkey_of
 
 KEY = "mirror"
 
@@ -98,9 +97,15 @@ def test_full_tiles_are_written_once_and_never_rewritten(published: Published) -
     assert full == ["tile/0/000", "tile/entries/000"]
     for rel in full:
         assert third[rel] == second[rel], f"{rel} was rewritten by a later publish"
-    again = json.loads(pl(published.tmp, "--ledger", str(published.ledger), "publish", str(published.site), "--key", KEY, "--json").stdout)
+    again = json.loads(
+        pl(
+            published.tmp, "--ledger", str(published.ledger), "publish", str(published.site), "--key", KEY, "--json"
+        ).stdout
+    )
     assert again["tiles_written"] == 0 and again["log_size"] == 566
-    assert _files(published.site)["checkpoint"] == third["checkpoint"], "an unchanged log leaves its checkpoint as it was"
+    assert _files(published.site)["checkpoint"] == third["checkpoint"], (
+        "an unchanged log leaves its checkpoint as it was"
+    )
 
 
 def test_the_manifest_names_the_checkpoint_the_log_key_and_the_origin(published: Published) -> None:
@@ -118,8 +123,17 @@ def test_publish_without_a_key_signs_nothing_and_says_so(published: Published, t
 
 
 def test_a_base_url_names_the_checkpoint_and_the_origin(published: Published, tmp_path: Path) -> None:
-    pl(published.tmp, "--ledger", str(published.ledger), "publish", str(tmp_path / "s"), "--key", KEY,
-       "--base-url", "https://Mirror.Example.org/pith/")
+    pl(
+        published.tmp,
+        "--ledger",
+        str(published.ledger),
+        "publish",
+        str(tmp_path / "s"),
+        "--key",
+        KEY,
+        "--base-url",
+        "https://Mirror.Example.org/pith/",
+    )
     mirror = json.loads((tmp_path / "s" / "pith-mirrors.json").read_text())["mirrors"][0]
     assert mirror["checkpoint"] == "https://Mirror.Example.org/pith/checkpoint"
     assert mirror["origin"] == "mirror.example.org/pith"
@@ -156,7 +170,9 @@ def _flip(path: Path, at: int = 40) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("rel", ["tile/entries/000", "tile/0/000", "tile/entries/002.p/54", "tile/0/002.p/54", "tile/1/000.p/2"])
+@pytest.mark.parametrize(
+    "rel", ["tile/entries/000", "tile/0/000", "tile/entries/002.p/54", "tile/0/002.p/54", "tile/1/000.p/2"]
+)
 def test_a_tampered_tile_is_named(published: Published, tmp_path: Path, rel: str) -> None:
     site = _copy(published, tmp_path)
     _flip(site / rel)
@@ -176,7 +192,9 @@ def test_a_checkpoint_signed_by_another_key_is_named(published: Published, tmp_p
     site = _copy(published, tmp_path)
     origin = NoteVerifier.from_vkey(published.vkey).name
     pl(published.tmp, "keys", "new", "impostor")
-    forged = pl(published.tmp, "--ledger", str(published.ledger), "checkpoint", "--key", "impostor", "--origin", origin).stdout
+    forged = pl(
+        published.tmp, "--ledger", str(published.ledger), "checkpoint", "--key", "impostor", "--origin", origin
+    ).stdout
     (site / "checkpoint").write_text(forged)
     code, _, err = _verify_log(published, site, check=False)
     assert code == 1 and "error[unverified-note]" in err, err
@@ -224,13 +242,19 @@ def _synthetic_log(published: Published, out: Path, n: int, per_record: int, rec
     items = []
     for i in range(n):
         digest = hashlib.sha256(b"event %d" % i).hexdigest()
-        named = record or "pith:2026:" + "".join(alphabet[b % 32] for b in hashlib.sha256(b"record %d" % (i // per_record)).digest()[:26])
-        items.append(json.dumps({"event_id": digest, "record": named, "sha256": digest}, separators=(",", ":"), sort_keys=True).encode())
+        named = record or "pith:2026:" + "".join(
+            alphabet[b % 32] for b in hashlib.sha256(b"record %d" % (i // per_record)).digest()[:26]
+        )
+        items.append(
+            json.dumps(
+                {"event_id": digest, "record": named, "sha256": digest}, separators=(",", ":"), sort_keys=True
+            ).encode()
+        )
     leaves = [merkle.leaf_hash(e) for e in items]
 
     class Reader:
         def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
-            return [merkle.root(leaves[i << level:(i + 1) << level]) for i in range(start, end)]
+            return [merkle.root(leaves[i << level : (i + 1) << level]) for i in range(start, end)]
 
     for rel, data in tlog.tiles_for(Reader(), lambda a, b: items[a:b], n):
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -239,14 +263,18 @@ def _synthetic_log(published: Published, out: Path, n: int, per_record: int, rec
     return str(signer.vkey)
 
 
-def test_verify_log_memory_does_not_grow_with_the_log(published: Published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_log_memory_does_not_grow_with_the_log(
+    published: Published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the entries name is kept on disk while the tiles stream past: ten times the entries, the same
     peak of Python memory (a dict of them held ~0.6 KB an entry: 650 MB for a log of 10^6)."""
     import tracemalloc
 
     from pithledger.mirror import logsite
 
-    monkeypatch.setattr(logsite, "MAX_FAULTS", 20)  # every record fails here: keep the list of faults out of the measure
+    monkeypatch.setattr(
+        logsite, "MAX_FAULTS", 20
+    )  # every record fails here: keep the list of faults out of the measure
     peaks = {}
     for n in (4_096, 40_960):
         vkey = _synthetic_log(published, tmp_path / f"log-{n}", n, per_record=64)
@@ -261,8 +289,9 @@ def test_verify_log_memory_does_not_grow_with_the_log(published: Published, tmp_
     assert peaks[40_960] - peaks[4_096] < 2_000_000, peaks  # a dict of 36,864 more entries: ~22 MB
 
 
-def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(published: Published, tmp_path: Path,
-                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_log_reads_a_record_in_chunks_of_its_ids_with_the_same_verdicts(
+    published: Published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A record's wanted ids come back from disk a chunk at a time (a hostile log may put every entry on one
     record) and its parts are read for each chunk: every event is still matched once, and a dropped one is
     named once, whatever the chunk and transaction sizes."""
@@ -303,17 +332,23 @@ def test_verify_log_lists_the_first_faults_and_counts_the_rest(published: Publis
 # --- forks of one's own log -------------------------------------------------------------------------------------
 
 
-def test_a_tile_already_there_that_differs_is_a_fork_and_nothing_is_written(published: Published, tmp_path: Path) -> None:
+def test_a_tile_already_there_that_differs_is_a_fork_and_nothing_is_written(
+    published: Published, tmp_path: Path
+) -> None:
     site = _copy(published, tmp_path)
     os.unlink(site / "checkpoint")  # without this log's checkpoint, every tile is checked
     _flip(site / "tile/entries/000")
     before = _files(site)
     proc = pl(published.tmp, "--ledger", str(published.ledger), "publish", str(site), "--key", KEY, check=False)
-    assert proc.returncode == 1 and "error[published-log-differs]" in proc.stderr and "tile/entries/000" in proc.stderr, proc.stderr
+    assert (
+        proc.returncode == 1 and "error[published-log-differs]" in proc.stderr and "tile/entries/000" in proc.stderr
+    ), proc.stderr
     assert _files(site) == before, "a refused publish writes nothing"
 
 
-def test_a_tile_deleted_from_the_directory_is_written_again_before_the_next_checkpoint(published: Published, tmp_path: Path) -> None:
+def test_a_tile_deleted_from_the_directory_is_written_again_before_the_next_checkpoint(
+    published: Published, tmp_path: Path
+) -> None:
     """A tile the new checkpoint needs from before is absent (deleted, a partial copy of the tree): publish
     writes every tile again rather than sign a tree a reader cannot read, and the result verifies."""
     site = _copy(published, tmp_path)
@@ -372,23 +407,55 @@ def test_serve_answers_every_published_tile_with_its_bytes(published: Published,
         else:
             assert headers["cache-control"] == "public, max-age=31536000, immutable", rel
     status, headers, body = server.request("/tile/entries/000", method="HEAD")
-    assert status == 200 and body == b"" and headers["content-length"] == str((published.site / "tile/entries/000").stat().st_size)
+    assert (
+        status == 200
+        and body == b""
+        and headers["content-length"] == str((published.site / "tile/entries/000").stat().st_size)
+    )
 
 
-@pytest.mark.parametrize("path", [
-    "/tile/entries/002.p/55", "/tile/entries/002", "/tile/0/003.p/1", "/tile/1/000.p/3", "/tile/1/000", "/tile/2/000.p/1",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tile/entries/002.p/55",
+        "/tile/entries/002",
+        "/tile/0/003.p/1",
+        "/tile/1/000.p/3",
+        "/tile/1/000",
+        "/tile/2/000.p/1",
+    ],
+)
 def test_tiles_beyond_the_tree_are_404(server: Server, path: str) -> None:
     status, _, body = server.request(path)
     assert status == 404 and json.loads(body)["error"] == "not-found"
 
 
-@pytest.mark.parametrize("path", [
-    "/tile/entries/2", "/tile/entries/002.p/054", "/tile/entries/000.p/256", "/tile/entries/000.p/0", "/tile/0/x000/000",
-    "/tile/0/%30%30%30", "/tile/0/../0/000", "/tile/./0/000", "/tile//0/000", "/tile/0/000/", "/tile/64/000.p/1",
-    "/tile/-1/000", "/tile/00/000", "/tile/0/000.p/", "/tile/entries/000.p/1/", "/tile/0/000%2ep/5", "/tile/../checkpoint",
-    "/tile/0/000.p/5%00", "/tile/0/000\\", "/tile/", "/tile",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tile/entries/2",
+        "/tile/entries/002.p/054",
+        "/tile/entries/000.p/256",
+        "/tile/entries/000.p/0",
+        "/tile/0/x000/000",
+        "/tile/0/%30%30%30",
+        "/tile/0/../0/000",
+        "/tile/./0/000",
+        "/tile//0/000",
+        "/tile/0/000/",
+        "/tile/64/000.p/1",
+        "/tile/-1/000",
+        "/tile/00/000",
+        "/tile/0/000.p/",
+        "/tile/entries/000.p/1/",
+        "/tile/0/000%2ep/5",
+        "/tile/../checkpoint",
+        "/tile/0/000.p/5%00",
+        "/tile/0/000\\",
+        "/tile/",
+        "/tile",
+    ],
+)
 def test_hostile_tile_paths_are_404(server: Server, path: str) -> None:
     status, headers, body = server.request(path)
     assert status == 404, path
@@ -408,7 +475,9 @@ def test_verify_log_over_a_live_server(published: Published, server: Server) -> 
     assert mirror["checkpoint"] == server.base + "/checkpoint" and mirror["log_key"] == published.vkey
     # without --log-key the key comes from the mirror's own manifest, and the report says so
     proc = pl(published.tmp, "verify-log", server.base, "--json")
-    assert json.loads(proc.stdout)["log_key_from_manifest"] is True and "not that it is the log you trust" in proc.stderr
+    assert (
+        json.loads(proc.stdout)["log_key_from_manifest"] is True and "not that it is the log you trust" in proc.stderr
+    )
 
 
 def test_serve_without_a_key_has_no_checkpoint(published: Published) -> None:

@@ -5,34 +5,53 @@ The tests of this feature that start processes or servers; the in-process ones a
 
 from __future__ import annotations
 
-from pathlib import Path
-import lmdb
-import pytest
-import pithledger.store.tlog_tables as T
-from pithledger.errors import TlogNotBuilt
 import json  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tarfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path
 from typing import Any  # noqa: E402
-from pithledger import store  # noqa: E402
-from pithledger.records.canonical import canonical_bytes  # noqa: E402
-from pithledger.store import Ledger, rebuild  # noqa: E402
+
+import lmdb
+import pytest
+
+import pithledger.store.tlog_tables as T
 from helpers.common import FIXTURES  # noqa: E402
 from helpers.translog import NUMBER, REMEDY, assert_tlog_is_the_log, attestations, raw_put, record_created, small_ledger
+from pithledger import store  # noqa: E402
+from pithledger.errors import TlogNotBuilt
+from pithledger.records.canonical import canonical_bytes  # noqa: E402
+from pithledger.store import Ledger, rebuild  # noqa: E402
 
 
 def test_bad_input_through_the_cli_writes_no_tlog_entry(tmp_path: Path, cli: Any) -> None:
     led = tmp_path / "l"
     good = tmp_path / "good.json"
-    good.write_bytes(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": NUMBER,
-                                      "events": [record_created()]}))
+    good.write_bytes(
+        canonical_bytes(
+            {
+                "bundle_type": "pith_open_graph_bundle",
+                "bundle_version": "1.0",
+                "pith_number": NUMBER,
+                "events": [record_created()],
+            }
+        )
+    )
     assert cli("--ledger", str(led), "apply", str(good)).code == 0
     bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0", "pith_number": NUMBER,
-                                     "events": attestations(3)}) + b"\n{not json\n")
+    bad.write_bytes(
+        canonical_bytes(
+            {
+                "bundle_type": "pith_open_graph_bundle",
+                "bundle_version": "1.0",
+                "pith_number": NUMBER,
+                "events": attestations(3),
+            }
+        )
+        + b"\n{not json\n"
+    )
     done = cli("--ledger", str(led), "apply", str(bad))
     assert done.code == 1 and "events" not in done.out
     with Ledger(led, readonly=True) as ledger:
@@ -41,13 +60,36 @@ def test_bad_input_through_the_cli_writes_no_tlog_entry(tmp_path: Path, cli: Any
 
 
 def write_lines(path: Path, events: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(canonical_bytes({"bundle_type": "pith_open_graph_bundle", "bundle_version": "1.0",
-                                               "pith_number": e["subject_pith_number"], "events": [e]}) + b"\n" for e in events))
+    path.write_bytes(
+        b"".join(
+            canonical_bytes(
+                {
+                    "bundle_type": "pith_open_graph_bundle",
+                    "bundle_version": "1.0",
+                    "pith_number": e["subject_pith_number"],
+                    "events": [e],
+                }
+            )
+            + b"\n"
+            for e in events
+        )
+    )
     return path
 
 
 def apply_cmd(ledger: Path, data: Path, batch: int = 50) -> list[str]:
-    return [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "apply", "--batch-size", str(batch), "-q", str(data)]
+    return [
+        sys.executable,
+        "-m",
+        "pithledger.cli",
+        "--ledger",
+        str(ledger),
+        "apply",
+        "--batch-size",
+        str(batch),
+        "-q",
+        str(data),
+    ]
 
 
 def test_a_killed_apply_leaves_log_and_tlog_agreeing(tmp_path: Path) -> None:
@@ -85,8 +127,15 @@ def test_two_writers_in_two_processes(tmp_path: Path) -> None:
     events = [record_created()] + attestations(800)
     a = write_lines(tmp_path / "a.jsonl", events[:500])
     b = write_lines(tmp_path / "b.jsonl", events[300:])  # overlapping: each dedups against the other
-    assert subprocess.run(apply_cmd(led, write_lines(tmp_path / "first.jsonl", events[:1])), capture_output=True).returncode == 0
-    procs = [subprocess.Popen(apply_cmd(led, f, batch=40), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for f in (a, b)]
+    assert (
+        subprocess.run(
+            apply_cmd(led, write_lines(tmp_path / "first.jsonl", events[:1])), capture_output=True
+        ).returncode
+        == 0
+    )
+    procs = [
+        subprocess.Popen(apply_cmd(led, f, batch=40), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for f in (a, b)
+    ]
     for p in procs:
         assert p.wait(timeout=300) in (0,), p.stderr.read() if p.stderr else b""
     with Ledger(led, readonly=True) as ledger:
@@ -117,7 +166,12 @@ def test_rebuild_reproduces_the_tlog(tmp_path: Path, cli: Any) -> None:
     small_ledger(path)
     before = tlog_of(path)
     done = rebuild(path, force=True)
-    assert done["tlog"] == {"old_size": len(before[0]), "size": len(before[0]), "extends_old": True, "first_difference": None}
+    assert done["tlog"] == {
+        "old_size": len(before[0]),
+        "size": len(before[0]),
+        "extends_old": True,
+        "first_difference": None,
+    }
     assert done["tlog_history_changed"] is False
     assert tlog_of(path) == before
     out = cli("--ledger", str(path), "rebuild", "--force")
@@ -156,6 +210,7 @@ def test_rebuild_says_loudly_when_the_published_history_changes(tmp_path: Path, 
     text = cli("--ledger", str(again), "rebuild", "--force", "--reverify")
     assert text.code == 0
     assert "WARNING" in text.err and "entry 30" in text.err and "new origin" in text.err
+
 
 LAYOUT4 = FIXTURES / "layout4-ledger.tar.gz"  # made by main at 1ce2eb0 (tests/fixtures/make_layout4_ledger.py)
 
@@ -204,6 +259,7 @@ def test_a_whole_view_reader_upgrades_a_layout_4_ledger(tmp_path: Path, cli: Any
     with Ledger(path, readonly=True) as reader:
         assert_tlog_is_the_log(reader)
 
+
 KILLED_UPGRADE = """
 import os, sys
 from pathlib import Path
@@ -229,7 +285,9 @@ def test_a_killed_upgrade_is_upgraded_again_by_the_next_writer(tmp_path: Path) -
     assert layout_of(path) == b"4"  # the upgrade is not done ...
     env = lmdb.open(str(path), max_dbs=32, readonly=True)
     with env.begin() as txn:
-        assert txn.stat(env.open_db(T.ENTRIES_DB, txn=txn, create=False))["entries"] == 30  # ... 3 steps of 10 were committed
+        assert (
+            txn.stat(env.open_db(T.ENTRIES_DB, txn=txn, create=False))["entries"] == 30
+        )  # ... 3 steps of 10 were committed
     env.close()
     with Ledger(path, readonly=True) as reader:  # a reader never sees the partial tlog
         with pytest.raises(TlogNotBuilt):
@@ -245,8 +303,15 @@ def test_a_reader_opened_before_the_upgrade_sees_the_tlog_once_it_is_committed(t
     with Ledger(path, readonly=True) as reader:
         with pytest.raises(TlogNotBuilt):
             reader.tlog_size()
-        upgraded = subprocess.run([sys.executable, "-c", "import sys; from pithledger.store import Ledger; Ledger(sys.argv[1]).close()",
-                                   str(path)], capture_output=True)
+        upgraded = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pithledger.store import Ledger; Ledger(sys.argv[1]).close()",
+                str(path),
+            ],
+            capture_output=True,
+        )
         assert upgraded.returncode == 0, upgraded.stderr
         assert reader.tlog_size() == 65
         assert_tlog_is_the_log(reader)

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from helpers.site import BUNDLES, FZ7, _env
-
 from pithledger.mirror.publish import part_index_doc
 from pithledger.records.canonical import canonical_bytes
 from pithledger.store import Ledger
@@ -21,7 +20,9 @@ FZ7_NUMBER = f"pith:2026:{FZ7}"
 
 
 def run(tmp: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=300
+    )
     assert not ok or proc.returncode == 0, proc.stderr
     return proc
 
@@ -39,14 +40,18 @@ def old_files(ledger: Path, tree: Path) -> list[Path]:
             suffix = number.rsplit(":", 1)[-1]
             year = number.split(":")[1]
             index = tree / "pithledger" / "records" / year / suffix / "parts.json"
-            index.write_bytes(canonical_bytes(part_index_doc(number, held.export_parts(number), held.record_events(number))) + b"\n")
+            index.write_bytes(
+                canonical_bytes(part_index_doc(number, held.export_parts(number), held.record_events(number))) + b"\n"
+            )
             added.append(index)
             if (tree / "pith" / suffix / "index.html").exists():
                 page = tree / "paper" / suffix[:8] / "index.html"
                 page.parent.mkdir(parents=True, exist_ok=True)
                 target = f"../../pith/{suffix}/index.html"
-                page.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={target}">'
-                                f'<title>{number}</title></head><body><p><a href="{target}">{number}</a></p></body></html>\n')
+                page.write_text(
+                    f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={target}">'
+                    f'<title>{number}</title></head><body><p><a href="{target}">{number}</a></p></body></html>\n'
+                )
                 added.append(page)
     return added
 
@@ -65,7 +70,9 @@ def test_a_tree_this_version_publishes_is_smaller_and_read_by_sync_and_audit(tmp
     assert digest(tmp_path, b) == digest(tmp_path, a)
     run(tmp_path, "audit", str(a), str(tree))
     run(tmp_path, "audit", str(tree), "--bundles")
-    log = json.loads(run(tmp_path, "verify-log", str(tree), "--json").stdout)  # every logged event found in its record's bundle
+    log = json.loads(
+        run(tmp_path, "verify-log", str(tree), "--json").stdout
+    )  # every logged event found in its record's bundle
     assert log["faults"] == [] and log["events_matched"] == log["size"] > 0, log
 
 
@@ -92,9 +99,22 @@ def test_a_tree_the_previous_version_published_is_read_and_a_republish_converges
     # one record changes: a re-publish rewrites it, and its files of the old layout go
     run(tmp_path, "keys", "new", "tree-test")
     payload = tmp_path / "payload.json"
-    payload.write_text(json.dumps({"description": "a new finding", "finding_type": "reference_unresolved", "severity": "info"}))
-    run(tmp_path, "event", "integrity_finding", "--subject", FZ7_NUMBER, "--key", "tree-test", "--payload", f"@{payload}",
-        "-o", str(tmp_path / "finding.json"))
+    payload.write_text(
+        json.dumps({"description": "a new finding", "finding_type": "reference_unresolved", "severity": "info"})
+    )
+    run(
+        tmp_path,
+        "event",
+        "integrity_finding",
+        "--subject",
+        FZ7_NUMBER,
+        "--key",
+        "tree-test",
+        "--payload",
+        f"@{payload}",
+        "-o",
+        str(tmp_path / "finding.json"),
+    )
     run(tmp_path, "--ledger", str(a), "apply", str(tmp_path / "finding.json"))
     run(tmp_path, "--ledger", str(a), "publish", str(tree))
     fz7_index = tree / "pithledger" / "records" / "2026" / FZ7 / "parts.json"
@@ -116,7 +136,12 @@ def test_a_tree_the_previous_version_published_is_read_and_a_republish_converges
     # files a Pith client reads (same bytes), and the extra files left are the previous version's, still true
     fresh = tmp_path / "fresh"
     run(tmp_path, "--ledger", str(a), "publish", str(fresh))
-    for rel in (f"pith/{FZ7}/bundle.json", f"pith/{FZ7}.json", f".well-known/pith/{FZ7}/bundle.json", f"pith/{FZ7}/state.json"):
+    for rel in (
+        f"pith/{FZ7}/bundle.json",
+        f"pith/{FZ7}.json",
+        f".well-known/pith/{FZ7}/bundle.json",
+        f"pith/{FZ7}/state.json",
+    ):
         assert (tree / rel).read_bytes() == (fresh / rel).read_bytes(), rel
 
 
@@ -125,8 +150,13 @@ def test_sync_and_audit_read_the_smaller_tree_over_http(tmp_path: Path) -> None:
     a, tree = tmp_path / "a", tmp_path / "tree"
     run(tmp_path, "--ledger", str(a), "apply", str(BUNDLES))
     run(tmp_path, "--ledger", str(a), "publish", str(tree))
-    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+    static = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
     try:
         assert static.stdout is not None
         m = re.search(r"port (\d+)", static.stdout.readline())
@@ -140,4 +170,6 @@ def test_sync_and_audit_read_the_smaller_tree_over_http(tmp_path: Path) -> None:
         static.terminate()
         assert static.stderr is not None
         log = static.communicate(timeout=10)[1]
-    assert re.search(r'"GET /pithledger/records/\d{4}/[A-Z2-7]{26}/parts\.json HTTP/1\.[01]" 404', log)  # the reader asked, found none
+    assert re.search(
+        r'"GET /pithledger/records/\d{4}/[A-Z2-7]{26}/parts\.json HTTP/1\.[01]" 404', log
+    )  # the reader asked, found none

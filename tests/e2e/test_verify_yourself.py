@@ -46,8 +46,9 @@ def _run_the_pages_commands(page: bytes, tmp: Path) -> tuple[str, str]:
     work = tmp / "verify-yourself"
     work.mkdir()
     env = _env(tmp) | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", commands], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, (commands, proc.stdout[-2000:], proc.stderr[-2000:])
     got = json.loads(proc.stdout.splitlines()[-1])["state_sha256"]
     return got, promised[1]
@@ -69,8 +70,12 @@ def test_published_pages_commands_reproduce_the_promised_state_of_a_cited_record
     tree.mkdir()
     # The static server binds port 0 and says which port it got (a free port picked beforehand could be
     # taken meanwhile by a test running in parallel); the tree is published under that address after.
-    static = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    static = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tree)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert static.stdout is not None
         listening = re.search(r"Serving HTTP on \S+ port (\d+)", static.stdout.readline())  # it listens
@@ -85,6 +90,12 @@ def test_published_pages_commands_reproduce_the_promised_state_of_a_cited_record
         static.wait(timeout=20)
     assert got == promised
     # A record nobody cites: its export is its bundle, one file on disk.
-    export, bundle = tree / "pith" / "FZ7AO632HBV3FATAUUZ6Y44Y3P" / "export.jsonl", tree / "pith" / "FZ7AO632HBV3FATAUUZ6Y44Y3P" / "bundle.json"
+    export, bundle = (
+        tree / "pith" / "FZ7AO632HBV3FATAUUZ6Y44Y3P" / "export.jsonl",
+        tree / "pith" / "FZ7AO632HBV3FATAUUZ6Y44Y3P" / "bundle.json",
+    )
     assert os.path.samefile(export, bundle)
-    assert export.read_bytes() == pl(tmp_path, "--ledger", str(ledger), "export", "FZ7AO632HBV3FATAUUZ6Y44Y3P").stdout.encode()
+    assert (
+        export.read_bytes()
+        == pl(tmp_path, "--ledger", str(ledger), "export", "FZ7AO632HBV3FATAUUZ6Y44Y3P").stdout.encode()
+    )

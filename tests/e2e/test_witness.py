@@ -9,28 +9,42 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket  # noqa: E402
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
 import nacl.signing
 import pytest
-from pithledger.tlog import merkle
-from pithledger import errors
-from pithledger.tlog import witness as w
-from pithledger.tlog.note import Checkpoint, NoteSigner, verify_cosignature
-from pithledger.mirror import checkpoints as logcheck  # noqa: E402
+
 from helpers.eventpool import pool  # noqa: E402
+from helpers.ledgers import ledger_with  # noqa: E402
+from helpers.site import BUNDLES, Server, pl  # noqa: E402
+from helpers.witness import (  # noqa: F401 (fixtures)
+    LOG,
+    Tree,
+    _forked_sources,
+    checkpoint,
+    cosigned,
+    entries,
+    log_signer,
+    post,
+    publish_log,
+    witness,
+)
+from pithledger import errors
+from pithledger.mirror import checkpoints as logcheck  # noqa: E402
 from pithledger.mirror.publish import publish  # noqa: E402
 from pithledger.store import Ledger  # noqa: E402
-from helpers.ledgers import ledger_with  # noqa: E402
-import socket  # noqa: E402
-from helpers.site import BUNDLES, Server, pl  # noqa: E402
-from helpers.witness import LOG, Tree, _forked_sources, checkpoint, cosigned, entries, log_signer, post, publish_log, witness  # noqa: F401 (fixtures)
+from pithledger.tlog import merkle
+from pithledger.tlog import witness as w
+from pithledger.tlog.note import Checkpoint, NoteSigner, verify_cosignature
 
 
 def test_random_proofs_sent_by_anyone_leave_no_evidence_and_never_replace_a_proven_one(
-        witness: w.Witness, log_signer: NoteSigner) -> None:
+    witness: w.Witness, log_signer: NoteSigner
+) -> None:
     """The proof of a push is the sender's: a flood of proofs that reach no root writes nothing, and the
     evidence of a proven fork is never overwritten by a weaker copy of the same request."""
     honest = Tree(entries(11))
@@ -113,9 +127,17 @@ def test_sync_from_an_unlogged_source_says_so(tmp_path: Path, cli: Any) -> None:
 
 def test_check_evidence_exit_codes(tmp_path: Path, cli: Any, log_signer: NoteSigner) -> None:
     tree = Tree(entries(11))
-    rollback = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 11, tree.root(11)).decode(),
-                              new=checkpoint(log_signer, 5, tree.root(5)).decode(), proof=[], prefix=None,
-                              observer="t", observed_at="2026-01-01T00:00:00Z", kind="rollback")
+    rollback = w.evidence_doc(
+        origin=LOG,
+        log_key=log_signer.vkey,
+        old=checkpoint(log_signer, 11, tree.root(11)).decode(),
+        new=checkpoint(log_signer, 5, tree.root(5)).decode(),
+        proof=[],
+        prefix=None,
+        observer="t",
+        observed_at="2026-01-01T00:00:00Z",
+        kind="rollback",
+    )
     (tmp_path / "rollback.json").write_text(json.dumps(rollback))
     r = cli("check-evidence", str(tmp_path / "rollback.json"))
     assert r.code == 1 and "error[fork-not-proven]" in r.err
@@ -132,8 +154,17 @@ def test_witness_command_pulls_cosigns_and_refuses_a_fork(tmp_path: Path, cli: A
     signer = _signer_file(tmp_path)
     assert cli("keys", "new", "w1").code == 0
     config = tmp_path / "witness.json"
-    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
-                                  "logs": [{"origin": LOG, "vkey": signer.vkey}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "config_type": w.CONFIG_TYPE,
+                "config_version": "1",
+                "name": "witness.example/w1",
+                "key": "w1",
+                "logs": [{"origin": LOG, "vkey": signer.vkey}],
+            }
+        )
+    )
     src = tmp_path / "src"
     publish_log(src, signer, entries(7))
     r = cli("witness", str(src), "--config", str(config))
@@ -163,8 +194,17 @@ def witness_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pl(tmp, "--ledger", str(tmp / "ledger"), "apply", str(BUNDLES / "demo-1709.09021.json"))
     pl(tmp, "keys", "new", "w1")
     config = tmp / "witness.json"
-    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
-                                  "logs": [{"origin": LOG, "vkey": signer.vkey}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "config_type": w.CONFIG_TYPE,
+                "config_version": "1",
+                "name": "witness.example/w1",
+                "key": "w1",
+                "logs": [{"origin": LOG, "vkey": signer.vkey}],
+            }
+        )
+    )
     server = Server(tmp / "ledger", tmp, "--witness", str(config))
     assert server.proc.stderr is not None
     vkey = server.proc.stderr.readline().split("cosignature/v1): ")[1].strip()
@@ -194,16 +234,30 @@ def test_http_add_checkpoint_cosigns_then_answers_409_with_the_size(witness_serv
     assert list((tmp / "witness-state" / "evidence").glob("*.json"))
 
 
-@pytest.mark.parametrize(("mutation", "status"), [("garbage", 400), ("empty", 400), ("unknown-origin", 404),
-                                                    ("no-signature-line", 400), ("signed-by-a-stranger", 403)])
+@pytest.mark.parametrize(
+    ("mutation", "status"),
+    [
+        ("garbage", 400),
+        ("empty", 400),
+        ("unknown-origin", 404),
+        ("no-signature-line", 400),
+        ("signed-by-a-stranger", 403),
+    ],
+)
 def test_http_hostile_bodies_are_refused(witness_server: Any, mutation: str, status: int) -> None:
     server, signer, _, _ = witness_server
     other = NoteSigner("other.example/log", nacl.signing.SigningKey.generate())
-    body = {"garbage": b"\x00\xff" * 100, "empty": b"",
-            "unknown-origin": w.request_body(0, [], checkpoint(other, 1, merkle.leaf_hash(b"x"), origin="other.example/log")),
-            "no-signature-line": b"old 0\n\n" + Checkpoint(LOG, 1, merkle.leaf_hash(b"x")).body().encode() + b"\n",
-            "signed-by-a-stranger": w.request_body(0, [], checkpoint(NoteSigner(LOG, nacl.signing.SigningKey.generate()), 1,
-                                                                      merkle.leaf_hash(b"x")))}[mutation]
+    body = {
+        "garbage": b"\x00\xff" * 100,
+        "empty": b"",
+        "unknown-origin": w.request_body(
+            0, [], checkpoint(other, 1, merkle.leaf_hash(b"x"), origin="other.example/log")
+        ),
+        "no-signature-line": b"old 0\n\n" + Checkpoint(LOG, 1, merkle.leaf_hash(b"x")).body().encode() + b"\n",
+        "signed-by-a-stranger": w.request_body(
+            0, [], checkpoint(NoteSigner(LOG, nacl.signing.SigningKey.generate()), 1, merkle.leaf_hash(b"x"))
+        ),
+    }[mutation]
     got, headers, answer = _post(server, body)
     assert got == status and headers["cache-control"] == "no-store", answer
 
@@ -252,25 +306,63 @@ def test_fork_through_real_processes(tmp_path: Path) -> None:
     def run(*args: str) -> Any:
         return pl(tmp_path, *args, check=False)
 
-    demo = [BUNDLES / "demo-1905.08204.json", BUNDLES / "demo-1709.09021.json", BUNDLES / "demo-2605.00424-every-kind.json"]
+    demo = [
+        BUNDLES / "demo-1905.08204.json",
+        BUNDLES / "demo-1709.09021.json",
+        BUNDLES / "demo-2605.00424-every-kind.json",
+    ]
     assert run("keys", "new", "mirror").returncode == 0 and run("keys", "new", "w1").returncode == 0
-    for name, files in (("a", [demo[0], demo[1]]), ("b", [demo[1], demo[0], demo[2]])):  # 3 entries; 14 in another order
+    for name, files in (
+        ("a", [demo[0], demo[1]]),
+        ("b", [demo[1], demo[0], demo[2]]),
+    ):  # 3 entries; 14 in another order
         for f in files:
             assert run("--ledger", str(tmp_path / name), "apply", str(f)).returncode == 0
     log_vkey = NoteSigner(origin, _local_key(tmp_path, "mirror").signing_key).vkey
     config = tmp_path / "witness.json"
-    config.write_text(json.dumps({"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
-                                  "logs": [{"origin": origin, "vkey": log_vkey}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "config_type": w.CONFIG_TYPE,
+                "config_version": "1",
+                "name": "witness.example/w1",
+                "key": "w1",
+                "logs": [{"origin": origin, "vkey": log_vkey}],
+            }
+        )
+    )
     server = Server(tmp_path / "a", tmp_path, "--witness", str(config))
     try:
         assert server.proc.stderr is not None
         witness_key = server.proc.stderr.readline().split("cosignature/v1): ")[1].strip()
-        first = run("--ledger", str(tmp_path / "a"), "publish", str(tmp_path / "pub-a"), "--key", "mirror", "--origin", origin,
-                    "--witness", server.base)
+        first = run(
+            "--ledger",
+            str(tmp_path / "a"),
+            "publish",
+            str(tmp_path / "pub-a"),
+            "--key",
+            "mirror",
+            "--origin",
+            origin,
+            "--witness",
+            server.base,
+        )
         assert first.returncode == 0 and f"witness {server.base}: cosigned" in first.stdout, first.stdout + first.stderr
-        second = run("--ledger", str(tmp_path / "b"), "publish", str(tmp_path / "pub-b"), "--key", "mirror", "--origin", origin,
-                     "--witness", server.base)
-        assert second.returncode == 1 and f"witness {server.base} refused: HTTP 422" in second.stdout, second.stdout + second.stderr
+        second = run(
+            "--ledger",
+            str(tmp_path / "b"),
+            "publish",
+            str(tmp_path / "pub-b"),
+            "--key",
+            "mirror",
+            "--origin",
+            origin,
+            "--witness",
+            server.base,
+        )
+        assert second.returncode == 1 and f"witness {server.base} refused: HTTP 422" in second.stdout, (
+            second.stdout + second.stderr
+        )
         assert "published without its cosignature" in second.stdout
     finally:
         server.stop()
@@ -286,7 +378,9 @@ def test_fork_through_real_processes(tmp_path: Path) -> None:
     assert f"checkpoint: {origin} size 3, first seen from this origin; cosigned by witness.example/w1" in synced.stdout
     digest = run("--json", "--ledger", str(tmp_path / "c"), "digest").stdout
     forked = run("--ledger", str(tmp_path / "c"), "sync", str(tmp_path / "pub-b"))
-    assert forked.returncode == 1 and "error[log-fork]" in forked.stderr and "Traceback" not in forked.stderr, forked.stderr
+    assert forked.returncode == 1 and "error[log-fork]" in forked.stderr and "Traceback" not in forked.stderr, (
+        forked.stderr
+    )
     evidence = Path(forked.stderr.split("evidence written to ")[1].split()[0])
     assert evidence.is_file() and run("check-evidence", str(evidence)).returncode == 0
     assert run("--json", "--ledger", str(tmp_path / "c"), "digest").stdout == digest  # nothing synced in that run
@@ -296,7 +390,9 @@ def test_fork_through_real_processes(tmp_path: Path) -> None:
     assert fresh.returncode == 1 and "error[not-witnessed]" in fresh.stderr, fresh.stderr
 
 
-def test_a_sync_waits_for_the_run_that_checks_the_same_log_and_then_sees_the_fork(tmp_path: Path, log_signer: NoteSigner) -> None:
+def test_a_sync_waits_for_the_run_that_checks_the_same_log_and_then_sees_the_fork(
+    tmp_path: Path, log_signer: NoteSigner
+) -> None:
     """`pithledger sync` of one view of a log while another run of this ledger holds its check of the
     other view: the sync says it waits, changes nothing meanwhile, and once that run has remembered its
     view, names the fork (exit 1, evidence) instead of accepting the second history as well."""
@@ -313,8 +409,13 @@ def test_a_sync_waits_for_the_run_that_checks_the_same_log_and_then_sees_the_for
         f.rename(ledger / "L" / "checkpoints" / f.name)
     ledger = ledger / "L"
     holding = logcheck.check_source(ledger, str(a), hold=True)
-    proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "sync", str(b)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "sync", str(b)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
     try:
         assert proc.stderr is not None
         note = proc.stderr.readline()  # the first thing it says, before it reads its memory of the log
@@ -346,7 +447,17 @@ def test_a_sync_remembers_the_checkpoint_before_it_commits_anything_so_even_a_ki
     origin = "example.org/stalls"
     pl(tmp_path, "keys", "new", "mirror")
     pl(tmp_path, "--ledger", str(tmp_path / "src"), "apply", str(BUNDLES))
-    pl(tmp_path, "--ledger", str(tmp_path / "src"), "publish", str(tmp_path / "pub"), "--key", "mirror", "--origin", origin)
+    pl(
+        tmp_path,
+        "--ledger",
+        str(tmp_path / "src"),
+        "publish",
+        str(tmp_path / "pub"),
+        "--key",
+        "mirror",
+        "--origin",
+        origin,
+    )
     stalled = threading.Event()
     release = threading.Event()
 
@@ -373,10 +484,25 @@ def test_a_sync_remembers_the_checkpoint_before_it_commits_anything_so_even_a_ki
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         # the real command line, its batches of one bundle each (of 10,000 events otherwise): the first ones commit
-        code = ("import functools, sys; import pithledger.mirror.publish as m; m.sync = functools.partial(m.sync, batch_events=1); "
-                "from pithledger.cli import main; sys.argv[0] = 'pithledger'; main()")
-        proc = subprocess.Popen([sys.executable, "-c", code, "--ledger", str(ledger), "sync", f"http://127.0.0.1:{server.server_address[1]}"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+        code = (
+            "import functools, sys; import pithledger.mirror.publish as m; m.sync = functools.partial(m.sync, batch_events=1); "
+            "from pithledger.cli import main; sys.argv[0] = 'pithledger'; main()"
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "--ledger",
+                str(ledger),
+                "sync",
+                f"http://127.0.0.1:{server.server_address[1]}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tmp_path),
+        )
         try:
             assert stalled.wait(60), "the sync never reached the stalled record"
             remembered = logcheck.remembered(ledger, origin)
@@ -390,7 +516,9 @@ def test_a_sync_remembers_the_checkpoint_before_it_commits_anything_so_even_a_ki
             server.shutdown()
     remembered = logcheck.remembered(ledger, origin)
     assert remembered is not None and remembered.size == 65
-    assert json.loads(pl(tmp_path, "--ledger", str(ledger), "digest", "--json").stdout)["events"] > 2  # the killed run committed some
+    assert (
+        json.loads(pl(tmp_path, "--ledger", str(ledger), "digest", "--json").stdout)["events"] > 2
+    )  # the killed run committed some
 
 
 def _local_key(tmp_path: Path, name: str) -> Any:

@@ -20,12 +20,14 @@ Event = dict[str, Any]
 def _set(field: str, value: Any) -> Callable[[Event], None]:
     def mutate(e: Event) -> None:
         e[field] = value
+
     return mutate
 
 
 def _drop(field: str) -> Callable[[Event], None]:
     def mutate(e: Event) -> None:
         e.pop(field, None)
+
     return mutate
 
 
@@ -40,7 +42,9 @@ def _shift_time(e: Event) -> None:
 
 
 def _other_digits(e: Event) -> None:  # Arabic-Indic digits in the year
-    e["created_at"] = "".join(chr(0x660 + int(c)) if c.isdigit() and i < 4 else c for i, c in enumerate(e["created_at"]))
+    e["created_at"] = "".join(
+        chr(0x660 + int(c)) if c.isdigit() and i < 4 else c for i, c in enumerate(e["created_at"])
+    )
 
 
 def _fullwidth_digits(e: Event) -> None:
@@ -103,8 +107,17 @@ def replay_under(event: Event, subject: str) -> Event:
 
 def unsigned_pith_event(subject: str, kind: str = "graph_snapshot", n: int = 0) -> Event:
     """Something in Pith's envelope that nobody can check: never folded, kept as evidence."""
-    return {"event_type": kind, "subject_pith_number": subject, "target": "graph" if kind == "graph_snapshot" else "record",
-            "created_at": "2026-06-12T00:00:00Z",
-            "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
-                       "signer_id": "pith.science", "signer_type": "pith_registry"},
-            "payload": {"graph_snapshot": {"n": n}}, "event_id": "sha256:" + hashlib.sha256(str(n).encode()).hexdigest()}
+    return {
+        "event_type": kind,
+        "subject_pith_number": subject,
+        "target": "graph" if kind == "graph_snapshot" else "record",
+        "created_at": "2026-06-12T00:00:00Z",
+        "signer": {
+            "key_id": "pith-v1-2026-05",
+            "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "payload": {"graph_snapshot": {"n": n}},
+        "event_id": "sha256:" + hashlib.sha256(str(n).encode()).hexdigest(),
+    }

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pithledger.render import record_doc
-
 from helpers.common import TESTS
+from pithledger.render import record_doc
 
 VECTORS = TESTS / "vectors"
 

@@ -12,4 +12,6 @@ BUNDLES = ROOT / "bundles"
 
 FIFTY = BUNDLES / "demo-50-records.jsonl"
 
-lines = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")) | st.just(b"") | st.just(b"\r"), max_size=30)
+lines = st.lists(
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")) | st.just(b"") | st.just(b"\r"), max_size=30
+)

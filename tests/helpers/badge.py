@@ -21,7 +21,7 @@ def parse_safe(data: bytes) -> ET.Element:
     root = ET.fromstring(text)
     assert root.tag == SVG + "svg"
     for el in root.iter():
-        assert el.tag.startswith(SVG) and el.tag[len(SVG):] in ALLOWED_TAGS, el.tag
+        assert el.tag.startswith(SVG) and el.tag[len(SVG) :] in ALLOWED_TAGS, el.tag
         for name, value in el.attrib.items():
             assert not name.lower().startswith("on"), name
             assert "href" not in name.lower(), name

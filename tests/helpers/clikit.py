@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from helpers.adversary import unsigned_pith_event
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
-
-from helpers.adversary import unsigned_pith_event
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -38,8 +37,15 @@ def _junk(path: Path, subjects: int, per: int, first: int = 0) -> int:
 
 
 def _pithledger(*args: str, cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=_env(cwd), timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(cwd),
+        timeout=120,
+        **kw,
+    )
 
 
 def _lines(screen: str) -> list[str]:
@@ -47,8 +53,18 @@ def _lines(screen: str) -> list[str]:
     return [x for x in re.split(r"[\r\n]", plain) if x.strip()]
 
 
-KINDS = ["author_attestation", "challenge", "citation_signature", "graph_snapshot", "integrity_finding", "record_created",
-         "replication_record", "revocation", "storage_attestation", "timestamp_anchor"]
+KINDS = [
+    "author_attestation",
+    "challenge",
+    "citation_signature",
+    "graph_snapshot",
+    "integrity_finding",
+    "record_created",
+    "replication_record",
+    "revocation",
+    "storage_attestation",
+    "timestamp_anchor",
+]
 
 
 def usage_error(r: Any, command: str | None = None) -> None:

@@ -13,14 +13,13 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from helpers.common import PITH_RECORDS
 from pithledger.merge import Entry
 from pithledger.records import ots as _ots
 from pithledger.records.bundle import Bundle
 from pithledger.records.events import compute_event_id, make_event, verify_event
 from pithledger.records.keys import LocalKey
 from pithledger.records.model import record_ids
-
-from helpers.common import PITH_RECORDS
 
 
 def key(name: str) -> LocalKey:
@@ -52,7 +51,13 @@ def pool() -> list[dict[str, Any]]:
         return e
 
     for i, rec in enumerate(RECS):
-        sign("record_created", P[i], {"canonical_record": rec, "canonical_sha256": IDS[i].canonical_sha256}, ALICE, t(1, i))
+        sign(
+            "record_created",
+            P[i],
+            {"canonical_record": rec, "canonical_sha256": IDS[i].canonical_sha256},
+            ALICE,
+            t(1, i),
+        )
     # a second witness of record 0, later: the alias time is the earliest
     sign("record_created", P[0], {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256}, BOB, t(2))
     # citations 0 -> 1 by bob, superseded by a later relation; 2 -> 0 by alice; a revoked one 1 -> 0
@@ -74,15 +79,33 @@ def pool() -> list[dict[str, Any]]:
     # multi-valued slots
     proof = _ots.build(bytes.fromhex(IDS[0].canonical_sha256), ["https://a.example"], [900000])
     sign("timestamp_anchor", P[0], {"ots_proof_b64": base64.b64encode(proof).decode()}, EVE, t(9))
-    sign("storage_attestation", P[1], {"capture_url": "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/x",
-                                       "captured_at": "2026-06-01T00:00:00Z"}, EVE, t(9))
-    sign("replication_record", P[1], {"replication_type": "formal_bridge", "outcome": "succeeded",
-                                      "artifact_url": "https://example.org/lean"}, ALICE, t(10))
+    sign(
+        "storage_attestation",
+        P[1],
+        {
+            "capture_url": "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/x",
+            "captured_at": "2026-06-01T00:00:00Z",
+        },
+        EVE,
+        t(9),
+    )
+    sign(
+        "replication_record",
+        P[1],
+        {"replication_type": "formal_bridge", "outcome": "succeeded", "artifact_url": "https://example.org/lean"},
+        ALICE,
+        t(10),
+    )
     sign("author_attestation", P[2], {"author_name": "Same Time"}, ALICE, t(10))
     sign("author_attestation", P[2], {"author_name": "Same Time 2"}, BOB, t(10))
     # a fabricated record claiming record 0's arXiv id (resolution must not pick it silently)
-    sign("record_created", FAKE, {"canonical_record": FAKE_REC, "canonical_sha256": record_ids(FAKE_REC).canonical_sha256},
-         MALLORY, t(10, 5))
+    sign(
+        "record_created",
+        FAKE,
+        {"canonical_record": FAKE_REC, "canonical_sha256": record_ids(FAKE_REC).canonical_sha256},
+        MALLORY,
+        t(10, 5),
+    )
     # pending: events about a record that never arrives
     sign("author_attestation", ORPHAN, {"author_name": "Nobody"}, EVE, t(11))
     # an unknown kind, signed
@@ -90,6 +113,7 @@ def pool() -> list[dict[str, Any]]:
     unknown.update(event_type="peer_review_v9", payload={"score": "high"}, subject_pith_number=P[1])
     from pithledger.records import keys as keys_
     from pithledger.records.events import signing_message
+
     unknown["signature_b64"] = keys_.b64encode(EVE.sign(signing_message(unknown)))
     unknown["event_id"] = compute_event_id(unknown)
     ev.append(unknown)
@@ -101,10 +125,22 @@ def pool() -> list[dict[str, Any]]:
     forged["signer"]["signer_type"] = "pith_registry"
     ev.append(forged)
     # unverified: a Pith-envelope snapshot nobody can check
-    ev.append({"event_type": "graph_snapshot", "subject_pith_number": P[2], "target": "graph", "created_at": t(12),
-               "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
-                          "signer_id": "pith.science", "signer_type": "pith_registry"},
-               "payload": {"graph_snapshot": {"claims": {"count": 9}}}, "event_id": "sha256:" + "74" * 32})
+    ev.append(
+        {
+            "event_type": "graph_snapshot",
+            "subject_pith_number": P[2],
+            "target": "graph",
+            "created_at": t(12),
+            "signer": {
+                "key_id": "pith-v1-2026-05",
+                "public_key_fingerprint": "8d4b5ee74e4693bcd1df2446408b0d54",
+                "signer_id": "pith.science",
+                "signer_type": "pith_registry",
+            },
+            "payload": {"graph_snapshot": {"claims": {"count": 9}}},
+            "event_id": "sha256:" + "74" * 32,
+        }
+    )
     return ev
 
 

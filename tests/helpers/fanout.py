@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from pithledger.fanout import Fanout
 
 

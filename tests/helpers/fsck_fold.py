@@ -11,10 +11,10 @@ from typing import Any
 import lmdb
 import msgspec
 import pytest
-from pithledger.records.events import make_event
-from pithledger.store import Ledger, views
 
 from helpers.eventpool import ALICE, BOB, EVE, IDS, RECS, P, bundles_of, t
+from pithledger.records.events import make_event
+from pithledger.store import Ledger, views
 
 BIG, OTHER, SMALL = P[0], P[1], P[2]
 B, O = BIG.encode(), OTHER.encode()
@@ -24,17 +24,39 @@ B, O = BIG.encode(), OTHER.encode()
 def _events() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(first batch, second batch, what a later apply brings): two records of 700 events (a fold entry
     each, their states segmented), one small record citing the big one (an inbound citation)."""
-    first = [make_event("record_created", P[i], {"canonical_record": RECS[i], "canonical_sha256": IDS[i].canonical_sha256},
-                        ALICE, created_at=t(1, i)) for i in range(3)]
+    first = [
+        make_event(
+            "record_created",
+            P[i],
+            {"canonical_record": RECS[i], "canonical_sha256": IDS[i].canonical_sha256},
+            ALICE,
+            created_at=t(1, i),
+        )
+        for i in range(3)
+    ]
     signers = [ALICE, BOB, EVE]
     for n in range(700):
         when = f"2026-06-{2 + n % 27:02d}T{n % 24:02d}:{n % 60:02d}:00Z"
         for subject in (BIG, OTHER):
-            first.append(make_event("author_attestation", subject, {"author_name": f"Author {n:04d}"}, signers[n % 3], created_at=when))
-    first.append(make_event("citation_signature", SMALL, {"cited_pith_number": BIG, "relation": "supports"}, ALICE, created_at=t(3)))
+            first.append(
+                make_event(
+                    "author_attestation", subject, {"author_name": f"Author {n:04d}"}, signers[n % 3], created_at=when
+                )
+            )
+    first.append(
+        make_event(
+            "citation_signature", SMALL, {"cited_pith_number": BIG, "relation": "supports"}, ALICE, created_at=t(3)
+        )
+    )
     # the second batch is folded onto the first's entries: the ledger's entries are a fold's, not fold_all's
-    second = [make_event("author_attestation", s, {"author_name": f"Second {s}"}, BOB, created_at=t(28, 1)) for s in (BIG, OTHER)]
-    later = [make_event("author_attestation", s, {"author_name": f"Later {s}"}, EVE, created_at=t(28, 2)) for s in (BIG, OTHER)]
+    second = [
+        make_event("author_attestation", s, {"author_name": f"Second {s}"}, BOB, created_at=t(28, 1))
+        for s in (BIG, OTHER)
+    ]
+    later = [
+        make_event("author_attestation", s, {"author_name": f"Later {s}"}, EVE, created_at=t(28, 2))
+        for s in (BIG, OTHER)
+    ]
     return first, second, later
 
 
@@ -66,7 +88,10 @@ def _dbs(path: Path) -> dict[str, dict[bytes, bytes]]:
     """The stored states (inflated), digest leaves and fold entries."""
     env = lmdb.open(str(path), max_dbs=32, readonly=True, lock=False)
     with env.begin() as txn:
-        out = {name: {bytes(k): bytes(v) for k, v in txn.cursor(db=env.open_db(name.encode(), txn=txn))} for name in ("state", "rec", "fold")}
+        out = {
+            name: {bytes(k): bytes(v) for k, v in txn.cursor(db=env.open_db(name.encode(), txn=txn))}
+            for name in ("state", "rec", "fold")
+        }
     env.close()
     out["state"] = {k: zlib.decompress(v) for k, v in out["state"].items()}
     return out

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers.eventpool import pool
+from helpers.ledgers import ledger_with
 from pithledger.audit import Pair
 from pithledger.mirror.publish import (
     DIGEST_FILE,
@@ -17,9 +20,6 @@ from pithledger.mirror.publish import (
 )
 from pithledger.mirror.transport import http_get
 from pithledger.store import Ledger
-
-from helpers.eventpool import pool
-from helpers.ledgers import ledger_with
 
 
 def get(url: str, **kw: Any) -> bytes:
@@ -54,4 +54,6 @@ def chain(pub: Path, prefix: str) -> list[tuple[str, Path, dict[str, Any]]]:
 
 
 def buckets(pub: Path) -> list[str]:
-    return sorted(p.name.split("-")[0] for p in (pub / "pithledger" / "nodes").glob("*.json") if len(p.name.split("-")[0]) == 3)
+    return sorted(
+        p.name.split("-")[0] for p in (pub / "pithledger" / "nodes").glob("*.json") if len(p.name.split("-")[0]) == 3
+    )

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import lmdb
-from pithledger.records.bundle import read_bundle
-from pithledger.records.canonical import strict_decode
-from pithledger.store import Ledger
 
 from helpers.common import ROOT
 from helpers.eventpool import bundles_of
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import strict_decode
+from pithledger.store import Ledger
 
 EXAMPLES = ROOT / "bundles"
 

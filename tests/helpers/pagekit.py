@@ -9,9 +9,16 @@ from pithledger.merge import reduce
 from pithledger.records.mint import mint
 
 TITLE = "Identitas: A Better Way To Be\n  Meaningless"
-RECORD = mint({"id": "1709.09021", "title": TITLE, "abstract": "An abstract.", "categories": "cs.DL",
-               "license": "http://creativecommons.org/licenses/by/4.0/",
-               "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}]})
+RECORD = mint(
+    {
+        "id": "1709.09021",
+        "title": TITLE,
+        "abstract": "An abstract.",
+        "categories": "cs.DL",
+        "license": "http://creativecommons.org/licenses/by/4.0/",
+        "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}],
+    }
+)
 
 
 def _state(**slots: list[dict[str, Any]]) -> dict[str, Any]:
@@ -21,12 +28,29 @@ def _state(**slots: list[dict[str, Any]]) -> dict[str, Any]:
     rid = record_ids(RECORD)
     state = reduce(rid.pith_number, [])
     cur: dict[str, Any] = {
-        "canonical_record": RECORD, "canonical_sha256": rid.canonical_sha256,
-        "source_aliases": [{"alias_kind": k, "alias_value": v, "created_at": "2017-09-26T13:56:47Z"} for k, v in rid.aliases.items()],
-        "record_receipts": [], "record_signers": ["ed25519:00"], "graph_snapshots": [], "timestamp_anchors": [],
-        "storage_attestations": [], "author_attestations": [], "replication_records": [], "integrity_findings": [],
-        "challenges": [], "citations": [], "inbound_citations": [], "revocations": [],
-        "badges": {"author": "not attested", "references": "refs pending", "storage": "not stored", "timestamp": "not anchored"},
+        "canonical_record": RECORD,
+        "canonical_sha256": rid.canonical_sha256,
+        "source_aliases": [
+            {"alias_kind": k, "alias_value": v, "created_at": "2017-09-26T13:56:47Z"} for k, v in rid.aliases.items()
+        ],
+        "record_receipts": [],
+        "record_signers": ["ed25519:00"],
+        "graph_snapshots": [],
+        "timestamp_anchors": [],
+        "storage_attestations": [],
+        "author_attestations": [],
+        "replication_records": [],
+        "integrity_findings": [],
+        "challenges": [],
+        "citations": [],
+        "inbound_citations": [],
+        "revocations": [],
+        "badges": {
+            "author": "not attested",
+            "references": "refs pending",
+            "storage": "not stored",
+            "timestamp": "not anchored",
+        },
         "verification_status": {"pith_receipt": False},
     }
     cur.update(slots)
@@ -35,6 +59,17 @@ def _state(**slots: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _view(kind: str, payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"created_at": "2026-05-20T00:00:00Z", "event_id": "sha256:" + "ab" * 32, "event_type": kind, "payload": payload,
-            "signer": {"key_id": "k", "public_key_fingerprint": "f" * 32, "signer_id": "someone", "signer_type": "self_signed"},
-            "target": "record", "trust": "self_signed"} | extra
+    return {
+        "created_at": "2026-05-20T00:00:00Z",
+        "event_id": "sha256:" + "ab" * 32,
+        "event_type": kind,
+        "payload": payload,
+        "signer": {
+            "key_id": "k",
+            "public_key_fingerprint": "f" * 32,
+            "signer_id": "someone",
+            "signer_type": "self_signed",
+        },
+        "target": "record",
+        "trust": "self_signed",
+    } | extra

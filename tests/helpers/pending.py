@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pithledger.store import Ledger
-
 from helpers.eventpool import bundles_of, pool
+from pithledger.store import Ledger
 
 
 def states(ledger: Ledger) -> dict[str, bytes]:

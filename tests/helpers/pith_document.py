@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helpers.common import FIXTURES, ROOT, VECTORS
 from pithledger.records import keys
 from pithledger.records.bundle import write_bundle
 from pithledger.records.events import pith_record_event_id
-
-from helpers.common import FIXTURES, ROOT, VECTORS
 
 DOC_PATH = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
 
@@ -33,14 +32,28 @@ BUNDLES = ROOT / "bundles"
 def pith_bundle_event(created_at: str = "2026-07-05T12:01:21Z", signer_id: str = "pith.science") -> dict[str, Any]:
     """The same record as Pith's bundle carries it (PITH-FORMAT §4), written out by hand from the spec."""
     reg = keys.PITH_REGISTRY_KEYS["pith-v1-2026-05"]
-    return {"event_type": "record_created", "subject_pith_number": NUMBER, "target": "record", "created_at": created_at,
-            "signer": {"key_id": reg.key_id, "public_key_fingerprint": reg.fingerprint, "signer_id": signer_id,
-                       "signer_type": "pith_registry"},
-            "payload": {"canonical_record": RECORD, "canonical_sha256": DOC["canonical_sha256"], "receipt": DOC["receipt"]}}
+    return {
+        "event_type": "record_created",
+        "subject_pith_number": NUMBER,
+        "target": "record",
+        "created_at": created_at,
+        "signer": {
+            "key_id": reg.key_id,
+            "public_key_fingerprint": reg.fingerprint,
+            "signer_id": signer_id,
+            "signer_type": "pith_registry",
+        },
+        "payload": {"canonical_record": RECORD, "canonical_sha256": DOC["canonical_sha256"], "receipt": DOC["receipt"]},
+    }
 
 
 def pith_bundle(*events: dict[str, Any]) -> dict[str, Any]:
-    return write_bundle(NUMBER, list(events) or [pith_bundle_event()], canonical_record=RECORD, aliases_created_at="2026-07-05T12:01:21Z")
+    return write_bundle(
+        NUMBER,
+        list(events) or [pith_bundle_event()],
+        canonical_record=RECORD,
+        aliases_created_at="2026-07-05T12:01:21Z",
+    )
 
 
 EXPECTED = json.loads((FIXTURES / "bundles" / "expected.json").read_text())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
 from pithledger.store import Ledger
@@ -38,8 +39,14 @@ class PithSite:
     or "other:<suffix>" (serves another record's bundle). ``resolve``: ID text -> long Pith Number
     overrides (lies). ``mirrors``: the manifest's mirror list (default: this server alone)."""
 
-    def __init__(self, bundles: dict[str, bytes], *, faults: dict[str, str] | None = None,
-                 resolve: dict[str, str] | None = None, etags: bool = True) -> None:
+    def __init__(
+        self,
+        bundles: dict[str, bytes],
+        *,
+        faults: dict[str, str] | None = None,
+        resolve: dict[str, str] | None = None,
+        etags: bool = True,
+    ) -> None:
         self.bundles = dict(bundles)
         self.faults = dict(faults or {})
         self.resolve_override = dict(resolve or {})
@@ -91,16 +98,32 @@ class PithSite:
         if self.manifest_bytes is not None:
             return self.manifest_bytes
         b = self.base_url
-        mirrors = self.mirrors or [{"name": "test", "mirror_type": "https", "base_url": b, "status": "primary",
-                                    "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
-                                    "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
-                                    "public_key": {"key_id": "not-trusted", "public_key_b64": "AAAA"}}]
-        return json.dumps({"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": mirrors}).encode()
+        mirrors = self.mirrors or [
+            {
+                "name": "test",
+                "mirror_type": "https",
+                "base_url": b,
+                "status": "primary",
+                "bundle_pattern": f"{b}/pith/{{suffix}}/bundle.json",
+                "well_known_pattern": f"{b}/.well-known/pith/{{suffix}}/bundle.json",
+                "public_key": {"key_id": "not-trusted", "public_key_b64": "AAAA"},
+            }
+        ]
+        return json.dumps(
+            {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": mirrors}
+        ).encode()
 
     # --- answering ---------------------------------------------------------------------------
 
-    def _send(self, h: http.server.BaseHTTPRequestHandler, status: int, body: bytes, *, etag: bool = False,
-              length: int | None = None) -> None:
+    def _send(
+        self,
+        h: http.server.BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        *,
+        etag: bool = False,
+        length: int | None = None,
+    ) -> None:
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         if etag and self.etags and status == 200 and h.headers.get("If-None-Match") == tag:
             h.send_response(304)
@@ -127,7 +150,7 @@ class PithSite:
             return self._resolve(h, urllib.parse.parse_qs(parts.query))
         for prefix, well_known in (("/pith/", False), ("/.well-known/pith/", True)):
             if path.startswith(prefix) and path.endswith("/bundle.json"):
-                return self._bundle(h, path[len(prefix):-len("/bundle.json")], well_known)
+                return self._bundle(h, path[len(prefix) : -len("/bundle.json")], well_known)
         self._send(h, 404, b'{"error":"not-found"}')
 
     def _bundle(self, h: http.server.BaseHTTPRequestHandler, suffix: str, well_known: bool) -> None:
@@ -163,7 +186,9 @@ class PithSite:
                 found = sorted({n for n in self.aliases.values() if n.rsplit(":", 1)[-1].startswith(short)})
                 number = found[0] if len(found) == 1 else None
             elif kind == "arxiv":
-                number = self.aliases.get(("arxiv_version:" if "v" in text.rsplit(".", 1)[-1] else "arxiv:") + text.lower())
+                number = self.aliases.get(
+                    ("arxiv_version:" if "v" in text.rsplit(".", 1)[-1] else "arxiv:") + text.lower()
+                )
             else:
                 number = self.aliases.get("doi:" + text.lower())
         if number is None:

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from pithledger.store import Ledger
 
 from helpers.common import ROOT
 from helpers.pith_site import bundles_of
+from pithledger.store import Ledger
 
 BUNDLES = ROOT / "bundles"
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import lmdb
 import msgspec
-from pithledger.records.canonical import canonical_bytes
-from pithledger.records.events import verify_event
 
 from helpers.eventpool import pool
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import verify_event
 
 
 def write_v1_ledger(path: Path, extra_events: tuple[tuple[dict[str, Any], str], ...] = ()) -> None:

@@ -14,8 +14,13 @@ from typing import Any
 
 class Server:
     def __init__(self, ledger: Path, env: dict[str, str], *extra: str, timeout: float = 30.0) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", *extra],
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "serve", "--port", "0", *extra],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
         m = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
@@ -24,8 +29,9 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.timeout = timeout
 
-    def request(self, path: str, method: str = "GET", headers: dict[str, str] | None = None,
-                body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, path: str, method: str = "GET", headers: dict[str, str] | None = None, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})

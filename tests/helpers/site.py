@@ -17,8 +17,10 @@ FZ7 = "FZ7AO632HBV3FATAUUZ6Y44Y3P"  # arXiv 2605.00424, with events of every kin
 Y7E = "Y7E6GU4Z4U7GLKBD2HP5I5NPRX"  # arXiv 1709.09021, display metadata supplied
 
 # What Pith's record page prints under "Verify this Pith Number yourself" (the part after jq).
-PITH_SNIPPET = ("import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, separators=(',',':'), "
-                "ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())")
+PITH_SNIPPET = (
+    "import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, separators=(',',':'), "
+    "ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())"
+)
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -30,7 +32,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def pl(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=_env(tmp), timeout=120
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pithledger.mirror.publish import publish, record_dir
-from pithledger.records.canonical import canonical_bytes
-
 from helpers.adversary import garble
 from helpers.eventpool import P, pool
 from helpers.ledgers import ledger_with
+from pithledger.mirror.publish import publish, record_dir
+from pithledger.records.canonical import canonical_bytes
 
 
 def bundle_path(pub: Path, number: str) -> Path:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pithledger.store import Ledger
-
 from helpers.eventpool import bundles_of
+from pithledger.store import Ledger
 
 
 def ledger_with(path: Path, events: list[dict[str, Any]]) -> Ledger:

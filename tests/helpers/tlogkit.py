@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pithledger.records.bundle import write_bundle
-from pithledger.records.events import make_event
-
 from helpers import servekit
 from helpers.common import ROOT
 from helpers.eventpool import ALICE, IDS, RECS, P
+from pithledger.records.bundle import write_bundle
+from pithledger.records.events import make_event
 
 BUNDLES = ROOT / "bundles"
 SUBJECT = P[0]
@@ -37,8 +36,14 @@ def env(tmp: Path) -> dict[str, str]:
 
 
 def pl(tmp: Path, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "pithledger.cli", *args], capture_output=True, text=True, env=env(tmp),
-                          timeout=300, input=input)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env(tmp),
+        timeout=300,
+        input=input,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -48,11 +53,25 @@ def attestations(n: int, start: int, subject: str = SUBJECT, signer: Any = ALICE
     """``n`` distinct valid events about ``subject`` (its record_created first when ``start`` is 0)."""
     out: list[dict[str, Any]] = []
     if start == 0:
-        out.append(make_event("record_created", subject, {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256},
-                              signer, created_at="2026-06-01T00:00:00Z"))
+        out.append(
+            make_event(
+                "record_created",
+                subject,
+                {"canonical_record": RECS[0], "canonical_sha256": IDS[0].canonical_sha256},
+                signer,
+                created_at="2026-06-01T00:00:00Z",
+            )
+        )
     for i in range(start, start + n):
-        out.append(make_event("author_attestation", subject, {"author_name": f"Author {i}"}, signer,
-                              created_at=f"2026-06-02T00:{i // 60 % 60:02d}:{i % 60:02d}Z"))
+        out.append(
+            make_event(
+                "author_attestation",
+                subject,
+                {"author_name": f"Author {i}"},
+                signer,
+                created_at=f"2026-06-02T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            )
+        )
     return out
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any  # noqa: E402
 
 import lmdb
+
+from helpers.common import PITH_RECORDS  # noqa: E402
+from helpers.eventpool import ALICE, bundles_of, pool  # noqa: E402
 from pithledger.records.bundle import Bundle  # noqa: E402
 from pithledger.records.canonical import canonical_bytes  # noqa: E402
 from pithledger.records.events import make_event  # noqa: E402
 from pithledger.store import Ledger  # noqa: E402
 from pithledger.tlog import merkle
-
-from helpers.common import PITH_RECORDS  # noqa: E402
-from helpers.eventpool import ALICE, bundles_of, pool  # noqa: E402
 
 REMEDY = "; the transparency log is derived from the log: `pithledger rebuild --force` rebuilds it"
 
@@ -44,8 +44,15 @@ def contract_entries(ledger: Ledger) -> list[bytes]:
     for e in ledger.log():
         v = e.verdict
         assert v.event_id.startswith("sha256:")
-        out.append(canonical_bytes({"event_id": v.event_id[len("sha256:"):], "record": v.subject,
-                                    "sha256": hashlib.sha256(served(e.event)).hexdigest()}))
+        out.append(
+            canonical_bytes(
+                {
+                    "event_id": v.event_id[len("sha256:") :],
+                    "record": v.subject,
+                    "sha256": hashlib.sha256(served(e.event)).hexdigest(),
+                }
+            )
+        )
     return out
 
 
@@ -60,13 +67,26 @@ def assert_tlog_is_the_log(ledger: Ledger) -> list[bytes]:
 
 
 def attestations(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [make_event("author_attestation", NUMBER, {"author_name": f"author {i}"}, ALICE,
-                       created_at=f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z") for i in range(start, start + n)]
+    return [
+        make_event(
+            "author_attestation",
+            NUMBER,
+            {"author_name": f"author {i}"},
+            ALICE,
+            created_at=f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+        )
+        for i in range(start, start + n)
+    ]
 
 
 def record_created() -> dict[str, Any]:
-    return make_event("record_created", NUMBER, {"canonical_record": RECORD["canonical_record"],
-                                                 "canonical_sha256": RECORD["canonical_sha256"]}, ALICE, created_at="2026-01-01T00:00:00Z")
+    return make_event(
+        "record_created",
+        NUMBER,
+        {"canonical_record": RECORD["canonical_record"], "canonical_sha256": RECORD["canonical_sha256"]},
+        ALICE,
+        created_at="2026-01-01T00:00:00Z",
+    )
 
 
 def raw_put(path: Path, db: bytes, key: bytes, value: bytes) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nacl.signing
 import pytest
+
 from pithledger.mirror import checkpoints as logcheck  # noqa: E402
 from pithledger.tlog import merkle
 from pithledger.tlog import tiles as tlog
@@ -28,7 +29,7 @@ class Tree:
         step = 1 << level
         if end * step > len(self.leaves):
             raise LookupError("outside")
-        return [merkle.root(self.leaves[i * step:(i + 1) * step]) for i in range(start, end)]
+        return [merkle.root(self.leaves[i * step : (i + 1) * step]) for i in range(start, end)]
 
     def root(self, size: int) -> bytes:
         return merkle.root(self.leaves[:size])
@@ -70,8 +71,15 @@ def cosigned(wit: w.Witness, tree: Tree, signer: NoteSigner, size: int) -> bytes
     return note
 
 
-def publish_log(base: Path, signer: NoteSigner, items: list[bytes], *, cosigners: tuple[NoteSigner, ...] = (),
-                manifest_key: str | None = None, origin: str = LOG) -> bytes:
+def publish_log(
+    base: Path,
+    signer: NoteSigner,
+    items: list[bytes],
+    *,
+    cosigners: tuple[NoteSigner, ...] = (),
+    manifest_key: str | None = None,
+    origin: str = LOG,
+) -> bytes:
     """A published log as tlog-surface lays it out: pith-mirrors.json naming checkpoint + log_key,
     the signed checkpoint, its tiles. Returns the checkpoint note."""
     tree = Tree(items)
@@ -85,8 +93,11 @@ def publish_log(base: Path, signer: NoteSigner, items: list[bytes], *, cosigners
         note = add_signatures(note, [cosign(body, c, int(time.time())) for c in cosigners])
     (base / "checkpoint").write_bytes(note)
     path = base / "pith-mirrors.json"
-    manifest = json.loads(path.read_text()) if path.exists() else {"manifest_type": "pith_mirror_manifest",
-                                                                     "manifest_version": "1.0", "mirrors": []}
+    manifest = (
+        json.loads(path.read_text())
+        if path.exists()
+        else {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0", "mirrors": []}
+    )
     manifest.update(checkpoint="checkpoint", log_key=manifest_key or signer.vkey, origin=origin)
     (base / "pith-mirrors.json").write_text(json.dumps(manifest))
     return note

@@ -9,9 +9,9 @@ import pkgutil
 import re
 
 import pithledger
+from helpers.common import ROOT
 from pithledger import errors
 from pithledger.errors import PithledgerError
-from helpers.common import ROOT
 
 SPEC = ROOT / "spec" / "errors.md"
 _ROW = re.compile(r"^\| `([a-z0-9-]+)`(?: \(per instance\))? \| `(\w+)` \|", re.M)
@@ -19,9 +19,21 @@ _ROW = re.compile(r"^\| `([a-z0-9-]+)`(?: \(per instance\))? \| `(\w+)` \|", re.
 #: Classes that share another class's code on purpose, and whose: the faults of a source are all
 #: bad-source (told apart by class and hint, spec/audit.md §5); a missing tile is a server's not-found.
 SHARED = {
-    **{name: "SourceError" for name in (
-        "SourceTimeout", "SourceConnectionError", "SourceTLSError", "SourceProtocolError", "SourceTooLarge",
-        "RedirectRefused", "SourceHTTPStatus", "SourceFileMissing", "UnsafePath", "MalformedSource")},
+    **{
+        name: "SourceError"
+        for name in (
+            "SourceTimeout",
+            "SourceConnectionError",
+            "SourceTLSError",
+            "SourceProtocolError",
+            "SourceTooLarge",
+            "RedirectRefused",
+            "SourceHTTPStatus",
+            "SourceFileMissing",
+            "UnsafePath",
+            "MalformedSource",
+        )
+    },
     "NoSuchTile": "NotFound",
     # the code is chosen per answer; the class keeps the base's
     "HTTPError": "PithledgerError",
@@ -46,15 +58,20 @@ def error_classes() -> list[type[PithledgerError]]:
 
 
 def hierarchy_problems(classes: list[type[PithledgerError]]) -> list[str]:
-    problems = [f"{c.__module__}.{c.__qualname__} is defined outside pithledger.errors"
-                for c in classes if c.__module__ != "pithledger.errors"]
+    problems = [
+        f"{c.__module__}.{c.__qualname__} is defined outside pithledger.errors"
+        for c in classes
+        if c.__module__ != "pithledger.errors"
+    ]
     by_name = {c.__name__: c for c in classes}
     owners: dict[str, str] = {}
     for c in classes:
         if c.__name__ in SHARED:
             whose = by_name.get(SHARED[c.__name__])
             if whose is None or whose.code != c.code:
-                problems.append(f"{c.__name__} has code {c.code!r}, not the code of {SHARED[c.__name__]} it shares on purpose")
+                problems.append(
+                    f"{c.__name__} has code {c.code!r}, not the code of {SHARED[c.__name__]} it shares on purpose"
+                )
         elif c.code in owners:
             problems.append(f"{c.__name__} has code {c.code!r}, already {owners[c.code]}'s")
         else:
@@ -68,8 +85,13 @@ def spec_problems(classes: list[type[PithledgerError]], spec: str) -> list[str]:
     listed = {(code, name) for code, name in rows}
     actual = {(c.code, c.__name__) for c in classes}
     problems = [f"spec/errors.md has no row `{code}` | `{name}`" for code, name in sorted(actual - listed)]
-    problems += [f"spec/errors.md lists `{code}` | `{name}`, which is no error class with that code" for code, name in sorted(listed - actual)]
-    problems += [f"spec/errors.md lists {name} twice" for name in {n for _, n in rows if [r[1] for r in rows].count(n) > 1}]
+    problems += [
+        f"spec/errors.md lists `{code}` | `{name}`, which is no error class with that code"
+        for code, name in sorted(listed - actual)
+    ]
+    problems += [
+        f"spec/errors.md lists {name} twice" for name in {n for _, n in rows if [r[1] for r in rows].count(n) > 1}
+    ]
     return problems
 
 
@@ -123,5 +145,10 @@ def test_http_answers_carry_their_own_code() -> None:
     exc = errors.HTTPError(404, "not-found", "no such record")
     assert (exc.status, exc.code, exc.message) == (404, "not-found", "no such record")
     action = errors.ActionError(429, "rate-limited", "slow down", {"retry-after": "3"})
-    assert (action.status, action.code, action.message, action.headers) == (429, "rate-limited", "slow down", {"retry-after": "3"})
+    assert (action.status, action.code, action.message, action.headers) == (
+        429,
+        "rate-limited",
+        "slow down",
+        {"retry-after": "3"},
+    )
     assert action.document() == {"error": "rate-limited", "message": "slow down", "hint": ""}

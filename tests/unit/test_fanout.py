@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-import pytest
-from pithledger.fanout import Fanout
 from pathlib import Path  # noqa: E402
+
+import pytest
+
 from helpers.fanout import _fails_on_seven, _parts, _slow_square, local  # noqa: F401 (fixtures)
+from pithledger.fanout import Fanout
 
 
 def test_order_is_kept_under_random_delays(local: Fanout) -> None:

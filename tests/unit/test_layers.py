@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
 from helpers.common import ROOT
 
 #: Where each top-level package's source lives (pyproject's package-dir).
@@ -69,7 +70,7 @@ def _imports(name: str, file: Path, modules: dict[str, Path]) -> list[tuple[str,
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
@@ -145,30 +146,49 @@ def test_no_import_cycle() -> None:
     faults = []
     for component in _cycles(graph):
         inside = set(component)
-        edges = [f"    {_where(modules, a, graph[a][b])} {a} -> {b}"
-                 for a in component for b in sorted(graph[a]) if b in inside]
+        edges = [
+            f"    {_where(modules, a, graph[a][b])} {a} -> {b}"
+            for a in component
+            for b in sorted(graph[a])
+            if b in inside
+        ]
         faults.append(f"import cycle among {', '.join(component)}:\n" + "\n".join(edges))
     assert not faults, "\n".join(faults)
 
 
 def test_imports_run_down_the_layers() -> None:
     modules, graph = _graph()
-    faults = [f"{_where(modules, a, line)} {a} imports {b}: layer {_layer(b)} is above its layer {_layer(a)}"
-              for a in sorted(graph) for b, line in sorted(graph[a].items()) if _layer(b) > _layer(a)]
+    faults = [
+        f"{_where(modules, a, line)} {a} imports {b}: layer {_layer(b)} is above its layer {_layer(a)}"
+        for a in sorted(graph)
+        for b, line in sorted(graph[a].items())
+        if _layer(b) > _layer(a)
+    ]
     assert not faults, "\n".join(faults)
 
 
 def test_the_contract_sees_a_violation(tmp_path: Path) -> None:
     """The checks find a cycle and an upward import where there is one (a check that cannot fail proves nothing)."""
-    graph = {"pithledger.records.a": {"pithledger.records.b": 3}, "pithledger.records.b": {"pithledger.records.a": 5},
-             "pithledger.store.c": {}}
+    graph = {
+        "pithledger.records.a": {"pithledger.records.b": 3},
+        "pithledger.records.b": {"pithledger.records.a": 5},
+        "pithledger.store.c": {},
+    }
     assert _cycles(graph) == [["pithledger.records.a", "pithledger.records.b"]]
     assert _layer("pithledger.store.c") > _layer("pithledger.records.a")
     # an import inside a function under TYPE_CHECKING, and a relative one, are both seen
     file = tmp_path / "x.py"
-    file.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..store import ledger\n"
-                    "def f():\n    import pithledger.mirror.publish\n")
-    modules = {"pithledger.records.x": file, "pithledger.store": file, "pithledger.store.ledger": file,
-               "pithledger.mirror.publish": file}
+    file.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..store import ledger\n"
+        "def f():\n    import pithledger.mirror.publish\n"
+    )
+    modules = {
+        "pithledger.records.x": file,
+        "pithledger.store": file,
+        "pithledger.store.ledger": file,
+        "pithledger.mirror.publish": file,
+    }
     assert sorted(_imports("pithledger.records.x", file, modules)) == [
-        ("pithledger.mirror.publish", 5), ("pithledger.store.ledger", 3)]
+        ("pithledger.mirror.publish", 5),
+        ("pithledger.store.ledger", 3),
+    ]

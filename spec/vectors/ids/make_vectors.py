@@ -129,7 +129,7 @@ REFUSED: list[tuple[str, str]] = [
     ("em-space-after", "2605.00424\u2003"),
     ("next-line-after", "2605.00424\u0085"),
     ("ideographic-space-after", f"pith:{S[:8]}\u3000"),
-    ("zero-width-space-inside", f"FZ7A\u200bO632"),
+    ("zero-width-space-inside", "FZ7A\u200bO632"),
     ("right-to-left-override", f"\u202epith:{S[:8]}"),
     ("fullwidth-digits", "\uff12\uff16\uff10\uff15.00424"),
     ("arabic-indic-digits", "\u0662\u0666\u0660\u0665.00424"),
@@ -237,8 +237,10 @@ REFUSED: list[tuple[str, str]] = [
 
 
 def main() -> None:
-    for name, vectors in (("accepted", [{"name": n, "input": i, "answer": a} for n, i, a in ACCEPTED]),
-                          ("refused", [{"name": n, "input": i, "answer": BAD} for n, i in REFUSED])):
+    for name, vectors in (
+        ("accepted", [{"name": n, "input": i, "answer": a} for n, i, a in ACCEPTED]),
+        ("refused", [{"name": n, "input": i, "answer": BAD} for n, i in REFUSED]),
+    ):
         names = [v["name"] for v in vectors]
         assert len(names) == len(set(names)), name
         doc = {"vectors_type": "pithledger_id_vectors", "spec": "spec/identifiers.md §5", "vectors": vectors}

@@ -15,19 +15,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pithledger.records import ots as _ots
+from pithledger.merge import MERGE_VERSION, Entry, reduce_all
 from pithledger.records import keys
+from pithledger.records import ots as _ots
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import compute_event_id, make_event, signing_message, verify_event
 from pithledger.records.keys import LocalKey
-from pithledger.merge import Entry, MERGE_VERSION, reduce_all
 from pithledger.records.model import record_ids
 
 HERE = Path(__file__).parent
-RECORDS = [json.loads(line) for line in (HERE.parent.parent.parent / "tests" / "vectors" / "pith-records.jsonl").read_text().splitlines()]
+RECORDS = [
+    json.loads(line)
+    for line in (HERE.parent.parent.parent / "tests" / "vectors" / "pith-records.jsonl").read_text().splitlines()
+]
 REC_A, REC_B = RECORDS[0]["canonical_record"], RECORDS[1]["canonical_record"]
 A, B = record_ids(REC_A), record_ids(REC_B)
-STAND_IN = LocalKey(name="stand-in-registry", seed=hashlib.sha256(b"pithledger vectors: stand-in registry key").digest())
+STAND_IN = LocalKey(
+    name="stand-in-registry", seed=hashlib.sha256(b"pithledger vectors: stand-in registry key").digest()
+)
 
 
 def key(name: str) -> LocalKey:
@@ -47,13 +52,20 @@ def ev(kind: str, subject: str, payload: dict[str, Any], k: LocalKey, when: str)
 
 def created(k: LocalKey, rec: dict[str, Any] = REC_A, when: str = t(1)) -> dict[str, Any]:
     rid = record_ids(rec)
-    return ev("record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256}, k, when)
+    return ev(
+        "record_created", rid.pith_number, {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256}, k, when
+    )
 
 
 def signed_raw(fields: dict[str, Any], k: LocalKey = ALICE) -> dict[str, Any]:
     """Sign anything (an adversary does not need make_event's consent)."""
-    event = {k2: v for k2, v in ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"},
-                                    k, t(2)).items() if k2 not in ("event_id", "signature_b64")}
+    event = {
+        k2: v
+        for k2, v in ev(
+            "citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"}, k, t(2)
+        ).items()
+        if k2 not in ("event_id", "signature_b64")
+    }
     event.update(fields)
     event["signature_b64"] = keys.b64encode(k.sign(signing_message(event)))
     event["event_id"] = compute_event_id(event)
@@ -62,14 +74,30 @@ def signed_raw(fields: dict[str, Any], k: LocalKey = ALICE) -> dict[str, Any]:
 
 def pith_created(rec: dict[str, Any] = REC_A, **changes: Any) -> dict[str, Any]:
     rid = record_ids(rec)
-    event = {"event_type": "record_created", "subject_pith_number": rid.pith_number, "target": "record",
-             "created_at": "2026-05-18T01:47:41Z", "event_id": "sha256:" + "74" * 32,
-             "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
-                        "signer_id": "pith.science", "signer_type": "pith_registry"},
-             "payload": {"canonical_record": rec, "canonical_sha256": rid.canonical_sha256,
-                         "receipt": {"kind": "pith_receipt", "key_id": "pith-v1-2026-05", "algorithm": "ed25519",
-                                     "signed_at": "2026-05-18T01:47:41.701845Z",
-                                     "signature_b64": keys.b64encode(STAND_IN.sign(bytes.fromhex(rid.canonical_sha256)))}}}
+    event = {
+        "event_type": "record_created",
+        "subject_pith_number": rid.pith_number,
+        "target": "record",
+        "created_at": "2026-05-18T01:47:41Z",
+        "event_id": "sha256:" + "74" * 32,
+        "signer": {
+            "key_id": "pith-v1-2026-05",
+            "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "payload": {
+            "canonical_record": rec,
+            "canonical_sha256": rid.canonical_sha256,
+            "receipt": {
+                "kind": "pith_receipt",
+                "key_id": "pith-v1-2026-05",
+                "algorithm": "ed25519",
+                "signed_at": "2026-05-18T01:47:41.701845Z",
+                "signature_b64": keys.b64encode(STAND_IN.sign(bytes.fromhex(rid.canonical_sha256))),
+            },
+        },
+    }
     event.update(changes)
     return event
 
@@ -92,22 +120,45 @@ def ots_proof(body: bytes) -> str:
     return base64.b64encode(_ots.MAGIC + b"\x01" + b"\x08" + bytes.fromhex(A.canonical_sha256) + body).decode()
 
 
-BITCOIN_ATTESTATION = b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x04" + b"\xa0\xf7\x36" + b"\x00"  # height 900000, a spare byte
+BITCOIN_ATTESTATION = (
+    b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x04" + b"\xa0\xf7\x36" + b"\x00"
+)  # height 900000, a spare byte
 FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
 
 
 def cases() -> dict[str, dict[str, Any]]:
     rec_a, rec_b = created(ALICE), created(ALICE, REC_B)
-    cite = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "supports"}, BOB, t(3))
-    author = ev("author_attestation", A.pith_number, {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"}, BOB, t(4))
+    cite = ev(
+        "citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "supports"}, BOB, t(3)
+    )
+    author = ev(
+        "author_attestation",
+        A.pith_number,
+        {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+        BOB,
+        t(4),
+    )
     snap1 = ev("graph_snapshot", A.pith_number, {"graph_snapshot": {"v": 1}}, MALLORY, t(5))
     snap2 = ev("graph_snapshot", A.pith_number, {"graph_snapshot": {"v": 2}}, MALLORY, t(5))
     proof = _ots.build(bytes.fromhex(A.canonical_sha256), ["https://a.example"], [900000])
     anchor = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(proof).decode()}, ALICE, t(6))
-    store = ev("storage_attestation", A.pith_number, {"capture_url": "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/2605.00424",
-                                                      "captured_at": "2026-06-01T00:00:00Z"}, ALICE, t(6, 1))
-    repl = ev("replication_record", A.pith_number, {"replication_type": "formal_bridge", "outcome": "succeeded",
-                                                    "artifact_url": "https://example.org/lean"}, ALICE, t(7))
+    store = ev(
+        "storage_attestation",
+        A.pith_number,
+        {
+            "capture_url": "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/2605.00424",
+            "captured_at": "2026-06-01T00:00:00Z",
+        },
+        ALICE,
+        t(6, 1),
+    )
+    repl = ev(
+        "replication_record",
+        A.pith_number,
+        {"replication_type": "formal_bridge", "outcome": "succeeded", "artifact_url": "https://example.org/lean"},
+        ALICE,
+        t(7),
+    )
     revoke_cite = ev("revocation", A.pith_number, {"revoked_event_id": cite["event_id"]}, BOB, t(8))
     foreign_revoke = ev("revocation", A.pith_number, {"revoked_event_id": author["event_id"]}, MALLORY, t(8, 1))
     orphan = "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -117,48 +168,153 @@ def cases() -> dict[str, dict[str, Any]]:
     unknown = signed_raw({"event_type": "peer_review_v9", "payload": {"score": "high"}}, BOB)
     big = 2**64
     reg = {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}
-    registry_signer = {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
-                       "signer_id": "pith.science", "signer_type": "pith_registry"}
-    cite_b1 = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"}, BOB, t(12))
-    cite_b2 = ev("citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "refutes"}, BOB, t(12))
+    registry_signer = {
+        "key_id": "pith-v1-2026-05",
+        "public_key_fingerprint": keys.fingerprint_hex(STAND_IN.public_key),
+        "signer_id": "pith.science",
+        "signer_type": "pith_registry",
+    }
+    cite_b1 = ev(
+        "citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "cites"}, BOB, t(12)
+    )
+    cite_b2 = ev(
+        "citation_signature", A.pith_number, {"cited_pith_number": B.pith_number, "relation": "refutes"}, BOB, t(12)
+    )
     good_proof = _ots.build(bytes.fromhex(A.canonical_sha256), ["https://a.example"], [900000])
     revoke_unknown = ev("revocation", A.pith_number, {"revoked_event_id": unknown["event_id"]}, BOB, t(13))
     anchor_payload = lambda raw: {"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": raw}}  # noqa: E731
     digest_a = bytes.fromhex(A.canonical_sha256)
-    empty_uri = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, ["", "https://b.example"])).decode()}, ALICE, t(6))
-    only_empty_uri = ev("timestamp_anchor", A.pith_number, {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, [""])).decode()}, BOB, t(6))
+    empty_uri = ev(
+        "timestamp_anchor",
+        A.pith_number,
+        {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, ["", "https://b.example"])).decode()},
+        ALICE,
+        t(6),
+    )
+    only_empty_uri = ev(
+        "timestamp_anchor",
+        A.pith_number,
+        {"ots_proof_b64": base64.b64encode(_ots.build(digest_a, [""])).decode()},
+        BOB,
+        t(6),
+    )
     bob_revokes_author = ev("revocation", A.pith_number, {"revoked_event_id": author["event_id"]}, BOB, t(8))
     return {
         "ots-empty-calendar-uri": {"events": [rec_a, empty_uri, only_empty_uri]},
         # 255 unary operations on one path: 256 nested timestamps, the limit; one more is bad-proof
-        "ots-255-operations-deep": {"events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 255 + BITCOIN_ATTESTATION)))]},
-        "ots-256-operations-deep": {"events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 256 + BITCOIN_ATTESTATION)))]},
+        "ots-255-operations-deep": {
+            "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 255 + BITCOIN_ATTESTATION)))]
+        },
+        "ots-256-operations-deep": {
+            "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 256 + BITCOIN_ATTESTATION)))]
+        },
         # forks do not count, every node does (attestations too): 10,000 nodes is the limit
-        "ots-10000-nodes": {"events": [rec_a, signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 9999 + BITCOIN_ATTESTATION)))]},
-        "ots-10001-nodes": {"events": [rec_a, signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 10000 + BITCOIN_ATTESTATION)))]},
-        "revocation-of-another-signers-revocation-is-final": {"events": [rec_a, author, bob_revokes_author, ev(
-            "revocation", A.pith_number, {"revoked_event_id": bob_revokes_author["event_id"]}, MALLORY, t(9))]},
+        "ots-10000-nodes": {
+            "events": [
+                rec_a,
+                signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 9999 + BITCOIN_ATTESTATION))),
+            ]
+        },
+        "ots-10001-nodes": {
+            "events": [
+                rec_a,
+                signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 10000 + BITCOIN_ATTESTATION))),
+            ]
+        },
+        "revocation-of-another-signers-revocation-is-final": {
+            "events": [
+                rec_a,
+                author,
+                bob_revokes_author,
+                ev("revocation", A.pith_number, {"revoked_event_id": bob_revokes_author["event_id"]}, MALLORY, t(9)),
+            ]
+        },
         "citation-and-snapshot-equivocations-in-spec-order": {"events": [rec_a, rec_b, cite_b1, cite_b2, snap1, snap2]},
-        "registry-signed-author-with-orcid-is-strong": {"events": [rec_a, signed_raw({
-            "event_type": "author_attestation", "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
-            "signer": registry_signer}, STAND_IN)], "registry_keys": reg},
+        "registry-signed-author-with-orcid-is-strong": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    {
+                        "event_type": "author_attestation",
+                        "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+                        "signer": registry_signer,
+                    },
+                    STAND_IN,
+                ),
+            ],
+            "registry_keys": reg,
+        },
         "unknown-kind-revoked-is-still-listed": {"events": [rec_a, unknown, revoke_unknown]},
-        "revocation-with-a-null-reason-takes-effect": {"events": [rec_a, cite, signed_raw({
-            "event_type": "revocation", "target": "event", "payload": {"revoked_event_id": cite["event_id"], "reason": None}}, BOB)]},
+        "revocation-with-a-null-reason-takes-effect": {
+            "events": [
+                rec_a,
+                cite,
+                signed_raw(
+                    {
+                        "event_type": "revocation",
+                        "target": "event",
+                        "payload": {"revoked_event_id": cite["event_id"], "reason": None},
+                    },
+                    BOB,
+                ),
+            ]
+        },
         "inbound-citation-from-a-pending-record": {"events": [rec_b, cite]},
-        "odd-spelling-lower-case-cited-number": {"events": [rec_a, signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}})]},
+        "odd-spelling-lower-case-cited-number": {
+            "events": [
+                rec_a,
+                signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}}),
+            ]
+        },
         "odd-spelling-leap-second": {"events": [rec_a, signed_raw({"created_at": "2026-06-30T23:59:60Z"})]},
         "odd-spelling-year-zero": {"events": [rec_a, signed_raw({"created_at": "0000-01-01T00:00:00Z"})]},
         "junk-public-key-null": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "public_key_b64": None}})]},
-        "junk-artifact-url-without-host": {"events": [rec_a, signed_raw({"event_type": "replication_record", "payload": {
-            "replication_type": "replication", "outcome": "failed", "artifact_url": "https:///x"}})]},
-        "junk-blank-author-name": {"events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": " \t"}})]},
-        "ots-unknown-op": {"events": [rec_a, signed_raw(anchor_payload(  # magic, version, sha256 op, digest, then op 0x42
-            base64.b64encode(good_proof[:len(_ots.MAGIC) + 1 + 1 + 32] + b"\x42").decode()))]},
-        "ots-trailing-byte": {"events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof + b"\x00").decode()))]},
-        "ots-non-canonical-base64": {"events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof).decode().rstrip("=") ))]},
-        "pith-record-receipt-key-id-a-number": {"events": [garbled(pith_created(), payload={
-            **pith_created()["payload"], "receipt": {**pith_created()["payload"]["receipt"], "key_id": 5}})], "registry_keys": reg},
+        "junk-artifact-url-without-host": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    {
+                        "event_type": "replication_record",
+                        "payload": {
+                            "replication_type": "replication",
+                            "outcome": "failed",
+                            "artifact_url": "https:///x",
+                        },
+                    }
+                ),
+            ]
+        },
+        "junk-blank-author-name": {
+            "events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": " \t"}})]
+        },
+        "ots-unknown-op": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    anchor_payload(  # magic, version, sha256 op, digest, then op 0x42
+                        base64.b64encode(good_proof[: len(_ots.MAGIC) + 1 + 1 + 32] + b"\x42").decode()
+                    )
+                ),
+            ]
+        },
+        "ots-trailing-byte": {
+            "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof + b"\x00").decode()))]
+        },
+        "ots-non-canonical-base64": {
+            "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof).decode().rstrip("=")))]
+        },
+        "pith-record-receipt-key-id-a-number": {
+            "events": [
+                garbled(
+                    pith_created(),
+                    payload={
+                        **pith_created()["payload"],
+                        "receipt": {**pith_created()["payload"]["receipt"], "key_id": 5},
+                    },
+                )
+            ],
+            "registry_keys": reg,
+        },
         "every-kind-folded": {"events": [rec_a, rec_b, cite, author, anchor, store, repl, snap1]},
         "revocation-by-the-signer-takes-effect": {"events": [rec_a, rec_b, cite, revoke_cite]},
         "revocation-arriving-before-its-target": {"events": [revoke_cite, rec_a, cite]},
@@ -167,34 +323,102 @@ def cases() -> dict[str, dict[str, Any]]:
         "equivocation-on-a-pending-record": {"events": [pend1, pend2]},
         "pending-events-wait-for-their-record": {"events": [cite, author]},
         "unknown-kind-listed-not-folded": {"events": [rec_a, unknown]},
-        "garbled-copy-wrong-event-id-then-valid": {"events": [rec_a, garbled(cite, event_id="sha256:" + "ab" * 32), cite]},
+        "garbled-copy-wrong-event-id-then-valid": {
+            "events": [rec_a, garbled(cite, event_id="sha256:" + "ab" * 32), cite]
+        },
         "garbled-copy-missing-event-id": {"events": [rec_a, garbled(cite, event_id=_DROP), cite]},
         "garbled-copy-null-signature": {"events": [rec_a, garbled(cite, signature_b64=None)]},
         "garbled-copy-extra-field": {"events": [rec_a, garbled(cite, relayed_by="mallory"), cite]},
         "junk-missing-event-version": {"events": [rec_a, garbled(cite, event_version=_DROP)]},
         "junk-newer-event-version": {"events": [rec_a, garbled(cite, event_version="pithledger-event-v9")]},
-        "junk-unsigned-pith-snapshot": {"events": [rec_a, {**garbled(pith_created(), event_type="graph_snapshot", target="graph"),
-                                                           "payload": {"graph_snapshot": {"v": 9}}}]},
-        "junk-self-signed-without-public-key": {"events": [rec_a, signed_raw({"signer": {k2: v for k2, v in cite["signer"].items() if k2 != "public_key_b64"}})]},
+        "junk-unsigned-pith-snapshot": {
+            "events": [
+                rec_a,
+                {
+                    **garbled(pith_created(), event_type="graph_snapshot", target="graph"),
+                    "payload": {"graph_snapshot": {"v": 9}},
+                },
+            ]
+        },
+        "junk-self-signed-without-public-key": {
+            "events": [
+                rec_a,
+                signed_raw({"signer": {k2: v for k2, v in cite["signer"].items() if k2 != "public_key_b64"}}),
+            ]
+        },
         "junk-blank-signer-id": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "signer_id": " \t"}})]},
         "odd-spelling-arabic-indic-year": {"events": [rec_a, signed_raw({"created_at": "٢٠٢٦-06-01T00:00:00Z"})]},
-        "odd-spelling-fullwidth-time": {"events": [rec_a, signed_raw({"created_at": "２０２６-０６-０１T００:００:００Z"})]},
+        "odd-spelling-fullwidth-time": {
+            "events": [rec_a, signed_raw({"created_at": "２０２６-０６-０１T００:００:００Z"})]
+        },
         "odd-spelling-trailing-newline": {"events": [rec_a, signed_raw({"created_at": t(2) + "\n"})]},
-        "odd-spelling-orcid-digits": {"events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": "J", "orcid": "٠٠٠٠-0002-1825-0097"}})]},
-        "anchor-height-overflow": {"events": [rec_a, signed_raw({"event_type": "timestamp_anchor", "payload": {
-            "ots_proof_b64": base64.b64encode(_ots.build(bytes.fromhex(A.canonical_sha256), [], [big])).decode()}})]},
+        "odd-spelling-orcid-digits": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    {
+                        "event_type": "author_attestation",
+                        "payload": {"author_name": "J", "orcid": "٠٠٠٠-0002-1825-0097"},
+                    }
+                ),
+            ]
+        },
+        "anchor-height-overflow": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    {
+                        "event_type": "timestamp_anchor",
+                        "payload": {
+                            "ots_proof_b64": base64.b64encode(
+                                _ots.build(bytes.fromhex(A.canonical_sha256), [], [big])
+                            ).decode()
+                        },
+                    }
+                ),
+            ]
+        },
         "fabricated-record-beside-the-real-one": {"events": [rec_a, fake]},
-        "fabricated-record-revoked": {"events": [rec_a, fake, ev("revocation", fake["subject_pith_number"], {"revoked_event_id": fake["event_id"]}, MALLORY, t(11))]},
-        "pith-record-with-receipt": {"events": [pith_created()], "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
-        "pith-record-copies-differing-in-unsigned-fields": {"events": [pith_created(), pith_created(created_at="1970-01-01T00:00:00Z", event_id="sha256:" + "00" * 32)],
-                                                            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
-        "pith-record-without-receipt": {"events": [garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256})],
-                                        "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
-        "pith-record-with-unreadable-receipt": {"events": [garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256,
-                                                                                            "receipt": {"kind": "pith_receipt"}})],
-                                                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
-        "pith-record-wrong-fingerprint": {"events": [garbled(pith_created(), signer={**pith_created()["signer"], "public_key_fingerprint": "00" * 16})],
-                                          "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}},
+        "fabricated-record-revoked": {
+            "events": [
+                rec_a,
+                fake,
+                ev("revocation", fake["subject_pith_number"], {"revoked_event_id": fake["event_id"]}, MALLORY, t(11)),
+            ]
+        },
+        "pith-record-with-receipt": {
+            "events": [pith_created()],
+            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+        },
+        "pith-record-copies-differing-in-unsigned-fields": {
+            "events": [pith_created(), pith_created(created_at="1970-01-01T00:00:00Z", event_id="sha256:" + "00" * 32)],
+            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+        },
+        "pith-record-without-receipt": {
+            "events": [
+                garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256})
+            ],
+            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+        },
+        "pith-record-with-unreadable-receipt": {
+            "events": [
+                garbled(
+                    pith_created(),
+                    payload={
+                        "canonical_record": REC_A,
+                        "canonical_sha256": A.canonical_sha256,
+                        "receipt": {"kind": "pith_receipt"},
+                    },
+                )
+            ],
+            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+        },
+        "pith-record-wrong-fingerprint": {
+            "events": [
+                garbled(pith_created(), signer={**pith_created()["signer"], "public_key_fingerprint": "00" * 16})
+            ],
+            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+        },
     }
 
 
@@ -215,7 +439,10 @@ def build(name: str, case: dict[str, Any]) -> dict[str, Any]:
         out["registry_keys"] = registry
     out["events"] = case["events"]
     out["expected"] = {
-        "verdicts": [{"status": v.status, "reason": v.reason, "event_id": v.event_id if v.status == "valid" else None} for v in verdicts],
+        "verdicts": [
+            {"status": v.status, "reason": v.reason, "event_id": v.event_id if v.status == "valid" else None}
+            for v in verdicts
+        ],
         "states": {s: canonical_bytes(d).decode() for s, d in states.items()},
     }
     return out
@@ -225,7 +452,9 @@ def main() -> None:
     for old in HERE.glob("*.json"):
         old.unlink()
     for name, case in cases().items():
-        (HERE / f"{name}.json").write_bytes(json.dumps(build(name, case), indent=1, ensure_ascii=False).encode() + b"\n")
+        (HERE / f"{name}.json").write_bytes(
+            json.dumps(build(name, case), indent=1, ensure_ascii=False).encode() + b"\n"
+        )
     print(f"wrote {len(cases())} vectors to {HERE}")
 
 

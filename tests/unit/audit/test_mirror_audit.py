@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.eventpool import bundles_of, pool
+from helpers.ledgers import example_bundles, ledger_with
 from pithledger.audit import compare
 from pithledger.errors import SourceError
-from pithledger.records.events import verify_event
 from pithledger.mirror.publish import Published, publish, record_dir, sync
+from pithledger.records.events import verify_event
 from pithledger.store import Ledger
-
-from helpers.eventpool import bundles_of, pool
-from helpers.ledgers import example_bundles
-from helpers.ledgers import ledger_with
 
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
 
@@ -33,7 +31,10 @@ def test_two_ledgers_built_in_different_orders_audit_consistent(tmp_path: Path) 
 def test_one_missing_event_is_named_with_its_record(tmp_path: Path) -> None:
     events = pool()
     dropped = events[7]
-    with ledger_with(tmp_path / "a", events) as a, ledger_with(tmp_path / "b", [e for e in events if e is not dropped]) as b:
+    with (
+        ledger_with(tmp_path / "a", events) as a,
+        ledger_with(tmp_path / "b", [e for e in events if e is not dropped]) as b,
+    ):
         result = compare(a, b)
     assert not result.consistent
     own = [d for d in result.divergent if d.pith_number == dropped["subject_pith_number"]]
@@ -43,17 +44,24 @@ def test_one_missing_event_is_named_with_its_record(tmp_path: Path) -> None:
 def test_one_extra_event_is_named(tmp_path: Path) -> None:
     events = pool()
     extra = next(e for e in events if e["event_type"] == "storage_attestation")
-    with ledger_with(tmp_path / "a", [e for e in events if e is not extra]) as a, ledger_with(tmp_path / "b", events) as b:
+    with (
+        ledger_with(tmp_path / "a", [e for e in events if e is not extra]) as a,
+        ledger_with(tmp_path / "b", events) as b,
+    ):
         result = compare(a, b)
     assert [(d.pith_number, d.kind, d.a_lacks, d.b_lacks) for d in result.divergent] == [
-        (extra["subject_pith_number"], "events-differ", [extra["event_id"]], [])]
+        (extra["subject_pith_number"], "events-differ", [extra["event_id"]], [])
+    ]
 
 
 def test_inputs_that_are_not_valid_events_never_make_mirrors_diverge(tmp_path: Path) -> None:
     events = pool()
     junk = [e for e in events if verify_event(e).status != "valid"]
     assert junk  # the pool carries invalid and unverified inputs
-    with ledger_with(tmp_path / "a", [e for e in events if e not in junk]) as a, ledger_with(tmp_path / "b", events) as b:
+    with (
+        ledger_with(tmp_path / "a", [e for e in events if e not in junk]) as a,
+        ledger_with(tmp_path / "b", events) as b,
+    ):
         result = compare(a, b)
         assert b.evidence_usage().entries == len(junk)
     assert result.consistent and result.divergent == []

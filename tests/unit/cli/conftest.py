@@ -19,8 +19,13 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result
     monkeypatch.chdir(tmp_path)
     # What the subprocess fixture gives: its own XDG directories, no ledger or key directory from the
     # caller, and the width of a pipe (help wraps at the terminal's width).
-    env: dict[str, str | None] = {"XDG_DATA_HOME": str(tmp_path / "xdg-data"), "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
-                                  "PITHLEDGER_LEDGER": None, "PITHLEDGER_KEYS": None, "COLUMNS": "80"}
+    env: dict[str, str | None] = {
+        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+        "PITHLEDGER_LEDGER": None,
+        "PITHLEDGER_KEYS": None,
+        "COLUMNS": "80",
+    }
 
     def run(*args: str, input: bytes | None = None) -> Result:
         from pithledger.cli import main

@@ -10,16 +10,17 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any
+
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pithledger.records.canonical import MAX_SAFE_INTEGER, strict_decode
-from pithledger.ingest import bundles as _bundles
-from pithledger.ingest.inputs import Input
+
 from helpers.apply_reading import FIFTY, lines
 from helpers.clikit import _lines
-
+from pithledger.ingest import bundles as _bundles
+from pithledger.ingest.inputs import Input
+from pithledger.records.canonical import MAX_SAFE_INTEGER, strict_decode
 
 text = st.text(st.characters(exclude_categories=("Cs",)))  # no lone surrogates: the strict decoder refuses them
 
@@ -41,7 +42,8 @@ def typed(value: Any) -> Any:
 
 @given(values, st.booleans(), st.sampled_from([None, 0, 2]), st.booleans(), st.booleans())
 def test_the_plain_decoder_reads_every_strictly_accepted_document_as_the_strict_one_does(
-        value: Any, ascii_only: bool, indent: int | None, spaced: bool, escaped_slashes: bool) -> None:
+    value: Any, ascii_only: bool, indent: int | None, spaced: bool, escaped_slashes: bool
+) -> None:
     doc = json.dumps(value, ensure_ascii=ascii_only, indent=indent, separators=(", ", ": ") if spaced else (",", ":"))
     if escaped_slashes:
         doc = doc.replace("/", "\\/")  # "/" occurs only inside strings, where "\/" means the same
@@ -50,8 +52,9 @@ def test_the_plain_decoder_reads_every_strictly_accepted_document_as_the_strict_
 
 
 @given(lines, st.booleans(), st.integers(8, 64))
-def test_regions_are_whole_lines_that_cover_the_bytes_and_depend_on_them_alone(parts: list[bytes], final_newline: bool,
-                                                                                region: int) -> None:
+def test_regions_are_whole_lines_that_cover_the_bytes_and_depend_on_them_alone(
+    parts: list[bytes], final_newline: bool, region: int
+) -> None:
     data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
     saved = _bundles.REGION_BYTES
     _bundles.REGION_BYTES = region
@@ -87,15 +90,27 @@ def test_blank_lines_crlf_and_a_last_line_without_newline_read_as_before(tmp_pat
     assert [w for w, _ in first][:2] == ["in:3", "in:4"] and len(first) == 50
     second = [(w, b) for w, b in _bundles.reread_bundles([Input(str(f), "in")], plan)]
     assert [w for w, _ in second] == [w for w, _ in first]
-    assert [(b.pith_number, len(b.events), b.size) for _, b in second if b] == [(json.loads(line)["pith_number"], c.events, c.size)
-                                                                             for line, (_, c) in zip(lines, first)]
+    assert [(b.pith_number, len(b.events), b.size) for _, b in second if b] == [
+        (json.loads(line)["pith_number"], c.events, c.size) for line, (_, c) in zip(lines, first)
+    ]
 
 
-@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")) | st.just(b"") | st.just(b"\r")
-                | st.integers(20, 120).map(lambda n: b"x" * n), max_size=25),
-       st.booleans(), st.integers(8, 48), st.integers(10, 90), st.integers(1, 9))
-def test_the_writer_finds_the_cuts_the_reading_of_every_byte_makes(parts: list[bytes], final_newline: bool, region: int,
-                                                                   limit: int, step: int) -> None:
+@given(
+    st.lists(
+        st.binary(max_size=30).map(lambda b: b.replace(b"\n", b""))
+        | st.just(b"")
+        | st.just(b"\r")
+        | st.integers(20, 120).map(lambda n: b"x" * n),
+        max_size=25,
+    ),
+    st.booleans(),
+    st.integers(8, 48),
+    st.integers(10, 90),
+    st.integers(1, 9),
+)
+def test_the_writer_finds_the_cuts_the_reading_of_every_byte_makes(
+    parts: list[bytes], final_newline: bool, region: int, limit: int, step: int
+) -> None:
     """_spans (reading near each cut) cuts as _regions (reading every byte) does, long lines and the size limit included."""
     data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
     saved = _bundles.REGION_BYTES, _bundles.MAX_DOCUMENT_BYTES, _bundles._STEP
@@ -119,21 +134,48 @@ def test_the_writer_finds_the_cuts_the_reading_of_every_byte_makes(parts: list[b
             _bundles.REGION_BYTES, _bundles.MAX_DOCUMENT_BYTES, _bundles._STEP = saved
     assert cut == read
 
+
 DOC = FIFTY.read_bytes().splitlines()[0]
 
 PRETTY = json.dumps(json.loads(DOC), indent=2).encode()
 
-FIRSTS = [DOC, b'{"a":1,"a":2}', b"", b"  ", PRETTY, b"1", b'"x"', b"{}\x0c", b"\xff", b"\xef\xbb\xbf{}", b"[1.5]", b"{"]
+FIRSTS = [
+    DOC,
+    b'{"a":1,"a":2}',
+    b"",
+    b"  ",
+    PRETTY,
+    b"1",
+    b'"x"',
+    b"{}\x0c",
+    b"\xff",
+    b"\xef\xbb\xbf{}",
+    b"[1.5]",
+    b"{",
+]
 
-RESTS = [b"", b"\n", b"\r\n", b"\n\x0c\x0b \n", b"\n{}\n", b"\nzz", b"\n\xff\n", b"\r" + DOC, b"\n" + PRETTY, b"\n\n\n" + DOC]
+RESTS = [
+    b"",
+    b"\n",
+    b"\r\n",
+    b"\n\x0c\x0b \n",
+    b"\n{}\n",
+    b"\nzz",
+    b"\n\xff\n",
+    b"\r" + DOC,
+    b"\n" + PRETTY,
+    b"\n\n\n" + DOC,
+]
 
 
 @given(st.sampled_from(FIRSTS), st.lists(st.sampled_from(RESTS), max_size=3))
-def test_a_file_is_found_to_be_json_lines_or_one_document_as_when_it_was_read_whole(first: bytes, rest: list[bytes]) -> None:
+def test_a_file_is_found_to_be_json_lines_or_one_document_as_when_it_was_read_whole(
+    first: bytes, rest: list[bytes]
+) -> None:
     """_open finds JSON lines from the first line when it can: the same outcome as reading the file whole
     and decoding it as one document first (what it did before)."""
-    from pithledger.ingest.inputs import lines_framed, located
     from pithledger.errors import PithledgerError, TrailingData
+    from pithledger.ingest.inputs import lines_framed, located
 
     data = first + b"".join(rest)
     with tempfile.NamedTemporaryFile() as fh:
@@ -161,8 +203,8 @@ def test_checking_a_single_big_file_moves_by_bytes(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from pithledger.ingest.inputs import Input
     from pithledger.cli._progress import ApplyProgress
+    from pithledger.ingest.inputs import Input
 
     big = tmp_path / "big.jsonl"
     big.write_bytes(b" " * 30_000_000)

@@ -5,6 +5,7 @@ tests/e2e/tests/e2e/test_cli_identifiers.py::test_version_and_help."""
 from __future__ import annotations
 
 import re
+
 from helpers.clikit import KINDS, usage_error
 
 
@@ -61,8 +62,9 @@ def test_event_help_lists_each_kinds_payload_fields(cli) -> None:  # type: ignor
 
 
 def _commands() -> list[list[str]]:
-    from pithledger.cli.app import app
     import typer
+
+    from pithledger.cli.app import app
 
     root = typer.main.get_command(app)
     out = []

@@ -20,17 +20,20 @@ import msgspec
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from helpers.eventpool import IDS, ORPHAN, RECS, P
 from pithledger.audit import record_pair
+from pithledger.merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import OUTCOMES, RELATIONS, REPLICATION_TYPES, TARGETS, Verdict
-from pithledger.merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
-
-from helpers.eventpool import IDS, ORPHAN, P, RECS
 
 SUBJECT, CITERS = P[0], [P[1], P[2], ORPHAN]
 DIGEST = IDS[0].canonical_sha256
-SIGNERS = [("self_signed", "ed25519:" + "a1" * 32), ("self_signed", "ed25519:" + "b2" * 32), ("registry", "registry:pith-test-1"),
-           ("registry", "registry:pith-test-2")]
+SIGNERS = [
+    ("self_signed", "ed25519:" + "a1" * 32),
+    ("self_signed", "ed25519:" + "b2" * 32),
+    ("registry", "registry:pith-test-1"),
+    ("registry", "registry:pith-test-2"),
+]
 KINDS = sorted(TARGETS) + ["peer_review_v9"]
 _codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Fold))
 
@@ -48,8 +51,11 @@ def make(n: int, kind: str, subject: str, signer: int, hour: int, param: int, id
         payload = {"canonical_record": RECS[0], "canonical_sha256": DIGEST}
         facts = {"canonical_sha256": DIGEST, "receipt_key": signer_key.split(":", 1)[1] if trust == "registry" else ""}
     elif kind == "timestamp_anchor":
-        facts = {"digest": DIGEST if param % 3 else "ab" * 32, "bitcoin_heights": [800_000 + param] if param % 2 else [],
-                 "pending_calendars": ["https://a.example"] if param % 4 < 2 else []}
+        facts = {
+            "digest": DIGEST if param % 3 else "ab" * 32,
+            "bitcoin_heights": [800_000 + param] if param % 2 else [],
+            "pending_calendars": ["https://a.example"] if param % 4 < 2 else [],
+        }
     elif kind == "author_attestation":
         facts = {"strength": "strong" if trust == "registry" and param % 2 else "weak"}
     elif kind == "citation_signature":
@@ -60,35 +66,66 @@ def make(n: int, kind: str, subject: str, signer: int, hour: int, param: int, id
         target = ids_so_far[param % len(ids_so_far)] if ids_so_far and param % 5 else _eid(10_000 + param)
         payload, facts = {"revoked_event_id": target}, {"revokes": target}
     elif kind == "replication_record":
-        payload = {"replication_type": REPLICATION_TYPES[param % 3], "outcome": OUTCOMES[(param // 3) % 4], "artifact_url": "https://x.example"}
+        payload = {
+            "replication_type": REPLICATION_TYPES[param % 3],
+            "outcome": OUTCOMES[(param // 3) % 4],
+            "artifact_url": "https://x.example",
+        }
     elif kind == "peer_review_v9":
         facts = {"unknown_kind": True}
     eid = _eid(n)
     signer_doc = {"signer_type": "self_signed" if trust == "self_signed" else "pith_registry", "key": signer_key}
-    ev = {"created_at": f"2026-06-01T0{hour}:00:00Z", "event_id": eid, "event_type": kind, "payload": payload,
-          "signer": signer_doc, "subject_pith_number": subject, "target": TARGETS.get(kind, "record")}
+    ev = {
+        "created_at": f"2026-06-01T0{hour}:00:00Z",
+        "event_id": eid,
+        "event_type": kind,
+        "payload": payload,
+        "signer": signer_doc,
+        "subject_pith_number": subject,
+        "target": TARGETS.get(kind, "record"),
+    }
     return Entry(ev, Verdict(eid, kind, subject, "valid", trust=trust, signer_key=signer_key, facts=facts))
 
 
 def junk(n: int, like: Entry | None, status: str, subject: str) -> Entry:
     """Something verification refused: any shape, possibly claiming a valid event's id (a garbled copy)."""
     eid = like.event_id if like is not None else _eid(20_000 + n)
-    ev = {"event_id": eid, "event_type": "revocation" if n % 2 else "record_created", "subject_pith_number": subject, "garbage": n}
-    return Entry(ev, Verdict(eid, ev["event_type"], subject, status, "bad-signature" if status == "invalid" else "unknown-key"))
+    ev = {
+        "event_id": eid,
+        "event_type": "revocation" if n % 2 else "record_created",
+        "subject_pith_number": subject,
+        "garbage": n,
+    }
+    return Entry(
+        ev, Verdict(eid, ev["event_type"], subject, status, "bad-signature" if status == "invalid" else "unknown-key")
+    )
 
 
-spec = st.tuples(st.sampled_from(KINDS), st.sampled_from([SUBJECT] * 3 + CITERS), st.integers(0, len(SIGNERS) - 1),
-                 st.integers(0, 3), st.integers(0, 60))
+spec = st.tuples(
+    st.sampled_from(KINDS),
+    st.sampled_from([SUBJECT] * 3 + CITERS),
+    st.integers(0, len(SIGNERS) - 1),
+    st.integers(0, 3),
+    st.integers(0, 60),
+)
 # the citers' events are mostly citations (of SUBJECT) and revocations of them: inbound citations come and go
-citer_spec = st.tuples(st.sampled_from(["citation_signature"] * 3 + ["revocation"]), st.sampled_from(CITERS),
-                       st.integers(0, len(SIGNERS) - 1), st.integers(0, 3), st.integers(0, 60))
+citer_spec = st.tuples(
+    st.sampled_from(["citation_signature"] * 3 + ["revocation"]),
+    st.sampled_from(CITERS),
+    st.integers(0, len(SIGNERS) - 1),
+    st.integers(0, 3),
+    st.integers(0, 60),
+)
 
 
 @st.composite
 def arrivals(draw: st.DrawFn) -> list[list[Entry]]:
     specs = draw(st.lists(st.one_of(spec, citer_spec), max_size=45))
     if draw(st.booleans()):  # most records have their record_created somewhere in the stream
-        specs.insert(draw(st.integers(0, len(specs))), ("record_created", SUBJECT, draw(st.integers(0, 3)), draw(st.integers(0, 3)), 0))
+        specs.insert(
+            draw(st.integers(0, len(specs))),
+            ("record_created", SUBJECT, draw(st.integers(0, 3)), draw(st.integers(0, 3)), 0),
+        )
     made: list[Entry] = []
     for n, (kind, subject, signer, hour, param) in enumerate(specs):
         made.append(make(n, kind, subject, signer, hour, param, [e.event_id for e in made]))
@@ -96,8 +133,18 @@ def arrivals(draw: st.DrawFn) -> list[list[Entry]]:
     for pick in draw(st.lists(st.integers(0, 10**6), max_size=8)):  # duplicates
         if made:
             stream.append(made[pick % len(made)])
-    for n, (pick, status, subject) in enumerate(draw(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["invalid", "unverified"]),
-                                                                         st.sampled_from([SUBJECT, *CITERS])), max_size=6))):
+    for n, (pick, status, subject) in enumerate(
+        draw(
+            st.lists(
+                st.tuples(
+                    st.integers(0, 10**6),
+                    st.sampled_from(["invalid", "unverified"]),
+                    st.sampled_from([SUBJECT, *CITERS]),
+                ),
+                max_size=6,
+            )
+        )
+    ):
         stream.append(junk(n, made[pick % len(made)] if made and pick % 2 else None, status, subject))
     stream = draw(st.permutations(stream))
     cuts = sorted(draw(st.lists(st.integers(0, len(stream)), max_size=6)))
@@ -134,14 +181,24 @@ def test_a_fold_after_every_batch_equals_the_full_derivation(batches: list[list[
         want = reduce(SUBJECT, own(seen), now.values())
         got = None
         if stored is not None:
-            got = fold(SUBJECT, stored[0], stored[1], own(batch), [now[i] for i in sorted(set(now) - set(inbound))],
-                       sorted(set(inbound) - set(now)))
+            got = fold(
+                SUBJECT,
+                stored[0],
+                stored[1],
+                own(batch),
+                [now[i] for i in sorted(set(now) - set(inbound))],
+                sorted(set(inbound) - set(now)),
+            )
             event("folded" if got is not None else "fell back")
             if got is not None:
-                light = msgspec.msgpack.decode(_codec[0].encode(stored[1]), type=FoldCitations)  # as the ledger reads it
+                light = msgspec.msgpack.decode(
+                    _codec[0].encode(stored[1]), type=FoldCitations
+                )  # as the ledger reads it
                 outbound = fold_outbound(SUBJECT, light, own(batch))
                 if outbound is not None:
-                    assert outbound == sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(own(seen)))
+                    assert outbound == sorted(
+                        (e.verdict.facts["cited"], e.event_id) for e in outbound_citations(own(seen))
+                    )
         if got is None:
             got = fold_all(SUBJECT, own(seen), now.values())
         if want["record_status"] == "pending":
@@ -150,7 +207,9 @@ def test_a_fold_after_every_batch_equals_the_full_derivation(batches: list[list[
         else:
             assert got is not None
             assert got[0] == canonical_bytes(want)
-            assert got[1].pair() == record_pair(got[1].ids, want["state_sha256"]) == leaf(own(seen), want["state_sha256"])
+            assert (
+                got[1].pair() == record_pair(got[1].ids, want["state_sha256"]) == leaf(own(seen), want["state_sha256"])
+            )
             stored = (got[0], _codec[1].decode(_codec[0].encode(got[1])))  # as the ledger stores it
         inbound = now
 
@@ -167,10 +226,23 @@ def test_fold_all_is_reduce(batches: list[list[Entry]]) -> None:
 
 def _realistic(start: int, count: int) -> list[Entry]:
     """Events a hot record gets every day: no revocation, later times than what is held."""
-    kinds = ["timestamp_anchor", "author_attestation", "storage_attestation", "replication_record", "integrity_finding",
-             "challenge", "graph_snapshot", "citation_signature"]
-    out = [make(n, kinds[n % len(kinds)], SUBJECT, n % 4, min(3, start // 20), n, []) for n in range(start, start + count)]
-    out += [make(n, "citation_signature", CITERS[n % 3], n % 4, min(3, start // 20), 1, []) for n in range(5000 + start, 5000 + start + 5)]
+    kinds = [
+        "timestamp_anchor",
+        "author_attestation",
+        "storage_attestation",
+        "replication_record",
+        "integrity_finding",
+        "challenge",
+        "graph_snapshot",
+        "citation_signature",
+    ]
+    out = [
+        make(n, kinds[n % len(kinds)], SUBJECT, n % 4, min(3, start // 20), n, []) for n in range(start, start + count)
+    ]
+    out += [
+        make(n, "citation_signature", CITERS[n % 3], n % 4, min(3, start // 20), 1, [])
+        for n in range(5000 + start, 5000 + start + 5)
+    ]
     return out
 
 
@@ -203,8 +275,11 @@ def test_a_fold_of_another_state_falls_back() -> None:
 
 
 def test_each_arrival_that_can_undo_what_is_folded_falls_back() -> None:
-    base = [make(0, "record_created", SUBJECT, 0, 0, 0, []), make(1, "author_attestation", SUBJECT, 0, 1, 0, []),
-            make(2, "revocation", SUBJECT, 0, 1, 1, [_eid(99)])]  # waits for event 99
+    base = [
+        make(0, "record_created", SUBJECT, 0, 0, 0, []),
+        make(1, "author_attestation", SUBJECT, 0, 1, 0, []),
+        make(2, "revocation", SUBJECT, 0, 1, 1, [_eid(99)]),
+    ]  # waits for event 99
     stored = fold_all(SUBJECT, base)
     assert stored is not None
     shapes = {
@@ -220,7 +295,9 @@ def test_each_arrival_that_can_undo_what_is_folded_falls_back() -> None:
     # a revocation whose target is not held is folded (it waits), and so is anything else
     waits = make(4, "revocation", SUBJECT, 0, 2, 1, [_eid(98)])
     got = fold(SUBJECT, *stored, [waits, make(5, "graph_snapshot", SUBJECT, 0, 2, 0, [])])
-    assert got is not None and got[0] == canonical_bytes(reduce(SUBJECT, base + [waits, make(5, "graph_snapshot", SUBJECT, 0, 2, 0, [])]))
+    assert got is not None and got[0] == canonical_bytes(
+        reduce(SUBJECT, base + [waits, make(5, "graph_snapshot", SUBJECT, 0, 2, 0, [])])
+    )
 
 
 # --- the ledger (spec/storage.md §3.3): real signed events, real LMDB --------------------------------------
@@ -230,11 +307,12 @@ from pathlib import Path  # noqa: E402
 import lmdb  # noqa: E402
 import pytest  # noqa: E402
 
-from pithledger.store import views  # noqa: E402
-from pithledger.merge import fold as real_fold  # noqa: E402
-from pithledger.store import Ledger  # noqa: E402
-
 from helpers.eventpool import bundles_of, pool  # noqa: E402
+from pithledger.merge import fold as real_fold  # noqa: E402
+from pithledger.store import (
+    Ledger,  # noqa: E402
+    views,  # noqa: E402
+)
 
 
 @pytest.fixture(autouse=True)
@@ -256,10 +334,12 @@ def reference(path: Path) -> tuple[Any, ...]:
 def _batches() -> list[list[dict[str, Any]]]:
     # record_created events first (so later batches find present records), then the rest a few at a time
     events = sorted(pool(), key=lambda e: e["event_type"] != "record_created")
-    return [events[:4]] + [events[i:i + 3] for i in range(4, len(events), 3)]
+    return [events[:4]] + [events[i : i + 3] for i in range(4, len(events), 3)]
 
 
-def test_a_ledger_folds_present_records_and_equals_one_batch_of_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ledger_folds_present_records_and_equals_one_batch_of_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     outcomes: list[bool] = []
 
     def spy(*args: Any) -> Any:
@@ -293,8 +373,16 @@ def _put_fold_entries(path: Path, entries: dict[bytes, bytes]) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("mutation", ["garbage-bytes", "another-records-entry", "an-older-entry-of-the-same-record",
-                                      "a-truncated-fold", "a-fold-without-a-list"])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "garbage-bytes",
+        "another-records-entry",
+        "an-older-entry-of-the-same-record",
+        "a-truncated-fold",
+        "a-fold-without-a-list",
+    ],
+)
 def test_a_damaged_or_stale_fold_entry_means_a_full_derivation(tmp_path: Path, mutation: str) -> None:
     path = tmp_path / "l"
     batches = _batches()
@@ -313,7 +401,7 @@ def test_a_damaged_or_stale_fold_entry_means_a_full_derivation(tmp_path: Path, m
     elif mutation == "an-older-entry-of-the-same-record":  # as if an older pithledger had derived since
         bad = {k: v for k, v in first.items() if k in now}
     elif mutation == "a-truncated-fold":
-        bad = {k: v[:len(v) // 2] for k, v in now.items()}
+        bad = {k: v[: len(v) // 2] for k, v in now.items()}
     else:  # decodes, but a list it must describe is gone
         bad = {}
         for k, v in now.items():
@@ -369,8 +457,11 @@ def test_a_ledger_without_the_fold_database_is_read_and_written_the_same(tmp_pat
 def test_a_long_state_is_stored_as_segments_a_fold_reuses_and_any_reader_inflates() -> None:
     import zlib
 
-    views_of = [b'{"created_at":"2026-06-01T00:00:00Z","event_id":"sha256:%02x%062d","payload":"%s"}' % (n % 256, n, b"x" * (n % 97))
-                for n in range(3000)]
+    views_of = [
+        b'{"created_at":"2026-06-01T00:00:00Z","event_id":"sha256:%02x%062d","payload":"%s"}'
+        % (n % 256, n, b"x" * (n % 97))
+        for n in range(3000)
+    ]
     data = b'{"current":{"author_attestations":[' + b",".join(views_of) + b"]}}"
     assert len(data) >= views._SEGMENTED_FROM
     packed, segments = views._pack_state(data)
@@ -379,14 +470,18 @@ def test_a_long_state_is_stored_as_segments_a_fold_reuses_and_any_reader_inflate
     again, segments2 = views._pack_state(grown, packed, segments)
     assert zlib.decompress(again) == grown
     assert sum(s in segments for s in segments2) == len(segments2) - 1  # only the last segment was compressed again
-    assert again[:len(again) - len(views._FINAL_BLOCK) - 4 - segments2[-1][1]] == packed[:len(packed) - len(views._FINAL_BLOCK) - 4 - segments[-1][1]]
+    assert (
+        again[: len(again) - len(views._FINAL_BLOCK) - 4 - segments2[-1][1]]
+        == packed[: len(packed) - len(views._FINAL_BLOCK) - 4 - segments[-1][1]]
+    )
     small = data[:1000]
     assert views._pack_state(small) == (zlib.compress(small, 1), [])  # short states: plain zlib, as before
 
 
 @pytest.mark.parametrize("cut_every_view", [False, True])
-def test_segmented_states_on_a_ledger_equal_one_batch_of_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    cut_every_view: bool) -> None:
+def test_segmented_states_on_a_ledger_equal_one_batch_of_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_every_view: bool
+) -> None:
     monkeypatch.setattr(views, "_SEGMENTED_FROM", 0)  # every state segmented (the pool's records are small)
     if cut_every_view:
         monkeypatch.setattr(views, "_CUT", b'","event_id":"sha256:')

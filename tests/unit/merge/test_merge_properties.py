@@ -13,12 +13,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.records.canonical import canonical_bytes
-from pithledger.merge import reduce, reduce_all
-from pithledger.store import Ledger
-
 from helpers.common import LMDB_EXAMPLES, derive_on_workers
 from helpers.eventpool import bundles_of, entries, pool
+from pithledger.merge import reduce, reduce_all
+from pithledger.records.canonical import canonical_bytes
+from pithledger.store import Ledger
 
 POOL = pool()
 subsets = st.lists(st.sampled_from(range(len(POOL))), unique=True).map(lambda ix: [POOL[i] for i in sorted(ix)])
@@ -66,7 +65,10 @@ def test_pool_exercises_every_rule() -> None:
     assert statuses.count("invalid") >= 2 and statuses.count("unverified") >= 1
     assert any(s["revoked_event_ids"] for s in states.values())
     assert any(s["unknown_kinds"] for s in states.values())
-    assert {r["reason"] for s in states.values() for r in s["ineffective_revocations"]} >= {"not-the-signer", "target-not-held"}
+    assert {r["reason"] for s in states.values() for r in s["ineffective_revocations"]} >= {
+        "not-the-signer",
+        "target-not-held",
+    }
     assert any(s["current"].get("inbound_citations") for s in states.values())
 
 
@@ -82,8 +84,14 @@ def test_revoking_wins_whichever_arrives_first() -> None:
 
 @settings(max_examples=LMDB_EXAMPLES)
 @given(subsets, st.randoms(use_true_random=False), st.integers(1, 6), st.booleans(), st.booleans())
-def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path_factory, events, rnd, batches, defer,  # type: ignore[no-untyped-def]
-                                                                        on_workers) -> None:
+def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(
+    tmp_path_factory,
+    events,
+    rnd,
+    batches,
+    defer,  # type: ignore[no-untyped-def]
+    on_workers,
+) -> None:
     order = list(events)
     rnd.shuffle(order)
     incremental = tmp_path_factory.mktemp("inc")
@@ -91,7 +99,7 @@ def test_incremental_lmdb_apply_equals_batch_replay_equals_pure_reducer(tmp_path
         step = max(1, len(order) // batches)
         for i in range(0, len(order), step):
             # deferred derivation (spec/storage.md §3.1), finished at any moment or only at the end
-            ledger.apply_batch(bundles_of(order[i:i + step]), defer=defer)
+            ledger.apply_batch(bundles_of(order[i : i + step]), defer=defer)
             if defer and rnd.random() < 0.3:
                 ledger.finish()
         ledger.finish()
@@ -122,7 +130,6 @@ def test_apply_a_then_b_equals_b_then_a_equals_both_at_once(tmp_path_factory, a,
 
 from helpers.adversary import GARBLINGS, garble, replay_under, unsigned_pith_event  # noqa: E402
 from helpers.eventpool import FAKE, ORPHAN, P  # noqa: E402
-
 from pithledger.errors import AmbiguousId, NotFound  # noqa: E402
 from pithledger.records.events import verify_event  # noqa: E402
 
@@ -132,8 +139,12 @@ valid_sets = st.lists(st.sampled_from(range(len(VALID))), unique=True).map(lambd
 # Junk: every named garbling of any signed pool event, replays under other subjects, unsigned Pith events,
 # and the pool's own invalid and unverified events.
 junk_item = st.one_of(
-    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(sorted(GARBLINGS))).map(lambda t: garble(SIGNED[t[0]], t[1])),
-    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(P + [ORPHAN])).map(lambda t: replay_under(SIGNED[t[0]], t[1])),
+    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(sorted(GARBLINGS))).map(
+        lambda t: garble(SIGNED[t[0]], t[1])
+    ),
+    st.tuples(st.sampled_from(range(len(SIGNED))), st.sampled_from(P + [ORPHAN])).map(
+        lambda t: replay_under(SIGNED[t[0]], t[1])
+    ),
     st.tuples(st.sampled_from(P + [ORPHAN, FAKE]), st.integers(0, 3)).map(lambda t: unsigned_pith_event(*t)),
     st.sampled_from([e for e in POOL if verify_event(e).status != "valid"]),
 )
@@ -165,17 +176,24 @@ def _answers(ledger: Ledger) -> dict[str, str]:
 
 @settings(max_examples=LMDB_EXAMPLES)
 @given(valid_sets, junk_sets, st.randoms(use_true_random=False), st.integers(1, 5), st.booleans())
-def test_garbage_independence_on_ledgers_whatever_the_order_and_batching(tmp_path_factory, valid, junk, rnd, batches, defer) -> None:  # type: ignore[no-untyped-def]
+def test_garbage_independence_on_ledgers_whatever_the_order_and_batching(
+    tmp_path_factory, valid, junk, rnd, batches, defer
+) -> None:  # type: ignore[no-untyped-def]
     junk = _not_a_replay_of_itself(junk)
     mixed = valid + junk
     rnd.shuffle(mixed)
-    with Ledger(tmp_path_factory.mktemp("dirty"), create=True) as dirty, Ledger(tmp_path_factory.mktemp("clean"), create=True) as clean:
+    with (
+        Ledger(tmp_path_factory.mktemp("dirty"), create=True) as dirty,
+        Ledger(tmp_path_factory.mktemp("clean"), create=True) as clean,
+    ):
         step = max(1, len(mixed) // batches)
         for i in range(0, len(mixed), step):  # junk before, inside and after the valid events
-            dirty.apply_batch(bundles_of(mixed[i:i + step]), defer=defer)
+            dirty.apply_batch(bundles_of(mixed[i : i + step]), defer=defer)
         dirty.finish()
         clean.apply_batch(bundles_of(valid))
-        assert {s: dirty.state_bytes(s) for s in dirty.subjects()} == {s: clean.state_bytes(s) for s in clean.subjects()}
+        assert {s: dirty.state_bytes(s) for s in dirty.subjects()} == {
+            s: clean.state_bytes(s) for s in clean.subjects()
+        }
         assert dirty.root() == clean.root()
         # no squatting: every valid event is held, under its own id, and nothing else is
         assert sorted(e.verdict.event_id for e in dirty.log()) == sorted({verify_event(e).event_id for e in valid})

@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
+from helpers.eventpool import bundles_of
+from helpers.merge_vectors import FILES
+from pithledger.merge import MERGE_VERSION, Entry, reduce_all
 from pithledger.records import keys
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import verify_event
-from pithledger.merge import MERGE_VERSION, Entry, reduce_all
 from pithledger.store import Ledger
-
-from helpers.eventpool import bundles_of
-from helpers.merge_vectors import FILES
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -27,8 +26,15 @@ def load(path: Path) -> dict[str, Any]:
 def registry_of(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def use(vector: dict[str, Any]) -> None:
         if "registry_keys" in vector:
-            monkeypatch.setattr(keys, "PITH_REGISTRY_KEYS", {
-                kid: keys.RegistryKey(key_id=kid, public_key=keys.b64decode_strict(b64)) for kid, b64 in vector["registry_keys"].items()})
+            monkeypatch.setattr(
+                keys,
+                "PITH_REGISTRY_KEYS",
+                {
+                    kid: keys.RegistryKey(key_id=kid, public_key=keys.b64decode_strict(b64))
+                    for kid, b64 in vector["registry_keys"].items()
+                },
+            )
+
     return use
 
 
@@ -45,7 +51,10 @@ def test_vector_verdicts_and_state_bytes(path: Path, registry_of) -> None:  # ty
     registry_of(vector)
     assert vector["merge_version"] == MERGE_VERSION
     verdicts = [verify_event(e) for e in vector["events"]]
-    got = [{"status": v.status, "reason": v.reason, "event_id": v.event_id if v.status == "valid" else None} for v in verdicts]
+    got = [
+        {"status": v.status, "reason": v.reason, "event_id": v.event_id if v.status == "valid" else None}
+        for v in verdicts
+    ]
     assert got == vector["expected"]["verdicts"]
     states = reduce_all(Entry(e, v) for e, v in zip(vector["events"], verdicts, strict=True))
     assert {s: canonical_bytes(d).decode() for s, d in states.items()} == vector["expected"]["states"]

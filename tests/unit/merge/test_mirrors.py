@@ -18,14 +18,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pithledger.records.canonical import canonical_bytes
-from pithledger.records.events import make_event
-from pithledger.merge import reduce_all
-from pithledger.store import Ledger
-
 from helpers.adversary import GARBLINGS, garble
 from helpers.common import LMDB_EXAMPLES
 from helpers.eventpool import MALLORY, P, bundles_of, entries, pool
+from pithledger.merge import reduce_all
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.store import Ledger
 
 MIRRORS = 3
 
@@ -71,7 +70,9 @@ class Mirrors(RuleBasedStateMachine):
         """Garbled copies of any event (a relay that censors, forges or replays), sent before or after the
         real one: none of it may change a state or a digest (the invariant compares with valid events only)."""
         signed = [e for e in self.events if "signature_b64" in e]
-        picks = data.draw(st.lists(st.tuples(st.sampled_from(range(len(signed))), st.sampled_from(sorted(GARBLINGS))), max_size=6))
+        picks = data.draw(
+            st.lists(st.tuples(st.sampled_from(range(len(signed))), st.sampled_from(sorted(GARBLINGS))), max_size=6)
+        )
         self.ledgers[m].apply_batch(bundles_of([garble(signed[i], how) for i, how in picks]))
 
     @rule(m=st.integers(0, MIRRORS - 1))
@@ -84,8 +85,11 @@ class Mirrors(RuleBasedStateMachine):
     def equivocate(self, subject: str) -> None:
         when = f"2026-07-0{self.equivocations + 1}T00:00:00Z"
         for variant in ("left", "right"):
-            self.events.append(make_event("graph_snapshot", subject, {"graph_snapshot": {"variant": variant}},
-                                          MALLORY, created_at=when))
+            self.events.append(
+                make_event(
+                    "graph_snapshot", subject, {"graph_snapshot": {"variant": variant}}, MALLORY, created_at=when
+                )
+            )
         self.equivocations += 1
 
     @invariant()
@@ -113,8 +117,8 @@ def entries_of(events: list[dict[str, Any]], picks: set[int]) -> list[Any]:
     signed_pool = pool()
     extra = [events[i] for i in sorted(picks) if i >= len(signed_pool)]
     base = entries([events[i] for i in sorted(picks) if i < len(signed_pool)])
-    from pithledger.records.events import verify_event
     from pithledger.merge import Entry
+    from pithledger.records.events import verify_event
 
     return base + [Entry(e, verify_event(e)) for e in extra]
 

@@ -14,10 +14,14 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
 import pytest
+
+from helpers.eventpool import pool
+from helpers.hostile_sources import buckets, chain, get, pair_of, published  # noqa: F401 (fixtures)
+from helpers.ledgers import ledger_with
 from pithledger.audit import Pair, bucket_pair, compare, inner_pair
-from pithledger.errors import (MalformedSource, PithledgerError, SourceError, SourceFileMissing,
-                               UnsafePath)
+from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
 from pithledger.mirror.publish import (
     DIGEST_FILE,
     Published,
@@ -26,13 +30,15 @@ from pithledger.mirror.publish import (
     record_dir,
 )
 from pithledger.store import Ledger
-from helpers.eventpool import pool
-from helpers.ledgers import ledger_with
-from helpers.hostile_sources import buckets, chain, get, pair_of, published  # noqa: F401 (fixtures)
 
 
 def test_urls_with_credentials_or_bad_ports_are_refused() -> None:
-    for url in ("http://user:pw@127.0.0.1/", "http://127.0.0.1:99999/", "http://127.0.0.1/x#frag", "http://127.0.0.1/\u00e9"):
+    for url in (
+        "http://user:pw@127.0.0.1/",
+        "http://127.0.0.1:99999/",
+        "http://127.0.0.1/x#frag",
+        "http://127.0.0.1/\u00e9",
+    ):
         with pytest.raises(SourceError):
             get(url)
 
@@ -46,7 +52,9 @@ def rewrite_bucket(pub: Path, prefix: str, mutate: Callable[[dict[str, Any]], No
     nodes = chain(pub, prefix)
     _, path, value = nodes[-1]
     mutate(value["records"])
-    new = bucket_pair({n: Pair(bytes.fromhex(r["event_root"]), bytes.fromhex(r["state_sha256"])) for n, r in value["records"].items()})
+    new = bucket_pair(
+        {n: Pair(bytes.fromhex(r["event_root"]), bytes.fromhex(r["state_sha256"])) for n, r in value["records"].items()}
+    )
     value["digest"] = pair_json(new)
     (pub / _node_file(prefix, new)).write_text(json.dumps(value))
     for p, _, parent in reversed(nodes[:-1]):
@@ -90,6 +98,7 @@ def run_bounded(fn: Callable[[], Any], seconds: float = 10) -> BaseException | N
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001
             outcome.append(exc)
+
     t = threading.Thread(target=target, daemon=True)
     t.start()
     t.join(seconds)
@@ -161,17 +170,38 @@ def test_a_directory_in_place_of_a_node_file_is_refused(published: tuple[Ledger,
         full_walk(Published(str(pub)), ledger)
 
 
-@pytest.mark.parametrize("name", [
-    "../../../../etc/passwd", "/etc/passwd", "pith:2026:../../../../../../etc/pa", "pith:2026:AAAAAAAAAAAAA\0AAAAAAAAAAAA",
-    "pith:2026:AAAAAAAAAAAAA\\AAAAAAAAAAAA", "pith:\u0662\u0660\u0662\u0666:AAAAAAAAAAAAAAAAAAAAAAAAAA",
-    "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA\n", "pith:2026:aaaaaaaaaaaaaaaaaaaaaaaaaa", "pith:AAAAAAAA",
-], ids=["dotdot", "absolute", "dotdot-in-suffix", "nul", "backslash", "non-ascii-digits", "trailing-newline", "lowercase", "short"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../../../../etc/passwd",
+        "/etc/passwd",
+        "pith:2026:../../../../../../etc/pa",
+        "pith:2026:AAAAAAAAAAAAA\0AAAAAAAAAAAA",
+        "pith:2026:AAAAAAAAAAAAA\\AAAAAAAAAAAA",
+        "pith:\u0662\u0660\u0662\u0666:AAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA\n",
+        "pith:2026:aaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "pith:AAAAAAAA",
+    ],
+    ids=[
+        "dotdot",
+        "absolute",
+        "dotdot-in-suffix",
+        "nul",
+        "backslash",
+        "non-ascii-digits",
+        "trailing-newline",
+        "lowercase",
+        "short",
+    ],
+)
 def test_dotdot_record_name_in_a_bucket_is_refused(published: tuple[Ledger, Path], name: str) -> None:
     ledger, pub = published
     prefix = buckets(pub)[0]
 
     def rename(records: dict[str, Any]) -> None:
         records[name] = records.pop(next(iter(records)))
+
     rewrite_bucket(pub, prefix, rename)
     with pytest.raises(UnsafePath, match="is not a long Pith Number"):
         full_walk(Published(str(pub)), ledger)
@@ -189,7 +219,11 @@ def test_a_record_filed_under_the_wrong_bucket_is_refused(published: tuple[Ledge
 def test_names_are_checked_before_they_build_a_path(published: tuple[Ledger, Path]) -> None:
     _, pub = published
     source = Published(str(pub))
-    for bad in ("../../etc/passwd", "pith:2026:../../../../../../../../etc/pa", "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA/x"):
+    for bad in (
+        "../../etc/passwd",
+        "pith:2026:../../../../../../../../etc/pa",
+        "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA/x",
+    ):
         with pytest.raises(UnsafePath):
             source.bundle_bytes(bad)
         with pytest.raises(UnsafePath):
@@ -208,10 +242,37 @@ def test_an_absent_node_file_is_a_broken_source(published: tuple[Ledger, Path]) 
         full_walk(Published(str(pub)), ledger)
 
 
-@pytest.mark.parametrize("event_ids", [
-    "sha256:" + "ab" * 32, 7, [7], [{"id": 1}], ["sha256:" + "zz" * 32], ["sha256:" + "ab" * 31], ["sha256:" + "AB" * 32],
-    ["ab" * 32], ["sha256:" + "ab" * 32] * 2, None, {"a": 1}, ["sha256: " + "ab" * 31 + "a"],
-], ids=["string", "int", "ints", "objects", "non-hex", "short", "uppercase", "no-prefix", "duplicates", "null", "object", "space"])
+@pytest.mark.parametrize(
+    "event_ids",
+    [
+        "sha256:" + "ab" * 32,
+        7,
+        [7],
+        [{"id": 1}],
+        ["sha256:" + "zz" * 32],
+        ["sha256:" + "ab" * 31],
+        ["sha256:" + "AB" * 32],
+        ["ab" * 32],
+        ["sha256:" + "ab" * 32] * 2,
+        None,
+        {"a": 1},
+        ["sha256: " + "ab" * 31 + "a"],
+    ],
+    ids=[
+        "string",
+        "int",
+        "ints",
+        "objects",
+        "non-hex",
+        "short",
+        "uppercase",
+        "no-prefix",
+        "duplicates",
+        "null",
+        "object",
+        "space",
+    ],
+)
 def test_malformed_event_ids_are_named(published: tuple[Ledger, Path], event_ids: Any) -> None:
     ledger, pub = published
     _, path, value = chain(pub, buckets(pub)[0])[-1]
@@ -227,13 +288,17 @@ def test_a_duplicated_event_id_is_refused_even_when_the_digests_agree(published:
     def duplicate(records: dict[str, Any]) -> None:
         rec = records[next(iter(records))]
         rec["event_ids"] = rec["event_ids"] + rec["event_ids"][:1]  # the event root over a set is unchanged
+
     rewrite_bucket(pub, buckets(pub)[0], duplicate)
     with pytest.raises(MalformedSource, match="names an event twice"):
         full_walk(Published(str(pub)), ledger)
 
 
-@pytest.mark.parametrize("records", [[], "x", 1, None, {"pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA": []}],
-                         ids=["list", "string", "int", "null", "record-not-object"])
+@pytest.mark.parametrize(
+    "records",
+    [[], "x", 1, None, {"pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA": []}],
+    ids=["list", "string", "int", "null", "record-not-object"],
+)
 def test_malformed_records_are_named(published: tuple[Ledger, Path], records: Any) -> None:
     ledger, pub = published
     _, path, value = chain(pub, buckets(pub)[0])[-1]
@@ -243,9 +308,20 @@ def test_malformed_records_are_named(published: tuple[Ledger, Path], records: An
         full_walk(Published(str(pub)), ledger)
 
 
-@pytest.mark.parametrize("child", [[], "x", 1, None, {"events": 1, "states": 2}, {"events": "ab" * 31, "states": "ab" * 32},
-                                   {"events": "AB" * 32, "states": "ab" * 32}, {"events": " " + "ab" * 31 + "a", "states": "ab" * 32}],
-                         ids=["list", "string", "int", "null", "ints", "short", "uppercase", "space"])
+@pytest.mark.parametrize(
+    "child",
+    [
+        [],
+        "x",
+        1,
+        None,
+        {"events": 1, "states": 2},
+        {"events": "ab" * 31, "states": "ab" * 32},
+        {"events": "AB" * 32, "states": "ab" * 32},
+        {"events": " " + "ab" * 31 + "a", "states": "ab" * 32},
+    ],
+    ids=["list", "string", "int", "null", "ints", "short", "uppercase", "space"],
+)
 def test_malformed_children_are_named(published: tuple[Ledger, Path], child: Any) -> None:
     ledger, pub = published
     _, path, value = chain(pub, "")[-1]
@@ -274,6 +350,7 @@ def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
         target = target[step]
     target[path[-1]] = new
     return out
+
 
 MUTATIONS: list[Any] = [None, True, 0, -1, 2**53, "", "x", "ab" * 32, "../../etc/passwd", [], [1], {}, {"a": "b"}]
 
@@ -329,9 +406,11 @@ def test_a_bucket_the_source_lacks_is_missing_records_not_an_error(tmp_path: Pat
         theirs = compare(source, b)
         lacked = sorted(b.record_events(extra))
     assert [(d.pith_number, d.kind, d.a_lacks, d.b_lacks) for d in mine.divergent if d.pith_number == extra] == [
-        (extra, "missing-on-b", [], lacked)]
+        (extra, "missing-on-b", [], lacked)
+    ]
     assert [(d.pith_number, d.kind, d.a_lacks, d.b_lacks) for d in theirs.divergent if d.pith_number == extra] == [
-        (extra, "missing-on-a", lacked, [])]
+        (extra, "missing-on-a", lacked, [])
+    ]
 
 
 def test_node_cache_is_bounded_and_evicted_nodes_are_verified_again(published: tuple[Ledger, Path]) -> None:

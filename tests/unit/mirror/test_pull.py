@@ -9,19 +9,23 @@ import json
 import threading
 from pathlib import Path
 from typing import Any
+
 import pytest
-from pithledger.records import ids
-from pithledger.errors import BadManifest, MalformedId
-from pithledger.records.mint import mint
-from pithledger.mirror.publish import publish
-from pithledger.records.model import record_ids
-from pithledger.mirror.pull import RateLimit, parse_manifest, pull, target_of_line, targets_of_args
-from pithledger.store import Ledger
+
 from helpers.common import VECTORS
 from helpers.pull import BUNDLES, same_as_truth, truth  # noqa: F401 (fixtures)
+from pithledger.errors import BadManifest, MalformedId
+from pithledger.mirror.publish import publish
+from pithledger.mirror.pull import RateLimit, parse_manifest, pull, target_of_line, targets_of_args
+from pithledger.records import ids
+from pithledger.records.mint import mint
+from pithledger.records.model import record_ids
+from pithledger.store import Ledger
 
 
-def test_a_published_directory_is_a_file_manifest_whose_patterns_stay_inside_it(tmp_path: Path, truth: dict[str, Any]) -> None:
+def test_a_published_directory_is_a_file_manifest_whose_patterns_stay_inside_it(
+    tmp_path: Path, truth: dict[str, Any]
+) -> None:
     with Ledger(truth["path"], readonly=True) as source:
         publish(source, tmp_path / "pub")  # no --base-url: patterns are /pith/{suffix}/bundle.json
     numbers = sorted(truth["arxiv"])
@@ -30,8 +34,11 @@ def test_a_published_directory_is_a_file_manifest_whose_patterns_stay_inside_it(
         assert report["records_fetched"] == len(numbers)
         same_as_truth(ledger, truth)
         assert pull(ledger, str(tmp_path / "pub" / "pith-mirrors.json"), None, rate=0)["unchanged"] == len(numbers)
-    escape = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0",
-              "mirrors": [{"bundle_pattern": "../../{suffix}/bundle.json"}]}
+    escape = {
+        "manifest_type": "pith_mirror_manifest",
+        "manifest_version": "1.0",
+        "mirrors": [{"bundle_pattern": "../../{suffix}/bundle.json"}],
+    }
     with pytest.raises(BadManifest, match="outside|plain relative"):
         parse_manifest(json.dumps(escape).encode(), "m.json", local_root=str(tmp_path))
 
@@ -39,36 +46,52 @@ def test_a_published_directory_is_a_file_manifest_whose_patterns_stay_inside_it(
 def test_pith_s_own_manifest_is_read_and_its_key_is_not_used() -> None:
     m = parse_manifest((VECTORS / "pith-mirrors.json").read_bytes(), "https://www.pith.science/pith-mirrors.json")
     assert [(x.name, [p.template for p in x.patterns], x.resolver) for x in m.mirrors] == [
-        ("Pith Resolver", ["https://pith.science/pith/{suffix}/bundle.json", "https://pith.science/.well-known/pith/{suffix}/bundle.json"],
-         "https://pith.science/api/pith-number/resolve")]
+        (
+            "Pith Resolver",
+            [
+                "https://pith.science/pith/{suffix}/bundle.json",
+                "https://pith.science/.well-known/pith/{suffix}/bundle.json",
+            ],
+            "https://pith.science/api/pith-number/resolve",
+        )
+    ]
     assert "public_key" not in repr(m)
 
 
 def _manifest(**over: Any) -> bytes:
-    doc: dict[str, Any] = {"manifest_type": "pith_mirror_manifest", "manifest_version": "1.0",
-                           "mirrors": [{"bundle_pattern": "https://m.example/pith/{suffix}/bundle.json"}]}
+    doc: dict[str, Any] = {
+        "manifest_type": "pith_mirror_manifest",
+        "manifest_version": "1.0",
+        "mirrors": [{"bundle_pattern": "https://m.example/pith/{suffix}/bundle.json"}],
+    }
     doc.update(over)
     return json.dumps(doc).encode()
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"[]", "not a JSON object"),
-    (b'{"manifest_type": "pith_mirror_manifest", "manifest_type": "x"}', "duplicate"),
-    (b"\xff", "UTF-8"),
-    (b" " * (1024 * 1024 + 1), "limit"),
-    (_manifest(manifest_type="pith_open_graph_bundle"), "manifest_type"),
-    (_manifest(manifest_version="2.0"), "manifest_version"),
-    (_manifest(mirrors=[]), "non-empty list"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/x.json"}] * 17), "at most 16"),
-    (_manifest(mirrors=["https://m.example/"]), "not an object"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/pith/bundle.json"}]), "exactly once"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{suffix}"}]), "exactly once"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{x}"}]), "no other braces"),
-    (_manifest(mirrors=[{"bundle_pattern": 7}]), "not a string"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://u:p@m.example/{suffix}"}]), "credentials"),
-    (_manifest(mirrors=[{"bundle_pattern": "ipfs://{suffix}"}]), "no mirror this version can read"),
-    (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}", "base_url": "https://m.example/?q=1"}]), "query"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"[]", "not a JSON object"),
+        (b'{"manifest_type": "pith_mirror_manifest", "manifest_type": "x"}', "duplicate"),
+        (b"\xff", "UTF-8"),
+        (b" " * (1024 * 1024 + 1), "limit"),
+        (_manifest(manifest_type="pith_open_graph_bundle"), "manifest_type"),
+        (_manifest(manifest_version="2.0"), "manifest_version"),
+        (_manifest(mirrors=[]), "non-empty list"),
+        (_manifest(mirrors=[{"bundle_pattern": "https://m.example/x.json"}] * 17), "at most 16"),
+        (_manifest(mirrors=["https://m.example/"]), "not an object"),
+        (_manifest(mirrors=[{"bundle_pattern": "https://m.example/pith/bundle.json"}]), "exactly once"),
+        (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{suffix}"}]), "exactly once"),
+        (_manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}/{x}"}]), "no other braces"),
+        (_manifest(mirrors=[{"bundle_pattern": 7}]), "not a string"),
+        (_manifest(mirrors=[{"bundle_pattern": "https://u:p@m.example/{suffix}"}]), "credentials"),
+        (_manifest(mirrors=[{"bundle_pattern": "ipfs://{suffix}"}]), "no mirror this version can read"),
+        (
+            _manifest(mirrors=[{"bundle_pattern": "https://m.example/{suffix}", "base_url": "https://m.example/?q=1"}]),
+            "query",
+        ),
+    ],
+)
 def test_a_bad_manifest_is_a_named_error(data: bytes, message: str) -> None:
     with pytest.raises(BadManifest, match=message) as info:
         parse_manifest(data, "https://m.example/pith-mirrors.json")
@@ -76,8 +99,10 @@ def test_a_bad_manifest_is_a_named_error(data: bytes, message: str) -> None:
 
 
 def test_unusable_mirrors_are_listed_and_relative_patterns_follow_the_manifest_url() -> None:
-    m = parse_manifest(_manifest(mirrors=[{"bundle_pattern": "ipfs://x/{suffix}"}, {"bundle_pattern": "/p/{suffix}.json"}]),
-                       "https://m.example/dir/pith-mirrors.json")
+    m = parse_manifest(
+        _manifest(mirrors=[{"bundle_pattern": "ipfs://x/{suffix}"}, {"bundle_pattern": "/p/{suffix}.json"}]),
+        "https://m.example/dir/pith-mirrors.json",
+    )
     assert [p.template for p in m.mirrors[0].patterns] == ["https://m.example/p/{suffix}.json"]
     assert m.mirrors[0].resolver is None and "ipfs" in m.ignored[0]
 
@@ -90,7 +115,9 @@ def test_id_lines_skip_blanks_and_comments_and_mint_snapshot_entries(truth: dict
     t = target_of_line(snapshot, "f:4")
     meta = json.loads(snapshot)
     # minted offline into its Pith Number: no resolver is asked
-    assert t is not None and t.text == "1709.09021" and t.query is None and t.number == record_ids(mint(meta)).pith_number
+    assert (
+        t is not None and t.text == "1709.09021" and t.query is None and t.number == record_ids(mint(meta)).pith_number
+    )
     assert t.suffix == ids.suffix_of_pith_number(t.number)
     with pytest.raises(MalformedId, match="f:5"):
         target_of_line(b"2605.004\n", "f:5")

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pithledger.audit import compare
-from pithledger.records.events import make_event
-from pithledger.mirror.publish import Published, publish, record_dir, sync
-from pithledger.store import Ledger
-
 from helpers.eventpool import ALICE, BOB, P, bundles_of, pool
 from helpers.ledgers import ledger_with
 from helpers.sync import bundle_path, publish_with_a_garbled_citation
+from pithledger.audit import compare
+from pithledger.mirror.publish import Published, publish, record_dir, sync
+from pithledger.records.events import make_event
+from pithledger.store import Ledger
 
 
 def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_sees_it(tmp_path: Path) -> None:
@@ -20,7 +19,9 @@ def test_a_source_serving_garbled_copies_is_named_lying_on_every_run_and_audit_s
     with Ledger(tmp_path / "c", create=True) as c:
         runs = [sync(c, str(tmp_path / "pub")) for _ in range(2)]
         for counts in runs:  # the same input gets the same answer, every time
-            assert counts["lying"] == [{"pith_number": P[2], "missing_event_ids": [citation["event_id"]], "missing_count": 1}]
+            assert counts["lying"] == [
+                {"pith_number": P[2], "missing_event_ids": [citation["event_id"]], "missing_count": 1}
+            ]
             assert sorted(r.reason for r in counts["rejected"]) == ["id-mismatch", "unverifiable-signature"]
         result = compare(c, Published(str(tmp_path / "pub")))
     assert not result.consistent
@@ -40,8 +41,16 @@ def test_one_unusable_record_does_not_stop_the_others(tmp_path: Path) -> None:
 
 def test_sync_applies_in_batches_and_equals_applying_the_same_data(tmp_path: Path) -> None:
     cited = P[0]
-    citers = [make_event("citation_signature", P[1 + i % 2], {"cited_pith_number": cited, "relation": "cites"},
-                         ALICE if i % 3 else BOB, created_at=f"2026-07-{1 + i % 28:02d}T{i % 24:02d}:00:00Z") for i in range(40)]
+    citers = [
+        make_event(
+            "citation_signature",
+            P[1 + i % 2],
+            {"cited_pith_number": cited, "relation": "cites"},
+            ALICE if i % 3 else BOB,
+            created_at=f"2026-07-{1 + i % 28:02d}T{i % 24:02d}:00:00Z",
+        )
+        for i in range(40)
+    ]
     with ledger_with(tmp_path / "a", pool() + citers) as a:
         publish(a, tmp_path / "pub")
         with Ledger(tmp_path / "c", create=True) as c:
@@ -62,7 +71,9 @@ def test_bundles_without_events_still_close_batches(tmp_path: Path) -> None:
 def test_a_forged_year_subject_cannot_overwrite_the_real_records_published_files(tmp_path: Path) -> None:
     real = P[0]
     forged = "pith:1999:" + real.rsplit(":", 1)[1]
-    squat = make_event("author_attestation", forged, {"author_name": "squatter"}, BOB, created_at="2026-07-01T00:00:00Z")
+    squat = make_event(
+        "author_attestation", forged, {"author_name": "squatter"}, BOB, created_at="2026-07-01T00:00:00Z"
+    )
     with ledger_with(tmp_path / "a", pool() + [squat]) as a:
         publish(a, tmp_path / "pub")
         pith_bundle = json.loads((tmp_path / "pub" / "pith" / real.rsplit(":", 1)[1] / "bundle.json").read_text())
@@ -75,20 +86,35 @@ def test_a_forged_year_subject_cannot_overwrite_the_real_records_published_files
 
 
 def test_a_record_revoked_away_gives_up_pith_paths_on_republish(tmp_path: Path) -> None:
-    from pithledger.records.model import record_ids
-
     from helpers.eventpool import MALLORY, RECS
+    from pithledger.records.model import record_ids
 
     fake_rec = {**RECS[1], "source": {**RECS[1]["source"], "version": 777}}
     fake = record_ids(fake_rec).pith_number
-    created = make_event("record_created", fake, {"canonical_record": fake_rec, "canonical_sha256": record_ids(fake_rec).canonical_sha256},
-                         MALLORY, created_at="2026-07-01T00:00:00Z")
+    created = make_event(
+        "record_created",
+        fake,
+        {"canonical_record": fake_rec, "canonical_sha256": record_ids(fake_rec).canonical_sha256},
+        MALLORY,
+        created_at="2026-07-01T00:00:00Z",
+    )
     with ledger_with(tmp_path / "a", [created]) as a:
         publish(a, tmp_path / "pub")
         pith_path = tmp_path / "pub" / "pith" / fake.rsplit(":", 1)[1] / "bundle.json"
         assert pith_path.is_file()
-        a.apply_batch(bundles_of([make_event("revocation", fake, {"revoked_event_id": created["event_id"]}, MALLORY,
-                                             created_at="2026-07-02T00:00:00Z")]))
+        a.apply_batch(
+            bundles_of(
+                [
+                    make_event(
+                        "revocation",
+                        fake,
+                        {"revoked_event_id": created["event_id"]},
+                        MALLORY,
+                        created_at="2026-07-02T00:00:00Z",
+                    )
+                ]
+            )
+        )
         publish(a, tmp_path / "pub")
         assert not pith_path.exists() and (tmp_path / "pub" / record_dir(fake) / "bundle.json").is_file()
 
@@ -96,14 +122,23 @@ def test_a_record_revoked_away_gives_up_pith_paths_on_republish(tmp_path: Path) 
 def test_a_record_flooded_with_events_still_travels_in_parts(tmp_path: Path) -> None:
     from pithledger.store import StoreTuning, tuned
 
-    flood = [make_event("graph_snapshot", P[0], {"graph_snapshot": {"n": i, "pad": "x" * 1500}}, BOB,
-                        created_at=f"2026-07-{1 + i % 28:02d}T00:00:{i % 60:02d}Z") for i in range(12)]
+    flood = [
+        make_event(
+            "graph_snapshot",
+            P[0],
+            {"graph_snapshot": {"n": i, "pad": "x" * 1500}},
+            BOB,
+            created_at=f"2026-07-{1 + i % 28:02d}T00:00:{i % 60:02d}Z",
+        )
+        for i in range(12)
+    ]
     # a flood of ~1 MiB events, scaled down
     with tuned(StoreTuning(part_bytes=4000)), ledger_with(tmp_path / "a", pool() + flood) as a:
         parts = a.export_parts(P[0])
         assert len(parts) > 3 and "canonical_record" in parts[0] and all("canonical_record" not in p for p in parts[1:])
         assert sorted(e["event_id"] for p in parts for e in p["events"] if "event_id" in e) == sorted(
-            e["event_id"] for e in a.export(P[0])["events"] if "event_id" in e)
+            e["event_id"] for e in a.export(P[0])["events"] if "event_id" in e
+        )
         publish(a, tmp_path / "pub")
         assert (tmp_path / "pub" / record_dir(P[0]) / f"bundle-{len(parts) - 1}.json").is_file()
         with Ledger(tmp_path / "c", create=True) as c:

@@ -13,18 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.records import keys
-from pithledger.audit import LISTED_IDS, compare
-from pithledger.records.canonical import canonical_bytes
-from pithledger.errors import SourceError
-from pithledger.records.events import make_event
-from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync
-from pithledger.records.model import record_ids
-from pithledger.store import Ledger, StoreTuning, tuned
-
 from helpers.common import LMDB_EXAMPLES, PITH_RECORDS
 from helpers.eventpool import ALICE, BOB, EVE, P, bundles_of, pool
 from helpers.sync_parts import ledger_with
+from pithledger.audit import LISTED_IDS, compare
+from pithledger.errors import SourceError
+from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync
+from pithledger.records import keys
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.records.model import record_ids
+from pithledger.store import Ledger, StoreTuning, tuned
 
 #: Parts of a few kB instead of 4 MiB: the same splitting code (Ledger.export_parts), scaled down.
 SMALL_PART = 3600
@@ -39,8 +38,16 @@ def small_parts() -> AbstractContextManager[StoreTuning]:
 @lru_cache(maxsize=1)
 def flood() -> list[dict[str, Any]]:
     """Valid self-signed snapshots of P[0] (anyone can write them): what makes a record multi-part."""
-    return [make_event("graph_snapshot", P[0], {"graph_snapshot": {"n": i, "pad": "x" * PAD}}, [BOB, EVE][i % 2],
-                       created_at=f"2026-07-{1 + i % 28:02d}T00:{i // 60:02d}:{i % 60:02d}Z") for i in range(40)]
+    return [
+        make_event(
+            "graph_snapshot",
+            P[0],
+            {"graph_snapshot": {"n": i, "pad": "x" * PAD}},
+            [BOB, EVE][i % 2],
+            created_at=f"2026-07-{1 + i % 28:02d}T00:{i // 60:02d}:{i % 60:02d}Z",
+        )
+        for i in range(40)
+    ]
 
 
 def part_of(ledger: Ledger, number: str, event_id: str) -> int:
@@ -69,7 +76,9 @@ def same(a: Ledger, b: Ledger) -> None:
 def late_event(ledger: Ledger, base: list[dict[str, Any]]) -> dict[str, Any]:
     """A new valid event on P[0] whose id sorts into part 2 or later once added."""
     for i in range(200):
-        e = make_event("graph_snapshot", P[0], {"graph_snapshot": {"late": i}}, ALICE, created_at=f"2026-08-01T00:00:{i % 60:02d}Z")
+        e = make_event(
+            "graph_snapshot", P[0], {"graph_snapshot": {"late": i}}, ALICE, created_at=f"2026-08-01T00:00:{i % 60:02d}Z"
+        )
         ids = sorted([*ledger.record_events(P[0]), e["event_id"]])
         # parts of two flood events each: an id past the first ~5 sorts into part >= 2
         if ids.index(e["event_id"]) >= len(ids) // 2:
@@ -120,8 +129,11 @@ def test_only_the_parts_holding_lacking_ids_are_read(tmp_path: Path) -> None:
 def registry(monkeypatch: pytest.MonkeyPatch) -> keys.LocalKey:
     """We hold no Pith private key: a stand-in registry key signs receipts (as in test_consensus)."""
     stand_in = keys.LocalKey(name="stand-in registry", seed=b"\x07" * 32)
-    monkeypatch.setitem(keys.PITH_REGISTRY_KEYS, "pith-v1-2026-05",
-                        keys.RegistryKey(key_id="pith-v1-2026-05", public_key=stand_in.public_key))
+    monkeypatch.setitem(
+        keys.PITH_REGISTRY_KEYS,
+        "pith-v1-2026-05",
+        keys.RegistryKey(key_id="pith-v1-2026-05", public_key=stand_in.public_key),
+    )
     return stand_in
 
 
@@ -129,17 +141,35 @@ def pith_record_created(record: dict[str, Any], key: keys.LocalKey, signed_at: s
     """A record_created event in Pith's own envelope: its ledger id is what its receipt authenticates
     (events.pith_record_event_id), not its declared event_id."""
     rid = record_ids(record)
-    return {"event_type": "record_created", "subject_pith_number": rid.pith_number, "target": "record",
-            "created_at": "2026-05-18T01:47:41Z", "event_id": "sha256:" + "74" * 32,
-            "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(key.public_key),
-                       "signer_id": "pith.science", "signer_type": "pith_registry"},
-            "payload": {"canonical_record": record, "canonical_sha256": rid.canonical_sha256,
-                        "receipt": {"kind": "pith_receipt", "key_id": "pith-v1-2026-05", "algorithm": "ed25519",
-                                    "signed_at": signed_at,
-                                    "signature_b64": keys.b64encode(key.sign(bytes.fromhex(rid.canonical_sha256)))}}}
+    return {
+        "event_type": "record_created",
+        "subject_pith_number": rid.pith_number,
+        "target": "record",
+        "created_at": "2026-05-18T01:47:41Z",
+        "event_id": "sha256:" + "74" * 32,
+        "signer": {
+            "key_id": "pith-v1-2026-05",
+            "public_key_fingerprint": keys.fingerprint_hex(key.public_key),
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "payload": {
+            "canonical_record": record,
+            "canonical_sha256": rid.canonical_sha256,
+            "receipt": {
+                "kind": "pith_receipt",
+                "key_id": "pith-v1-2026-05",
+                "algorithm": "ed25519",
+                "signed_at": signed_at,
+                "signature_b64": keys.b64encode(key.sign(bytes.fromhex(rid.canonical_sha256))),
+            },
+        },
+    }
 
 
-def test_a_pith_envelope_event_in_a_later_part_is_located_by_its_ledger_id(tmp_path: Path, registry: keys.LocalKey) -> None:
+def test_a_pith_envelope_event_in_a_later_part_is_located_by_its_ledger_id(
+    tmp_path: Path, registry: keys.LocalKey
+) -> None:
     record = PITH_RECORDS[5]["canonical_record"]
     number = record_ids(record).pith_number
     pith = pith_record_created(record, registry, "2026-05-18T01:47:41.701845Z")
@@ -147,10 +177,23 @@ def test_a_pith_envelope_event_in_a_later_part_is_located_by_its_ledger_id(tmp_p
         probe.apply_batch(bundles_of([pith]))
         [pith_id] = probe.record_events(number)
     assert pith_id != pith["event_id"]
-    own = make_event("record_created", number, {"canonical_record": record, "canonical_sha256": record_ids(record).canonical_sha256},
-                     ALICE, created_at="2026-06-01T00:00:00Z")
-    snaps = [make_event("graph_snapshot", number, {"graph_snapshot": {"n": i, "pad": "y" * PAD}}, BOB,
-                        created_at=f"2026-07-01T00:00:{i:02d}Z") for i in range(60)]
+    own = make_event(
+        "record_created",
+        number,
+        {"canonical_record": record, "canonical_sha256": record_ids(record).canonical_sha256},
+        ALICE,
+        created_at="2026-06-01T00:00:00Z",
+    )
+    snaps = [
+        make_event(
+            "graph_snapshot",
+            number,
+            {"graph_snapshot": {"n": i, "pad": "y" * PAD}},
+            BOB,
+            created_at=f"2026-07-01T00:00:{i:02d}Z",
+        )
+        for i in range(60)
+    ]
     below = [e for e in snaps if e["event_id"] < pith_id]
     assert len(below) >= 6  # deterministic keys and times: enough ids sort before the Pith event's
     with small_parts(), ledger_with(tmp_path / "a", [own, *below[:6]]) as a:
@@ -193,9 +236,16 @@ def test_a_part_index_that_lies_or_is_malformed_is_named_never_trusted(tmp_path:
         with Ledger(tmp_path / "c", create=True) as c:
             counts = sync(c, str(tmp_path / "pub"))
             [lie] = counts["lying"]
-            assert lie["pith_number"] == P[0] and lie["missing_count"] == len(a.record_events(P[0])) - len(a.export_parts(P[0])[0]["events"])
-        for bad in ({**index, "parts": list(reversed(index["parts"]))}, {**index, "parts": [["sha256:x", 1]]},
-                    {**index, "event_root": "00" * 32}, {**index, "pith_number": P[1]}, [1, 2]):
+            assert lie["pith_number"] == P[0] and lie["missing_count"] == len(a.record_events(P[0])) - len(
+                a.export_parts(P[0])[0]["events"]
+            )
+        for bad in (
+            {**index, "parts": list(reversed(index["parts"]))},
+            {**index, "parts": [["sha256:x", 1]]},
+            {**index, "event_root": "00" * 32},
+            {**index, "pith_number": P[1]},
+            [1, 2],
+        ):
             index_path.write_bytes(canonical_bytes(bad) + b"\n")
             with Ledger(tmp_path / "d", create=True) as d:
                 counts = sync(d, str(tmp_path / "pub"))
@@ -244,8 +294,16 @@ def test_a_record_is_applied_part_by_part_not_held_whole(tmp_path: Path) -> None
 
 
 def test_audit_lists_a_bounded_number_of_ids_per_record_with_whole_counts(tmp_path: Path) -> None:
-    many = [make_event("graph_snapshot", P[0], {"graph_snapshot": {"n": i}}, BOB, created_at=f"2026-07-01T00:{i // 60:02d}:{i % 60:02d}Z")
-            for i in range(LISTED_IDS + 30)]
+    many = [
+        make_event(
+            "graph_snapshot",
+            P[0],
+            {"graph_snapshot": {"n": i}},
+            BOB,
+            created_at=f"2026-07-01T00:{i // 60:02d}:{i % 60:02d}Z",
+        )
+        for i in range(LISTED_IDS + 30)
+    ]
     with ledger_with(tmp_path / "a", pool() + many) as a, Ledger(tmp_path / "c", create=True) as c:
         c.apply_batch(bundles_of([e for e in pool() if e["subject_pith_number"] != P[0]]))
         total = len(a.record_events(P[0]))
@@ -263,10 +321,14 @@ def test_audit_lists_a_bounded_number_of_ids_per_record_with_whole_counts(tmp_pa
 
 
 @settings(max_examples=max(8, LMDB_EXAMPLES // 4))
-@given(base=st.integers(min_value=0, max_value=11), new=st.sets(st.integers(min_value=0, max_value=39), max_size=6),
-       also=st.booleans())
-def test_incremental_sync_equals_fresh_sync_equals_apply(tmp_path_factory: pytest.TempPathFactory, base: int, new: set[int],
-                                                          also: bool) -> None:
+@given(
+    base=st.integers(min_value=0, max_value=11),
+    new=st.sets(st.integers(min_value=0, max_value=39), max_size=6),
+    also=st.booleans(),
+)
+def test_incremental_sync_equals_fresh_sync_equals_apply(
+    tmp_path_factory: pytest.TempPathFactory, base: int, new: set[int], also: bool
+) -> None:
     """Records of 1-6 parts (0-11 flood events on P[0], two per part), new events landing in any part:
     the ledger that synced before and syncs again, a fresh one, and one that applied the events all agree."""
     tmp = tmp_path_factory.mktemp("prop")
@@ -275,7 +337,11 @@ def test_incremental_sync_equals_fresh_sync_equals_apply(tmp_path_factory: pytes
     first = [e for e in pool() if e["subject_pith_number"] != P[0]] + [pool()[0]] + events[:base]
     extra = [events[i] for i in sorted(new) if i >= base]
     if also:  # a new event on another, single-part record too
-        extra.append(make_event("graph_snapshot", P[1], {"graph_snapshot": {"also": 1}}, ALICE, created_at="2026-09-01T00:00:00Z"))
+        extra.append(
+            make_event(
+                "graph_snapshot", P[1], {"graph_snapshot": {"also": 1}}, ALICE, created_at="2026-09-01T00:00:00Z"
+            )
+        )
     with small_parts():
         with ledger_with(tmp / "a", first) as a:
             assert 1 <= len(a.export_parts(P[0])) <= 6
@@ -287,7 +353,10 @@ def test_incremental_sync_equals_fresh_sync_equals_apply(tmp_path_factory: pytes
                     publish(a, tmp / "pub")
                 counts = sync(inc, str(tmp / "pub"))
                 assert counts["lying"] == [] and counts["skipped"] == []
-                with Ledger(tmp / "fresh", create=True) as fresh, ledger_with(tmp / "applied", first + extra) as applied:
+                with (
+                    Ledger(tmp / "fresh", create=True) as fresh,
+                    ledger_with(tmp / "applied", first + extra) as applied,
+                ):
                     assert sync(fresh, str(tmp / "pub"))["lying"] == []
                     same(applied, inc)
                     same(applied, fresh)

@@ -9,7 +9,9 @@ The tests of this feature that run in-process; those that start processes or ser
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
+
 from helpers.tlogkit import SUBJECT
 
 
@@ -28,21 +30,23 @@ def test_verify_log_leaves_no_scratch_directory_even_when_killed(monkeypatch: py
         assert len(made) == 1 and not Path(made[0]).exists()
         assert wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ab" * 32, 0, "cd" * 32)
         assert not wanted.add(b"\x01" * 32, SUBJECT, "sha256:" + "ef" * 32, 1, "cd" * 32)  # the same event id again
-        assert list(wanted.chunks()) == [(SUBJECT, {"sha256:" + "ab" * 32: (0, "cd" * 32), "sha256:" + "ef" * 32: (1, "cd" * 32)})]
+        assert list(wanted.chunks()) == [
+            (SUBJECT, {"sha256:" + "ab" * 32: (0, "cd" * 32), "sha256:" + "ef" * 32: (1, "cd" * 32)})
+        ]
     finally:
         wanted.close()
 
 
 def test_tile_paths_name_exactly_the_tiles_of_a_tree() -> None:
+    from pithledger.mirror.logsite import tile_paths
     from pithledger.tlog import merkle
     from pithledger.tlog import tiles as tlog
-    from pithledger.mirror.logsite import tile_paths
 
     leaves = [merkle.leaf_hash(str(i).encode()) for i in range(600)]
 
     class Reader:
         def read_hashes(self, level: int, start: int, end: int) -> list[bytes]:
-            return [merkle.root(leaves[i << level:(i + 1) << level]) for i in range(start, end)]
+            return [merkle.root(leaves[i << level : (i + 1) << level]) for i in range(start, end)]
 
     for n in (0, 1, 255, 256, 257, 511, 512, 513, 600):
         want = {rel for rel, _ in tlog.tiles_for(Reader(), lambda a, b: [b"x"] * (b - a), n)}

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.common import PITH_RECORDS, ROOT, TESTS
 from pithledger.records.bundle import read_bundle, write_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.events import verify_event
-
-from helpers.common import PITH_RECORDS
-from helpers.common import ROOT, TESTS
 
 REFERENCE = TESTS / "vectors" / "pith-bundle-FZ7AO632-head.json"
 EXAMPLES = ROOT / "bundles"
@@ -35,7 +33,9 @@ def test_unknown_top_level_fields_survive_a_round_trip() -> None:
     value["zz_future"] = [1, "two", None]
     bundle = read_bundle(value)
     assert bundle.extra == {"mirror_hints": value["mirror_hints"], "zz_future": value["zz_future"]}
-    again = write_bundle(bundle.pith_number, bundle.events, canonical_record=bundle.canonical_record, extra=bundle.extra)
+    again = write_bundle(
+        bundle.pith_number, bundle.events, canonical_record=bundle.canonical_record, extra=bundle.extra
+    )
     again["source_aliases"] = value["source_aliases"]  # alias times are Pith's, not derived
     assert canonical_bytes(again) == canonical_bytes(value)
 
@@ -75,7 +75,9 @@ def test_example_bundles_are_reproducible(tmp_path: Path) -> None:
     spec.loader.exec_module(module)
     module.main()
     for path in EXAMPLES.glob("demo-*"):
-        assert (tmp_path / "bundles" / path.name).read_bytes() == path.read_bytes(), f"run: python bundles/make_examples.py ({path.name})"
+        assert (tmp_path / "bundles" / path.name).read_bytes() == path.read_bytes(), (
+            f"run: python bundles/make_examples.py ({path.name})"
+        )
 
 
 def test_a_bundle_without_a_record_carries_only_events() -> None:

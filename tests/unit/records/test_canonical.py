@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import msgspec
-
+from helpers.common import FIXTURES, ROOT, TEXT_CANON
 from pithledger import errors
 from pithledger.records.canonical import (
     _NOT_COMPACT,
@@ -28,9 +28,6 @@ from pithledger.records.canonical import (
     strict_decode,
     text_sha256,
 )
-
-from helpers.common import FIXTURES, TEXT_CANON
-from helpers.common import ROOT
 
 
 def pith_canon(value: Any) -> bytes:
@@ -149,6 +146,7 @@ def test_fixture_files_are_what_they_say(tmp_path: Path) -> None:
 
 # --- the compact reading (spec/identifiers.md §1.2): where it answers, it answers as the strict one -------
 
+
 def _reading(data: bytes) -> tuple[str, Any]:
     try:
         return "value", _strict_reading(data, "input")
@@ -168,7 +166,7 @@ def _dup_first_key(d: bytes) -> bytes:
     colon = d.find(b'":', at + 2) if at >= 0 else -1
     if colon < 0:
         return d
-    return d[:at + 1] + d[at + 1:colon + 2] + b"0," + d[at + 1:]
+    return d[: at + 1] + d[at + 1 : colon + 2] + b"0," + d[at + 1 :]
 
 
 MUTATIONS = {
@@ -191,15 +189,20 @@ MUTATIONS = {
 }
 
 
-@given(values, st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=3),
-       st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(list(b'{}[]",:.e-09 \\\x00\xff'))), max_size=2))
-def test_the_compact_reading_answers_only_as_the_strict_one(value: Any, mutations: list[str], flips: list[tuple[int, int]]) -> None:
+@given(
+    values,
+    st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=3),
+    st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(list(b'{}[]",:.e-09 \\\x00\xff'))), max_size=2),
+)
+def test_the_compact_reading_answers_only_as_the_strict_one(
+    value: Any, mutations: list[str], flips: list[tuple[int, int]]
+) -> None:
     data = msgspec.json.encode(value)
     for name in mutations:
         data = MUTATIONS[name](data)
     for at, byte in flips:  # and a byte or two anywhere replaced by one that means something in JSON
         if data:
-            data = data[:at % len(data)] + bytes([byte]) + data[at % len(data) + 1:]
+            data = data[: at % len(data)] + bytes([byte]) + data[at % len(data) + 1 :]
     fast = _compact_decode(data)
     kind, strict = _reading(data)
     if fast is not _NOT_COMPACT:
@@ -216,7 +219,9 @@ def _bounded_value(value: Any) -> bool:
     return True
 
 
-@pytest.mark.parametrize("mutation", ["repeated-key", "a-float", "unsafe-integer", "huge-integer", "deep-nesting", "lone-surrogate"])
+@pytest.mark.parametrize(
+    "mutation", ["repeated-key", "a-float", "unsafe-integer", "huge-integer", "deep-nesting", "lone-surrogate"]
+)
 def test_a_hostile_compact_document_is_left_to_the_strict_reading(mutation: str) -> None:
     data = MUTATIONS[mutation](b'{"a":1,"b":[0,"x"]}')
     assert _compact_decode(data) is _NOT_COMPACT

@@ -6,16 +6,20 @@ import base64
 import copy
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from pithledger.records import ots as _ots
-from pithledger.records import keys
-from pithledger.records.bundle import read_bundle
-from pithledger.records.canonical import canonical_bytes, strict_decode
+from helpers.common import FIXTURES, PITH_RECORDS, SPEC_VECTORS, VECTORS
+from helpers.eventpool import ALICE, P, t
 from pithledger.errors import OtsError, PithledgerError
+from pithledger.records import keys
+from pithledger.records import ots as _ots
+from pithledger.records.bundle import read_bundle, write_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.events import (
+    EVENT_VERSION,
     SIGNING_DOMAIN,
     compute_event_id,
     is_pithledger_envelope,
@@ -25,13 +29,7 @@ from pithledger.records.events import (
     verify_event,
 )
 from pithledger.records.keys import LocalKey
-
-from helpers.common import FIXTURES, PITH_RECORDS, SPEC_VECTORS, VECTORS
-from pathlib import Path
-from pithledger.records.bundle import write_bundle
-from pithledger.records.events import EVENT_VERSION
 from pithledger.store import Ledger
-from helpers.eventpool import ALICE, P, t
 
 BUNDLES = FIXTURES / "bundles"
 EXPECTED = json.loads((BUNDLES / "expected.json").read_text())
@@ -145,8 +143,14 @@ GOLDEN = json.loads((SPEC_VECTORS / "event-v1-golden.json").read_text())
 
 def test_golden_event_id_and_signature() -> None:
     key = LocalKey(name=GOLDEN["key_name"], seed=bytes.fromhex(GOLDEN["seed_hex"]))
-    event = make_event(GOLDEN["kind"], GOLDEN["subject"], GOLDEN["payload"], key, created_at=GOLDEN["created_at"],
-                       signer_id=GOLDEN["signer_id"])
+    event = make_event(
+        GOLDEN["kind"],
+        GOLDEN["subject"],
+        GOLDEN["payload"],
+        key,
+        created_at=GOLDEN["created_at"],
+        signer_id=GOLDEN["signer_id"],
+    )
     assert signing_message(event).hex() == GOLDEN["signing_message_hex"]
     assert event["signature_b64"] == GOLDEN["signature_b64"]
     assert event["event_id"] == GOLDEN["event_id"]
@@ -157,11 +161,13 @@ def test_signing_message_is_domain_separated_and_excludes_id_and_signature() -> 
     event = json.loads(GOLDEN["event_canonical"])
     message = signing_message(event)
     assert message.startswith(SIGNING_DOMAIN)
-    body = json.loads(message[len(SIGNING_DOMAIN):])
+    body = json.loads(message[len(SIGNING_DOMAIN) :])
     assert set(event) - set(body) == {"event_id", "signature_b64"}
     # event_id hashes everything but itself, the signature included
-    assert compute_event_id(event) == "sha256:" + hashlib.sha256(
-        canonical_bytes({k: v for k, v in event.items() if k != "event_id"})).hexdigest()
+    assert (
+        compute_event_id(event)
+        == "sha256:" + hashlib.sha256(canonical_bytes({k: v for k, v in event.items() if k != "event_id"})).hexdigest()
+    )
 
 
 # --- tamper sweep: every leaf of every valid fixture event ------------------------------------------
@@ -189,8 +195,11 @@ def tampered(value: Any) -> Any:
 
 
 VALID_EVENTS = [  # ours: Pith's envelope authenticates only its record and receipt (tests/unit/records/test_pith_document.py)
-    e for name in sorted(REASONS) if REASONS[name] == "valid"
-    for e in read_bundle(strict_decode((BUNDLES / f"{name}.json").read_bytes())).events if is_pithledger_envelope(e)
+    e
+    for name in sorted(REASONS)
+    if REASONS[name] == "valid"
+    for e in read_bundle(strict_decode((BUNDLES / f"{name}.json").read_bytes())).events
+    if is_pithledger_envelope(e)
 ]
 
 
@@ -253,8 +262,13 @@ def test_anchor_reports_pending_calendars_and_bitcoin_heights() -> None:
     key = LocalKey(name="k", seed=bytes(32))
     record = PITH_RECORDS[0]
     proof = _ots.build(bytes.fromhex(record["canonical_sha256"]), ["https://b.example", "https://a.example"], [900001])
-    event = make_event("timestamp_anchor", record["pith_number"], {"ots_proof_b64": keys.b64encode(proof)}, key,
-                       created_at="2026-06-01T00:00:00Z")
+    event = make_event(
+        "timestamp_anchor",
+        record["pith_number"],
+        {"ots_proof_b64": keys.b64encode(proof)},
+        key,
+        created_at="2026-06-01T00:00:00Z",
+    )
     facts = verify_event(event).facts
     assert facts["pending_calendars"] == ["https://a.example", "https://b.example"]
     assert facts["bitcoin_heights"] == [900001]
@@ -263,8 +277,13 @@ def test_anchor_reports_pending_calendars_and_bitcoin_heights() -> None:
 
 def test_author_attestation_is_strong_only_when_registry_signed() -> None:
     key = LocalKey(name="k", seed=bytes(32))
-    event = make_event("author_attestation", PITH_RECORDS[0]["pith_number"],
-                       {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"}, key, created_at="2026-06-01T00:00:00Z")
+    event = make_event(
+        "author_attestation",
+        PITH_RECORDS[0]["pith_number"],
+        {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+        key,
+        created_at="2026-06-01T00:00:00Z",
+    )
     verdict = verify_event(event)
     assert verdict.trust == "self_signed" and verdict.facts["strength"] == "weak"
 
@@ -272,18 +291,37 @@ def test_author_attestation_is_strong_only_when_registry_signed() -> None:
 def test_receipt_path_accepts_a_registry_signature(monkeypatch: pytest.MonkeyPatch) -> None:
     # We hold no Pith private key, so a stand-in registry key shows the receipt rule end to end.
     stand_in = LocalKey(name="stand-in", seed=b"\x07" * 32)
-    monkeypatch.setitem(keys.PITH_REGISTRY_KEYS, "pith-v1-2026-05",
-                        keys.RegistryKey(key_id="pith-v1-2026-05", public_key=stand_in.public_key))
+    monkeypatch.setitem(
+        keys.PITH_REGISTRY_KEYS,
+        "pith-v1-2026-05",
+        keys.RegistryKey(key_id="pith-v1-2026-05", public_key=stand_in.public_key),
+    )
     record = PITH_RECORDS[0]
-    receipt = {"kind": "pith_receipt", "key_id": "pith-v1-2026-05", "algorithm": "ed25519",
-               "signed_at": "2026-05-18T01:47:41.701845Z", "builder": "pith-number-builder-2026-05-17-v1",
-               "signature_b64": keys.b64encode(stand_in.sign(bytes.fromhex(record["canonical_sha256"])))}
-    event = {"event_type": "record_created", "subject_pith_number": record["pith_number"], "target": "record",
-             "created_at": "2026-05-18T01:47:41Z",
-             "signer": {"key_id": "pith-v1-2026-05", "public_key_fingerprint": keys.fingerprint_hex(stand_in.public_key),
-                        "signer_id": "pith.science", "signer_type": "pith_registry"},
-             "payload": {"canonical_record": record["canonical_record"], "canonical_sha256": record["canonical_sha256"],
-                         "receipt": receipt}}
+    receipt = {
+        "kind": "pith_receipt",
+        "key_id": "pith-v1-2026-05",
+        "algorithm": "ed25519",
+        "signed_at": "2026-05-18T01:47:41.701845Z",
+        "builder": "pith-number-builder-2026-05-17-v1",
+        "signature_b64": keys.b64encode(stand_in.sign(bytes.fromhex(record["canonical_sha256"]))),
+    }
+    event = {
+        "event_type": "record_created",
+        "subject_pith_number": record["pith_number"],
+        "target": "record",
+        "created_at": "2026-05-18T01:47:41Z",
+        "signer": {
+            "key_id": "pith-v1-2026-05",
+            "public_key_fingerprint": keys.fingerprint_hex(stand_in.public_key),
+            "signer_id": "pith.science",
+            "signer_type": "pith_registry",
+        },
+        "payload": {
+            "canonical_record": record["canonical_record"],
+            "canonical_sha256": record["canonical_sha256"],
+            "receipt": receipt,
+        },
+    }
     verdict = verify_event(event)
     assert (verdict.status, verdict.trust, verdict.facts["receipt_key"]) == ("valid", "registry", "pith-v1-2026-05")
     receipt["signature_b64"] = keys.b64encode(stand_in.sign(bytes.fromhex(PITH_RECEIPTS_OTHER)))
@@ -296,8 +334,13 @@ PITH_RECEIPTS_OTHER = "074dd3013f1b0591bea0634a0c601473d25b810e2951eb7819593f6a2
 def test_make_event_refuses_what_would_not_verify() -> None:
     key = LocalKey(name="k", seed=bytes(32))
     with pytest.raises(PithledgerError) as info:
-        make_event("citation_signature", PITH_RECORDS[0]["pith_number"], {"cited_pith_number": "x", "relation": "cites"}, key,
-                   created_at="2026-06-01T00:00:00Z")
+        make_event(
+            "citation_signature",
+            PITH_RECORDS[0]["pith_number"],
+            {"cited_pith_number": "x", "relation": "cites"},
+            key,
+            created_at="2026-06-01T00:00:00Z",
+        )
     assert info.value.code == "bad-payload"
 
 
@@ -305,11 +348,21 @@ def _event_with_two_mistyped_payload_fields() -> dict:  # type: ignore[type-arg]
     """Signed and intact (the id and signature cover canonical, sorted bytes), its payload's keys in
     reverse order, both mistyped: step 10 fails on whichever msgspec.convert meets first."""
     pk = ALICE.public_key
-    event = {"created_at": t(5), "event_type": "citation_signature", "event_version": EVENT_VERSION,
-             "payload": {"relation": 1, "cited_pith_number": 2},
-             "signer": {"key_id": ALICE.name, "public_key_b64": keys.b64encode(pk), "public_key_fingerprint": keys.fingerprint_hex(pk),
-                        "signer_id": f"ed25519:{keys.fingerprint_hex(pk)}", "signer_type": "self_signed"},
-             "subject_pith_number": P[0], "target": "record"}
+    event = {
+        "created_at": t(5),
+        "event_type": "citation_signature",
+        "event_version": EVENT_VERSION,
+        "payload": {"relation": 1, "cited_pith_number": 2},
+        "signer": {
+            "key_id": ALICE.name,
+            "public_key_b64": keys.b64encode(pk),
+            "public_key_fingerprint": keys.fingerprint_hex(pk),
+            "signer_id": f"ed25519:{keys.fingerprint_hex(pk)}",
+            "signer_type": "self_signed",
+        },
+        "subject_pith_number": P[0],
+        "target": "record",
+    }
     event["signature_b64"] = keys.b64encode(ALICE.sign(signing_message(event)))
     event["event_id"] = compute_event_id(event)
     return event

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers.common import ROOT, TESTS
+from pithledger.errors import PithledgerError
+from pithledger.merge import Entry, reduce_all
 from pithledger.records.bundle import read_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import PithledgerError
 from pithledger.records.events import verify_event
-from pithledger.merge import Entry, reduce_all
-from helpers.common import ROOT, TESTS
 
 CORPUS = TESTS / "fuzz-corpus"
 EXAMPLES = ROOT / "bundles"
@@ -55,7 +55,10 @@ def test_random_bytes(data: bytes) -> None:
     pipeline(data)
 
 
-@given(st.sampled_from(SEEDS), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.sampled_from("fid")), max_size=8))
+@given(
+    st.sampled_from(SEEDS),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.sampled_from("fid")), max_size=8),
+)
 def test_byte_mutations_of_real_bundles(seed: bytes, edits: list[tuple[int, int, str]]) -> None:
     data = bytearray(seed)
     for pos, byte, op in edits:

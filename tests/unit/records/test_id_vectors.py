@@ -8,10 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from helpers.id_vectors import ALL
 from pithledger.errors import MalformedId
 from pithledger.records.ids import parse_id
-from helpers.id_vectors import ALL
-
 
 # The one record the test ledger holds (bundles/demo-2605.00424-every-kind.json), which the vectors name.
 
@@ -21,12 +20,24 @@ def test_the_vectors_cover_every_rule_of_the_grammar() -> None:
     assert len(names) == len(set(names))
     accepted = [v for v in ALL if "kind" in v["answer"]]
     assert {v["answer"]["kind"] for v in accepted} == {"pith_number", "suffix", "arxiv", "doi"}
-    for needle in ("pith-url", "paper-url", "arxiv-abs-url", "arxiv-pdf-url", "doi-org", "old-style", "version",
-                   "space", "no-break", "200"):
+    for needle in (
+        "pith-url",
+        "paper-url",
+        "arxiv-abs-url",
+        "arxiv-pdf-url",
+        "doi-org",
+        "old-style",
+        "version",
+        "space",
+        "no-break",
+        "200",
+    ):
         assert any(needle in n for n in names), needle
     # both answers for the forms the grammar bounds: some accepted, some refused
     for needle in ("pith-url", "arxiv-version", "doi", "bare-suffix", "arxiv-old-style"):
-        assert any(needle in v["name"] for v in accepted) and any(needle in v["name"] and v not in accepted for v in ALL), needle
+        assert any(needle in v["name"] for v in accepted) and any(
+            needle in v["name"] and v not in accepted for v in ALL
+        ), needle
 
 
 @pytest.mark.parametrize("vector", ALL, ids=[v["name"] for v in ALL])

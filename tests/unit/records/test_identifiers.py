@@ -6,12 +6,11 @@ import copy
 
 import pytest
 
-from pithledger.records.canonical import canonical_bytes
+from helpers.common import PITH_RECORDS
 from pithledger.errors import MalformedId, SchemaError
+from pithledger.records.canonical import canonical_bytes
 from pithledger.records.ids import ParsedId, parse_id
 from pithledger.records.model import record_ids
-
-from helpers.common import PITH_RECORDS
 
 
 @pytest.mark.parametrize("vector", PITH_RECORDS, ids=[v["pith_number"] for v in PITH_RECORDS])

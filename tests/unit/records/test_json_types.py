@@ -4,13 +4,11 @@ all-or-nothing, spec/bundle.md §3)."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from pithledger.records.bundle import read_bundle
-from pithledger.errors import BundleInconsistent
 from helpers.json_types import demo
-
+from pithledger.errors import BundleInconsistent
+from pithledger.records.bundle import read_bundle
 
 MUTANTS = {
     "source-version-true": lambda b: b["source"].update(version=True),

@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from pithledger.records.canonical import canonical_bytes, text_sha256
+from helpers.common import PITH_RECORDS, TEXT_CANON
 from pithledger.errors import MetadataError
+from pithledger.records.canonical import canonical_bytes, text_sha256
 from pithledger.records.mint import mint
 from pithledger.records.model import record_ids
-
-from helpers.common import PITH_RECORDS, TEXT_CANON
 
 RECORDS_BY_SUFFIX = {r["pith_number"].split(":")[-1]: r for r in PITH_RECORDS}
 TITLED = [
@@ -71,8 +70,10 @@ def test_at_least_twenty_real_titles_are_checked() -> None:
 
 def test_submitted_at_is_v1_in_utc_even_from_another_zone() -> None:
     line = snapshot_line(PITH_RECORDS[0]["canonical_record"], "T")
-    line["versions"] = [{"version": "v2", "created": "Tue, 3 Apr 2007 10:00:00 GMT"},
-                        {"version": "v1", "created": "Mon, 2 Apr 2007 21:18:42 +0200"}]
+    line["versions"] = [
+        {"version": "v2", "created": "Tue, 3 Apr 2007 10:00:00 GMT"},
+        {"version": "v1", "created": "Mon, 2 Apr 2007 21:18:42 +0200"},
+    ]
     record = mint(line)
     assert record["metadata"]["submitted_at"] == "2007-04-02T19:18:42Z"
     assert record["source"]["version"] == 2

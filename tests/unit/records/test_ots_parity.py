@@ -15,10 +15,9 @@ from opentimestamps.core import notary
 from opentimestamps.core.serialize import BytesDeserializationContext
 from opentimestamps.core.timestamp import DetachedTimestampFile
 
+from helpers.common import FIXTURES
 from pithledger.errors import OtsError
 from pithledger.records import ots
-
-from helpers.common import FIXTURES
 
 OTS = FIXTURES / "ots"
 EXAMPLES = sorted(OTS.rglob("*.ots"))
@@ -116,12 +115,15 @@ CRAFTED_REFUSED = {
     "result-over-4096": _proof(b"\xf0" + ots._varbytes(b"x" * 4065) + _bitcoin(1)),
     "hexlify-input-over-2048": _proof(b"\xf0" + ots._varbytes(b"x" * 2017) + b"\xf3" + _bitcoin(1)),
     "trailing-bitcoin-attestation-byte": _proof(_bitcoin(100, b"\x00")),
-    "trailing-pending-attestation-byte": _proof(b"\x00" + bytes.fromhex("83dfe30d2ef90c8e")
-                                                + ots._varbytes(ots._varbytes(b"https://a.example") + b"!")),
+    "trailing-pending-attestation-byte": _proof(
+        b"\x00" + bytes.fromhex("83dfe30d2ef90c8e") + ots._varbytes(ots._varbytes(b"https://a.example") + b"!")
+    ),
     "uri-query-string": _proof(_pending(b"https://a.example/?q=1")),
     "uri-space": _proof(_pending(b"https://a.example/a b")),
     "uri-control-character": _proof(_pending(b"https://a.example/\x07")),
-    "trailing-ethereum-attestation-byte": _proof(b"\x00" + bytes.fromhex("30fe8087b5c7ead7") + ots._varbytes(b"\x05\x00")),
+    "trailing-ethereum-attestation-byte": _proof(
+        b"\x00" + bytes.fromhex("30fe8087b5c7ead7") + ots._varbytes(b"\x05\x00")
+    ),
 }
 
 
@@ -142,10 +144,12 @@ def test_exceeds_max_msg_length_is_refused_strictly_and_read_by_default() -> Non
 
 
 def test_limits_at_their_edge_are_accepted_by_both() -> None:
-    for data in (_proof(b"\xf0" + ots._varbytes(b"x" * 4064) + _bitcoin(1)),  # result exactly 4096
-                 _proof(b"\xf0" + ots._varbytes(b"x" * 2016) + b"\xf3" + _bitcoin(1)),  # hexlify of 2048
-                 _proof(_pending(b"")),  # an empty URI: no character outside the set
-                 _proof(b"\xf2\x67\x03\x02" + _bitcoin(7))):  # reverse, keccak256, ripemd160, sha1 computed
+    for data in (
+        _proof(b"\xf0" + ots._varbytes(b"x" * 4064) + _bitcoin(1)),  # result exactly 4096
+        _proof(b"\xf0" + ots._varbytes(b"x" * 2016) + b"\xf3" + _bitcoin(1)),  # hexlify of 2048
+        _proof(_pending(b"")),  # an empty URI: no character outside the set
+        _proof(b"\xf2\x67\x03\x02" + _bitcoin(7)),
+    ):  # reverse, keccak256, ripemd160, sha1 computed
         assert reference(data) is not None
         same(data)
 

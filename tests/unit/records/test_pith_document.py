@@ -15,22 +15,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.common import LMDB_EXAMPLES, VECTORS
+from helpers.pith_document import (
+    BUNDLES,
+    DOC,
+    DOC_PATH,
+    EVENT_ID,
+    EXPECTED,
+    MUTATIONS,
+    NUMBER,
+    RECORD,
+    pith_bundle,
+    pith_bundle_event,
+)
+from pithledger.errors import BundleError, EventTooLarge, PithledgerError
+from pithledger.ingest import bundles as _bundles
+from pithledger.ingest.inputs import Input
 from pithledger.records import keys
 from pithledger.records.bundle import checked_bundle, pith_record_event, read_bundle, write_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode, text_sha256
-from pithledger.ingest import bundles as _bundles
-from pithledger.ingest.inputs import Input
-from pithledger.records.display import DisplayMetadata, MetadataStore, check, combine, from_pith_json
-from pithledger.errors import BundleError, EventTooLarge, PithledgerError
+from pithledger.records.display import DisplayMetadata, check, combine, from_pith_json
 from pithledger.records.events import make_event, verify_event
 from pithledger.records.keys import LocalKey
 from pithledger.records.mint import mint
 from pithledger.records.model import record_ids
 from pithledger.store import Ledger, prepare
-
-from helpers.common import LMDB_EXAMPLES, VECTORS
-from helpers.pith_document import BUNDLES, DOC, DOC_PATH, EVENT_ID, EXPECTED, MUTATIONS, NUMBER, RECORD, pith_bundle, pith_bundle_event
-
 
 # --- the event a document is --------------------------------------------------------------------------
 
@@ -65,7 +74,9 @@ def test_what_the_receipt_does_not_authenticate_changes_nothing_and_what_it_does
     assert verify_event(read_bundle(unreadable_time).events[0]).event_id == EVENT_ID
     no_receipt = read_bundle({**DOC, "receipt": None}).events
     assert no_receipt == read_bundle({k: v for k, v in DOC.items() if k != "receipt"}).events
-    assert "receipt" not in no_receipt[0]["payload"] and no_receipt[0]["created_at"] == RECORD["metadata"]["submitted_at"]
+    assert (
+        "receipt" not in no_receipt[0]["payload"] and no_receipt[0]["created_at"] == RECORD["metadata"]["submitted_at"]
+    )
     assert (verify_event(no_receipt[0]).status, verify_event(no_receipt[0]).reason) == ("unverified", "no-receipt")
 
 
@@ -96,20 +107,31 @@ def test_both_readings_of_apply_give_equal_bundles(tmp_path: Path) -> None:
 # --- hostile documents --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("change", "error", "message"), [
-    (lambda d: d.update(schema_version=None), "bad-bundle", "schema_version None is not supported"),
-    (lambda d: d.update(record_type=7), "bad-bundle", "record_type is 7, not 'pith_number_record'"),
-    (lambda d: d.pop("canonical_record"), "bad-bundle", "must carry its canonical_record"),
-    (lambda d: d.update(pith_number="pith:FHIBFT2F"), "bad-bundle", "is not a long Pith Number"),
-    (lambda d: d.update(source={"kind": "arxiv", "id": "2502.21231", "version": 2}), "bundle-inconsistent", "source is"),
-    (lambda d: d.update(aliases="2502.21231"), "bundle-inconsistent", "aliases must be a list"),
-    (lambda d: d["aliases"].pop(), "bundle-inconsistent", "aliases do not match"),
-    (lambda d: d.update(events={}), "bad-bundle", "events must be a list"),
-    (lambda d: d.update(events=[{"event_type": "graph_snapshot"}]), "bad-bundle", "events[0]: subject_pith_number 'None'"),
-    (lambda d: d.update(paper="ByteScale"), "bad-bundle", "paper: paper must be an object"),
-    (lambda d: d["paper"].update(title="x" * 2001), "bad-bundle", "paper: field 'title' is longer than 2,000"),
-    (lambda d: d["receipt"].update(padding="x" * (1 << 20)), "event-too-large", "is larger than 1,048,576 bytes"),
-])
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda d: d.update(schema_version=None), "bad-bundle", "schema_version None is not supported"),
+        (lambda d: d.update(record_type=7), "bad-bundle", "record_type is 7, not 'pith_number_record'"),
+        (lambda d: d.pop("canonical_record"), "bad-bundle", "must carry its canonical_record"),
+        (lambda d: d.update(pith_number="pith:FHIBFT2F"), "bad-bundle", "is not a long Pith Number"),
+        (
+            lambda d: d.update(source={"kind": "arxiv", "id": "2502.21231", "version": 2}),
+            "bundle-inconsistent",
+            "source is",
+        ),
+        (lambda d: d.update(aliases="2502.21231"), "bundle-inconsistent", "aliases must be a list"),
+        (lambda d: d["aliases"].pop(), "bundle-inconsistent", "aliases do not match"),
+        (lambda d: d.update(events={}), "bad-bundle", "events must be a list"),
+        (
+            lambda d: d.update(events=[{"event_type": "graph_snapshot"}]),
+            "bad-bundle",
+            "events[0]: subject_pith_number 'None'",
+        ),
+        (lambda d: d.update(paper="ByteScale"), "bad-bundle", "paper: paper must be an object"),
+        (lambda d: d["paper"].update(title="x" * 2001), "bad-bundle", "paper: field 'title' is longer than 2,000"),
+        (lambda d: d["receipt"].update(padding="x" * (1 << 20)), "event-too-large", "is larger than 1,048,576 bytes"),
+    ],
+)
 def test_a_malformed_document_is_refused_whole_with_its_reason(change: Any, error: str, message: str) -> None:
     doc = copy.deepcopy(DOC)
     change(doc)
@@ -128,8 +150,14 @@ def test_a_huge_receipt_is_refused_as_the_same_event_in_a_bundle_would_be() -> N
 
 
 def test_the_document_events_are_read_as_a_bundle_events_and_folded_by_the_same_rules() -> None:
-    unsigned = {"event_type": "graph_snapshot", "subject_pith_number": NUMBER, "target": "graph", "created_at": "2026-07-05T12:01:21Z",
-                "signer": pith_bundle_event()["signer"], "payload": {"graph_snapshot": DOC["graph_snapshot"]}}
+    unsigned = {
+        "event_type": "graph_snapshot",
+        "subject_pith_number": NUMBER,
+        "target": "graph",
+        "created_at": "2026-07-05T12:01:21Z",
+        "signer": pith_bundle_event()["signer"],
+        "payload": {"graph_snapshot": DOC["graph_snapshot"]},
+    }
     bundle = read_bundle({**DOC, "events": [unsigned]})
     assert bundle.events == [pith_bundle_event(), unsigned]
     assert verify_event(unsigned).reason == "unverifiable-signature"  # Pith's say-so: never folded
@@ -147,11 +175,25 @@ def test_every_record_document_fixture_is_exercised_here() -> None:
 
 def test_an_excerpt_never_replaces_an_abstract_that_matches() -> None:
     full = "Scaling long-context ability is essential. " * 20
-    record = mint({"id": "2502.21231", "title": "T", "abstract": full, "categories": "cs.DC", "license": None,
-                   "versions": [{"version": "v1", "created": "Fri, 28 Feb 2025 17:01:03 GMT"}]})
+    record = mint(
+        {
+            "id": "2502.21231",
+            "title": "T",
+            "abstract": full,
+            "categories": "cs.DC",
+            "license": None,
+            "versions": [{"version": "v1", "created": "Fri, 28 Feb 2025 17:01:03 GMT"}],
+        }
+    )
     snapshot = DisplayMetadata(title="T", abstract=full, source="arxiv-snapshot")
-    excerpt = DisplayMetadata(title="T", authors="B. Cui", abstract=full[:100], source="pith-record-document", abstract_excerpt=True)
-    assert {f.name: f.check for f in check(excerpt, record)} == {"title": "match", "authors": "unchecked", "abstract": "excerpt"}
+    excerpt = DisplayMetadata(
+        title="T", authors="B. Cui", abstract=full[:100], source="pith-record-document", abstract_excerpt=True
+    )
+    assert {f.name: f.check for f in check(excerpt, record)} == {
+        "title": "match",
+        "authors": "unchecked",
+        "abstract": "excerpt",
+    }
     kept = combine(snapshot, excerpt, record)
     assert (kept.abstract, kept.abstract_excerpt, kept.authors) == (full, False, "B. Cui")
     assert combine(None, excerpt, record) == excerpt
@@ -164,7 +206,10 @@ def test_an_excerpt_never_replaces_an_abstract_that_matches() -> None:
 
 def test_the_demo_titles_match_their_records() -> None:
     lines = (BUNDLES / "display" / "titles.jsonl").read_text().splitlines()
-    records = {record_ids(json.loads(x)).pith_number for x in (BUNDLES / "source-data" / "pith-records.jsonl").read_text().splitlines()}
+    records = {
+        record_ids(json.loads(x)).pith_number
+        for x in (BUNDLES / "source-data" / "pith-records.jsonl").read_text().splitlines()
+    }
     assert len(lines) == 21
     for line in lines:
         key, meta = from_pith_json(json.loads(line))
@@ -176,7 +221,9 @@ def test_the_demo_titles_match_their_records() -> None:
 # --- the property -------------------------------------------------------------------------------------
 
 ALICE = LocalKey(name="alice", seed=bytes(range(32)))
-ATTESTATION = make_event("author_attestation", NUMBER, {"author_name": "Bin Cui"}, ALICE, created_at="2026-07-06T00:00:00Z")
+ATTESTATION = make_event(
+    "author_attestation", NUMBER, {"author_name": "Bin Cui"}, ALICE, created_at="2026-07-06T00:00:00Z"
+)
 # forms one record's valid events travel in: the document, with or without an event of its own, and Pith
 # bundles whose record_created events differ only in what the receipt does not authenticate
 FORMS: dict[str, dict[str, Any]] = {
@@ -198,32 +245,41 @@ def _apply(path: Path, batches: list[list[str]]) -> tuple[bytes, Any]:
 
 
 @settings(max_examples=LMDB_EXAMPLES)
-@given(st.lists(st.sampled_from(sorted(FORMS)), min_size=1, max_size=8), st.randoms(use_true_random=False), st.integers(1, 4))
+@given(
+    st.lists(st.sampled_from(sorted(FORMS)), min_size=1, max_size=8),
+    st.randoms(use_true_random=False),
+    st.integers(1, 4),
+)
 def test_a_document_and_its_bundle_in_any_order_and_mix_give_the_same_state_and_digest(
-        tmp_path_factory: pytest.TempPathFactory, forms: list[str], rnd: Any, parts: int) -> None:
+    tmp_path_factory: pytest.TempPathFactory, forms: list[str], rnd: Any, parts: int
+) -> None:
     order = list(forms)
     rnd.shuffle(order)
     step = max(1, len(order) // parts)
-    got = _apply(tmp_path_factory.mktemp("mix"), [order[i:i + step] for i in range(0, len(order), step)])
+    got = _apply(tmp_path_factory.mktemp("mix"), [order[i : i + step] for i in range(0, len(order), step)])
     # every document replaced by the Pith bundle of the same events, all at once, in the drawn order
     want = _apply(tmp_path_factory.mktemp("bundles"), [[AS_BUNDLE.get(f, f) for f in forms]])
     assert got == want
 
 
 def test_a_document_that_is_not_one_is_named() -> None:
-    for value, message in (({"record_type": "pith_number_record"}, "schema_version None"),
-                           ({"hello": "world"}, "bundle_type is None"),
-                           ({"record_type": "pith_number_record", "bundle_type": "x"}, "bundle_type is 'x'")):
+    for value, message in (
+        ({"record_type": "pith_number_record"}, "schema_version None"),
+        ({"hello": "world"}, "bundle_type is None"),
+        ({"record_type": "pith_number_record", "bundle_type": "x"}, "bundle_type is 'x'"),
+    ):
         with pytest.raises(PithledgerError, match=message):
             read_bundle(value)
 
 
-def test_a_receipt_nested_to_the_document_limit_is_refused_not_logged_deeper_than_strict_reading_allows(tmp_path: Path) -> None:
+def test_a_receipt_nested_to_the_document_limit_is_refused_not_logged_deeper_than_strict_reading_allows(
+    tmp_path: Path,
+) -> None:
     """Found by the adversarial review: the receipt lies one level deeper in the derived event than in the
     document, so a document at the nesting limit gave a valid event that strict decoding refuses."""
-    from pithledger.records.canonical import strict_decode
-    from pithledger.records.bundle import read_bundle
     from pithledger.errors import BundleError
+    from pithledger.records.bundle import read_bundle
+    from pithledger.records.canonical import strict_decode
 
     doc = json.loads((VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json").read_text())
     junk: list = []  # type: ignore[type-arg]

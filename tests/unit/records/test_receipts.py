@@ -6,10 +6,9 @@ import base64
 
 import pytest
 
-from pithledger.records import keys
-from pithledger.errors import BadEncoding, UnknownKey, VerificationFailed
-
 from helpers.common import PITH_RECEIPTS
+from pithledger.errors import BadEncoding, UnknownKey, VerificationFailed
+from pithledger.records import keys
 
 PITH_KEY = keys.PITH_REGISTRY_KEYS["pith-v1-2026-05"]
 
@@ -41,14 +40,18 @@ def _flip(data: bytes, bit: int) -> bytes:
 def test_flipped_bit_in_digest_fails(bit: int) -> None:
     v = PITH_RECEIPTS[0]
     with pytest.raises(VerificationFailed):
-        keys.verify_receipt_signature(_flip(bytes.fromhex(v["canonical_sha256"]), bit), base64.b64decode(v["signature_b64"]))
+        keys.verify_receipt_signature(
+            _flip(bytes.fromhex(v["canonical_sha256"]), bit), base64.b64decode(v["signature_b64"])
+        )
 
 
 @pytest.mark.parametrize("bit", [0, 255, 256, 511])
 def test_flipped_bit_in_signature_fails(bit: int) -> None:
     v = PITH_RECEIPTS[1]
     with pytest.raises(VerificationFailed):
-        keys.verify_receipt_signature(bytes.fromhex(v["canonical_sha256"]), _flip(base64.b64decode(v["signature_b64"]), bit))
+        keys.verify_receipt_signature(
+            bytes.fromhex(v["canonical_sha256"]), _flip(base64.b64decode(v["signature_b64"]), bit)
+        )
 
 
 def test_signature_of_another_record_fails() -> None:
@@ -60,7 +63,9 @@ def test_signature_of_another_record_fails() -> None:
 def test_unknown_key_id_is_named() -> None:
     v = PITH_RECEIPTS[0]
     with pytest.raises(UnknownKey, match="pith-v9"):
-        keys.verify_receipt_signature(bytes.fromhex(v["canonical_sha256"]), base64.b64decode(v["signature_b64"]), "pith-v9")
+        keys.verify_receipt_signature(
+            bytes.fromhex(v["canonical_sha256"]), base64.b64decode(v["signature_b64"]), "pith-v9"
+        )
 
 
 @pytest.mark.parametrize(

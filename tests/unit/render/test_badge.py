@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from pithledger.render import badge
+from helpers.badge import SVG, parse_safe
 from pithledger.errors import MalformedId
 from pithledger.merge import _status
-from helpers.badge import SVG, parse_safe
-
+from pithledger.render import badge
 
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
 
@@ -34,8 +33,15 @@ def test_every_word_the_reducer_writes_is_in_the_vocabulary() -> None:
     authors = [[], [{"strength": "weak"}], [{"strength": "strong"}], [{"strength": "weak"}, {"strength": "strong"}]]
     anchors = [[], [{"anchor_state": "pending"}], [{"anchor_state": "bitcoin"}, {"anchor_state": "pending"}]]
     for a, t, s, c in itertools.product(authors, anchors, [[], [{}]], [[], [{}]]):
-        current = {"author_attestations": a, "timestamp_anchors": t, "storage_attestations": s, "citations": c,
-                   "replication_records": [], "graph_snapshots": [], "record_receipts": []}
+        current = {
+            "author_attestations": a,
+            "timestamp_anchors": t,
+            "storage_attestations": s,
+            "citations": c,
+            "replication_records": [],
+            "graph_snapshots": [],
+            "record_receipts": [],
+        }
         _, words = _status(current)
         for key, word, cls, _ in badge.words(words):
             assert cls != "unknown", (key, words[key])
@@ -44,10 +50,21 @@ def test_every_word_the_reducer_writes_is_in_the_vocabulary() -> None:
 
 
 def test_the_badge_is_safe_xml_with_the_states_words() -> None:
-    words = {"author": "claimed", "timestamp": "bitcoin anchor claimed", "storage": "not stored", "references": "refs signed"}
+    words = {
+        "author": "claimed",
+        "timestamp": "bitcoin anchor claimed",
+        "storage": "not stored",
+        "references": "refs signed",
+    }
     data = badge.badge_svg(NUMBER, words)
     root = parse_safe(data)
-    assert drawn_text(root) == ["pith:FZ7AO632", "author claimed", "bitcoin anchor claimed", "not stored", "refs signed"]
+    assert drawn_text(root) == [
+        "pith:FZ7AO632",
+        "author claimed",
+        "bitcoin anchor claimed",
+        "not stored",
+        "refs signed",
+    ]
     title = root.find(SVG + "title")
     assert title is not None and title.text == root.get("aria-label")
     assert "author: claimed" in (title.text or "") and "timestamp: bitcoin anchor claimed" in (title.text or "")
@@ -63,13 +80,29 @@ def test_the_badge_is_safe_xml_with_the_states_words() -> None:
     assert data == badge.badge_svg(NUMBER, dict(words))  # a function of its inputs
 
 
-HOSTILE: list[Any] = ["<script>alert(1)</script>", "claimed\u202e", "Claimed", " claimed", "x" * 100_000, None, 7, ["claimed"],
-                      {"claimed": 1}, "</text><foreignObject><iframe src=javascript:alert(1)>", "refs signed"]
+HOSTILE: list[Any] = [
+    "<script>alert(1)</script>",
+    "claimed\u202e",
+    "Claimed",
+    " claimed",
+    "x" * 100_000,
+    None,
+    7,
+    ["claimed"],
+    {"claimed": 1},
+    "</text><foreignObject><iframe src=javascript:alert(1)>",
+    "refs signed",
+]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_a_word_outside_the_vocabulary_draws_unknown_and_never_itself(value: Any) -> None:
-    words = {"author": value, "timestamp": value, "storage": value, "references": value}  # a word of one badge is unknown on another
+    words = {
+        "author": value,
+        "timestamp": value,
+        "storage": value,
+        "references": value,
+    }  # a word of one badge is unknown on another
     data = badge.badge_svg(NUMBER, words)
     root = parse_safe(data)
     texts = drawn_text(root)
@@ -81,8 +114,16 @@ def test_a_word_outside_the_vocabulary_draws_unknown_and_never_itself(value: Any
     assert len(data) < 4096
 
 
-@pytest.mark.parametrize("number", ["pith:2026:FZ7AO632", "pith:2026:fz7ao632hbv3fatauuz6y44y3p", "FZ7AO632HBV3FATAUUZ6Y44Y3P",
-                                    'pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3"', ""])
+@pytest.mark.parametrize(
+    "number",
+    [
+        "pith:2026:FZ7AO632",
+        "pith:2026:fz7ao632hbv3fatauuz6y44y3p",
+        "FZ7AO632HBV3FATAUUZ6Y44Y3P",
+        'pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3"',
+        "",
+    ],
+)
 def test_only_a_long_pith_number_is_drawn(number: str) -> None:
     with pytest.raises(MalformedId):
         badge.badge_svg(number, {})
@@ -95,24 +136,39 @@ def test_only_a_long_pith_number_is_drawn(number: str) -> None:
 
 
 def test_a_record_revoked_away_loses_its_published_badge(tmp_path: Path) -> None:
-    from pithledger.records.events import make_event
+    from helpers.eventpool import MALLORY, RECS, bundles_of
     from pithledger.mirror.publish import publish
+    from pithledger.records.events import make_event
     from pithledger.records.model import record_ids
     from pithledger.store import Ledger
 
-    from helpers.eventpool import MALLORY, RECS, bundles_of
-
     rec = {**RECS[1], "source": {**RECS[1]["source"], "version": 778}}
     ids = record_ids(rec)
-    created = make_event("record_created", ids.pith_number, {"canonical_record": rec, "canonical_sha256": ids.canonical_sha256},
-                         MALLORY, created_at="2026-07-01T00:00:00Z")
+    created = make_event(
+        "record_created",
+        ids.pith_number,
+        {"canonical_record": rec, "canonical_sha256": ids.canonical_sha256},
+        MALLORY,
+        created_at="2026-07-01T00:00:00Z",
+    )
     with Ledger(tmp_path / "a", create=True) as ledger:
         ledger.apply_batch(bundles_of([created]))
         publish(ledger, tmp_path / "pub")
         path = tmp_path / "pub" / "pith" / ids.pith_number.rsplit(":", 1)[1] / "badge.svg"
         words = json.loads(ledger.state_bytes(ids.pith_number))["current"]["badges"]
         assert path.read_bytes() == badge.badge_svg(ids.pith_number, words)
-        ledger.apply_batch(bundles_of([make_event("revocation", ids.pith_number, {"revoked_event_id": created["event_id"]}, MALLORY,
-                                                  created_at="2026-07-02T00:00:00Z")]))
+        ledger.apply_batch(
+            bundles_of(
+                [
+                    make_event(
+                        "revocation",
+                        ids.pith_number,
+                        {"revoked_event_id": created["event_id"]},
+                        MALLORY,
+                        created_at="2026-07-02T00:00:00Z",
+                    )
+                ]
+            )
+        )
         publish(ledger, tmp_path / "pub")
         assert not path.exists() and not path.with_name("index.html").exists()

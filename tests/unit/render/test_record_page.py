@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from pithledger.render import pages
-from pithledger.render import record_doc
+from helpers.common import PITH_RECEIPTS, PITH_RECORDS
+from helpers.pagekit import RECORD, TITLE, _state, _view
+from pithledger.errors import MetadataError
 from pithledger.records.canonical import text_sha256
 from pithledger.records.display import DisplayMetadata, check, from_arxiv, from_pith_json
-from pithledger.errors import MetadataError
+from pithledger.render import pages, record_doc
 
-from helpers.common import PITH_RECEIPTS, PITH_RECORDS
-from helpers.pagekit import TITLE, RECORD, _state, _view
 
 class _Links(HTMLParser):
     """Every href and every script/style element of a page."""
@@ -45,14 +44,21 @@ def _parse(html: str) -> _Links:
 
 
 def render(state: dict[str, Any], meta: DisplayMetadata | None = None, facts: pages.RecordFacts | None = None) -> str:
-    return pages.record_page(state, facts or pages.RecordFacts(receipts=[], signers=[]), meta, pages.Links(), mirror="m")
+    return pages.record_page(
+        state, facts or pages.RecordFacts(receipts=[], signers=[]), meta, pages.Links(), mirror="m"
+    )
 
 
 # --- badges -------------------------------------------------------------------------------------------
 
 
 def test_badges_use_the_state_wording_and_mark_claims_as_claims() -> None:
-    badges = {"author": "claimed", "references": "refs signed", "storage": "capture claimed", "timestamp": "bitcoin anchor claimed"}
+    badges = {
+        "author": "claimed",
+        "references": "refs signed",
+        "storage": "capture claimed",
+        "timestamp": "bitcoin anchor claimed",
+    }
     html = render(_state(badges=badges))
     for key, text in badges.items():
         m = re.search(rf'<span class="badge (\w+)" data-badge="{key}"[^>]*><b>{key}</b> ([^<]*)</span>', html)
@@ -60,7 +66,12 @@ def test_badges_use_the_state_wording_and_mark_claims_as_claims() -> None:
         assert m[2] == text
         assert m[1] == "claim"  # "refs signed" too: a self-signed citation is a claim, like a self-signed author claim
     html = render(_state())
-    for key, text in {"author": "not attested", "timestamp": "not anchored", "storage": "not stored", "references": "refs pending"}.items():
+    for key, text in {
+        "author": "not attested",
+        "timestamp": "not anchored",
+        "storage": "not stored",
+        "references": "refs pending",
+    }.items():
         assert f'<span class="badge absent" data-badge="{key}"><b>{key}</b> {text}</span>' in html
 
 
@@ -82,8 +93,15 @@ def test_the_page_has_the_numbers_copy_buttons_and_the_verify_snippet() -> None:
 
 
 def test_display_metadata_checks_match_mismatch_unchecked() -> None:
-    fields = {f.name: f for f in check(DisplayMetadata(title=TITLE, authors="A. Author", abstract="Another abstract."), RECORD)}
-    assert (fields["title"].check, fields["authors"].check, fields["abstract"].check) == ("match", "unchecked", "mismatch")
+    fields = {
+        f.name: f
+        for f in check(DisplayMetadata(title=TITLE, authors="A. Author", abstract="Another abstract."), RECORD)
+    }
+    assert (fields["title"].check, fields["authors"].check, fields["abstract"].check) == (
+        "match",
+        "unchecked",
+        "mismatch",
+    )
     assert fields["title"].expected_sha256 == RECORD["metadata"]["title_canon_sha256"] == text_sha256(TITLE)
     assert [f.check for f in check(None, RECORD)] == ["unchecked"] * 3
     html = render(_state(), DisplayMetadata(title="A Forged Title", abstract="An abstract."))
@@ -95,16 +113,29 @@ def test_display_metadata_checks_match_mismatch_unchecked() -> None:
 
 
 def test_display_metadata_from_the_arxiv_snapshot_and_pith_json() -> None:
-    key, meta = from_arxiv({"id": "1709.09021", "title": TITLE, "abstract": "An abstract.", "categories": "cs.DL",
-                            "authors": "Nizal Alshammry, Phillip Lord", "license": None,
-                            "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}]})
+    key, meta = from_arxiv(
+        {
+            "id": "1709.09021",
+            "title": TITLE,
+            "abstract": "An abstract.",
+            "categories": "cs.DL",
+            "authors": "Nizal Alshammry, Phillip Lord",
+            "license": None,
+            "versions": [{"version": "v1", "created": "Tue, 26 Sep 2017 13:56:47 GMT"}],
+        }
+    )
     assert key == "1709.09021v1" and meta.source == "arxiv-snapshot" and meta.authors == "Nizal Alshammry, Phillip Lord"
-    key, meta = from_pith_json({"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "T",
-                                "authors": [{"name": "A"}, "B"]})
+    key, meta = from_pith_json(
+        {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "T", "authors": [{"name": "A"}, "B"]}
+    )
     assert key == "2605.00424v2" and meta.authors == "A, B" and meta.source == "pith-record-json"
-    for bad in ({"canonical_record": {"x": 1}, "title": "T"}, {"canonical_record": PITH_RECORDS[0]["canonical_record"]},
-                {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": 5},
-                {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "x" * 5000}, [1]):
+    for bad in (
+        {"canonical_record": {"x": 1}, "title": "T"},
+        {"canonical_record": PITH_RECORDS[0]["canonical_record"]},
+        {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": 5},
+        {"canonical_record": PITH_RECORDS[0]["canonical_record"], "title": "x" * 5000},
+        [1],
+    ):
         with pytest.raises(MetadataError):
             from_pith_json(bad)
 
@@ -114,14 +145,27 @@ def test_display_metadata_from_the_arxiv_snapshot_and_pith_json() -> None:
 
 def test_receipt_panel_reports_this_mirrors_own_check() -> None:
     v = PITH_RECEIPTS[0]
-    good = pages.receipt_view(v["canonical_sha256"], {"kind": "pith_receipt", "key_id": v["key_id"], "algorithm": "ed25519",
-                                                      "signed_at": "2026-05-18T00:34:09.384803Z", "signature_b64": v["signature_b64"],
-                                                      "builder": "pith-number-builder-2026-05-17-v1"})
+    good = pages.receipt_view(
+        v["canonical_sha256"],
+        {
+            "kind": "pith_receipt",
+            "key_id": v["key_id"],
+            "algorithm": "ed25519",
+            "signed_at": "2026-05-18T00:34:09.384803Z",
+            "signature_b64": v["signature_b64"],
+            "builder": "pith-number-builder-2026-05-17-v1",
+        },
+    )
     assert good.result == "verified" and good.fingerprint == "8d4b5ee74e4693bcd1df2446408b0d54"
-    flipped = base64.b64encode(bytes([base64.b64decode(v["signature_b64"])[0] ^ 1]) + base64.b64decode(v["signature_b64"])[1:]).decode()
+    flipped = base64.b64encode(
+        bytes([base64.b64decode(v["signature_b64"])[0] ^ 1]) + base64.b64decode(v["signature_b64"])[1:]
+    ).decode()
     bad = pages.receipt_view(v["canonical_sha256"], {"key_id": v["key_id"], "signature_b64": flipped})
     assert bad.result == "fails"
-    assert pages.receipt_view(v["canonical_sha256"], {"key_id": "nobody", "signature_b64": flipped}).result == "unknown-key"
+    assert (
+        pages.receipt_view(v["canonical_sha256"], {"key_id": "nobody", "signature_b64": flipped}).result
+        == "unknown-key"
+    )
     html = render(_state(), facts=pages.RecordFacts(receipts=[good, bad], signers=[]))
     assert 'data-receipt="verified"' in html and 'data-receipt="fails"' in html
     assert "pith-number-builder-2026-05-17-v1" in html and v["signature_b64"] in html
@@ -130,20 +174,39 @@ def test_receipt_panel_reports_this_mirrors_own_check() -> None:
 
 # --- hostile strings ----------------------------------------------------------------------------------
 
-EVIL = '"><script>alert(1)</script><img src=x onerror=alert(2)>\'&'
-BAD_URLS = ["javascript:alert(1)", "JAVASCRIPT:alert(1)", " javascript:alert(1)", "data:text/html,<script>alert(1)</script>",
-            "vbscript:x", "//evil.example/x", "/relative", "http://exa mple.org", "https://ok.example/\n<script>", "http://é.example"]
+EVIL = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&"
+BAD_URLS = [
+    "javascript:alert(1)",
+    "JAVASCRIPT:alert(1)",
+    " javascript:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "vbscript:x",
+    "//evil.example/x",
+    "/relative",
+    "http://exa mple.org",
+    "https://ok.example/\n<script>",
+    "http://é.example",
+]
 
 
 def _hostile_state() -> dict[str, Any]:
     views = {
         "author_attestations": [_view("author_attestation", {"author_name": EVIL, "orcid": EVIL}, strength=EVIL)],
-        "storage_attestations": [_view("storage_attestation", {"capture_url": u, "captured_at": EVIL}) for u in BAD_URLS],
-        "replication_records": [_view("replication_record", {"replication_type": EVIL, "outcome": EVIL, "artifact_url": u}) for u in BAD_URLS],
-        "integrity_findings": [_view("integrity_finding", {"finding_type": EVIL, "severity": EVIL, "description": EVIL})],
+        "storage_attestations": [
+            _view("storage_attestation", {"capture_url": u, "captured_at": EVIL}) for u in BAD_URLS
+        ],
+        "replication_records": [
+            _view("replication_record", {"replication_type": EVIL, "outcome": EVIL, "artifact_url": u})
+            for u in BAD_URLS
+        ],
+        "integrity_findings": [
+            _view("integrity_finding", {"finding_type": EVIL, "severity": EVIL, "description": EVIL})
+        ],
         "challenges": [_view("challenge", {"challenged_event_id": EVIL, "reason": EVIL})],
         "citations": [_view("citation_signature", {"cited_pith_number": EVIL, "relation": EVIL})],
-        "inbound_citations": [_view("citation_signature", {"cited_pith_number": "x", "relation": EVIL}, citing_pith_number=EVIL)],
+        "inbound_citations": [
+            _view("citation_signature", {"cited_pith_number": "x", "relation": EVIL}, citing_pith_number=EVIL)
+        ],
         "timestamp_anchors": [_view("timestamp_anchor", {}, bitcoin_heights=[], pending_calendars=BAD_URLS)],
         "badges": {"author": EVIL, "references": EVIL, "storage": EVIL, "timestamp": EVIL},
     }
@@ -156,10 +219,22 @@ def _hostile_state() -> dict[str, Any]:
 
 def test_hostile_strings_are_escaped_and_bad_urls_never_linked() -> None:
     meta = DisplayMetadata(title=EVIL, authors=EVIL, abstract=EVIL)
-    facts = pages.RecordFacts(receipts=[pages.receipt_view("00" * 32, {"key_id": EVIL, "signature_b64": EVIL, "signed_at": EVIL, EVIL: EVIL})],
-                              signers=[pages.RecordSigner(event_id=EVIL, created_at=EVIL, signer_id=EVIL, key_id=EVIL, fingerprint=EVIL, trust=EVIL)])
+    facts = pages.RecordFacts(
+        receipts=[
+            pages.receipt_view("00" * 32, {"key_id": EVIL, "signature_b64": EVIL, "signed_at": EVIL, EVIL: EVIL})
+        ],
+        signers=[
+            pages.RecordSigner(
+                event_id=EVIL, created_at=EVIL, signer_id=EVIL, key_id=EVIL, fingerprint=EVIL, trust=EVIL
+            )
+        ],
+    )
     html = pages.record_page(_hostile_state(), facts, meta, pages.Links(base_url="http://x.example"), mirror=EVIL)
-    assert "<script>alert" not in html and "<img" not in html and "onerror=alert" not in html.replace("onerror=alert(2)&gt;", "")
+    assert (
+        "<script>alert" not in html
+        and "<img" not in html
+        and "onerror=alert" not in html.replace("onerror=alert(2)&gt;", "")
+    )
     parsed = _parse(html)
     assert parsed.tags.count("script") == 1 and "img" not in parsed.tags
     assert parsed.handlers == []  # no event handler or style attribute anywhere
@@ -191,9 +266,20 @@ def test_record_document_carries_the_canonical_record_verbatim() -> None:
 
 
 def test_static_links_are_relative_to_the_page() -> None:
-    state = _state(citations=[_view("citation_signature", {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"})])
-    html = pages.record_page(state, pages.RecordFacts(receipts=[], signers=[]), None,
-                             pages.Links(root="../../", page="/index.html", base_url="$MIRROR", server=False))
+    state = _state(
+        citations=[
+            _view(
+                "citation_signature",
+                {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"},
+            )
+        ]
+    )
+    html = pages.record_page(
+        state,
+        pages.RecordFacts(receipts=[], signers=[]),
+        None,
+        pages.Links(root="../../", page="/index.html", base_url="$MIRROR", server=False),
+    )
     hrefs = _parse(html).hrefs
     suffix = state["pith_number"].rsplit(":", 1)[1]
     assert f"../../pith/{suffix}/bundle.json" in hrefs and f"../../pith/{suffix}/state.json" in hrefs
@@ -220,15 +306,51 @@ def _evidence(trust: str) -> dict[str, Any]:
     """Every completeness slot filled with one view of the given trust, and the badges the reducer would write."""
     registry = trust == "registry"
     return {
-        "timestamp_anchors": [_view("timestamp_anchor", {}, anchor_state="bitcoin", bitcoin_heights=[840000], pending_calendars=[], trust=trust)],
-        "storage_attestations": [_view("storage_attestation", {"capture_url": "https://web.archive.org/web/2026/x", "captured_at": "2026-05-20T00:00:00Z"}, trust=trust)],
-        "author_attestations": [_view("author_attestation", {"author_name": "A. Author", "orcid": "0000-0002-1825-0097"},
-                                      strength="strong" if registry else "weak", trust=trust)],
-        "citations": [_view("citation_signature", {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"}, trust=trust)],
-        "replication_records": [_view("replication_record", {"replication_type": "reproduction", "outcome": "succeeded",
-                                                             "artifact_url": "https://example.org/a"}, trust=trust)],
-        "badges": {"author": "attested (strong)" if registry else "claimed", "references": "refs signed",
-                   "storage": "capture claimed", "timestamp": "bitcoin anchor claimed"},
+        "timestamp_anchors": [
+            _view(
+                "timestamp_anchor",
+                {},
+                anchor_state="bitcoin",
+                bitcoin_heights=[840000],
+                pending_calendars=[],
+                trust=trust,
+            )
+        ],
+        "storage_attestations": [
+            _view(
+                "storage_attestation",
+                {"capture_url": "https://web.archive.org/web/2026/x", "captured_at": "2026-05-20T00:00:00Z"},
+                trust=trust,
+            )
+        ],
+        "author_attestations": [
+            _view(
+                "author_attestation",
+                {"author_name": "A. Author", "orcid": "0000-0002-1825-0097"},
+                strength="strong" if registry else "weak",
+                trust=trust,
+            )
+        ],
+        "citations": [
+            _view(
+                "citation_signature",
+                {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "extends"},
+                trust=trust,
+            )
+        ],
+        "replication_records": [
+            _view(
+                "replication_record",
+                {"replication_type": "reproduction", "outcome": "succeeded", "artifact_url": "https://example.org/a"},
+                trust=trust,
+            )
+        ],
+        "badges": {
+            "author": "attested (strong)" if registry else "claimed",
+            "references": "refs signed",
+            "storage": "capture claimed",
+            "timestamp": "bitcoin anchor claimed",
+        },
     }
 
 
@@ -241,15 +363,45 @@ def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
     # since this mirror checks neither the chain nor the capture (the record JSON's pithledger_claims agree)
     rows = _rows(render(_state(**_evidence("registry"))))
     assert {item: level for item, (level, _) in rows.items()} == {
-        "Bitcoin timestamp": "claimed", "Internet Archive": "claimed", "Author claim": "done", "Citations": "done", "Replications": "done"}
+        "Bitcoin timestamp": "claimed",
+        "Internet Archive": "claimed",
+        "Author claim": "done",
+        "Citations": "done",
+        "Replications": "done",
+    }
     # one registry-signed author attestation among self-signed ones makes the row done; inbound citations count
     mixed = _evidence("self_signed")
-    mixed["author_attestations"].append(_view("author_attestation", {"author_name": "B"}, strength="weak", trust="registry"))
-    rows = _rows(render(_state(**mixed, inbound_citations=[_view("citation_signature", {"relation": "uses"}, citing_pith_number="x", trust="registry")])))
+    mixed["author_attestations"].append(
+        _view("author_attestation", {"author_name": "B"}, strength="weak", trust="registry")
+    )
+    rows = _rows(
+        render(
+            _state(
+                **mixed,
+                inbound_citations=[
+                    _view("citation_signature", {"relation": "uses"}, citing_pith_number="x", trust="registry")
+                ],
+            )
+        )
+    )
     assert rows["Author claim"][0] == "done" and rows["Citations"][0] == "done" and rows["Replications"][0] == "claimed"
-    pending = _view("timestamp_anchor", {}, anchor_state="pending", bitcoin_heights=[], pending_calendars=["https://a.pool.opentimestamps.org"])
-    assert _rows(render(_state(timestamp_anchors=[pending], badges={**_state()["current"]["badges"], "timestamp": "anchor pending"})))[
-        "Bitcoin timestamp"][0] == "pending"
+    pending = _view(
+        "timestamp_anchor",
+        {},
+        anchor_state="pending",
+        bitcoin_heights=[],
+        pending_calendars=["https://a.pool.opentimestamps.org"],
+    )
+    assert (
+        _rows(
+            render(
+                _state(
+                    timestamp_anchors=[pending], badges={**_state()["current"]["badges"], "timestamp": "anchor pending"}
+                )
+            )
+        )["Bitcoin timestamp"][0]
+        == "pending"
+    )
     # styled apart: only done rows are green
     assert re.search(r"ol\.complete li\.done::before\{[^}]*var\(--ok\)", pages.STYLE)
     claimed = re.search(r"ol\.complete li\.claimed::before\{([^}]*)\}", pages.STYLE)
@@ -264,15 +416,28 @@ def test_open_items_say_how_to_complete_them() -> None:
     howto = {item: text.split('class="howto"', 1)[1] for item, (_, text) in rows.items()}
     assert "pithledger ids --canonical bundle.json &gt; record.canon" in howto["Bitcoin timestamp"]
     assert "ots stamp record.canon" in howto["Bitcoin timestamp"]
-    assert f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots" in howto["Bitcoin timestamp"]
-    for item, kind, file in (("Internet Archive", "storage_attestation", "capture.json"), ("Author claim", "author_attestation", "author.json"),
-                             ("Citations", "citation_signature", "citation.json"), ("Replications", "replication_record", "replication.json")):
+    assert (
+        f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots"
+        in howto["Bitcoin timestamp"]
+    )
+    for item, kind, file in (
+        ("Internet Archive", "storage_attestation", "capture.json"),
+        ("Author claim", "author_attestation", "author.json"),
+        ("Citations", "citation_signature", "citation.json"),
+        ("Replications", "replication_record", "replication.json"),
+    ):
         assert f"pithledger event {kind} --subject {number} --key NAME --payload @{file}" in howto[item], item
         assert f"pithledger event {kind} --example" in howto[item], item
     for text in howto.values():
         assert "<a " not in text and "href" not in text  # text only: no link leaves the mirror
     # a pending anchor says how to finish it; done and claimed rows carry no instructions
-    pending = _view("timestamp_anchor", {}, anchor_state="pending", bitcoin_heights=[], pending_calendars=["https://a.pool.opentimestamps.org"])
+    pending = _view(
+        "timestamp_anchor",
+        {},
+        anchor_state="pending",
+        bitcoin_heights=[],
+        pending_calendars=["https://a.pool.opentimestamps.org"],
+    )
     row = _rows(render(_state(timestamp_anchors=[pending])))["Bitcoin timestamp"][1]
     assert "ots upgrade record.canon.ots" in row and f"--subject {number} --key NAME --ots record.canon.ots" in row
     for _, text in _rows(render(_state(**_evidence("registry")))).values():

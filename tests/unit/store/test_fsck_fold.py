@@ -11,23 +11,28 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-import pytest
-from pithledger.store import Ledger, views
-from helpers.eventpool import bundles_of
-from helpers.fsck_fold import B, BIG, _dbs, _entries, _events, _fold_of, _put, _with_fold, full_after_later, sound  # noqa: F401 (fixtures)
 
+import pytest
+
+from helpers.eventpool import bundles_of
+from helpers.fsck_fold import BIG, B, _dbs, _entries, _events, _fold_of, _put, _with_fold, full_after_later, sound  # noqa: F401 (fixtures)
+from pithledger.store import Ledger, views
 
 #: entries a sound writer may leave, which mean a full derivation next (spec/storage.md §3.3): no fault
 FINE: dict[str, Callable[[dict[bytes, views._FoldEntry], dict[bytes, bytes]], tuple[str, bytes | None]]] = {
     "fold-missing": lambda es, raw: (BIG, None),  # a ledger written before entries existed
-    "fold-of-an-earlier-state": lambda es, raw: (BIG, _with_fold(es[B], size=_fold_of(es[B])["size"] - 1)),  # an older pithledger derived since
+    "fold-of-an-earlier-state": lambda es, raw: (
+        BIG,
+        _with_fold(es[B], size=_fold_of(es[B])["size"] - 1),
+    ),  # an older pithledger derived since
     "fold-of-another-version": lambda es, raw: (BIG, _with_fold(es[B], version=_fold_of(es[B])["version"] + 1)),
 }
 
 
 @pytest.mark.parametrize("mutation", sorted(FINE))
 def test_an_entry_that_only_means_a_full_derivation_is_no_fault(
-        tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], mutation: str) -> None:
+    tmp_path: Path, sound: Path, full_after_later: dict[str, dict[bytes, bytes]], mutation: str
+) -> None:
     path = tmp_path / "l"
     shutil.copytree(sound, path)
     key, bad = FINE[mutation](_entries(path), _dbs(path)["fold"])

@@ -9,22 +9,19 @@ from typing import Any
 
 import pytest
 
-from pithledger.records.canonical import canonical_bytes
-from pithledger.fanout import Fanout
-from pithledger.merge import reduce, reduce_all
-from pithledger.store import Ledger, StoreTuning
-from pithledger.store.views import _derive_part
-
 from helpers.common import derive_on_workers
-from helpers.eventpool import P, bundles_of, entries, pool
+from helpers.eventpool import ALICE, RECS, P, bundles_of, entries, pool, t
 from helpers.ledgers import make_layout_3
 from helpers.pending import reference, states
 from pithledger.audit import DEPTH, record_event_root
 from pithledger.errors import DerivationPending, NotFound
-from pithledger.records.events import make_event
+from pithledger.fanout import Fanout
+from pithledger.merge import reduce, reduce_all
 from pithledger.mirror.publish import node_doc
-from pithledger.store import open_settled
-from helpers.eventpool import ALICE, RECS, t
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
+from pithledger.store import Ledger, StoreTuning, open_settled
+from pithledger.store.views import _derive_part
 
 
 def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(tmp_path: Path) -> None:
@@ -37,7 +34,7 @@ def test_deferred_batches_derive_each_record_once_into_the_states_of_one_batch(t
 
     with Ledger(tmp_path / "l", create=True, tuning=StoreTuning(derive=counting)) as ledger:
         for i in range(0, len(events), 4):  # many batches touching the same records
-            ledger.apply_batch(bundles_of(events[i:i + 4]), defer=True)
+            ledger.apply_batch(bundles_of(events[i : i + 4]), defer=True)
         assert derived == []  # a batch derives nothing
         assert ledger.pending() > 0
         assert ledger.finish() == len(derived)
@@ -78,8 +75,9 @@ def test_layout_3_is_read_as_it_is_and_upgraded_in_place_by_a_writer(tmp_path: P
         assert reader.tlog_size() == reader.counts()["events"]  # the upgrade built the transparency log too
 
 
-def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_states_derived_on_worker_processes_equal_states_derived_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     events = pool()
     got = []
     handed_over: list[int] = []
@@ -97,9 +95,11 @@ def test_states_derived_on_worker_processes_equal_states_derived_in_place(tmp_pa
         handed_over.clear()
         with Ledger(tmp_path / f"l{on_workers}", create=True, tuning=derive_on_workers(on_workers)) as ledger:
             for i in range(0, len(events), 5):
-                ledger.apply_batch(bundles_of(events[i:i + 5]), defer=True)
+                ledger.apply_batch(bundles_of(events[i : i + 5]), defer=True)
             ledger.finish()
-            assert (sum(handed_over) == len(list(ledger.subjects()))) if on_workers else not handed_over  # the path under test
+            assert (
+                (sum(handed_over) == len(list(ledger.subjects()))) if on_workers else not handed_over
+            )  # the path under test
             assert ledger.fsck() == []
             got.append((states(ledger), ledger.root()))
     assert got[0] == got[1]
@@ -141,7 +141,10 @@ def test_a_big_record_of_a_small_step_is_derived_on_a_worker(tmp_path: Path, mon
     tuning = StoreTuning(derive_part_entries=2)
     got = []
     for workers in (0, 2):
-        with Fanout.processes(workers) as fan, Ledger(tmp_path / f"l{workers}", create=True, fanout=fan, tuning=tuning) as ledger:
+        with (
+            Fanout.processes(workers) as fan,
+            Ledger(tmp_path / f"l{workers}", create=True, fanout=fan, tuning=tuning) as ledger,
+        ):
             ledger.apply_batch(bundles_of(mine[:-1]), defer=True)
             ledger.finish()
             assert not fan.worker_pids()  # not started for one part (verification of a few copies: on threads)
@@ -149,7 +152,9 @@ def test_a_big_record_of_a_small_step_is_derived_on_a_worker(tmp_path: Path, mon
             ledger.apply_batch(bundles_of(mine[-1:]), defer=True)
             sent: list[Any] = []
             with monkeypatch.context() as m:
-                m.setattr(fan, "_start", lambda func, part, **kw: sent.append(func) or Fanout._start(fan, func, part, **kw))
+                m.setattr(
+                    fan, "_start", lambda func, part, **kw: sent.append(func) or Fanout._start(fan, func, part, **kw)
+                )
                 ledger.finish()
             assert (_derive_part in sent) == (workers > 0)  # the one record's derivation went to a worker
             got.append(states(ledger))
@@ -170,8 +175,11 @@ def test_record_revoked_away_in_a_pending_batch_crashes_resolve_by_suffix_or_ali
     in a deferred batch: _candidate computes its pending state, whose `current` is {} -> KeyError
     'canonical_record' (resolve, state/export by any short form, serve's /resolve -> 500)."""
     source = RECS[1]["source"]
-    text = {"suffix": "pith:" + P[1].rsplit(":", 1)[1][:8], "arxiv": f"arXiv:{source['id']}",
-            "arxiv-version": f"arXiv:{source['id']}v{source['version']}"}[how]
+    text = {
+        "suffix": "pith:" + P[1].rsplit(":", 1)[1][:8],
+        "arxiv": f"arXiv:{source['id']}",
+        "arxiv-version": f"arXiv:{source['id']}v{source['version']}",
+    }[how]
     with Ledger(tmp_path / "l", create=True) as ledger:
         ledger.apply_batch(bundles_of(pool()))
         assert ledger.resolve(text) == P[1]

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from typing import Any
-
-from pithledger.errors import LayoutMismatch
-from pithledger.records.events import verify_event
-from pithledger.store import Ledger, rebuild
-
-from pithledger.records.events import compute_event_id, make_event
-
 from helpers.eventpool import ALICE, P, pool
 from helpers.rebuild import write_v1_ledger
+from pithledger.errors import LayoutMismatch
+from pithledger.records.events import compute_event_id, make_event, verify_event
+from pithledger.store import Ledger, rebuild
 
 
 def forged() -> dict[str, Any]:
     """A valid event with the signature of another: bad-signature, and nothing else wrong with it."""
-    event = make_event("author_attestation", P[0], {"author_name": "Forged Author"}, ALICE, created_at="2026-02-01T00:00:00Z")
+    event = make_event(
+        "author_attestation", P[0], {"author_name": "Forged Author"}, ALICE, created_at="2026-02-01T00:00:00Z"
+    )
     other = next(e for e in pool() if e.get("signature_b64"))
     event = {**event, "signature_b64": other["signature_b64"]}
     return {**event, "event_id": compute_event_id(event)}  # the id covers the signature: recomputed, it matches
@@ -40,8 +38,11 @@ def test_rebuild_reuses_the_signature_checks_of_events_held_as_valid_only(tmp_pa
     assert counts["signatures_reused"] == sum(verify_event(e).status == "valid" for e in pool())
     assert counts["invalid"] == 3  # the forged copy was checked again, and refused
     with Ledger(tmp_path / "L", readonly=True) as rebuilt:
-        assert [h.verdict.reason for _, h in rebuilt.evidence(forged()["subject_pith_number"])
-                if h.verdict.reason == "bad-signature"] == ["bad-signature"]
+        assert [
+            h.verdict.reason
+            for _, h in rebuilt.evidence(forged()["subject_pith_number"])
+            if h.verdict.reason == "bad-signature"
+        ] == ["bad-signature"]
 
 
 def test_reused_signature_checks_trust_the_old_log_and_reverify_does_not(tmp_path: Path) -> None:

@@ -5,25 +5,22 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
 
-from pithledger.records.bundle import read_bundle
-from pithledger.records.canonical import canonical_bytes, strict_decode
-from pithledger.errors import LayoutMismatch, NoLedger, NotFound
-from pithledger.records.events import verify_event
-from pithledger.merge import reduce_all
-from pithledger.store import Ledger
-
+from helpers.adversary import unsigned_pith_event
+from helpers.clikit import _pith
 from helpers.common import derive_on_workers
 from helpers.eventpool import ORPHAN, P, bundles_of, entries, pool
 from helpers.ledgers import EXAMPLES, example_bundles
-from pithledger.records.bundle import write_bundle
-from pithledger.errors import PithledgerError
-from typing import Any
-from helpers.adversary import unsigned_pith_event
-from helpers.clikit import _pith
+from pithledger.errors import LayoutMismatch, NoLedger, NotFound, PithledgerError
+from pithledger.merge import reduce_all
+from pithledger.records.bundle import read_bundle, write_bundle
+from pithledger.records.canonical import canonical_bytes, strict_decode
+from pithledger.records.events import verify_event
+from pithledger.store import Ledger
 
 
 def all_states(ledger: Ledger) -> dict[str, bytes]:
@@ -77,9 +74,20 @@ def test_every_id_form_resolves(tmp_path: Path) -> None:
     with Ledger(tmp_path, create=True) as ledger:
         ledger.apply_batch(example_bundles())
         number = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
-        for form in [number, "pith:FZ7AO632", "FZ7AO632", "fz7ao632hbv3", "FZ7AO632HBV3FATA", "FZ7AO632HBV3FATAUUZ6Y44Y3P",
-                     "2605.00424", "2605.00424v2", "arXiv:2605.00424", "10.48550/arxiv.2605.00424",
-                     "https://doi.org/10.48550/arXiv.2605.00424", "https://pith.science/pith/FZ7AO632HBV3FATAUUZ6Y44Y3P"]:
+        for form in [
+            number,
+            "pith:FZ7AO632",
+            "FZ7AO632",
+            "fz7ao632hbv3",
+            "FZ7AO632HBV3FATA",
+            "FZ7AO632HBV3FATAUUZ6Y44Y3P",
+            "2605.00424",
+            "2605.00424v2",
+            "arXiv:2605.00424",
+            "10.48550/arxiv.2605.00424",
+            "https://doi.org/10.48550/arXiv.2605.00424",
+            "https://pith.science/pith/FZ7AO632HBV3FATAUUZ6Y44Y3P",
+        ]:
             assert ledger.resolve(form) == number, form
 
 
@@ -98,7 +106,6 @@ def test_a_forged_year_sharing_a_real_suffix_cannot_take_the_short_form(tmp_path
     # pith:1999:<suffix of a real record> is another subject; no record can hash to it, so it stays
     # pending, and only present records answer short forms.
     from helpers.eventpool import ALICE
-
     from pithledger.records.events import make_event
 
     real = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
@@ -161,7 +168,11 @@ def test_fsck_names_a_tampered_state(tmp_path: Path, on_workers: bool) -> None:
         subject = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
         with ledger.env.begin(write=True) as txn:
             raw = zlib.decompress(txn.get(subject.encode(), db=ledger.db[b"state"]))  # states are stored compressed
-            txn.put(subject.encode(), zlib.compress(raw.replace(b'"valid_event_count":3', b'"valid_event_count":4')), db=ledger.db[b"state"])
+            txn.put(
+                subject.encode(),
+                zlib.compress(raw.replace(b'"valid_event_count":3', b'"valid_event_count":4')),
+                db=ledger.db[b"state"],
+            )
         assert ledger.fsck() == [f"state of {subject} differs from its recomputation from the log"]
         assert bool(ledger._fanout.worker_pids()) is on_workers
 
@@ -225,17 +236,22 @@ def test_unknown_bundle_fields_are_kept_within_caps_and_only_for_records_with_ev
     from pithledger.store import MAX_EXTRA_BYTES, MAX_EXTRA_PER_RECORD
 
     with Ledger(tmp_path, create=True) as ledger:
-        ledger.apply_batch([Bundle(pith_number=ORPHAN, events=[], extra={"junk": "x" * 1000})])  # no events: nothing kept
+        ledger.apply_batch(
+            [Bundle(pith_number=ORPHAN, events=[], extra={"junk": "x" * 1000})]
+        )  # no events: nothing kept
         ledger.apply_batch(bundles_of(pool()))
         ledger.apply_batch([Bundle(pith_number=P[0], events=[], extra={"huge": "x" * MAX_EXTRA_BYTES})])
-        ledger.apply_batch([Bundle(pith_number=P[0], events=[], extra={f"note{i}": i}) for i in range(MAX_EXTRA_PER_RECORD + 5)])
+        ledger.apply_batch(
+            [Bundle(pith_number=P[0], events=[], extra={f"note{i}": i}) for i in range(MAX_EXTRA_PER_RECORD + 5)]
+        )
         with ledger.env.begin() as txn:
             keys = [bytes(k) for k in txn.cursor(db=ledger.db[b"extra"]).iternext(values=False)]
     assert len(keys) == MAX_EXTRA_PER_RECORD and all(k.startswith(P[0].encode()) for k in keys)
 
 
-def test_a_handle_is_tuned_by_its_store_tuning_and_by_nothing_set_on_the_package(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_handle_is_tuned_by_its_store_tuning_and_by_nothing_set_on_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store's knobs are fields of the StoreTuning a handle opens with (or that ``tuned`` sets for
     the handles opened within it), not module globals: a name set on the package reaches no handle
     (issue #32: compiled modules cannot have their globals patched). The knob here: export's part size."""
@@ -270,10 +286,14 @@ SUBJECT = "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY"
 # A finding of the adversarial review of session 4 (apply's two readings, finishing/fsck/verification
 # on worker processes); failed at 6581123, before the fix it guards.
 @pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])
-@pytest.mark.parametrize("tamper", [(b'"record_status":"present"', b'"record_status":1'),
-                                    (b'"record_status":"present"', b'"record_status":null')], ids=["int", "null"])
-def test_fsck_names_a_state_tampered_to_the_wrong_type_instead_of_stopping(tmp_path: Path, on_workers: bool,
-                                                                              tamper: tuple[bytes, bytes]) -> None:
+@pytest.mark.parametrize(
+    "tamper",
+    [(b'"record_status":"present"', b'"record_status":1'), (b'"record_status":"present"', b'"record_status":null')],
+    ids=["int", "null"],
+)
+def test_fsck_names_a_state_tampered_to_the_wrong_type_instead_of_stopping(
+    tmp_path: Path, on_workers: bool, tamper: tuple[bytes, bytes]
+) -> None:
     """store.py _stored_index_keys (typed _IndexView, record_status: str) raises LedgerError 'not
     readable (damaged ledger)' from _fsck_indexes for a state whose JSON is fine but whose
     record_status is not a string: fsck reports no list at all, though _fsck_state_part has already

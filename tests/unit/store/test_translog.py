@@ -12,11 +12,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.tlog import merkle
 import pithledger.store.tlog_tables as T
-from pithledger.errors import TlogDamaged, TlogOutOfRange
 from helpers.common import ROOT
-from helpers.translog import NUMBER, REMEDY, assert_tlog_is_the_log, attestations, raw_put, record_created, served, small_ledger
+from helpers.translog import (
+    NUMBER,
+    REMEDY,
+    assert_tlog_is_the_log,
+    attestations,
+    raw_put,
+    record_created,
+    served,
+    small_ledger,
+)
+from pithledger.errors import TlogDamaged, TlogOutOfRange
+from pithledger.tlog import merkle
 
 
 @pytest.fixture
@@ -29,28 +38,41 @@ def raw(tmp_path: Path) -> Iterator[tuple[lmdb.Environment, T.TlogDbs]]:
 
 
 def _entries(n: int, salt: str = "") -> list[bytes]:
-    return [T.entry_bytes("sha256:" + hashlib.sha256(f"{salt}{i}".encode()).hexdigest(), "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",
-                          hashlib.sha256(f"event {salt}{i}".encode()).hexdigest()) for i in range(n)]
+    return [
+        T.entry_bytes(
+            "sha256:" + hashlib.sha256(f"{salt}{i}".encode()).hexdigest(),
+            "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",
+            hashlib.sha256(f"event {salt}{i}".encode()).hexdigest(),
+        )
+        for i in range(n)
+    ]
 
 
-def _append(env: lmdb.Environment, dbs: T.TlogDbs, entries: list[bytes], batches: list[int], *, extend: bool = False) -> None:
+def _append(
+    env: lmdb.Environment, dbs: T.TlogDbs, entries: list[bytes], batches: list[int], *, extend: bool = False
+) -> None:
     """``extend``: each batch in one Appender.extend call (the writer's path), else entry by entry."""
     done = 0
     for b in batches:
         with env.begin(write=True) as txn:
             appender = T.Appender(txn, dbs, expected_size=done)
             if extend:
-                appender.extend(entries[done:done + b])
+                appender.extend(entries[done : done + b])
             else:
-                for e in entries[done:done + b]:
+                for e in entries[done : done + b]:
                     appender.append(e)
         done += b
 
 
 def test_entry_bytes_are_the_contract_json() -> None:
     e = T.entry_bytes("sha256:" + "ab" * 32, "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", "cd" * 32)
-    assert e == (b'{"event_id":"' + b"ab" * 32 + b'","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L","sha256":"'
-                 + b"cd" * 32 + b'"}')
+    assert e == (
+        b'{"event_id":"'
+        + b"ab" * 32
+        + b'","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L","sha256":"'
+        + b"cd" * 32
+        + b'"}'
+    )
 
 
 def test_positions_are_the_append_order() -> None:
@@ -87,7 +109,7 @@ def test_roots_at_every_size_equal_merkle_root(raw: tuple[lmdb.Environment, T.Tl
         for level in range(11):
             width = 1 << level
             got = T.read_hashes(txn, dbs, level, 0, 1100 // width)
-            assert got == [merkle.root(leaves[i * width:(i + 1) * width]) for i in range(1100 // width)]
+            assert got == [merkle.root(leaves[i * width : (i + 1) * width]) for i in range(1100 // width)]
         assert txn.stat(dbs.hashes)["entries"] == T.stored_hashes(1100)
 
 
@@ -137,7 +159,9 @@ def test_checker_names_a_tampered_hash(raw: tuple[lmdb.Environment, T.TlogDbs]) 
     _append(env, dbs, entries, [77])
     with env.begin(write=True) as txn:
         txn.put(T.position(3, 4).to_bytes(8, "big"), b"\0" * 32, db=dbs.hashes)
-    assert _check(env, dbs, entries) == [f"transparency log hash at level 3, index 4 differs from its recomputation{REMEDY}"]
+    assert _check(env, dbs, entries) == [
+        f"transparency log hash at level 3, index 4 differs from its recomputation{REMEDY}"
+    ]
 
 
 def test_checker_names_a_log_longer_than_the_tlog(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
@@ -145,11 +169,13 @@ def test_checker_names_a_log_longer_than_the_tlog(raw: tuple[lmdb.Environment, T
     entries = _entries(30)
     _append(env, dbs, entries[:20], [20])
     faults = _check(env, dbs, entries)
-    assert faults == ["transparency log entry 20 is missing (the log holds it), and every one after it",
-                      "transparency log hash at level 0, index 20 is missing, and every one after it",
-                      "the transparency log holds 20 entries for 30 log entries",
-                      f"the transparency log holds {T.stored_hashes(20)} hashes; a tree of 30 entries has {T.stored_hashes(30)}"
-                      + REMEDY]
+    assert faults == [
+        "transparency log entry 20 is missing (the log holds it), and every one after it",
+        "transparency log hash at level 0, index 20 is missing, and every one after it",
+        "the transparency log holds 20 entries for 30 log entries",
+        f"the transparency log holds {T.stored_hashes(20)} hashes; a tree of 30 entries has {T.stored_hashes(30)}"
+        + REMEDY,
+    ]
 
 
 def test_checker_caps_what_it_names(raw: tuple[lmdb.Environment, T.TlogDbs]) -> None:
@@ -181,9 +207,19 @@ def test_compare_finds_the_first_difference(tmp_path: Path) -> None:
         changed = base[:12] + _entries(28, salt="x")
         _append(envs[2], dbs[2], changed, [40])
         with envs[0].begin() as old, envs[1].begin() as ext, envs[2].begin() as other:
-            assert T.compare(old, dbs[0], ext, dbs[1]) == {"old_size": 30, "size": 40, "extends_old": True, "first_difference": None}
+            assert T.compare(old, dbs[0], ext, dbs[1]) == {
+                "old_size": 30,
+                "size": 40,
+                "extends_old": True,
+                "first_difference": None,
+            }
             assert T.compare(old, dbs[0], other, dbs[2])["first_difference"] == 12
-            assert T.compare(ext, dbs[1], old, dbs[0]) == {"old_size": 40, "size": 30, "extends_old": False, "first_difference": 30}
+            assert T.compare(ext, dbs[1], old, dbs[0]) == {
+                "old_size": 40,
+                "size": 30,
+                "extends_old": False,
+                "first_difference": 30,
+            }
     finally:
         for e in envs:
             e.close()
@@ -234,8 +270,14 @@ def _fake_log(env: lmdb.Environment, n: int) -> tuple[object, list[bytes]]:
     expected = []
     with env.begin(write=True) as txn:
         for i in range(n):
-            event = canonical_bytes({"event_id": "sha256:" + hashlib.sha256(b"%d" % i).hexdigest(), "event_type": "x",
-                                     "subject_pith_number": f"pith:2025:{i:026d}", "payload": {"n": i}})
+            event = canonical_bytes(
+                {
+                    "event_id": "sha256:" + hashlib.sha256(b"%d" % i).hexdigest(),
+                    "event_type": "x",
+                    "subject_pith_number": f"pith:2025:{i:026d}",
+                    "payload": {"n": i},
+                }
+            )
             pith_id = "sha256:" + "ee" * 32 if i % 7 == 3 else ""  # a Pith-envelope event: its ledger id beside it
             txn.put(i.to_bytes(8, "big"), msgspec.msgpack.encode([i, event, {"f": 1}, pith_id]), db=log)
             eid = pith_id or "sha256:" + hashlib.sha256(b"%d" % i).hexdigest()
@@ -270,23 +312,26 @@ def test_build_refuses_a_log_with_a_gap(raw: tuple[lmdb.Environment, T.TlogDbs])
 
 # --- the ledger: the tlog is the log's, batch by batch ---------------------------------------------------------------
 
-import json  # noqa: E402
 import copy as copy_  # noqa: E402
+import json  # noqa: E402
 from typing import Any  # noqa: E402
-
-from pithledger.records.bundle import Bundle, read_bundle  # noqa: E402
-from pithledger.records.canonical import strict_decode  # noqa: E402
-from pithledger.errors import LedgerFull  # noqa: E402
-from pithledger.store import BatchWithdrawn, Ledger  # noqa: E402
 
 from helpers.common import FIXTURES, LMDB_EXAMPLES, derive_on_workers  # noqa: E402
 from helpers.eventpool import bundles_of, pool  # noqa: E402
+from pithledger.errors import LedgerFull  # noqa: E402
+from pithledger.records.bundle import Bundle, read_bundle  # noqa: E402
+from pithledger.records.canonical import strict_decode  # noqa: E402
+from pithledger.store import BatchWithdrawn, Ledger  # noqa: E402
 
 
 def junk() -> list[dict[str, Any]]:
     """Invalid copies: a tampered payload under its old id, a wrong declared id, the fixtures' forgeries."""
     events = []
-    for name in ("altered-created-at.json", "altered-payload-under-old-event-id.json", "pith-record-created-receipt-forged.json"):
+    for name in (
+        "altered-created-at.json",
+        "altered-payload-under-old-event-id.json",
+        "pith-record-created-receipt-forged.json",
+    ):
         events += read_bundle(strict_decode((FIXTURES / "bundles" / name).read_bytes())).events
     bad = copy_.deepcopy(attestations(1, 900)[0])
     bad["payload"]["author_name"] = "someone else"
@@ -307,10 +352,10 @@ def test_the_tlog_holds_every_logged_event_across_batches_duplicates_and_junk(tm
         assert ledger.tlog_size() == 0 and ledger.tlog_root() == merkle.EMPTY_ROOT
         bundles = example_bundles()
         for i in range(0, len(bundles), 7):
-            ledger.apply_batch(bundles[i:i + 7], defer=True)
+            ledger.apply_batch(bundles[i : i + 7], defer=True)
         events = [record_created()] + attestations(300)
         for i in range(0, len(events), 37):
-            chunk = events[i:i + 37]
+            chunk = events[i : i + 37]
             ledger.apply_batch([Bundle(pith_number=NUMBER, events=chunk + junk() + chunk[:3])], defer=i % 2 == 0)
         logged = ledger.counts()["events"]
         ledger.apply_batch(bundles + [Bundle(pith_number=NUMBER, events=events)])  # every one a duplicate
@@ -400,8 +445,15 @@ def test_a_write_on_a_tlog_out_of_step_is_refused(tmp_path: Path) -> None:
 
 
 @settings(max_examples=LMDB_EXAMPLES, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(min_value=0, max_value=len(pool()) - 1), max_size=12),
-                          st.booleans(), st.booleans()), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(min_value=0, max_value=len(pool()) - 1), max_size=12), st.booleans(), st.booleans()
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_for_any_batches_the_tlog_is_the_log_in_order(batches: list[tuple[list[int], bool, bool]]) -> None:
     """Whatever the batches (duplicates, invalid and unverified copies of the pool among them, some
     deferred), the tlog's entries are the log's in order and its root is merkle.root of them."""
@@ -429,10 +481,12 @@ def test_the_ledger_serves_tlog_py_roots_proofs_and_tiles(tmp_path: Path) -> Non
     with Ledger(tmp_path / "l", create=True) as ledger:
         events = [record_created()] + attestations(599)
         for i in range(0, len(events), 97):
-            ledger.apply_batch([Bundle(pith_number=NUMBER, events=events[i:i + 97])], defer=True)
+            ledger.apply_batch([Bundle(pith_number=NUMBER, events=events[i : i + 97])], defer=True)
         entries = assert_tlog_is_the_log(ledger)
         for e, entry in zip(ledger.log(), entries, strict=True):
-            assert tlog.log_entry(e.verdict.event_id.removeprefix("sha256:"), e.verdict.subject, served(e.event)) == entry
+            assert (
+                tlog.log_entry(e.verdict.event_id.removeprefix("sha256:"), e.verdict.subject, served(e.event)) == entry
+            )
         leaves = [merkle.leaf_hash(e) for e in entries]
         roots = [merkle.root(leaves[:n]) for n in range(len(leaves) + 1)]
         for n, want in enumerate(roots):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.common import TESTS
 from pithledger.errors import ProofError
 from pithledger.tlog import merkle
-from helpers.common import TESTS
 
 DATA = TESTS / "vectors" / "rfc9162" / "testdata"
 INCLUSION = sorted((DATA / "inclusion").rglob("*.json"))
@@ -73,7 +73,15 @@ def test_iterative_root_equals_the_recursive_definition(n: int) -> None:
 
 def test_root_of_the_vectors_eight_leaf_tree() -> None:
     # inclusion/1/happy-path: leaf 0 of 8 with its proof gives this root; the leaves are RFC 6962's test data.
-    data = [b"", b"\x00", b"\x10", b"\x20\x21", b"\x30\x31", b"\x40\x41\x42\x43", b"\x50\x51\x52\x53\x54\x55\x56\x57",
-            b"\x60\x61\x62\x63\x64\x65\x66\x67\x68\x69\x6a\x6b\x6c\x6d\x6e\x6f"]
+    data = [
+        b"",
+        b"\x00",
+        b"\x10",
+        b"\x20\x21",
+        b"\x30\x31",
+        b"\x40\x41\x42\x43",
+        b"\x50\x51\x52\x53\x54\x55\x56\x57",
+        b"\x60\x61\x62\x63\x64\x65\x66\x67\x68\x69\x6a\x6b\x6c\x6d\x6e\x6f",
+    ]
     v = json.loads((DATA / "inclusion" / "1" / "happy-path.json").read_text())
     assert merkle.root([merkle.leaf_hash(d) for d in data]) == b64(v["root"])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.tlog import note
+from helpers.common import TESTS
 from pithledger.errors import (
     BadNoteSignature,
     BadVerifierKey,
@@ -24,8 +24,8 @@ from pithledger.errors import (
     UnknownNoteKey,
 )
 from pithledger.records.keys import LocalKey
+from pithledger.tlog import note
 from pithledger.tlog.merkle import leaf_hash
-from helpers.common import TESTS
 
 VECTORS = TESTS / "vectors" / "tlog"
 
@@ -123,7 +123,7 @@ def test_go_vkey_every_substring_and_every_byte_plus_one_is_refused() -> None:
             if (i, j) != (0, len(vkey)):
                 with pytest.raises(BadVerifierKey):
                     note.NoteVerifier.from_vkey(vkey[i:j])
-        mangled = vkey[:i] + chr(ord(vkey[i]) + 1) + vkey[i + 1:]
+        mangled = vkey[:i] + chr(ord(vkey[i]) + 1) + vkey[i + 1 :]
         with pytest.raises(BadVerifierKey):
             note.NoteVerifier.from_vkey(mangled)
 
@@ -152,7 +152,10 @@ def test_c2sp_signed_note_example_verifies() -> None:
 def test_c2sp_checkpoint_example_parses_and_round_trips() -> None:
     cp = note.Checkpoint.parse(C2["checkpoint_body"])
     assert (cp.origin, cp.size, base64.b64encode(cp.root).decode()) == (
-        C2["checkpoint"]["origin"], C2["checkpoint"]["size"], C2["checkpoint"]["root_base64"])
+        C2["checkpoint"]["origin"],
+        C2["checkpoint"]["size"],
+        C2["checkpoint"]["root_base64"],
+    )
     assert cp.body() == C2["checkpoint_body"]
 
 
@@ -169,17 +172,22 @@ def test_transparency_dev_sumdb_checkpoint_verifies_under_every_listed_key() -> 
         v = note.NoteVerifier.from_vkey(vkey)
         assert note.open_note((text + "\n" + line).encode(), [v]).verified_by == (v.name,)
     all_lines = "".join(TD["signatures"].values()) + "".join(TD["unknown_signatures_copied_under_other_names"])
-    cp, n = note.open_checkpoint((text + "\n" + all_lines).encode(),
-                                 [note.NoteVerifier.from_vkey(k) for k in TD["signatures"]],
-                                 origin="go.sum database tree")
+    cp, n = note.open_checkpoint(
+        (text + "\n" + all_lines).encode(),
+        [note.NoteVerifier.from_vkey(k) for k in TD["signatures"]],
+        origin="go.sum database tree",
+    )
     assert cp.size == 6476701 and len(n.verified_by) == 4 and len(n.signatures) == 6
 
 
 def test_transparency_dev_checkpoint_under_wrong_origin_is_refused() -> None:
     vkey, line = next(iter(TD["signatures"].items()))
     with pytest.raises(UnexpectedOrigin):
-        note.open_checkpoint((TD["checkpoint_text"] + "\n" + line).encode(), [note.NoteVerifier.from_vkey(vkey)],
-                             origin="Go rocks but I might have the wrong ID")
+        note.open_checkpoint(
+            (TD["checkpoint_text"] + "\n" + line).encode(),
+            [note.NoteVerifier.from_vkey(vkey)],
+            origin="Go rocks but I might have the wrong ID",
+        )
 
 
 def test_transparency_dev_cosignature_vkey_and_timestamp() -> None:
@@ -261,17 +269,20 @@ def test_checkpoint_with_extensions_round_trips() -> None:
     assert note.Checkpoint.parse(cp.body()) == cp
 
 
-@pytest.mark.parametrize("mutation,body", [
-    ("size-leading-zero", "o\n05\n" + base64.b64encode(bytes(32)).decode() + "\n"),
-    ("size-negative", "o\n-5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
-    ("size-plus-sign", "o\n+5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
-    ("size-above-2^63-1", f"o\n{2**63}\n" + base64.b64encode(bytes(32)).decode() + "\n"),
-    ("root-base64-without-padding", "o\n5\n" + base64.b64encode(bytes(32)).decode().rstrip("=") + "\n"),
-    ("root-base64-nonzero-pad-bits", "o\n5\n" + base64.b64encode(bytes(32)).decode()[:-2] + "B=\n"),
-    ("root-31-bytes", "o\n5\n" + base64.b64encode(bytes(31)).decode() + "\n"),
-    ("empty-extension-line", "o\n5\n" + base64.b64encode(bytes(32)).decode() + "\n\n"),
-    ("size-with-space", "o\n 5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
-])
+@pytest.mark.parametrize(
+    "mutation,body",
+    [
+        ("size-leading-zero", "o\n05\n" + base64.b64encode(bytes(32)).decode() + "\n"),
+        ("size-negative", "o\n-5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
+        ("size-plus-sign", "o\n+5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
+        ("size-above-2^63-1", f"o\n{2**63}\n" + base64.b64encode(bytes(32)).decode() + "\n"),
+        ("root-base64-without-padding", "o\n5\n" + base64.b64encode(bytes(32)).decode().rstrip("=") + "\n"),
+        ("root-base64-nonzero-pad-bits", "o\n5\n" + base64.b64encode(bytes(32)).decode()[:-2] + "B=\n"),
+        ("root-31-bytes", "o\n5\n" + base64.b64encode(bytes(31)).decode() + "\n"),
+        ("empty-extension-line", "o\n5\n" + base64.b64encode(bytes(32)).decode() + "\n\n"),
+        ("size-with-space", "o\n 5\n" + base64.b64encode(bytes(32)).decode() + "\n"),
+    ],
+)
 def test_checkpoint_mutation_is_refused(mutation: str, body: str) -> None:
     with pytest.raises(MalformedCheckpoint):
         note.Checkpoint.parse(body)
@@ -332,9 +343,14 @@ def test_cosigning_a_non_checkpoint_is_refused() -> None:
 def test_extra_and_unknown_signatures_are_ignored() -> None:
     log, other = signer(), signer("someone.else")
     data = note.sign_checkpoint(checkpoint(), log)
-    data = note.add_signatures(data, [other.signature(checkpoint().body()).line(),
-                                      note.cosign(checkpoint().body(), signer("w"), 5),
-                                      note.NoteSignature(log.name, b"\0\0\0\0", b"junk").line()])
+    data = note.add_signatures(
+        data,
+        [
+            other.signature(checkpoint().body()).line(),
+            note.cosign(checkpoint().body(), signer("w"), 5),
+            note.NoteSignature(log.name, b"\0\0\0\0", b"junk").line(),
+        ],
+    )
     n = note.open_note(data, [log.verifier])
     assert n.verified_by == (log.name,) and len(n.signatures) == 4
 
@@ -356,8 +372,15 @@ def test_oversized_note_is_refused() -> None:
 
 
 def test_note_trust_errors_are_note_errors() -> None:
-    for cls in (MalformedNote, BadVerifierKey, UnknownNoteKey, BadNoteSignature, NoVerifiedSignature,
-                MalformedCheckpoint, UnexpectedOrigin):
+    for cls in (
+        MalformedNote,
+        BadVerifierKey,
+        UnknownNoteKey,
+        BadNoteSignature,
+        NoVerifiedSignature,
+        MalformedCheckpoint,
+        UnexpectedOrigin,
+    ):
         assert issubclass(cls, NoteError) and cls.hint
 
 
@@ -367,8 +390,10 @@ SIGNED = go_signer(GO["peter_skey"]).sign(GO["text"])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=400) | st.builds(lambda a, b: SIGNED[:a] + b + SIGNED[a:], st.integers(0, len(SIGNED)),
-                                           st.binary(max_size=8)))
+@given(
+    st.binary(max_size=400)
+    | st.builds(lambda a, b: SIGNED[:a] + b + SIGNED[a:], st.integers(0, len(SIGNED)), st.binary(max_size=8))
+)
 def test_open_note_on_arbitrary_bytes_raises_only_note_errors(data: bytes) -> None:
     try:
         n = note.open_note(data, [PETER])
@@ -378,8 +403,12 @@ def test_open_note_on_arbitrary_bytes_raises_only_note_errors(data: bytes) -> No
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200) | st.builds(lambda a, b: C2["checkpoint_body"][:a] + b + C2["checkpoint_body"][a:],
-                                         st.integers(0, 80), st.text(max_size=4)))
+@given(
+    st.text(max_size=200)
+    | st.builds(
+        lambda a, b: C2["checkpoint_body"][:a] + b + C2["checkpoint_body"][a:], st.integers(0, 80), st.text(max_size=4)
+    )
+)
 def test_checkpoint_parse_on_arbitrary_text_raises_only_malformed_checkpoint(text: str) -> None:
     try:
         cp = note.Checkpoint.parse(text)
@@ -388,8 +417,10 @@ def test_checkpoint_parse_on_arbitrary_text_raises_only_malformed_checkpoint(tex
     assert cp.body() == text  # whatever parses is in its one canonical form
 
 
-NOTE_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(32)])
-                    | st.just("\n"), max_size=80).map(lambda t: t + "\n")
+NOTE_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(32)]) | st.just("\n"),
+    max_size=80,
+).map(lambda t: t + "\n")
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,11 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithledger.tlog import merkle
-from pithledger.tlog import note
-from pithledger.tlog import tiles as tlog
-from pithledger.errors import BadTilePath, MalformedEntryBundle, OutsideTree, ProofError, TileMismatch
 from helpers.common import TESTS
+from pithledger.errors import BadTilePath, MalformedEntryBundle, OutsideTree, ProofError, TileMismatch
+from pithledger.tlog import merkle, note
+from pithledger.tlog import tiles as tlog
 
 RFC9162 = TESTS / "vectors" / "rfc9162" / "testdata"
 TLOG_VECTORS = TESTS / "vectors" / "tlog"
@@ -29,8 +28,10 @@ AZUL = json.loads((TLOG_VECTORS / "azul-tlog-tiles.json").read_text(encoding="ut
 
 # The leaves of the RFC 6962 / transparency-dev/merkle test tree (testonly/constants.go LeafInputs), over which
 # the happy-path vectors in tests/vectors/rfc9162 were computed.
-RFC6962_LEAVES = [bytes.fromhex(h) for h in (
-    "", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f")]
+RFC6962_LEAVES = [
+    bytes.fromhex(h)
+    for h in ("", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f")
+]
 
 
 class MemoryTree:
@@ -68,8 +69,13 @@ def root(n: int) -> bytes:
 
 def test_log_entry_bytes() -> None:
     entry = tlog.log_entry("ab" * 32, "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", b'{"x":1}')
-    assert entry == ('{"event_id":"' + "ab" * 32 + '","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",'
-                     '"sha256":"' + hashlib.sha256(b'{"x":1}').hexdigest() + '"}').encode()
+    assert (
+        entry
+        == (
+            '{"event_id":"' + "ab" * 32 + '","record":"pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L",'
+            '"sha256":"' + hashlib.sha256(b'{"x":1}').hexdigest() + '"}'
+        ).encode()
+    )
     assert len(entry) < 256
 
 
@@ -100,7 +106,7 @@ def flips(proof: list[bytes]) -> list[list[bytes]]:
         for byte in range(len(h)):
             b = bytearray(h)
             b[byte] ^= 1 << ((byte + k) % 8)
-            out.append(proof[:k] + [bytes(b)] + proof[k + 1:])
+            out.append(proof[:k] + [bytes(b)] + proof[k + 1 :])
     return out
 
 
@@ -190,40 +196,46 @@ def test_azul_invalid_tile_path_is_refused(mutation: str) -> None:
         tlog.parse_tile_path(AZUL["invalid"][mutation])
 
 
-@pytest.mark.parametrize("path,tile", [
-    ("tile/0/000", tlog.TilePath(0, 0, 256)),
-    ("tile/0/255", tlog.TilePath(0, 255, 256)),
-    ("tile/1/x001/234", tlog.TilePath(1, 1234, 256)),
-    ("tile/63/x123/x456/078.p/2", tlog.TilePath(63, 123456078, 2)),
-    ("tile/0/001.p/255", tlog.TilePath(0, 1, 255)),
-    ("tile/entries/000.p/1", tlog.TilePath(0, 0, 1, True)),
-    ("tile/entries/x003/x057/500", tlog.TilePath(0, 3057500, 256, True)),
-])
+@pytest.mark.parametrize(
+    "path,tile",
+    [
+        ("tile/0/000", tlog.TilePath(0, 0, 256)),
+        ("tile/0/255", tlog.TilePath(0, 255, 256)),
+        ("tile/1/x001/234", tlog.TilePath(1, 1234, 256)),
+        ("tile/63/x123/x456/078.p/2", tlog.TilePath(63, 123456078, 2)),
+        ("tile/0/001.p/255", tlog.TilePath(0, 1, 255)),
+        ("tile/entries/000.p/1", tlog.TilePath(0, 0, 1, True)),
+        ("tile/entries/x003/x057/500", tlog.TilePath(0, 3057500, 256, True)),
+    ],
+)
 def test_tile_path_round_trip(path: str, tile: tlog.TilePath) -> None:
     assert tlog.parse_tile_path(path) == tile
     assert tile.path() == path
 
 
-@pytest.mark.parametrize("mutation,path", [
-    ("missing-x-prefix", "tile/3/123/456/078"),
-    ("negative-index", "tile/3/-1/123/456/078"),
-    ("go-height-element", "tile/8/0/x001/234"),
-    ("level-64", "tile/64/000"),
-    ("level-leading-zero", "tile/01/000"),
-    ("index-leading-zero-group", "tile/0/x000/005"),
-    ("index-two-digits", "tile/0/05"),
-    ("x-on-last-group", "tile/0/x005"),
-    ("width-0", "tile/0/000.p/0"),
-    ("width-256", "tile/0/000.p/256"),
-    ("width-leading-zero", "tile/0/000.p/05"),
-    ("width-missing", "tile/0/000.p/"),
-    ("trailing-slash", "tile/0/000/"),
-    ("leading-slash", "/tile/0/000"),
-    ("data-instead-of-entries", "tile/data/000"),
-    ("trailing-newline", "tile/0/000\n"),
-    ("unicode-digit", "tile/0/00\u0661"),
-    ("too-long", "tile/0/" + "x000/" * 20 + "001"),
-])
+@pytest.mark.parametrize(
+    "mutation,path",
+    [
+        ("missing-x-prefix", "tile/3/123/456/078"),
+        ("negative-index", "tile/3/-1/123/456/078"),
+        ("go-height-element", "tile/8/0/x001/234"),
+        ("level-64", "tile/64/000"),
+        ("level-leading-zero", "tile/01/000"),
+        ("index-leading-zero-group", "tile/0/x000/005"),
+        ("index-two-digits", "tile/0/05"),
+        ("x-on-last-group", "tile/0/x005"),
+        ("width-0", "tile/0/000.p/0"),
+        ("width-256", "tile/0/000.p/256"),
+        ("width-leading-zero", "tile/0/000.p/05"),
+        ("width-missing", "tile/0/000.p/"),
+        ("trailing-slash", "tile/0/000/"),
+        ("leading-slash", "/tile/0/000"),
+        ("data-instead-of-entries", "tile/data/000"),
+        ("trailing-newline", "tile/0/000\n"),
+        ("unicode-digit", "tile/0/00\u0661"),
+        ("too-long", "tile/0/" + "x000/" * 20 + "001"),
+    ],
+)
 def test_bad_tile_path_is_refused(mutation: str, path: str) -> None:
     with pytest.raises(BadTilePath):
         tlog.parse_tile_path(path)
@@ -247,7 +259,12 @@ def test_c2sp_tile_sets_of_size_70000_and_256() -> None:
     got = tiles(tree, 70000)
     assert sum(p.startswith("tile/0/") and ".p/" not in p for p in got) == 273
     assert sorted(p for p in got if ".p/" in p or p.startswith(("tile/1/", "tile/2/"))) == [
-        "tile/0/273.p/112", "tile/1/000", "tile/1/001.p/17", "tile/2/000.p/1", "tile/entries/273.p/112"]
+        "tile/0/273.p/112",
+        "tile/1/000",
+        "tile/1/001.p/17",
+        "tile/2/000.p/1",
+        "tile/entries/273.p/112",
+    ]
     assert len(got) == 2 * 274 + 3
     assert sorted(tiles(tree, 256)) == ["tile/0/000", "tile/1/000.p/1", "tile/entries/000"]
     # the level-1 tile holds the roots of level-0 tiles; the level-2 one the root of the first 65 536 leaves
@@ -287,13 +304,16 @@ def test_entry_bundle_round_trip() -> None:
     assert tlog.parse_entry_bundle(tlog.entry_bundle(items), len(items)) == items
 
 
-@pytest.mark.parametrize("mutation,data", [
-    ("empty", b""),
-    ("truncated-length-prefix", b"\x00\x01a\x00"),
-    ("truncated-entry", b"\x00\x05abc"),
-    ("trailing-byte", b"\x00\x01ab"),
-    ("257-entries", b"\x00\x00" * 257),
-])
+@pytest.mark.parametrize(
+    "mutation,data",
+    [
+        ("empty", b""),
+        ("truncated-length-prefix", b"\x00\x01a\x00"),
+        ("truncated-entry", b"\x00\x05abc"),
+        ("trailing-byte", b"\x00\x01ab"),
+        ("257-entries", b"\x00\x00" * 257),
+    ],
+)
 def test_malformed_entry_bundle_is_refused(mutation: str, data: bytes) -> None:
     with pytest.raises(MalformedEntryBundle):
         tlog.parse_entry_bundle(data)
@@ -349,10 +369,12 @@ def test_client_over_three_tile_levels() -> None:
     all_entries = entries(70000)
     assert c.entries(65530, 65540) == all_entries[65530:65540]
     for i in (0, 300, 65535, 65536, 69999):
-        merkle.verify_inclusion(i, 70000, merkle.leaf_hash(all_entries[i]), tlog.inclusion_proof(c, i, 70000),
-                                CP_70000.root)
-    merkle.verify_consistency(40000, 70000, tlog.tree_hash(c, 40000), CP_70000.root,
-                              tlog.consistency_proof(c, 40000, 70000))
+        merkle.verify_inclusion(
+            i, 70000, merkle.leaf_hash(all_entries[i]), tlog.inclusion_proof(c, i, 70000), CP_70000.root
+        )
+    merkle.verify_consistency(
+        40000, 70000, tlog.tree_hash(c, 40000), CP_70000.root, tlog.consistency_proof(c, 40000, 70000)
+    )
 
 
 def flip(data: bytes, at: int) -> bytes:
@@ -361,12 +383,15 @@ def flip(data: bytes, at: int) -> bytes:
     return bytes(b)
 
 
-@pytest.mark.parametrize("mutation,path,reads", [
-    ("bit-flip-full-level-0-tile", "tile/0/100", lambda c: c.entries(25600, 25601)),
-    ("bit-flip-full-level-1-tile", "tile/1/000", lambda c: tlog.inclusion_proof(c, 5, 70000)),
-    ("bit-flip-full-entry-bundle", "tile/entries/100", lambda c: c.entries(25600, 25601)),
-    ("bit-flip-partial-entry-bundle", "tile/entries/273.p/112", lambda c: c.entries(69999, 70000)),
-])
+@pytest.mark.parametrize(
+    "mutation,path,reads",
+    [
+        ("bit-flip-full-level-0-tile", "tile/0/100", lambda c: c.entries(25600, 25601)),
+        ("bit-flip-full-level-1-tile", "tile/1/000", lambda c: tlog.inclusion_proof(c, 5, 70000)),
+        ("bit-flip-full-entry-bundle", "tile/entries/100", lambda c: c.entries(25600, 25601)),
+        ("bit-flip-partial-entry-bundle", "tile/entries/273.p/112", lambda c: c.entries(69999, 70000)),
+    ],
+)
 def test_client_refuses_tampered_full_tile(mutation: str, path: str, reads: object) -> None:
     files = dict(FILES_70000)
     files[path] = flip(files[path], 40)
@@ -460,8 +485,10 @@ def test_parse_entry_bundle_on_arbitrary_bytes_raises_only_malformed_entry_bundl
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=60) | st.from_regex(r"tile/(entries|[0-9]{1,3})/(x[0-9]{3}/){0,3}[0-9]{1,4}(\.p/[0-9]{1,4})?",
-                                              fullmatch=True))
+@given(
+    st.text(max_size=60)
+    | st.from_regex(r"tile/(entries|[0-9]{1,3})/(x[0-9]{3}/){0,3}[0-9]{1,4}(\.p/[0-9]{1,4})?", fullmatch=True)
+)
 def test_parse_tile_path_on_arbitrary_text_raises_only_bad_tile_path(path: str) -> None:
     try:
         tile = tlog.parse_tile_path(path)

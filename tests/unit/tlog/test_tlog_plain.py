@@ -13,6 +13,7 @@ The tests of this feature that run in-process; those that start processes or ser
 from __future__ import annotations
 
 import base64
+
 from helpers.tlog_plain import mldsa_vkey
 
 

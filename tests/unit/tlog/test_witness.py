@@ -16,13 +16,23 @@ from typing import Any
 import nacl.signing
 import pytest
 
+from helpers.witness import (  # noqa: F401 (fixtures)
+    LOG,
+    Tree,
+    _forked_sources,
+    checkpoint,
+    cosigned,
+    entries,
+    log_signer,
+    post,
+    publish_log,
+    witness,
+)
+from pithledger import errors
 from pithledger.tlog import merkle
 from pithledger.tlog import tiles as tlog
-from pithledger import errors
 from pithledger.tlog import witness as w
 from pithledger.tlog.note import Checkpoint, NoteSigner, verify_cosignature
-from helpers.witness import LOG, Tree, _forked_sources, checkpoint, cosigned, entries, log_signer, post, publish_log, witness  # noqa: F401 (fixtures)
-
 
 # --- add-checkpoint: each status -------------------------------------------------------------------
 
@@ -126,31 +136,59 @@ def test_proof_hash_bit_flipped_is_422_everywhere(witness: w.Witness, log_signer
 def test_proof_shape_mutations_are_422(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
     tree, _ = _valid_request(witness, log_signer)
     proof = tree.proof(7, 23)
-    bad = {"proof-truncated": proof[:-1], "proof-extended": proof + [proof[0]],
-           "proof-reordered": proof[::-1], "proof-empty": []}[mutation]
+    bad = {
+        "proof-truncated": proof[:-1],
+        "proof-extended": proof + [proof[0]],
+        "proof-reordered": proof[::-1],
+        "proof-empty": [],
+    }[mutation]
     assert post(witness, 7, bad, checkpoint(log_signer, 23, tree.root(23))).status == 422
     assert witness.state(LOG).size == 7  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("mutation", [
-    "old-leading-zero", "old-missing", "old-negative", "old-not-decimal", "old-huge", "old-space",
-    "proof-not-base64", "proof-short-hash", "proof-noncanonical-base64", "no-blank-line", "no-checkpoint",
-    "too-many-proof-lines", "crlf-lines", "body-too-large", "note-not-utf8", "note-without-signature",
-])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "old-leading-zero",
+        "old-missing",
+        "old-negative",
+        "old-not-decimal",
+        "old-huge",
+        "old-space",
+        "proof-not-base64",
+        "proof-short-hash",
+        "proof-noncanonical-base64",
+        "no-blank-line",
+        "no-checkpoint",
+        "too-many-proof-lines",
+        "crlf-lines",
+        "body-too-large",
+        "note-not-utf8",
+        "note-without-signature",
+    ],
+)
 def test_malformed_bodies_are_400(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
     tree, body = _valid_request(witness, log_signer)
     head, _, rest = body.partition(b"\n")
     note = checkpoint(log_signer, 23, tree.root(23))
     h = base64.b64encode(tree.root(2))
     bad = {
-        "old-leading-zero": b"old 07\n" + rest, "old-missing": b"old\n" + rest, "old-negative": b"old -7\n" + rest,
-        "old-not-decimal": b"old seven\n" + rest, "old-huge": b"old 99999999999999999999\n" + rest,
+        "old-leading-zero": b"old 07\n" + rest,
+        "old-missing": b"old\n" + rest,
+        "old-negative": b"old -7\n" + rest,
+        "old-not-decimal": b"old seven\n" + rest,
+        "old-huge": b"old 99999999999999999999\n" + rest,
         "old-space": b"old  7\n" + rest,
-        "proof-not-base64": b"old 7\n!!!!\n\n" + note, "proof-short-hash": b"old 7\n" + base64.b64encode(b"x" * 31) + b"\n\n" + note,
-        "proof-noncanonical-base64": b"old 7\n" + h[:-2] + b"B=\n\n" + note if h.endswith(b"=") else b"old 7\n" + h + b"=\n\n" + note,
-        "no-blank-line": b"old 7\n" + h + b"\n", "no-checkpoint": b"old 7\n" + h + b"\n\n",
+        "proof-not-base64": b"old 7\n!!!!\n\n" + note,
+        "proof-short-hash": b"old 7\n" + base64.b64encode(b"x" * 31) + b"\n\n" + note,
+        "proof-noncanonical-base64": b"old 7\n" + h[:-2] + b"B=\n\n" + note
+        if h.endswith(b"=")
+        else b"old 7\n" + h + b"=\n\n" + note,
+        "no-blank-line": b"old 7\n" + h + b"\n",
+        "no-checkpoint": b"old 7\n" + h + b"\n\n",
         "too-many-proof-lines": b"old 7\n" + (h + b"\n") * 64 + b"\n" + note,
-        "crlf-lines": body.replace(b"\n", b"\r\n"), "body-too-large": body + b"x" * w.MAX_BODY,
+        "crlf-lines": body.replace(b"\n", b"\r\n"),
+        "body-too-large": body + b"x" * w.MAX_BODY,
         "note-not-utf8": b"old 7\n\n" + note.replace(LOG.encode(), b"\xff" + LOG.encode()[1:], 1),
         "note-without-signature": b"old 7\n\n" + Checkpoint(LOG, 23, tree.root(23)).body().encode(),
     }[mutation]
@@ -189,7 +227,9 @@ def test_state_file_is_replaced_atomically(witness: w.Witness, log_signer: NoteS
     assert names == [f"{w.origin_hash(LOG)}.json", f"{w.origin_hash(LOG)}.lock"]  # no temporary file left behind
 
 
-def test_two_requests_for_one_origin_are_serialised(witness: w.Witness, log_signer: NoteSigner, monkeypatch: Any) -> None:
+def test_two_requests_for_one_origin_are_serialised(
+    witness: w.Witness, log_signer: NoteSigner, monkeypatch: Any
+) -> None:
     """Both ask with old size 0 (the witness holds nothing): the lock lets one check-and-persist finish
     before the other checks, so exactly one is cosigned and the other learns its size (409)."""
     tree = Tree(entries(9))
@@ -223,14 +263,25 @@ def test_two_requests_for_one_origin_are_serialised(witness: w.Witness, log_sign
 def _fork(witness: w.Witness, log_signer: NoteSigner, old: int, new: int) -> tuple[w.Answer, Path | None]:
     honest, forked = Tree(entries(max(old, new))), Tree(entries(max(old, new), tag="b"))
     cosigned(witness, honest, log_signer, old)
-    answer = post(witness, old, forked.proof(old, new) if old < new else [], checkpoint(log_signer, new, forked.root(new)))
+    answer = post(
+        witness, old, forked.proof(old, new) if old < new else [], checkpoint(log_signer, new, forked.root(new))
+    )
     files = list(witness.evidence_dir.glob("*.json"))
     return answer, files[0] if files else None
 
 
-@pytest.mark.parametrize(("old", "new", "kind"), [(5, 5, "same-size-different-root"), (5, 11, "inconsistent-proof"),
-                                                  (3, 4, "inconsistent-proof"), (8, 11, "bad-proof")])
-def test_fork_is_refused_with_evidence(witness: w.Witness, log_signer: NoteSigner, old: int, new: int, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "kind"),
+    [
+        (5, 5, "same-size-different-root"),
+        (5, 11, "inconsistent-proof"),
+        (3, 4, "inconsistent-proof"),
+        (8, 11, "bad-proof"),
+    ],
+)
+def test_fork_is_refused_with_evidence(
+    witness: w.Witness, log_signer: NoteSigner, old: int, new: int, kind: str
+) -> None:
     answer, path = _fork(witness, log_signer, old, new)
     assert answer.status == 422 and b"inconsistent-checkpoint" in answer.body
     assert witness.state(LOG).size == old  # type: ignore[union-attr]
@@ -245,11 +296,14 @@ def test_fork_is_refused_with_evidence(witness: w.Witness, log_signer: NoteSigne
 
 
 def test_evidence_of_a_power_of_two_old_size_is_proven_with_the_new_trees_prefix_root(
-        witness: w.Witness, log_signer: NoteSigner) -> None:
+    witness: w.Witness, log_signer: NoteSigner
+) -> None:
     honest, forked = Tree(entries(11)), Tree(entries(11, tag="b"))
     cosigned(witness, honest, log_signer, 8)
     with pytest.raises(errors.Inconsistent) as caught:
-        witness.add_checkpoint(8, forked.proof(8, 11), checkpoint(log_signer, 11, forked.root(11)), prefix=forked.root(8))
+        witness.add_checkpoint(
+            8, forked.proof(8, 11), checkpoint(log_signer, 11, forked.root(11)), prefix=forked.root(8)
+        )
     assert caught.value.evidence is not None
     assert w.check_evidence(caught.value.evidence.read_bytes()).kind == "inconsistent-proof"
 
@@ -261,8 +315,20 @@ def _evidence(witness: w.Witness, log_signer: NoteSigner) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("mutation", ["old-checkpoint-edited", "new-checkpoint-edited", "kind-changed", "proof-hash-flipped",
-                                      "origin-changed", "field-added", "field-removed", "wrong-type", "not-json"])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "old-checkpoint-edited",
+        "new-checkpoint-edited",
+        "kind-changed",
+        "proof-hash-flipped",
+        "origin-changed",
+        "field-added",
+        "field-removed",
+        "wrong-type",
+        "not-json",
+    ],
+)
 def test_altered_evidence_is_refused(witness: w.Witness, log_signer: NoteSigner, mutation: str) -> None:
     doc = _evidence(witness, log_signer)
     assert w.check_evidence(json.dumps(doc).encode()).proven
@@ -301,18 +367,34 @@ def test_evidence_under_another_log_key_is_refused(witness: w.Witness, log_signe
 
 def test_consistent_pair_is_no_evidence(log_signer: NoteSigner) -> None:
     tree = Tree(entries(11))
-    doc = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 5, tree.root(5)).decode(),
-                         new=checkpoint(log_signer, 11, tree.root(11)).decode(), proof=tree.proof(5, 11), prefix=None,
-                         observer="t", observed_at="2026-01-01T00:00:00Z", kind="inconsistent-proof")
+    doc = w.evidence_doc(
+        origin=LOG,
+        log_key=log_signer.vkey,
+        old=checkpoint(log_signer, 5, tree.root(5)).decode(),
+        new=checkpoint(log_signer, 11, tree.root(11)).decode(),
+        proof=tree.proof(5, 11),
+        prefix=None,
+        observer="t",
+        observed_at="2026-01-01T00:00:00Z",
+        kind="inconsistent-proof",
+    )
     verdict = w.check_evidence(json.dumps(doc).encode())
     assert verdict.kind == "consistent" and not verdict.proven
 
 
 def test_rollback_is_an_observation_not_a_proof(log_signer: NoteSigner) -> None:
     tree = Tree(entries(11))
-    doc = w.evidence_doc(origin=LOG, log_key=log_signer.vkey, old=checkpoint(log_signer, 11, tree.root(11)).decode(),
-                         new=checkpoint(log_signer, 5, tree.root(5)).decode(), proof=[], prefix=None,
-                         observer="t", observed_at="2026-01-01T00:00:00Z", kind="rollback")
+    doc = w.evidence_doc(
+        origin=LOG,
+        log_key=log_signer.vkey,
+        old=checkpoint(log_signer, 11, tree.root(11)).decode(),
+        new=checkpoint(log_signer, 5, tree.root(5)).decode(),
+        proof=[],
+        prefix=None,
+        observer="t",
+        observed_at="2026-01-01T00:00:00Z",
+        kind="rollback",
+    )
     verdict = w.check_evidence(json.dumps(doc).encode())
     assert verdict.kind == "rollback" and not verdict.proven
 
@@ -337,8 +419,13 @@ def test_prefix_root_matches_the_tree_for_every_pair_of_small_sizes() -> None:
 
 def _config(tmp_path: Path, **changes: Any) -> Path:
     signer = NoteSigner(LOG, nacl.signing.SigningKey.generate())
-    doc: dict[str, Any] = {"config_type": w.CONFIG_TYPE, "config_version": "1", "name": "witness.example/w1", "key": "w1",
-                           "logs": [{"origin": LOG, "vkey": signer.vkey}]}
+    doc: dict[str, Any] = {
+        "config_type": w.CONFIG_TYPE,
+        "config_version": "1",
+        "name": "witness.example/w1",
+        "key": "w1",
+        "logs": [{"origin": LOG, "vkey": signer.vkey}],
+    }
     doc.update(changes)
     doc = {k: v for k, v in doc.items() if v is not None}
     path = tmp_path / "witness.json"
@@ -352,12 +439,22 @@ def test_config_is_read(tmp_path: Path) -> None:
     assert cfg.state_dir == tmp_path / "st"
 
 
-@pytest.mark.parametrize(("mutation", "changes"), [
-    ("wrong-type", {"config_type": "x"}), ("wrong-version", {"config_version": "2"}), ("name-with-space", {"name": "a b"}),
-    ("name-with-plus", {"name": "a+b"}), ("no-key", {"key": None}), ("logs-not-list", {"logs": {}}),
-    ("log-bad-vkey", {"logs": [{"origin": LOG, "vkey": "nope"}]}), ("log-extra-field", {"logs": [{"origin": LOG, "vkey": "x", "k": 1}]}),
-    ("origin-twice", "twice"), ("unknown-field", {"extra": 1}), ("not-json", "garbage"),
-])
+@pytest.mark.parametrize(
+    ("mutation", "changes"),
+    [
+        ("wrong-type", {"config_type": "x"}),
+        ("wrong-version", {"config_version": "2"}),
+        ("name-with-space", {"name": "a b"}),
+        ("name-with-plus", {"name": "a+b"}),
+        ("no-key", {"key": None}),
+        ("logs-not-list", {"logs": {}}),
+        ("log-bad-vkey", {"logs": [{"origin": LOG, "vkey": "nope"}]}),
+        ("log-extra-field", {"logs": [{"origin": LOG, "vkey": "x", "k": 1}]}),
+        ("origin-twice", "twice"),
+        ("unknown-field", {"extra": 1}),
+        ("not-json", "garbage"),
+    ],
+)
 def test_bad_configs_are_named(tmp_path: Path, mutation: str, changes: Any) -> None:
     if changes == "garbage":
         path = tmp_path / "witness.json"
@@ -410,10 +507,19 @@ def test_first_then_same_then_extends(tmp_path: Path, log_signer: NoteSigner) ->
     assert logcheck.remembered(ledger, LOG).size == 300  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("old", "new", "kind", "proven"), [
-    (5, 5, "same-size-different-root", True), (5, 11, "inconsistent-proof", True), (8, 11, "inconsistent-proof", True),
-    (256, 300, "inconsistent-proof", True), (11, 5, "rollback", False)])
-def test_a_fork_is_named_with_evidence(tmp_path: Path, log_signer: NoteSigner, old: int, new: int, kind: str, proven: bool) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "kind", "proven"),
+    [
+        (5, 5, "same-size-different-root", True),
+        (5, 11, "inconsistent-proof", True),
+        (8, 11, "inconsistent-proof", True),
+        (256, 300, "inconsistent-proof", True),
+        (11, 5, "rollback", False),
+    ],
+)
+def test_a_fork_is_named_with_evidence(
+    tmp_path: Path, log_signer: NoteSigner, old: int, new: int, kind: str, proven: bool
+) -> None:
     ledger, src = tmp_path / "ledger", tmp_path / "src"
     publish_log(src, log_signer, entries(old))
     logcheck.commit(ledger, logcheck.check_source(ledger, str(src)))
@@ -499,7 +605,9 @@ def test_memory_is_never_rolled_back(tmp_path: Path, log_signer: NoteSigner) -> 
     assert logcheck.remembered(ledger, LOG).size == 9  # type: ignore[union-attr]
 
 
-def test_two_runs_of_one_origin_take_turns_so_a_fork_between_their_views_is_caught(tmp_path: Path, log_signer: NoteSigner) -> None:
+def test_two_runs_of_one_origin_take_turns_so_a_fork_between_their_views_is_caught(
+    tmp_path: Path, log_signer: NoteSigner
+) -> None:
     """Two runs check two views of the log at once, each extending what the ledger remembered: the second
     waits for the first's commit, checks against it, and names the fork (before, it accepted its side
     too and its commit dropped it silently: a mirror fed one history by each source saw none)."""
@@ -531,12 +639,16 @@ def test_two_runs_of_one_origin_take_turns_so_a_fork_between_their_views_is_caug
     assert remembered is not None and remembered.source == str(a) and remembered.size == 9
 
 
-def test_a_released_check_lets_the_next_run_through_and_release_is_idempotent(tmp_path: Path, log_signer: NoteSigner) -> None:
+def test_a_released_check_lets_the_next_run_through_and_release_is_idempotent(
+    tmp_path: Path, log_signer: NoteSigner
+) -> None:
     ledger, a, _ = _forked_sources(tmp_path, log_signer)
     stopped = logcheck.check_source(ledger, str(a), hold=True)
     stopped.release()  # a run that failed before its commit remembers nothing and holds nothing
     stopped.release()
-    again = logcheck.check_source(ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the lock was left held"))
+    again = logcheck.check_source(
+        ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the lock was left held")
+    )
     assert again.status == "extends"
     logcheck.commit(ledger, again)
     again.release()
@@ -548,7 +660,9 @@ def test_a_check_that_fails_releases_the_lock(tmp_path: Path, log_signer: NoteSi
     logcheck.commit(ledger, logcheck.check_source(ledger, str(a)))
     with pytest.raises(errors.LogFork):
         logcheck.check_source(ledger, str(b), hold=True)
-    same = logcheck.check_source(ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the failed check kept the lock"))
+    same = logcheck.check_source(
+        ledger, str(a), hold=True, on_wait=lambda origin: pytest.fail("the failed check kept the lock")
+    )
     assert same.status == "same"
     same.release()
 
@@ -566,7 +680,9 @@ def test_an_empty_log_must_sign_the_empty_trees_root(tmp_path: Path, log_signer:
     assert logcheck.remembered(ledger, LOG) is None
 
 
-def test_pull_mode_witness_builds_its_proof_from_tiles(tmp_path: Path, log_signer: NoteSigner, witness: w.Witness) -> None:
+def test_pull_mode_witness_builds_its_proof_from_tiles(
+    tmp_path: Path, log_signer: NoteSigner, witness: w.Witness
+) -> None:
     src = tmp_path / "src"
     items = entries(300)
     for size in (8, 8, 100, 256, 300):
@@ -649,7 +765,9 @@ def test_a_witness_answer_adds_only_cosignatures_under_new_names(log_signer: Not
     assert _foreign_lines(note, [], [good]) == ""
     forged_log = "\u2014 " + LOG + " " + base64.b64encode(log_signer.key_id + bytes(72)).decode() + "\n"
     assert "already on the checkpoint" in _foreign_lines(note, [], [forged_log])
-    assert "already on the checkpoint" in _foreign_lines(note, [good], [cosign(text, NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate()), 1)])
+    assert "already on the checkpoint" in _foreign_lines(
+        note, [good], [cosign(text, NoteSigner("witness.example/w1", nacl.signing.SigningKey.generate()), 1)]
+    )
     plain = w2.sign(text).decode().split("\n\n", 1)[1]  # an Ed25519 note signature, not a cosignature
     assert "not a cosignature" in _foreign_lines(note, [], [plain])
     assert "at most" in _foreign_lines(note, [], [cosign(text, w2, 1)] * 5)

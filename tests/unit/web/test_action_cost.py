@@ -7,17 +7,21 @@ The tests of this feature that run in-process; those that start processes or ser
 from __future__ import annotations
 
 import pytest
+
 from pithledger.web.actions import too_structured
 
 
-@pytest.mark.parametrize(("body", "limit", "over"), [
-    (b'[1,2,3]', 2, True),
-    (b'["1,2,3"]', 2, False),
-    (b'["\\",1,2"]', 1, False),     # an escaped quote does not end the string
-    (b'["\\\\",1,2]', 1, True),     # an escaped backslash does not escape the quote after it
-    (b'"' + b'\\",' * 1000, 1, False),  # unterminated: one string to the end, not a comma in sight
-    (b'{"a,":"b,","c":[],"d":{}}', 5, False),
-    (b'{"a,":"b,","c":[],"d":{}}', 4, True),
-])
+@pytest.mark.parametrize(
+    ("body", "limit", "over"),
+    [
+        (b"[1,2,3]", 2, True),
+        (b'["1,2,3"]', 2, False),
+        (b'["\\",1,2"]', 1, False),  # an escaped quote does not end the string
+        (b'["\\\\",1,2]', 1, True),  # an escaped backslash does not escape the quote after it
+        (b'"' + b'\\",' * 1000, 1, False),  # unterminated: one string to the end, not a comma in sight
+        (b'{"a,":"b,","c":[],"d":{}}', 5, False),
+        (b'{"a,":"b,","c":[],"d":{}}', 4, True),
+    ],
+)
 def test_structure_is_counted_outside_strings(body: bytes, limit: int, over: bool) -> None:
     assert too_structured(body, limit) is over

@@ -10,9 +10,11 @@ The tests of this feature that run in-process; those that start processes or ser
 from __future__ import annotations
 
 import json
+
 import jsonschema
-from pithledger.render import record_doc
+
 from helpers.agent_api import PITH_DOC, shape_problems
+from pithledger.render import record_doc
 
 
 def test_the_shape_check_catches_what_it_must() -> None:
@@ -35,23 +37,64 @@ def test_a_hostile_registry_snapshot_and_a_flood_keep_pith_shape() -> None:
     more events and citations than a document lists. The document keeps Pith's shape and the schema."""
     from helpers.pagekit import _state, _view
 
-    evil = {"claims": {"count": "many", "items": {"x": 1}, "snapshot_sha256": 7}, "verdict": "yes", "paper": {"title": "forged"},
-            "builder_version": "pith-number-builder-x", "integrity": {"summary": {"critical": 3}}, "extra": [1, 2]}
+    evil = {
+        "claims": {"count": "many", "items": {"x": 1}, "snapshot_sha256": 7},
+        "verdict": "yes",
+        "paper": {"title": "forged"},
+        "builder_version": "pith-number-builder-x",
+        "integrity": {"summary": {"critical": 3}},
+        "extra": [1, 2],
+    }
     snap = _view("graph_snapshot", {"graph_snapshot": evil}, trust="registry")
-    cites = [_view("citation_signature", {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "cites"},
-                   event_id=f"sha256:{i:064x}") for i in range(300)]
-    inbound = [_view("citation_signature", {"cited_pith_number": "x", "relation": "cites", "ref_index": r}, citing_pith_number=f"pith:2020:{'A' * 26}",
-                     event_id=f"sha256:{i:064x}") for i, r in enumerate([-1, 2**40, True, "3", 5] * 20)]
+    cites = [
+        _view(
+            "citation_signature",
+            {"cited_pith_number": "pith:2019:GHGOR674YFXPXVI65Z7PPAT6KY", "relation": "cites"},
+            event_id=f"sha256:{i:064x}",
+        )
+        for i in range(300)
+    ]
+    inbound = [
+        _view(
+            "citation_signature",
+            {"cited_pith_number": "x", "relation": "cites", "ref_index": r},
+            citing_pith_number=f"pith:2020:{'A' * 26}",
+            event_id=f"sha256:{i:064x}",
+        )
+        for i, r in enumerate([-1, 2**40, True, "3", 5] * 20)
+    ]
     state = _state(graph_snapshots=[snap], citations=cites, inbound_citations=inbound)
-    doc = record_doc.record_document(state, [], [], None, record_doc.inbound_rows(state, lambda n: None, lambda r: None), record_doc.Urls(base="https://m.example"))
+    doc = record_doc.record_document(
+        state,
+        [],
+        [],
+        None,
+        record_doc.inbound_rows(state, lambda n: None, lambda r: None),
+        record_doc.Urls(base="https://m.example"),
+    )
     assert shape_problems(PITH_DOC, doc) == []
     jsonschema.Draft202012Validator(json.loads(record_doc.schema_bytes())).validate(doc)
     graph = doc["graph_snapshot"]
-    assert graph["claims"] == {"count": 0, "items": [], "snapshot_sha256": ""} and graph["verdict"]["strongest_claim"] == ""
-    assert graph["builder_version"] == "pith-number-builder-x" and graph["integrity"]["summary"]["critical"] == 3 and graph["extra"] == [1, 2]
-    assert graph["paper"]["title"] == "" and doc["verification_status"]["graph_snapshot"] is True  # the paper is never the snapshot's say-so
+    assert (
+        graph["claims"] == {"count": 0, "items": [], "snapshot_sha256": ""}
+        and graph["verdict"]["strongest_claim"] == ""
+    )
+    assert (
+        graph["builder_version"] == "pith-number-builder-x"
+        and graph["integrity"]["summary"]["critical"] == 3
+        and graph["extra"] == [1, 2]
+    )
+    assert (
+        graph["paper"]["title"] == "" and doc["verification_status"]["graph_snapshot"] is True
+    )  # the paper is never the snapshot's say-so
     # no held copies were given: nothing is listed as signed, everything is still counted
-    assert doc["events"] == [] and doc["pithledger_event_count"] == 301 and doc["event_summary"]["citation_signature"] == 300
+    assert (
+        doc["events"] == []
+        and doc["pithledger_event_count"] == 301
+        and doc["event_summary"]["citation_signature"] == 300
+    )
     sample = doc["inbound_citations"]["sample"]
     assert doc["inbound_citations"]["count"] == 100 and len(sample) == record_doc.SAMPLE
-    assert {s["ref_index"] for s in sample} == {None, 5} and all(s["citing_arxiv_id"] == "" for s in sample)  # citing record not held
+    assert {s["ref_index"] for s in sample} == {None, 5} and all(
+        s["citing_arxiv_id"] == "" for s in sample
+    )  # citing record not held

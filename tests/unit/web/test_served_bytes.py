@@ -8,9 +8,10 @@ The tests of this feature that run in-process; those that start processes or ser
 from __future__ import annotations
 
 import json
+
+from helpers.served_bytes import DOC, FORGED, _relayed
 from pithledger.records.bundle import pith_record_event, served_pith_record_event
 from pithledger.records.events import verify_event
-from helpers.served_bytes import DOC, FORGED, _relayed
 
 
 def test_the_served_form_has_the_copys_identity_and_verifies() -> None:
@@ -23,5 +24,7 @@ def test_the_served_form_has_the_copys_identity_and_verifies() -> None:
         assert verdict.status == "valid", verdict
         assert verdict.event_id == verify_event(real).event_id
     assert FORGED not in json.dumps(served)
-    assert served["created_at"] == DOC["canonical_record"]["metadata"]["submitted_at"]  # authenticated by the record's hash
+    assert (
+        served["created_at"] == DOC["canonical_record"]["metadata"]["submitted_at"]
+    )  # authenticated by the record's hash
     assert served["signer"]["signer_id"] == "pith.science"
