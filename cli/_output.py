@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import stat
 import sys
 from collections.abc import Iterable, Iterator
@@ -15,6 +14,7 @@ from typing import Any, NoReturn
 import typer
 
 from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
+from pithledger.files import open_temp
 from pithledger.ingest.inputs import Input as Input  # the reading of inputs is the library's (ledger/ingest/inputs.py)
 from pithledger.ingest.inputs import cannot_read as cannot_read
 from pithledger.ingest.inputs import expand_inputs as expand_inputs
@@ -142,7 +142,6 @@ def report(exc: PithledgerError, where: str = "") -> None:
 #: the usual 022). mkstemp's 0600 made a bundle, export, proof or pith.sty unreadable to a web server or a
 #: co-author's account; nothing written here is a secret (keys are written by pithledger.records.keys, 0600).
 OUTPUT_MODE = 0o666
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def write_file_atomically(path: Path, data: bytes) -> None:
@@ -159,15 +158,7 @@ def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
         existing: os.stat_result | None = os.stat(path)
     except OSError:
         existing = None
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, _CREATE, OUTPUT_MODE)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+    fd, tmp = open_temp(path, OUTPUT_MODE)
     try:
         with os.fdopen(fd, "wb") as fh:
             if existing is not None and stat.S_ISREG(existing.st_mode):

@@ -45,6 +45,22 @@ DIR_MODE = 0o777
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+def open_temp(path: Path, mode: int = FILE_MODE) -> tuple[int, Path]:
+    """A new file beside ``path`` to write and then rename over it: created exclusively (never a file or
+    link already there), ``mode`` less the umask; its descriptor and name. ``error[cannot-write]`` if the
+    directory refuses it."""
+    from pithledger.errors import CannotWrite
+
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, _CREATE, mode), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+
+
 def existing(path: Path) -> os.stat_result | None:
     """What is at ``path`` (not following a symlink), refusing anything publish may not replace: only a
     regular file (or nothing) is ever replaced, and nothing is opened before it is known to be one."""
@@ -114,15 +130,7 @@ def write_if_changed(root: Path, rel: str, data: bytes) -> bool:
     if st is not None and read_regular(path, len(data)) == data:
         return False
     make_parent(path)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, _CREATE, FILE_MODE)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+    fd, tmp = open_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
