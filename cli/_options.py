@@ -1,7 +1,7 @@
 """What the command modules share: option types, the small helpers every command calls (open the
 ledger, the key store, --json, notes), and :class:`Commands`, which lets a module define commands that
-cli/app.py adds to the app. app.py, _mirrors.py, _tlog.py and _witness.py import from here, so no command module
-imports app.py (and app.py imports them: no circle).
+cli/app.py adds to the app. app.py and the command modules (_records.py, _ledger.py, _mirrors.py, _sync.py,
+_serve.py, _tlog.py, _witness.py ...) import from here, so no command module imports app.py (and app.py imports them: no circle).
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ class Commands:
 
         return define
 
-    def register(self, app: typer.Typer) -> None:
+    def register(self, app: typer.Typer, *names: str) -> None:
+        """Add the commands, or only those of the functions named (in the order they were defined), so that
+        cli/app.py can interleave the commands of several modules in --help's order."""
         for args, kwargs, function in self._defined:
-            app.command(*args, **kwargs)(function)
+            if not names or function.__name__ in names:
+                app.command(*args, **kwargs)(function)
 
 
 def _open(ctx: typer.Context, *, write: bool = False, settled: bool = False) -> Ledger:
