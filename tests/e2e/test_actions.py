@@ -340,7 +340,9 @@ def test_a_burst_is_429_with_retry_after(site: tuple[Path, Path, Path]) -> None:
         event = _event_of(e)
         statuses = [_post(srv, event) for _ in range(6)]
         codes = [s for s, _, _ in statuses]
-        assert codes[:3] == [200, 200, 200] and set(codes[3:]) == {429}, codes
+        # the first is 201 where this worker's ledger did not hold the event yet (pytest -n: the module's tests
+        # may run on other workers, each with its own `site`), 200 where an earlier test put it there
+        assert codes[0] in (200, 201) and codes[1:3] == [200, 200] and set(codes[3:]) == {429}, codes
         _, headers, body = statuses[-1]
         assert body["error"] == "rate-limited" and int(headers["retry-after"]) >= 1
     finally:
