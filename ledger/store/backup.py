@@ -151,6 +151,12 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
     if os.path.lexists(dest):
         raise BackupExists(f"{dest} exists")
     parent = dest.parent if str(dest.parent) else Path(".")
+    home, there = Path(os.path.realpath(source)), Path(os.path.realpath(parent))
+    if there == home or home in there.parents:  # its temporary directory would be copied as a sidecar of itself
+        raise BackupFailed(
+            f"{dest} is inside the ledger {source}",
+            hint="give a destination outside the ledger's directory: nothing was written",
+        )
     with Ledger(source, readonly=True, tuning=tuning) as ledger:
         try:
             tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.backup-", dir=parent))
