@@ -18,7 +18,6 @@ import lmdb
 
 from ..errors import BackupExists, BackupFailed, CannotWrite, TlogNotBuilt
 from ..layout import CHECKPOINTS_DIR
-from ..tlog.witness import locked
 from .ledger import Ledger
 from .tuning import StoreTuning
 
@@ -94,8 +93,10 @@ def _copy_file(src: Path, dst: Path) -> bytes:
 
 
 def _copy_memory(source: Path, tmp: Path) -> dict[str, bytes]:
-    """The checkpoints this ledger remembers (each read under its origin's lock, so never half of a
-    write, and never between a run's check and its memory) and the fork evidence beside them."""
+    """The checkpoints this ledger remembers and the fork evidence beside them. Read without the origins'
+    locks: a sync or pull holds its origin's lock for its whole run (up to its --deadline), and a backup must
+    not wait on it; a memory file is only ever replaced by a rename (witness.write_atomic), so a read sees
+    the old file or the new one, never half of one."""
     memory = source / CHECKPOINTS_DIR
     if not memory.is_dir() or memory.is_symlink():
         return {}
@@ -103,8 +104,7 @@ def _copy_memory(source: Path, tmp: Path) -> dict[str, bytes]:
     (tmp / CHECKPOINTS_DIR).mkdir()
     for path in sorted(memory.iterdir()):
         if _MEMORY_NAME.fullmatch(path.name) and path.is_file() and not path.is_symlink():
-            with locked(path.with_suffix(".lock")):
-                copied[f"{CHECKPOINTS_DIR}/{path.name}"] = _copy_file(path, tmp / CHECKPOINTS_DIR / path.name)
+            copied[f"{CHECKPOINTS_DIR}/{path.name}"] = _copy_file(path, tmp / CHECKPOINTS_DIR / path.name)
     evidence = memory / _EVIDENCE
     if evidence.is_dir() and not evidence.is_symlink():
         (tmp / CHECKPOINTS_DIR / _EVIDENCE).mkdir()

@@ -188,7 +188,8 @@ def locked(path: Path, on_wait: Callable[[], None] | None = None, wait: float | 
     limit), then :class:`TimeoutError`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # never through a symlink: a link planted where the lock goes would make this create its target
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise CannotWrite(f"cannot open the lock file {path}: {exc.strerror}") from None
     try:
