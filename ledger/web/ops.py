@@ -69,6 +69,12 @@ class Proxies:
         ip = _ip(host)
         return ip is not None and any(ip.version == n.version and ip in n for n in self.networks)
 
+    def listed(self, host: str) -> bool:
+        """A peer named by an address or network (never by ``*``): only these are exempt from the per-address
+        connection cap (spec/serve.md §9.1); with ``*`` every client would be."""
+        ip = _ip(host)
+        return ip is not None and any(ip.version == n.version and ip in n for n in self.networks)
+
     def client(self, peer: str, headers: Iterable[tuple[bytes, bytes]]) -> str:
         if not self or not self.trusts(peer):
             return peer
@@ -96,10 +102,14 @@ class Proxies:
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address, an IPv4-mapped IPv6 one (``::ffff:10.0.0.2``, what a dual-stack socket reports) as IPv4."""
     try:
-        return ipaddress.ip_address(text)
+        ip = ipaddress.ip_address(text)
     except ValueError:
         return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 def _addr(raw: bytes) -> str | None:
@@ -116,6 +126,8 @@ def _addr(raw: bytes) -> str | None:
     elif text.count(":") == 1:
         text, _, port = text.partition(":")
     if port and not (re.fullmatch(r"[0-9]{1,5}", port) and int(port) <= 65535):
+        return None
+    if "%" in text:  # a zone index means nothing off-link, and its text would make a client per spelling
         return None
     ip = _ip(text)
     return str(ip) if ip is not None else None

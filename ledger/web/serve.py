@@ -1290,10 +1290,10 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
     connection, so one client holding many made every other client's requests 503). And a lingering close
     (``Limits.linger_time``): uvicorn is given a :class:`_Lingering` transport, so every close it asks for
     while a request's body is still arriving half-closes and drains, bounded, instead of resetting.
-    ``ops``: its trusted proxies are exempt from the per-address cap (their connections carry many clients';
+    ``ops``: its listed proxies (never ``*``) are exempt from the per-address cap (their connections carry many clients';
     the total cap still holds them), and every answer of the guard is counted and logged (spec/serve.md §9)."""
     held: dict[str, int] = {}
-    trusted = ops.proxies.trusts if ops is not None and ops.proxies else (lambda host: False)
+    trusted = ops.proxies.listed if ops is not None and ops.proxies else (lambda host: False)
 
     def refused(peer: str | None, code: str, status: int) -> None:
         if ops is not None:
