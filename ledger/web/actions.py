@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import math
 import re
 import sys
@@ -100,9 +101,24 @@ class Limits:
 # --- rate limits -------------------------------------------------------------------------------------
 
 
+def rate_key(client: str) -> str:
+    """Whose budget a client address spends: an IPv4 address its own, an IPv6 address its /64 (one
+    subscriber is routed a whole /64 and could otherwise rotate through its addresses for fresh budgets)."""
+    try:
+        ip = ipaddress.ip_address(client)
+    except ValueError:
+        return client  # not an address (a test's or a socket's name): itself
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 class RateLimit:
-    """Token buckets: per client (by address) and in total. ``take`` returns 0 when both allow the
-    request (and charges both), else the seconds until they would (charging nothing)."""
+    """Token buckets: per client (by address; an IPv6 client by its /64, :func:`rate_key`) and in total.
+    ``take`` returns 0 when both allow the request (and charges both), else the seconds until they would
+    (charging nothing)."""
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -116,6 +132,7 @@ class RateLimit:
         return min(float(burst), tokens + (now - at) * rate)
 
     def take(self, client: str, now: float | None = None) -> float:
+        client = rate_key(client)
         lim = self.limits
         now = time.monotonic() if now is None else now
         with self._lock:
