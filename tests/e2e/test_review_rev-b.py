@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import socket
 import subprocess
 import sys
@@ -13,18 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers import servekit
+from helpers.site import _env
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
 ACTION = "/pith/FHIBFT2FCAH6TNYKWKJEBOYM4L/action/author_attestation"
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XDG_DATA_HOME"] = str(tmp / "xdg-data")
-    env["XDG_CONFIG_HOME"] = str(tmp / "xdg-config")
-    env.pop("PITHLEDGER_LEDGER", None)
-    return env
 
 
 @pytest.fixture(scope="module")
