@@ -137,6 +137,22 @@ def _sync_once(
     return counts | {"source": source, "checkpoint": check.document(), "_line": check.line()}
 
 
+def _report_opening(counts: dict[str, Any], json_out: bool, summary_only: bool) -> bool:
+    """What a sync's and a pull's reports open with: with --json the whole report as one document (none when
+    the follow loop prints its own line) and nothing more (False); else the run's checkpoint line and each
+    rejected event, and the caller goes on with its own lines (True)."""
+    line = counts.pop("_line")
+    if json_out:
+        counts["rejected"] = [_rejection_doc(r) for r in counts["rejected"]]
+        if not summary_only:
+            emit_json(counts)
+        return False
+    say(line)
+    for r in counts["rejected"]:
+        say(rejection_line(r))
+    return True
+
+
 def _sync_failed(counts: dict[str, Any]) -> bool:
     return bool(counts["invalid"] or counts["skipped"] or counts["lying"])
 
@@ -144,16 +160,9 @@ def _sync_failed(counts: dict[str, Any]) -> bool:
 def _sync_report(counts: dict[str, Any], json_out: bool, *, summary_only: bool = False) -> str:
     """Print a sync run's report (``summary_only``: all but its summary line, which is returned for the
     follow loop's run line)."""
-    line = counts.pop("_line")
     source = counts["source"]
-    if json_out:
-        counts["rejected"] = [_rejection_doc(r) for r in counts["rejected"]]
-        if not summary_only:
-            emit_json(counts)
+    if not _report_opening(counts, json_out, summary_only):
         return ""
-    say(line)
-    for r in counts["rejected"]:
-        say(rejection_line(r))
     for skip in counts["skipped"]:
         say(f"skipped    {skip['pith_number']} [{skip['reason']}] {skip['message']}")
     for lie in counts["lying"]:
@@ -382,15 +391,8 @@ def _pull_failed(counts: dict[str, Any]) -> bool:
 
 def _pull_report(ctx: typer.Context, counts: dict[str, Any], json_out: bool, *, summary_only: bool = False) -> str:
     """Print a pull run's report (``summary_only``: all but its summary line, which is returned)."""
-    line = counts.pop("_line")
-    if json_out:
-        counts["rejected"] = [_rejection_doc(r) for r in counts["rejected"]]
-        if not summary_only:
-            emit_json(counts)
+    if not _report_opening(counts, json_out, summary_only):
         return ""
-    say(line)
-    for r in counts["rejected"]:
-        say(rejection_line(r))
     for item in counts["not_published"]:
         say(
             f"not published  {item['id']}"
