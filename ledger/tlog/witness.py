@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from pithledger.errors import (
     UnsupportedKeyType,
     WitnessError,
 )
+from pithledger.files import open_temp
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.tlog import merkle
 
@@ -136,16 +136,12 @@ def now_iso(clock: Callable[[], float] = time.time) -> str:
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old file or the new one, never a mixture, and
     the new one is on disk when this returns: a temporary file beside it, fsync, rename, fsync the directory.
-    ``mode``: the file's mode less the umask (default: owner-only, mkstemp's)."""
+    ``mode``: the file's mode less the umask (default: owner-only)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = open_temp(path, 0o600 if mode is None else mode)
         try:
-            if mode is not None:
-                umask = os.umask(0)
-                os.umask(umask)
-                os.fchmod(fd, mode & ~umask)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
