@@ -350,6 +350,8 @@ def _long_number(ctx: typer.Context, text: str, what: str) -> str:
 
 
 _SIGNER_HINTS = {
+    "bad-headers": "give the attested block's header first, then the blocks after it, one per line, as "
+    "`bitcoin-cli getblockheader HASH false` prints them (spec/events.md §3.1.3)",
     "proof-digest-mismatch": "the .ots proof must stamp the record's canonical bytes: "
     "`pithledger ids --canonical RECORD > record.canon; ots stamp record.canon`",
     "record-subject-mismatch": "leave --subject out for record_created: it is derived from canonical_record",
@@ -405,6 +407,14 @@ def event(
             help="timestamp_anchor only: a detached OpenTimestamps proof (.ots) to carry as the payload.",
         ),
     ] = None,
+    headers: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--headers",
+            metavar="FILE",
+            help="With --ots: Bitcoin block headers to carry beside the proof, 160 hex digits each (as `bitcoin-cli getblockheader HASH false` prints them), the attested block's first, then the blocks after it in order; enough work makes the anchor checked (spec/events.md §3.1.3).",
+        ),
+    ] = None,
     post: Annotated[
         Optional[str],
         typer.Option(
@@ -430,6 +440,8 @@ def event(
         raise UsageProblem("--ots is for timestamp_anchor events only")
     if ots is not None and payload is not None:
         raise UsageProblem("give either --payload or --ots, not both")
+    if headers is not None and ots is None:
+        raise UsageProblem("--headers goes with --ots (the proof whose Bitcoin attestation they show)")
     if payload is None and ots is None:
         raise UsageProblem(
             "--payload is required" + (" (or --ots FILE)" if kind == "timestamp_anchor" else ""),
@@ -440,7 +452,7 @@ def event(
             "--key is required",
             hint="name a local key (`pithledger keys list`), or create one with `pithledger keys new NAME`",
         )
-    value = _payload_value(kind, payload, ots)
+    value = _payload_value(kind, payload, ots, headers)
     record = None
     if kind == "record_created":
         record = _record_of_payload(value)
@@ -490,7 +502,7 @@ def _print_example(ctx: typer.Context, kind: str) -> None:
     )
 
 
-def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> dict[str, Any]:
+def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path], headers: Optional[Path]) -> dict[str, Any]:
     from pithledger.records.canonical import strict_decode
 
     if ots is not None:
@@ -500,19 +512,43 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path]) -> di
 
         raw = read_bytes(str(ots), max_bytes=1024 * 1024)
         try:
-            _ots.parse(raw)
+            _ots.parse(raw, strict=True)  # as event validity reads it (spec/events.md §3.1.1)
         except OtsError as exc:
             raise SchemaError(
                 f"{ots} is not an OpenTimestamps proof: {exc}",
                 hint="give the detached .ots file that `ots stamp FILE` wrote beside FILE",
             ) from None
-        return {"ots_proof_b64": base64.b64encode(raw).decode("ascii")}
+        value = {"ots_proof_b64": base64.b64encode(raw).decode("ascii")}
+        if headers is not None:
+            value["bitcoin_headers_b64"] = base64.b64encode(_headers_run(headers)).decode("ascii")
+        return value
     assert payload is not None
     raw = read_bytes(payload[1:]) if payload.startswith("@") else payload.encode("utf-8")
     value = strict_decode(raw, what="--payload")
     if not isinstance(value, dict):
         raise SchemaError("--payload must be a JSON object", hint=f"`pithledger event {kind} --example` prints one")
     return value
+
+
+def _headers_run(path: Path) -> bytes:
+    """The headers of ``--headers``: hex, one per line (blank lines and white space ignored), concatenated."""
+    from pithledger.records import bitcoin
+
+    text = read_bytes(str(path), max_bytes=4 * 1024 * 1024).decode("ascii", "replace")
+    run = bytearray()
+    for number, line in enumerate(text.splitlines(), 1):
+        line = "".join(line.split())
+        if not line:
+            continue
+        if len(line) != 2 * bitcoin.HEADER_LEN or any(c not in "0123456789abcdefABCDEF" for c in line):
+            raise SchemaError(
+                f"{path}, line {number}: a block header is {2 * bitcoin.HEADER_LEN} hex digits",
+                hint="one header per line, as `bitcoin-cli getblockheader HASH false` prints it",
+            )
+        run += bytes.fromhex(line)
+    if not run:
+        raise SchemaError(f"{path} holds no block header", hint="one header per line, the attested block's first")
+    return bytes(run)
 
 
 def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:

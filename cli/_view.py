@@ -23,6 +23,12 @@ def _who(view: dict[str, Any]) -> str:
 def _detail(view: dict[str, Any]) -> str:
     p, kind = view["payload"], view["event_type"]
     if kind == "timestamp_anchor":
+        block = view.get("bitcoin_block")
+        if isinstance(block, dict):
+            return (
+                f"Bitcoin block {block['height']} checked ({block['block_hash']}, {block['time']}, "
+                f"{block['headers']} header(s), work {block['work']})"
+            )
         heights = ", ".join(map(str, view.get("bitcoin_heights", [])))
         return (
             f"Bitcoin height {heights} claimed"

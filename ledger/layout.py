@@ -3,7 +3,7 @@
 """
 
 #: The merge algorithm a ledger's derived views were computed by (spec/merge.md); a ledger records it.
-MERGE_VERSION = "pithledger-merge-v2"
+MERGE_VERSION = "pithledger-merge-v3"
 #: The transparency log's two databases (spec/storage.md §2.2, ledger/store/tlog_tables.py).
 TLOG_ENTRIES_DB = b"tlog"
 TLOG_HASHES_DB = b"tlogh"

@@ -41,7 +41,7 @@ SLOTS = {
 #: words `state --view` and the record page put beside each claim (spec/merge.md §5 says why badges say "claimed").
 CHECKED = {
     "record_created": "record hash recomputed; signature checked",
-    "timestamp_anchor": "proof parsed and bound to the record's digest; the Bitcoin attestation is NOT checked against the chain",
+    "timestamp_anchor": 'proof read as the OpenTimestamps reference reads it and bound to the record\'s digest; a Bitcoin attestation is checked only against headers the event carries (anchor_state "bitcoin": enough work; else "claimed")',
     "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
     "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
     "citation_signature": "signature checked",
@@ -251,13 +251,20 @@ def _extra(e: Entry) -> dict[str, Any]:
     f = e.verdict.facts
     if e.verdict.event_type == "timestamp_anchor":
         return {
-            "anchor_state": "bitcoin" if f["bitcoin_heights"] else "pending",
+            "anchor_state": _anchor_state(f),
+            "bitcoin_block": f["bitcoin_block"],
             "bitcoin_heights": f["bitcoin_heights"],
             "pending_calendars": f["pending_calendars"],
         }
     if e.verdict.event_type == "author_attestation":
         return {"strength": f["strength"]}
     return {}
+
+
+def _anchor_state(f: dict[str, Any]) -> str:
+    """ "bitcoin" only when the carried headers checked (spec/events.md §3.1.3); "claimed" for a Bitcoin attestation
+    nothing here checked; "pending" for the rest."""
+    return "bitcoin" if f["bitcoin_block"] is not None else "claimed" if f["bitcoin_heights"] else "pending"
 
 
 def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -267,6 +274,7 @@ def _status(current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
             strong=sum(a["strength"] == "strong" for a in current["author_attestations"]),
             anchors=len(current["timestamp_anchors"]),
             bitcoin=sum(a["anchor_state"] == "bitcoin" for a in current["timestamp_anchors"]),
+            claimed=sum(a["anchor_state"] == "claimed" for a in current["timestamp_anchors"]),
             citations=len(current["citations"]),
             formal=sum(
                 r["payload"]["replication_type"] == "formal_bridge" and r["payload"]["outcome"] == "succeeded"
@@ -286,7 +294,8 @@ class _Counts(NamedTuple):
     authors: int
     strong: int
     anchors: int
-    bitcoin: int
+    bitcoin: int  # anchors whose Bitcoin attestation checked against the headers they carry
+    claimed: int  # anchors claiming a Bitcoin height nothing here checked
     citations: int
     formal: int
     snapshots: int
@@ -301,7 +310,7 @@ def _status_of(c: _Counts) -> tuple[dict[str, Any], dict[str, str]]:
         "author_attested": bool(c.authors),
         "citation_signatures": c.citations,
         "content_addressed": True,
-        "externally_anchored": bool(c.anchors),
+        "externally_anchored": bool(c.bitcoin),
         "formal_links_present": bool(c.formal),
         "graph_snapshot": bool(c.snapshots),
         "pith_receipt": bool(c.receipts),
@@ -311,10 +320,12 @@ def _status_of(c: _Counts) -> tuple[dict[str, Any], dict[str, str]]:
         "strong_author_claims": c.strong,
         "weak_author_claims": c.authors - c.strong,
     }
-    # Badge words say "claimed" where nothing was checked here: an OpenTimestamps proof's Bitcoin
-    # attestation is not checked against the chain, a Wayback capture is not fetched, and a weak author
-    # attestation is only its signer's word (spec/merge.md §5).
+    # Badge words say "claimed" where nothing was checked here: a Bitcoin attestation without the headers
+    # that show its block's work, a Wayback capture (not fetched), a weak author attestation (only its
+    # signer's word) (spec/merge.md §5).
     if c.bitcoin:
+        anchor = "anchored in bitcoin"
+    elif c.claimed:
         anchor = "bitcoin anchor claimed"
     else:
         anchor = "anchor pending" if c.anchors else "not anchored"
@@ -347,7 +358,7 @@ def reduce_all(entries: Iterable[Entry]) -> dict[str, dict[str, Any]]:
 # by anything but the next fold) and splices the new events' views into the lists. Whatever could reorder
 # or undo what is already folded makes it say "fall back" (None), and the caller derives in full.
 
-FOLD_VERSION = 1
+FOLD_VERSION = 2  # 2: an anchor's flag tells checked (2) from claimed (1)
 #: the keys of ``current`` that are lists of views, kept item by item
 FOLD_LISTS = (
     "author_attestations",
@@ -372,7 +383,7 @@ class Fold(msgspec.Struct):
 
     Outside consensus: it only locates and classifies what the state already holds. ``lists``: per key of
     FOLD_LISTS, (created_at, event_id, flag, length of the view's canonical bytes) of each view in order
-    (flag: a strong author attestation, a Bitcoin-claiming anchor, a succeeded formal_bridge replication);
+    (flag: a strong author attestation, a succeeded formal_bridge replication; an anchor's: 2 checked, 1 claimed);
     ``starts``: where each list's ``[`` is in the state bytes; ``members``: every standing event of each
     single-valued slot ("slot\\0signer\\0cited"), as (created_at, event_id). Encoded as a map, so a
     reader may decode only the fields it needs (:class:`FoldCitations`)."""
@@ -421,8 +432,8 @@ def _flag(e: Entry) -> int:
     f, kind = e.verdict.facts, e.verdict.event_type
     if kind == "author_attestation":
         return int(f["strength"] == "strong")
-    if kind == "timestamp_anchor":
-        return int(bool(f["bitcoin_heights"]))
+    if kind == "timestamp_anchor":  # 2: checked against carried headers, 1: a Bitcoin height claimed, 0: pending
+        return 2 if f["bitcoin_block"] is not None else int(bool(f["bitcoin_heights"]))
     if kind == "replication_record":
         p = e.event["payload"]
         return int(p["replication_type"] == "formal_bridge" and p["outcome"] == "succeeded")
@@ -730,7 +741,8 @@ def _render(pith_number: str, w: _Work) -> tuple[bytes, Fold]:
             authors=len(metas["author_attestations"]),
             strong=marked("author_attestations"),
             anchors=len(metas["timestamp_anchors"]),
-            bitcoin=marked("timestamp_anchors"),
+            bitcoin=sum(m[2] == 2 for m in metas["timestamp_anchors"]),
+            claimed=sum(m[2] == 1 for m in metas["timestamp_anchors"]),
             citations=len(metas["citations"]),
             formal=marked("replication_records"),
             snapshots=len(metas["graph_snapshots"]),

@@ -1,12 +1,14 @@
 """Bitcoin block headers, checked offline: what `pithledger ots verify` needs to trust a Bitcoin attestation
 (spec/events.md §3.1.2, spec/adr/0016). Pure: bytes in, facts or a named refusal out.
 
-A header checks when it is 80 bytes, its `bits` encode a positive target no easier than mainnet's proof-of-work
+A header checks when it is 80 bytes, its `bits` encode a positive target no easier than the chain's proof-of-work
 limit, and its double SHA-256 (read as a little-endian number) is at most that target. That proves work was
-spent on it, not that it lies on the best chain: the height is the attestation's claim, and the chain itself
-is item 2 of issue #34 (a header archive), not this module.
+spent on it, not that it lies on the best chain: the height is the attestation's claim.
 
-`verify` checks a proof (read strictly, spec/events.md §3.1.1) against given headers.
+`verify` checks a proof (read strictly, spec/events.md §3.1.1) against given headers (`pithledger ots verify`).
+`check_run` checks the run of headers a `timestamp_anchor` carries (spec/events.md §3.1.3, ADR 0017): linked,
+each meeting its target, difficulty changing only as the chain's rules let it, and at least the chain's minimum
+of work in all; that is what makes an anchor `bitcoin` rather than `claimed` under pithledger-merge-v3.
 """
 
 from __future__ import annotations
@@ -30,6 +32,27 @@ from . import ots as _ots
 HEADER_LEN = 80
 #: mainnet's proof-of-work limit, compact 0x1d00ffff: (2^16 - 1) * 2^208; no valid mainnet block has an easier target
 POW_LIMIT = 0xFFFF << 208
+RETARGET_INTERVAL = 2016  # blocks between difficulty adjustments on mainnet
+
+
+class Chain(msgspec.Struct, frozen=True):
+    """The rules a carried run of headers is checked under (spec/events.md §3.1.3)."""
+
+    name: str
+    pow_limit: int  # the easiest target any header may carry
+    retarget: bool  # mainnet: bits change only at heights divisible by 2016, by at most 4x easier; else never
+    min_work: int  # the least total work of a run for its anchor to count as checked
+    max_headers: int = RETARGET_INTERVAL  # the most headers an anchor may carry
+
+
+#: Bitcoin's main network: the only chain pithledger-merge-v3 checks anchors against. 2^78 hashes is about half
+#: the work of one block at the end of 2026 (ADR 0017 has the arithmetic).
+MAINNET = Chain(name="mainnet", pow_limit=POW_LIMIT, retarget=True, min_work=2**78)
+#: Bitcoin Core's regtest rules (compact 0x207fffff, no retargeting; any laptop mines a header in microseconds),
+#: for tests only: a ledger's anchors are checked against it only where a test substitutes it for MAINNET.
+REGTEST = Chain(name="regtest", pow_limit=0x7FFFFF << 232, retarget=False, min_work=2**4)  # 8 headers: ~2 each
+#: The chain event validity checks anchors against: pinned by the merge version, like the registry keys.
+CONSENSUS_CHAIN = MAINNET
 
 
 class Header(msgspec.Struct, frozen=True):
@@ -53,16 +76,16 @@ def target_of(bits: int) -> int:
     return target
 
 
-def check_header(raw: bytes) -> Header:
-    """Read one 80-byte header and check its proof of work against mainnet's rules."""
+def check_header(raw: bytes, pow_limit: int = POW_LIMIT) -> Header:
+    """Read one 80-byte header and check its proof of work (against mainnet's limit unless told another)."""
     if len(raw) != HEADER_LEN:
         raise OtsBadHeader(f"a block header is {HEADER_LEN} bytes; this one is {len(raw)}")
     bits = int.from_bytes(raw[72:76], "little")
     target = target_of(bits)
     if target == 0:
         raise OtsBadHeader(f"the header's bits 0x{bits:08x} encode a zero target")
-    if target > POW_LIMIT:
-        raise OtsPowShort(f"the header's target (bits 0x{bits:08x}) is easier than mainnet's limit 0x1d00ffff")
+    if target > pow_limit:
+        raise OtsPowShort(f"the header's target (bits 0x{bits:08x}) is easier than the chain's proof-of-work limit")
     digest = hashlib.sha256(hashlib.sha256(raw).digest()).digest()
     if int.from_bytes(digest, "little") > target:
         raise OtsPowShort(f"the header's hash {digest[::-1].hex()} is above its target (bits 0x{bits:08x})")
@@ -160,3 +183,56 @@ def _differs(height: int, msg: bytes, raw: bytes) -> str:
         f"the proof's result at its block-{height} attestation is the Merkle root {msg[::-1].hex()}; "
         f"the header's is {raw[36:68][::-1].hex()}"
     )
+
+
+class AnchorBlock(msgspec.Struct, frozen=True):
+    """A Bitcoin attestation checked against the run of headers its event carries (spec/events.md §3.1.3)."""
+
+    height: int  # the attestation's claim: a run of headers proves work, not its place in the chain
+    header: Header  # the attested block's
+    headers: int  # how many headers the run holds, the attested block's first
+    work: int  # the run's total work: the expected hashes a forger would spend
+
+
+def check_run(proof: _ots.OtsProof, run: bytes, chain: Chain) -> AnchorBlock:
+    """Check ``run`` (80-byte headers, concatenated: the attested block's, then its successors in order) against
+    ``proof`` (read strictly) under ``chain``'s rules; raise :class:`OtsNotVerified` naming the first fault."""
+    count, rest = divmod(len(run), HEADER_LEN)
+    if rest or not 1 <= count <= chain.max_headers:
+        raise OtsBadHeader(
+            f"a run of headers is 1 to {chain.max_headers} headers of {HEADER_LEN} bytes; this one is {len(run)} bytes"
+        )
+    first = run[:HEADER_LEN]
+    heights = sorted(
+        c.attestation.height
+        for c in proof.commitments
+        if c.attestation.kind == "bitcoin" and c.attestation.height is not None and c.msg == first[36:68]
+    )
+    if not heights:
+        raise OtsMerkleRootDiffers(
+            f"the first header's Merkle root {first[36:68][::-1].hex()} is no Bitcoin attestation's result in the proof"
+        )
+    height = heights[0]
+    if height + count - 1 > _ots.MAX_HEIGHT:
+        raise OtsBadHeader(f"a run of {count} headers from block {height} passes block {_ots.MAX_HEIGHT}")
+    headers: list[Header] = []
+    for i in range(count):
+        raw = run[i * HEADER_LEN : (i + 1) * HEADER_LEN]
+        where = f"header {i} (block {height + i})"
+        try:
+            h = check_header(raw, chain.pow_limit)
+        except OtsNotVerified as exc:
+            raise type(exc)(f"{where}: {exc.message}") from None
+        if headers:
+            prev = headers[-1]
+            if raw[4:36] != bytes.fromhex(prev.hash)[::-1]:
+                raise OtsBadHeader(f"{where} does not link to the header before it (its previous-block hash differs)")
+            if chain.retarget and (height + i) % RETARGET_INTERVAL == 0:
+                if h.target > 4 * prev.target:  # a retarget makes mining at most 4x easier
+                    raise OtsPowShort(f"{where} lowers the difficulty more than a retarget allows (4x)")
+            elif h.bits != prev.bits:
+                raise OtsPowShort(
+                    f"{where} changes the difficulty (bits 0x{h.bits:08x}) where the chain's rules do not"
+                )
+        headers.append(h)
+    return AnchorBlock(height=height, header=headers[0], headers=count, work=sum(h.work for h in headers))

@@ -7,6 +7,7 @@ The rules are written in spec/events.md.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import re
@@ -15,6 +16,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from pithledger.errors import EventInvalid, PithledgerError
+from pithledger.records import bitcoin as _bitcoin
 from pithledger.records import ids, keys
 from pithledger.records import ots as _ots
 from pithledger.records.canonical import canonical_bytes, check_value
@@ -81,6 +83,7 @@ class GraphSnapshot(msgspec.Struct):
 
 class TimestampAnchor(msgspec.Struct):
     ots_proof_b64: str
+    bitcoin_headers_b64: str | None = None  # absent or null: none (spec/events.md §3.1.3)
 
 
 class StorageAttestation(msgspec.Struct):
@@ -517,6 +520,36 @@ def _payload(kind: str, payload: dict[str, Any]) -> Any:
         raise EventInvalid("bad-payload", f"{kind} payload: {exc}") from None
 
 
+def _anchor_block(proof: _ots.OtsProof, headers_b64: str | None) -> dict[str, Any] | None:
+    """What the carried run of headers checks (spec/events.md §3.1.3): the attested block, or None when the event
+    carries no run or a run with less than the chain's minimum of work (the anchor is then only claimed)."""
+    if headers_b64 is None:
+        return None
+    chain = _bitcoin.CONSENSUS_CHAIN
+    limit = chain.max_headers * _bitcoin.HEADER_LEN
+    if len(headers_b64) > (limit + 2) // 3 * 4:  # refused before decoding: the event's size bounds it already
+        raise EventInvalid("bad-headers", f"bitcoin_headers_b64 holds more than {chain.max_headers} headers")
+    try:
+        run = keys.b64decode_strict(headers_b64, what="bitcoin_headers_b64")
+        block = _bitcoin.check_run(proof, run, chain)
+    except PithledgerError as exc:  # OtsNotVerified, or base64 that is not canonical
+        raise EventInvalid("bad-headers", f"bitcoin_headers_b64: {exc.message}") from None
+    if block.work < chain.min_work:
+        return None
+    header = block.header
+    return {
+        "block_hash": header.hash,
+        "headers": block.headers,
+        "height": block.height,
+        "time": _utc(header.time),
+        "work": str(block.work),  # a decimal string: it exceeds 2^64 (no JSON reader loses a digit)
+    }
+
+
+def _utc(seconds: int) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
     """Check a known kind's payload and return the facts the reducer folds (all JSON values)."""
     p = _payload(kind, payload)
@@ -557,7 +590,7 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
     if kind == "timestamp_anchor":
         try:
             raw = keys.b64decode_strict(p.ots_proof_b64, what="ots_proof_b64")
-            proof = _ots.parse(raw)
+            proof = _ots.parse(raw, strict=True)  # the reference's reading (merge v3, §3.1.1)
         except PithledgerError as exc:  # OtsError among them
             raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
         if proof.hash_op != "sha256":
@@ -569,7 +602,12 @@ def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trus
             raise EventInvalid("proof-digest-mismatch", "the proof does not commit to the subject's canonical digest")
         heights = sorted({a.height for a in proof.attestations if a.kind == "bitcoin" and a.height is not None})
         calendars = sorted({a.calendar for a in proof.attestations if a.kind == "pending" and a.calendar})
-        return {"digest": proof.digest.hex(), "bitcoin_heights": heights, "pending_calendars": calendars}
+        return {
+            "digest": proof.digest.hex(),
+            "bitcoin_heights": heights,
+            "pending_calendars": calendars,
+            "bitcoin_block": _anchor_block(proof, p.bitcoin_headers_b64),
+        }
     if kind == "storage_attestation":
         m = WAYBACK_RE.match(p.capture_url)
         if not m:

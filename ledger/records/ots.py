@@ -1,12 +1,12 @@
 """A small reader for OpenTimestamps proofs (.ots): what file digest they commit to, which attestations.
 
 Two readings, both pure functions of the bytes (no calendar or Bitcoin node is asked):
-- the default (``strict=False``) reads the structure only and executes no operation; it is the reading
-  event validity uses under ``pithledger-merge-v2`` (spec/events.md §3.1) and must not change with it;
+- the default (``strict=False``) reads the structure only and executes no operation: the reading event validity
+  used under ``pithledger-merge-v2`` (spec/events.md §3.1), kept as that version's definition;
 - ``strict=True`` reads as the reference library (python-opentimestamps 0.4.5) does: every operation's
   result is computed under its limits, and what the reference refuses is refused (spec/events.md §3.1.1).
   It also returns each attestation's message (for Bitcoin: the block's Merkle root), which
-  ``pithledger ots verify`` checks against block headers. Selected by the next merge version, not this one.
+  ``pithledger ots verify`` checks against block headers. Event validity uses it since ``pithledger-merge-v3``.
 """
 
 from __future__ import annotations

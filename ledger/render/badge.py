@@ -26,6 +26,7 @@ VOCABULARY: dict[str, dict[str, tuple[str, str]]] = {
         "not attested": ("absent", "not attested"),
     },
     "timestamp": {
+        "anchored in bitcoin": ("checked", "anchored in bitcoin"),
         "bitcoin anchor claimed": ("claim", "bitcoin anchor claimed"),
         "anchor pending": ("absent", "anchor pending"),
         "not anchored": ("absent", "not anchored"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -335,11 +336,24 @@ def _level(views: Sequence[dict[str, Any]]) -> str:
 
 
 def _anchor_level(anchors: Sequence[dict[str, Any]]) -> str:
-    """Never done here, whoever signed it: the Bitcoin attestation is not checked against the chain
-    (the record document's ``externally_anchored`` is false for the same reason, spec/serve.md §2.2)."""
+    """Done only when a Bitcoin attestation checked against the headers its event carries (anchor_state
+    "bitcoin", spec/events.md §3.1.3), whoever signed it; a height nothing checked is a claim."""
     if any(a.get("anchor_state") == "bitcoin" for a in anchors):
+        return "done"
+    if any(a.get("anchor_state") == "claimed" for a in anchors):
         return "claimed"
     return "pending" if anchors else "open"
+
+
+def _log2(work: Any) -> str:
+    """A run's work (a decimal string) as a power of two, one decimal: what a reader can compare."""
+    try:
+        n = int(str(work))
+    except ValueError:
+        return "?"
+    if n <= 0:
+        return "?"
+    return f"{math.log2(n):.1f}"
 
 
 def _cmd(text: str) -> str:
@@ -359,12 +373,20 @@ def _howto(number: str, kind: str, file: str, fields: str) -> str:
     )
 
 
-def _howto_anchor(number: str, *, pending: bool) -> str:
-    """How to stamp the record with OpenTimestamps, or to finish a pending proof (README, "Timestamping a record")."""
+def _howto_anchor(number: str, level: str) -> str:
+    """How to stamp the record with OpenTimestamps, finish a pending proof, or show a claimed block's work
+    (README, "Timestamping a record")."""
     sign = _cmd(
         f"pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots -o anchor.json"
     )
-    if pending:
+    if level == "claimed":
+        return (
+            '<span class="howto">To have it checked: put the attested block\'s header and the headers after it, one per '
+            f"line, in headers.txt ({_cmd('bitcoin-cli getblockheader HASH false')}for each), then sign the proof with "
+            f"them: {_cmd(f'pithledger event timestamp_anchor --subject {number} --key NAME --ots record.canon.ots --headers headers.txt -o anchor.json')}"
+            f"{_SEND}</span>"
+        )
+    if level == "pending":
         return (
             '<span class="howto">To finish it once Bitcoin confirms (a few hours after stamping): '
             f"{_cmd('ots upgrade record.canon.ots')}then sign the upgraded proof: {sign}{_SEND}</span>"
@@ -399,9 +421,16 @@ def _detail(view: dict[str, Any], links: Links) -> str:
     if not isinstance(p, dict):
         return ""
     if kind == "timestamp_anchor":
+        block = view.get("bitcoin_block")
+        if isinstance(block, dict):
+            return (
+                f"Bitcoin block {e(str(block.get('height')))} checked: hash {e(str(block.get('block_hash')))}, "
+                f"time {e(str(block.get('time')))}, {e(str(block.get('headers')))} header(s) carrying "
+                f"2^{_log2(block.get('work'))} hashes of work"
+            )
         heights = ", ".join(str(h) for h in view.get("bitcoin_heights", []))
         return (
-            f"Bitcoin block {e(heights)} claimed"
+            f"Bitcoin block {e(heights)} claimed (no headers carried that show its work)"
             if heights
             else "pending at " + ", ".join(link(c) for c in view.get("pending_calendars", [])[:10])
         )
@@ -533,10 +562,15 @@ def record_page(
         (
             "Bitcoin timestamp",
             _anchor_level(anchors),
-            f"{e(cur['badges'].get('timestamp', ''))} ({proofs}): the Bitcoin attestation is not checked against the chain here"
+            f"{e(cur['badges'].get('timestamp', ''))} ({proofs})"
+            + (
+                ": checked against the Bitcoin headers its event carries"
+                if _anchor_level(anchors) == "done"
+                else ": no Bitcoin attestation here carries the headers that show its work"
+            )
             if anchors
             else "",
-            _howto_anchor(number, pending=bool(anchors)),
+            _howto_anchor(number, _anchor_level(anchors)),
         ),
         (
             "Internet Archive",

@@ -314,7 +314,7 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
         "author_attested": bool(registry_authors),
         "weak_author_claims": len(authors) - strong,
         "strong_author_claims": strong,
-        "externally_anchored": False,  # needs the Bitcoin attestation checked against the chain: not done here
+        "externally_anchored": any(a.get("anchor_state") == "bitcoin" for a in anchors),  # headers checked
         "storage_verified": False,  # needs the capture fetched and compared: not done here
         "citation_signatures": len(cur["citations"]),
         "replication_records": len(cur["replication_records"]),
@@ -331,7 +331,13 @@ def _status(cur: Mapping[str, Any], receipt_verified: bool) -> tuple[dict[str, A
         "pith_receipt": "checked" if receipt_verified else "none",
         "author_attested": level(bool(registry_authors), bool(authors)),
         "externally_anchored": (
-            "claimed" if any(a.get("anchor_state") == "bitcoin" for a in anchors) else "pending" if anchors else "none"
+            "checked"
+            if any(a.get("anchor_state") == "bitcoin" for a in anchors)
+            else "claimed"
+            if any(a.get("anchor_state") == "claimed" for a in anchors)
+            else "pending"
+            if anchors
+            else "none"
         ),
         "storage_verified": "claimed" if cur["storage_attestations"] else "none",
         "graph_snapshot": level(registry_snapshot, bool(snapshots)),

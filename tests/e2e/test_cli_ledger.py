@@ -39,7 +39,7 @@ def test_apply_examples_then_state_for_every_id_form(cli, tmp_path: Path) -> Non
         states.add(s.out)
     assert len(states) == 1
     doc = json.loads(states.pop())
-    assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v2"
+    assert doc["pith_number"] == NUMBER and doc["merge_version"] == "pithledger-merge-v3"
     assert doc["current"]["badges"] == {
         "author": "claimed",
         "references": "refs signed",

@@ -37,7 +37,7 @@ def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: 
         assert rebuilt.fsck() == []
         assert rebuilt.export(pool()[0]["subject_pith_number"])["note"] == "kept"  # unknown bundle fields survive
     again = cli("--ledger", str(old), "rebuild", "--force")  # a v2 ledger rebuilt from its log and evidence: same again
-    assert again.code == 0 and "-> pithledger-merge-v2" in again.out
+    assert again.code == 0 and "-> pithledger-merge-v3" in again.out
     assert json.loads(cli("--ledger", str(old), "digest", "--json").out)["events_root"] == want[1].events.hex()
 
 
@@ -80,3 +80,26 @@ def test_rebuild_of_a_current_ledger_does_nothing_unless_forced(tmp_path: Path) 
     forced = _pithledger("--ledger", "L", "rebuild", "--force", cwd=tmp_path)
     assert forced.returncode == 0 and "the old ledger is at" in forced.stdout
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("L.")]) == 1
+
+
+def test_a_merge_v2_ledger_is_refused_and_rebuilt_under_v3(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Merge v3 changed what an anchor proves (spec/merge.md §9): a ledger whose states were derived under v2 is
+    refused until `rebuild` re-checks every event it holds under v3's rules; nothing is lost."""
+    import lmdb
+
+    ledger = tmp_path / "L"
+    with Ledger(ledger, create=True) as fresh:
+        fresh.apply_batch(bundles_of(pool()))
+        want = ({s: fresh.state_bytes(s) for s in fresh.subjects()}, fresh.root())
+    env = lmdb.open(str(ledger), max_dbs=32, subdir=True)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.put(b"merge_version", b"pithledger-merge-v2")
+    env.close()
+    r = cli("--ledger", str(ledger), "state", pool()[0]["subject_pith_number"])
+    assert r.code == 1 and "error[layout-mismatch]" in r.err and "pithledger-merge-v2" in r.err and "rebuild" in r.err
+    r = cli("--ledger", str(ledger), "rebuild", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["old_merge_version"] == "pithledger-merge-v2" and Path(r.json()["backup"]).name == "L.v2-backup"
+    with Ledger(ledger, readonly=True) as rebuilt:
+        assert ({s: rebuilt.state_bytes(s) for s in rebuilt.subjects()}, rebuilt.root()) == want
+        assert rebuilt.fsck() == []

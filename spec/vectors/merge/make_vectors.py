@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pithledger.merge import MERGE_VERSION, Entry, reduce_all
-from pithledger.records import keys
+from pithledger.records import bitcoin, keys
 from pithledger.records import ots as _ots
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import compute_event_id, make_event, signing_message, verify_event
@@ -126,6 +126,77 @@ BITCOIN_ATTESTATION = (
 FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
 
 
+REGTEST_BITS = 0x207FFFFF  # Bitcoin Core's regtest: about one hash in two meets its target
+
+
+def dsha(data: bytes) -> bytes:
+    return hashlib.sha256(hashlib.sha256(data).digest()).digest()
+
+
+def headers_run(root: bytes, count: int, *, unlink_at: int = -1) -> bytes:
+    """``count`` regtest headers mined here (first nonce from 0 that meets the target: deterministic), linked,
+    the first with Merkle root ``root``; ``unlink_at``: that header names another previous block."""
+    target = bitcoin.target_of(REGTEST_BITS)
+    out, prev = b"", b"\x11" * 32
+    for i in range(count):
+        root_i = root if i == 0 else hashlib.sha256(b"block %d" % i).digest()
+        link = b"\x22" * 32 if i == unlink_at else prev
+        for nonce in range(1 << 20):
+            raw = (
+                (0x20000000).to_bytes(4, "little")
+                + link
+                + root_i
+                + (1_780_000_000 + 600 * i).to_bytes(4, "little")
+                + REGTEST_BITS.to_bytes(4, "little")
+                + nonce.to_bytes(4, "little")
+            )
+            if int.from_bytes(dsha(raw), "little") <= target:
+                break
+        out, prev = out + raw, dsha(raw)
+    return out
+
+
+def anchored(proof: bytes, run: bytes | None, k: LocalKey = ALICE, when: str = t(6)) -> dict[str, Any]:
+    payload = {"ots_proof_b64": base64.b64encode(proof).decode()}
+    if run is not None:
+        payload["bitcoin_headers_b64"] = base64.b64encode(run).decode()
+    return signed_raw({"event_type": "timestamp_anchor", "payload": payload, "created_at": when}, k)
+
+
+def anchor_cases() -> dict[str, dict[str, Any]]:
+    """Merge v3's anchors (spec/events.md §3.1.3): checked, claimed or invalid by the headers they carry. The
+    checked cases run on regtest's rules (``bitcoin_chain``), which no mainnet ledger uses."""
+    rec_a = created(ALICE)
+    digest = bytes.fromhex(A.canonical_sha256)
+    proof = _ots.build(digest, ["https://a.example"], [900000])  # branch 1: the Bitcoin attestation
+    root = hashlib.sha256(digest + (1).to_bytes(4, "big")).digest()
+    tag = bytes.fromhex("0588960d73d71901")  # a Bitcoin attestation: heights 100 (varuint 64), 200 (c8 01)
+    # a repeated operation at one fork (append "x" twice): the reference keeps the later branch (§3.1.1)
+    repeated = _ots.MAGIC + b"\x01\x08" + digest + b"\xff\xf0\x01x\x00" + tag + b"\x01\x64"
+    repeated += b"\xf0\x01x\x00" + tag + b"\x02\xc8\x01"
+    return {
+        "anchor-checked-on-regtest": {
+            "events": [rec_a, anchored(proof, headers_run(root, 8)), anchored(proof, None, BOB)],
+            "bitcoin_chain": "regtest",
+        },
+        "anchor-headers-below-the-minimum-work": {
+            "events": [rec_a, anchored(proof, headers_run(root, 7))],
+            "bitcoin_chain": "regtest",
+        },
+        "anchor-headers-unlinked": {
+            "events": [rec_a, anchored(proof, headers_run(root, 8, unlink_at=3))],
+            "bitcoin_chain": "regtest",
+        },
+        "anchor-headers-of-another-block": {
+            "events": [rec_a, anchored(proof, headers_run(hashlib.sha256(b"another block").digest(), 8))],
+            "bitcoin_chain": "regtest",
+        },
+        "anchor-regtest-headers-on-mainnet": {"events": [rec_a, anchored(proof, headers_run(root, 8))]},
+        "anchor-claimed-without-headers": {"events": [rec_a, anchored(proof, None)]},
+        "ots-repeated-operation-at-a-fork": {"events": [rec_a, anchored(repeated, None)]},
+    }
+
+
 def cases() -> dict[str, dict[str, Any]]:
     rec_a, rec_b = created(ALICE), created(ALICE, REC_B)
     cite = ev(
@@ -199,244 +270,270 @@ def cases() -> dict[str, dict[str, Any]]:
         t(6),
     )
     bob_revokes_author = ev("revocation", A.pith_number, {"revoked_event_id": author["event_id"]}, BOB, t(8))
-    return {
-        "ots-empty-calendar-uri": {"events": [rec_a, empty_uri, only_empty_uri]},
-        # 255 unary operations on one path: 256 nested timestamps, the limit; one more is bad-proof
-        "ots-255-operations-deep": {
-            "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 255 + BITCOIN_ATTESTATION)))]
-        },
-        "ots-256-operations-deep": {
-            "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 256 + BITCOIN_ATTESTATION)))]
-        },
-        # forks do not count, every node does (attestations too): 10,000 nodes is the limit
-        "ots-10000-nodes": {
-            "events": [
-                rec_a,
-                signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 9999 + BITCOIN_ATTESTATION))),
-            ]
-        },
-        "ots-10001-nodes": {
-            "events": [
-                rec_a,
-                signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 10000 + BITCOIN_ATTESTATION))),
-            ]
-        },
-        "revocation-of-another-signers-revocation-is-final": {
-            "events": [
-                rec_a,
-                author,
-                bob_revokes_author,
-                ev("revocation", A.pith_number, {"revoked_event_id": bob_revokes_author["event_id"]}, MALLORY, t(9)),
-            ]
-        },
-        "citation-and-snapshot-equivocations-in-spec-order": {"events": [rec_a, rec_b, cite_b1, cite_b2, snap1, snap2]},
-        "registry-signed-author-with-orcid-is-strong": {
-            "events": [
-                rec_a,
-                signed_raw(
-                    {
-                        "event_type": "author_attestation",
-                        "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
-                        "signer": registry_signer,
-                    },
-                    STAND_IN,
-                ),
-            ],
-            "registry_keys": reg,
-        },
-        "unknown-kind-revoked-is-still-listed": {"events": [rec_a, unknown, revoke_unknown]},
-        "revocation-with-a-null-reason-takes-effect": {
-            "events": [
-                rec_a,
-                cite,
-                signed_raw(
-                    {
-                        "event_type": "revocation",
-                        "target": "event",
-                        "payload": {"revoked_event_id": cite["event_id"], "reason": None},
-                    },
-                    BOB,
-                ),
-            ]
-        },
-        "inbound-citation-from-a-pending-record": {"events": [rec_b, cite]},
-        "odd-spelling-lower-case-cited-number": {
-            "events": [
-                rec_a,
-                signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}}),
-            ]
-        },
-        "odd-spelling-leap-second": {"events": [rec_a, signed_raw({"created_at": "2026-06-30T23:59:60Z"})]},
-        "odd-spelling-year-zero": {"events": [rec_a, signed_raw({"created_at": "0000-01-01T00:00:00Z"})]},
-        "junk-public-key-null": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "public_key_b64": None}})]},
-        "junk-artifact-url-without-host": {
-            "events": [
-                rec_a,
-                signed_raw(
-                    {
-                        "event_type": "replication_record",
-                        "payload": {
-                            "replication_type": "replication",
-                            "outcome": "failed",
-                            "artifact_url": "https:///x",
+    return (
+        {
+            "ots-empty-calendar-uri": {"events": [rec_a, empty_uri, only_empty_uri]},
+            # 255 unary operations on one path: 256 nested timestamps, the limit; one more is bad-proof
+            "ots-255-operations-deep": {
+                "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 255 + BITCOIN_ATTESTATION)))]
+            },
+            "ots-256-operations-deep": {
+                "events": [rec_a, signed_raw(anchor_payload(ots_proof(b"\x08" * 256 + BITCOIN_ATTESTATION)))]
+            },
+            # forks do not count, every node does (attestations too): 10,000 nodes is the limit
+            "ots-10000-nodes": {
+                "events": [
+                    rec_a,
+                    signed_raw(anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 9999 + BITCOIN_ATTESTATION))),
+                ]
+            },
+            "ots-10001-nodes": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        anchor_payload(ots_proof((b"\xff" + BITCOIN_ATTESTATION) * 10000 + BITCOIN_ATTESTATION))
+                    ),
+                ]
+            },
+            "revocation-of-another-signers-revocation-is-final": {
+                "events": [
+                    rec_a,
+                    author,
+                    bob_revokes_author,
+                    ev(
+                        "revocation", A.pith_number, {"revoked_event_id": bob_revokes_author["event_id"]}, MALLORY, t(9)
+                    ),
+                ]
+            },
+            "citation-and-snapshot-equivocations-in-spec-order": {
+                "events": [rec_a, rec_b, cite_b1, cite_b2, snap1, snap2]
+            },
+            "registry-signed-author-with-orcid-is-strong": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        {
+                            "event_type": "author_attestation",
+                            "payload": {"author_name": "Josiah Carberry", "orcid": "0000-0002-1825-0097"},
+                            "signer": registry_signer,
                         },
-                    }
-                ),
-            ]
-        },
-        "junk-blank-author-name": {
-            "events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": " \t"}})]
-        },
-        "ots-unknown-op": {
-            "events": [
-                rec_a,
-                signed_raw(
-                    anchor_payload(  # magic, version, sha256 op, digest, then op 0x42
-                        base64.b64encode(good_proof[: len(_ots.MAGIC) + 1 + 1 + 32] + b"\x42").decode()
+                        STAND_IN,
+                    ),
+                ],
+                "registry_keys": reg,
+            },
+            "unknown-kind-revoked-is-still-listed": {"events": [rec_a, unknown, revoke_unknown]},
+            "revocation-with-a-null-reason-takes-effect": {
+                "events": [
+                    rec_a,
+                    cite,
+                    signed_raw(
+                        {
+                            "event_type": "revocation",
+                            "target": "event",
+                            "payload": {"revoked_event_id": cite["event_id"], "reason": None},
+                        },
+                        BOB,
+                    ),
+                ]
+            },
+            "inbound-citation-from-a-pending-record": {"events": [rec_b, cite]},
+            "odd-spelling-lower-case-cited-number": {
+                "events": [
+                    rec_a,
+                    signed_raw({"payload": {"cited_pith_number": B.pith_number.lower(), "relation": "cites"}}),
+                ]
+            },
+            "odd-spelling-leap-second": {"events": [rec_a, signed_raw({"created_at": "2026-06-30T23:59:60Z"})]},
+            "odd-spelling-year-zero": {"events": [rec_a, signed_raw({"created_at": "0000-01-01T00:00:00Z"})]},
+            "junk-public-key-null": {
+                "events": [rec_a, signed_raw({"signer": {**cite["signer"], "public_key_b64": None}})]
+            },
+            "junk-artifact-url-without-host": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        {
+                            "event_type": "replication_record",
+                            "payload": {
+                                "replication_type": "replication",
+                                "outcome": "failed",
+                                "artifact_url": "https:///x",
+                            },
+                        }
+                    ),
+                ]
+            },
+            "junk-blank-author-name": {
+                "events": [rec_a, signed_raw({"event_type": "author_attestation", "payload": {"author_name": " \t"}})]
+            },
+            "ots-unknown-op": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        anchor_payload(  # magic, version, sha256 op, digest, then op 0x42
+                            base64.b64encode(good_proof[: len(_ots.MAGIC) + 1 + 1 + 32] + b"\x42").decode()
+                        )
+                    ),
+                ]
+            },
+            "ots-trailing-byte": {
+                "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof + b"\x00").decode()))]
+            },
+            "ots-non-canonical-base64": {
+                "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof).decode().rstrip("=")))]
+            },
+            "pith-record-receipt-key-id-a-number": {
+                "events": [
+                    garbled(
+                        pith_created(),
+                        payload={
+                            **pith_created()["payload"],
+                            "receipt": {**pith_created()["payload"]["receipt"], "key_id": 5},
+                        },
                     )
-                ),
-            ]
-        },
-        "ots-trailing-byte": {
-            "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof + b"\x00").decode()))]
-        },
-        "ots-non-canonical-base64": {
-            "events": [rec_a, signed_raw(anchor_payload(base64.b64encode(good_proof).decode().rstrip("=")))]
-        },
-        "pith-record-receipt-key-id-a-number": {
-            "events": [
-                garbled(
-                    pith_created(),
-                    payload={
-                        **pith_created()["payload"],
-                        "receipt": {**pith_created()["payload"]["receipt"], "key_id": 5},
+                ],
+                "registry_keys": reg,
+            },
+            "every-kind-folded": {"events": [rec_a, rec_b, cite, author, anchor, store, repl, snap1]},
+            "revocation-by-the-signer-takes-effect": {"events": [rec_a, rec_b, cite, revoke_cite]},
+            "revocation-arriving-before-its-target": {"events": [revoke_cite, rec_a, cite]},
+            "revocation-by-another-signer-is-ineffective": {"events": [rec_a, author, foreign_revoke]},
+            "equivocating-snapshots": {"events": [rec_a, snap1, snap2]},
+            "equivocation-on-a-pending-record": {"events": [pend1, pend2]},
+            "pending-events-wait-for-their-record": {"events": [cite, author]},
+            "unknown-kind-listed-not-folded": {"events": [rec_a, unknown]},
+            "garbled-copy-wrong-event-id-then-valid": {
+                "events": [rec_a, garbled(cite, event_id="sha256:" + "ab" * 32), cite]
+            },
+            "garbled-copy-missing-event-id": {"events": [rec_a, garbled(cite, event_id=_DROP), cite]},
+            "garbled-copy-null-signature": {"events": [rec_a, garbled(cite, signature_b64=None)]},
+            "garbled-copy-extra-field": {"events": [rec_a, garbled(cite, relayed_by="mallory"), cite]},
+            "junk-missing-event-version": {"events": [rec_a, garbled(cite, event_version=_DROP)]},
+            "junk-newer-event-version": {"events": [rec_a, garbled(cite, event_version="pithledger-event-v9")]},
+            "junk-unsigned-pith-snapshot": {
+                "events": [
+                    rec_a,
+                    {
+                        **garbled(pith_created(), event_type="graph_snapshot", target="graph"),
+                        "payload": {"graph_snapshot": {"v": 9}},
                     },
-                )
-            ],
-            "registry_keys": reg,
-        },
-        "every-kind-folded": {"events": [rec_a, rec_b, cite, author, anchor, store, repl, snap1]},
-        "revocation-by-the-signer-takes-effect": {"events": [rec_a, rec_b, cite, revoke_cite]},
-        "revocation-arriving-before-its-target": {"events": [revoke_cite, rec_a, cite]},
-        "revocation-by-another-signer-is-ineffective": {"events": [rec_a, author, foreign_revoke]},
-        "equivocating-snapshots": {"events": [rec_a, snap1, snap2]},
-        "equivocation-on-a-pending-record": {"events": [pend1, pend2]},
-        "pending-events-wait-for-their-record": {"events": [cite, author]},
-        "unknown-kind-listed-not-folded": {"events": [rec_a, unknown]},
-        "garbled-copy-wrong-event-id-then-valid": {
-            "events": [rec_a, garbled(cite, event_id="sha256:" + "ab" * 32), cite]
-        },
-        "garbled-copy-missing-event-id": {"events": [rec_a, garbled(cite, event_id=_DROP), cite]},
-        "garbled-copy-null-signature": {"events": [rec_a, garbled(cite, signature_b64=None)]},
-        "garbled-copy-extra-field": {"events": [rec_a, garbled(cite, relayed_by="mallory"), cite]},
-        "junk-missing-event-version": {"events": [rec_a, garbled(cite, event_version=_DROP)]},
-        "junk-newer-event-version": {"events": [rec_a, garbled(cite, event_version="pithledger-event-v9")]},
-        "junk-unsigned-pith-snapshot": {
-            "events": [
-                rec_a,
-                {
-                    **garbled(pith_created(), event_type="graph_snapshot", target="graph"),
-                    "payload": {"graph_snapshot": {"v": 9}},
-                },
-            ]
-        },
-        "junk-self-signed-without-public-key": {
-            "events": [
-                rec_a,
-                signed_raw({"signer": {k2: v for k2, v in cite["signer"].items() if k2 != "public_key_b64"}}),
-            ]
-        },
-        "junk-blank-signer-id": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "signer_id": " \t"}})]},
-        "odd-spelling-arabic-indic-year": {"events": [rec_a, signed_raw({"created_at": "٢٠٢٦-06-01T00:00:00Z"})]},
-        "odd-spelling-fullwidth-time": {
-            "events": [rec_a, signed_raw({"created_at": "２０２６-０６-０１T００:００:００Z"})]
-        },
-        "odd-spelling-trailing-newline": {"events": [rec_a, signed_raw({"created_at": t(2) + "\n"})]},
-        "odd-spelling-orcid-digits": {
-            "events": [
-                rec_a,
-                signed_raw(
-                    {
-                        "event_type": "author_attestation",
-                        "payload": {"author_name": "J", "orcid": "٠٠٠٠-0002-1825-0097"},
-                    }
-                ),
-            ]
-        },
-        "anchor-height-overflow": {
-            "events": [
-                rec_a,
-                signed_raw(
-                    {
-                        "event_type": "timestamp_anchor",
-                        "payload": {
-                            "ots_proof_b64": base64.b64encode(
-                                _ots.build(bytes.fromhex(A.canonical_sha256), [], [big])
-                            ).decode()
+                ]
+            },
+            "junk-self-signed-without-public-key": {
+                "events": [
+                    rec_a,
+                    signed_raw({"signer": {k2: v for k2, v in cite["signer"].items() if k2 != "public_key_b64"}}),
+                ]
+            },
+            "junk-blank-signer-id": {"events": [rec_a, signed_raw({"signer": {**cite["signer"], "signer_id": " \t"}})]},
+            "odd-spelling-arabic-indic-year": {"events": [rec_a, signed_raw({"created_at": "٢٠٢٦-06-01T00:00:00Z"})]},
+            "odd-spelling-fullwidth-time": {
+                "events": [rec_a, signed_raw({"created_at": "２０２６-０６-０１T００:００:００Z"})]
+            },
+            "odd-spelling-trailing-newline": {"events": [rec_a, signed_raw({"created_at": t(2) + "\n"})]},
+            "odd-spelling-orcid-digits": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        {
+                            "event_type": "author_attestation",
+                            "payload": {"author_name": "J", "orcid": "٠٠٠٠-0002-1825-0097"},
+                        }
+                    ),
+                ]
+            },
+            "anchor-height-overflow": {
+                "events": [
+                    rec_a,
+                    signed_raw(
+                        {
+                            "event_type": "timestamp_anchor",
+                            "payload": {
+                                "ots_proof_b64": base64.b64encode(
+                                    _ots.build(bytes.fromhex(A.canonical_sha256), [], [big])
+                                ).decode()
+                            },
+                        }
+                    ),
+                ]
+            },
+            "fabricated-record-beside-the-real-one": {"events": [rec_a, fake]},
+            "fabricated-record-revoked": {
+                "events": [
+                    rec_a,
+                    fake,
+                    ev(
+                        "revocation",
+                        fake["subject_pith_number"],
+                        {"revoked_event_id": fake["event_id"]},
+                        MALLORY,
+                        t(11),
+                    ),
+                ]
+            },
+            "pith-record-with-receipt": {
+                "events": [pith_created()],
+                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+            },
+            "pith-record-copies-differing-in-unsigned-fields": {
+                "events": [
+                    pith_created(),
+                    pith_created(created_at="1970-01-01T00:00:00Z", event_id="sha256:" + "00" * 32),
+                ],
+                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+            },
+            "pith-record-without-receipt": {
+                "events": [
+                    garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256})
+                ],
+                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+            },
+            "pith-record-with-unreadable-receipt": {
+                "events": [
+                    garbled(
+                        pith_created(),
+                        payload={
+                            "canonical_record": REC_A,
+                            "canonical_sha256": A.canonical_sha256,
+                            "receipt": {"kind": "pith_receipt"},
                         },
-                    }
-                ),
-            ]
-        },
-        "fabricated-record-beside-the-real-one": {"events": [rec_a, fake]},
-        "fabricated-record-revoked": {
-            "events": [
-                rec_a,
-                fake,
-                ev("revocation", fake["subject_pith_number"], {"revoked_event_id": fake["event_id"]}, MALLORY, t(11)),
-            ]
-        },
-        "pith-record-with-receipt": {
-            "events": [pith_created()],
-            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
-        },
-        "pith-record-copies-differing-in-unsigned-fields": {
-            "events": [pith_created(), pith_created(created_at="1970-01-01T00:00:00Z", event_id="sha256:" + "00" * 32)],
-            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
-        },
-        "pith-record-without-receipt": {
-            "events": [
-                garbled(pith_created(), payload={"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256})
-            ],
-            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
-        },
-        "pith-record-with-unreadable-receipt": {
-            "events": [
-                garbled(
-                    pith_created(),
-                    payload={
-                        "canonical_record": REC_A,
-                        "canonical_sha256": A.canonical_sha256,
-                        "receipt": {"kind": "pith_receipt"},
-                    },
-                )
-            ],
-            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
-        },
-        "pith-record-wrong-fingerprint": {
-            "events": [
-                garbled(pith_created(), signer={**pith_created()["signer"], "public_key_fingerprint": "00" * 16})
-            ],
-            "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
-        },
-    }
+                    )
+                ],
+                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+            },
+            "pith-record-wrong-fingerprint": {
+                "events": [
+                    garbled(pith_created(), signer={**pith_created()["signer"], "public_key_fingerprint": "00" * 16})
+                ],
+                "registry_keys": {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)},
+            },
+        }
+        | anchor_cases()
+    )
 
 
 def build(name: str, case: dict[str, Any]) -> dict[str, Any]:
     registry = case.get("registry_keys")
+    chain = case.get("bitcoin_chain")
     saved = dict(keys.PITH_REGISTRY_KEYS)
     try:
+        if chain:
+            bitcoin.CONSENSUS_CHAIN = {"regtest": bitcoin.REGTEST}[chain]
         if registry:
             for kid, b64 in registry.items():
                 keys.PITH_REGISTRY_KEYS[kid] = keys.RegistryKey(key_id=kid, public_key=keys.b64decode_strict(b64))
         verdicts = [verify_event(e) for e in case["events"]]
         states = reduce_all(Entry(e, v) for e, v in zip(case["events"], verdicts, strict=True))
     finally:
+        bitcoin.CONSENSUS_CHAIN = bitcoin.MAINNET
         keys.PITH_REGISTRY_KEYS.clear()
         keys.PITH_REGISTRY_KEYS.update(saved)
     out: dict[str, Any] = {"vector": name, "merge_version": MERGE_VERSION}
     if registry:
         out["registry_keys"] = registry
+    if chain:
+        out["bitcoin_chain"] = chain
     out["events"] = case["events"]
     out["expected"] = {
         "verdicts": [

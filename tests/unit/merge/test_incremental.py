@@ -55,6 +55,18 @@ def make(n: int, kind: str, subject: str, signer: int, hour: int, param: int, id
             "digest": DIGEST if param % 3 else "ab" * 32,
             "bitcoin_heights": [800_000 + param] if param % 2 else [],
             "pending_calendars": ["https://a.example"] if param % 4 < 2 else [],
+            # checked (merge v3) on some of the Bitcoin-claiming ones: the fold must count checked and claimed apart
+            "bitcoin_block": (
+                {
+                    "block_hash": "00" * 32,
+                    "headers": 1,
+                    "height": 800_000 + param,
+                    "time": "2026-01-01T00:00:00Z",
+                    "work": "1",
+                }
+                if param % 4 == 1
+                else None
+            ),
         }
     elif kind == "author_attestation":
         facts = {"strength": "strong" if trust == "registry" and param % 2 else "weak"}

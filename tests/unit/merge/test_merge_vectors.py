@@ -11,7 +11,7 @@ import pytest
 from helpers.eventpool import bundles_of
 from helpers.merge_vectors import FILES
 from pithledger.merge import MERGE_VERSION, Entry, reduce_all
-from pithledger.records import keys
+from pithledger.records import bitcoin, keys
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import verify_event
 from pithledger.store import Ledger
@@ -25,6 +25,8 @@ def load(path: Path) -> dict[str, Any]:
 @pytest.fixture
 def registry_of(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def use(vector: dict[str, Any]) -> None:
+        if "bitcoin_chain" in vector:  # a test network's rules in place of mainnet's, never mainnet's loosened
+            monkeypatch.setattr(bitcoin, "CONSENSUS_CHAIN", {"regtest": bitcoin.REGTEST}[vector["bitcoin_chain"]])
         if "registry_keys" in vector:
             monkeypatch.setattr(
                 keys,

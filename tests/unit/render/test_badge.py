@@ -31,7 +31,12 @@ def test_every_word_the_reducer_writes_is_in_the_vocabulary() -> None:
     as "unknown", and every word of the vocabulary is reachable (it is not a list of guesses)."""
     seen: dict[str, set[str]] = {k: set() for k in badge.ORDER}
     authors = [[], [{"strength": "weak"}], [{"strength": "strong"}], [{"strength": "weak"}, {"strength": "strong"}]]
-    anchors = [[], [{"anchor_state": "pending"}], [{"anchor_state": "bitcoin"}, {"anchor_state": "pending"}]]
+    anchors = [
+        [],
+        [{"anchor_state": "pending"}],
+        [{"anchor_state": "claimed"}, {"anchor_state": "pending"}],
+        [{"anchor_state": "bitcoin"}, {"anchor_state": "claimed"}],
+    ]
     for a, t, s, c in itertools.product(authors, anchors, [[], [{}]], [[], [{}]]):
         current = {
             "author_attestations": a,

@@ -310,7 +310,8 @@ def _evidence(trust: str) -> dict[str, Any]:
             _view(
                 "timestamp_anchor",
                 {},
-                anchor_state="bitcoin",
+                anchor_state="claimed",
+                bitcoin_block=None,
                 bitcoin_heights=[840000],
                 pending_calendars=[],
                 trust=trust,
@@ -359,8 +360,8 @@ def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
     assert {item: level for item, (level, _) in rows.items()} == dict.fromkeys(ITEMS, "claimed")
     for _, text in rows.values():
         assert ">claimed<" in text  # the level is said in words, not only in colour
-    # registry-signed: Pith's own word, done; but a Bitcoin anchor and a capture stay claims on any signer,
-    # since this mirror checks neither the chain nor the capture (the record JSON's pithledger_claims agree)
+    # registry-signed: Pith's own word, done; but a Bitcoin height without headers and a capture stay claims on
+    # any signer: this mirror checked neither (the record JSON's pithledger_claims agree)
     rows = _rows(render(_state(**_evidence("registry"))))
     assert {item: level for item, (level, _) in rows.items()} == {
         "Bitcoin timestamp": "claimed",
@@ -402,6 +403,29 @@ def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
         )["Bitcoin timestamp"][0]
         == "pending"
     )
+    # an anchor whose carried headers checked (merge v3) is done, whoever signed it, and says what was checked
+    checked = _view(
+        "timestamp_anchor",
+        {},
+        anchor_state="bitcoin",
+        bitcoin_block={
+            "block_hash": "00" * 32,
+            "headers": 3,
+            "height": 940000,
+            "time": "2026-03-01T00:00:00Z",
+            "work": str(2**79),
+        },
+        bitcoin_heights=[940000],
+        pending_calendars=[],
+    )
+    html = render(
+        _state(
+            timestamp_anchors=[checked], badges={**_state()["current"]["badges"], "timestamp": "anchored in bitcoin"}
+        )
+    )
+    level, text = _rows(html)["Bitcoin timestamp"]
+    assert level == "done" and "checked against the Bitcoin headers its event carries" in text
+    assert "Bitcoin block 940000 checked" in html and "2^79.0 hashes of work" in html
     # styled apart: only done rows are green
     assert re.search(r"ol\.complete li\.done::before\{[^}]*var\(--ok\)", pages.STYLE)
     claimed = re.search(r"ol\.complete li\.claimed::before\{([^}]*)\}", pages.STYLE)
