@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from helpers import bitcoinkit as bk
-from helpers.eventpool import ALICE, IDS, P
 from helpers.common import FIXTURES
+from helpers.eventpool import ALICE, IDS, P
 from pithledger.errors import OtsBadHeader, OtsMerkleRootDiffers, OtsPowShort
 from pithledger.merge import Entry, reduce
 from pithledger.records import bitcoin, keys, ots

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import bitcoinkit as bk
-from helpers.eventpool import ALICE, BOB, IDS, P, RECS, bundles_of
+from helpers.eventpool import ALICE, BOB, IDS, RECS, P, bundles_of
 from pithledger.records import bitcoin, ots
 from pithledger.records.events import make_event
 from pithledger.render import record_doc
