@@ -42,6 +42,14 @@ def verify(
             help="An 80-byte Bitcoin block header in hex (repeatable); with HEIGHT: it answers for that height only.",
         ),
     ] = None,
+    headers: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--headers",
+            metavar="FILE",
+            help="Instead of --header: a run of headers, one per line, the attested block's first, checked as a timestamp_anchor carrying them is (spec/events.md §3.1.3); says whether its work reaches the minimum that makes an anchor checked.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check a proof against Bitcoin block headers you give, offline: the proof is read as the reference
@@ -56,6 +64,8 @@ def verify(
 
     if (digest is None) == (file is None):
         raise UsageProblem("give the stamped file's digest (--digest HEX) or the file (--file PATH), one of the two")
+    if header and headers is not None:
+        raise UsageProblem("give single headers (--header) or a run of them (--headers FILE), not both")
     want: bytes | None = None
     if digest is not None:
         try:
@@ -69,7 +79,14 @@ def verify(
         raise CannotRead(f"cannot read {proof}: {exc.strerror}") from None
     if len(data) > MAX_OTS_FILE:
         raise OtsError(f"{proof} is over {MAX_OTS_FILE} bytes; a proof is a few KiB")
-    check = verify_timestamp(data, header or [], digest=want, file=file)
+    run = None
+    if headers is not None:
+        from pithledger.ingest.inputs import read_bytes
+        from pithledger.records import bitcoin
+
+        text = read_bytes(str(headers), max_bytes=bitcoin.MAX_HEADERS_TEXT).decode("ascii", "replace")
+        run = bitcoin.parse_headers_text(text, str(headers))
+    check = verify_timestamp(data, header or [], digest=want, file=file, run=run)
     blocks = [
         {
             "height": v.height,
@@ -82,11 +99,27 @@ def verify(
         }
         for v in check.verified
     ]
+    summary = None
+    if check.run is not None:
+        from pithledger.records.bitcoin import MAINNET
+
+        summary = {
+            "headers": check.run.headers,
+            "work": str(check.run.work),
+            "minimum_work": str(MAINNET.min_work),
+            "anchor_state": "bitcoin" if check.run.work >= MAINNET.min_work else "claimed",
+        }
     if _json(ctx, as_json):
-        emit_json({"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks})
+        doc = {"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks}
+        emit_json(doc | ({"run": summary} if summary is not None else {}))
         return
     for b in blocks:
         say(
             f"verified: Bitcoin block {b['height']} hash {b['hash']} time {b['time']} ({b['time_utc']}) "
             f"work {b['work']} ({check.hash_op} {check.digest.hex()})"
+        )
+    if summary is not None:
+        say(
+            f"run: {summary['headers']} header(s), work {summary['work']} against the minimum {summary['minimum_work']}: "
+            f"an anchor carrying it would be {summary['anchor_state']!r}"
         )

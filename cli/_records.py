@@ -532,23 +532,17 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path], heade
 
 def _headers_run(path: Path) -> bytes:
     """The headers of ``--headers``: hex, one per line (blank lines and white space ignored), concatenated."""
+    from pithledger.errors import OtsBadHeader
     from pithledger.records import bitcoin
 
-    text = read_bytes(str(path), max_bytes=4 * 1024 * 1024).decode("ascii", "replace")
-    run = bytearray()
-    for number, line in enumerate(text.splitlines(), 1):
-        line = "".join(line.split())
-        if not line:
-            continue
-        if len(line) != 2 * bitcoin.HEADER_LEN or any(c not in "0123456789abcdefABCDEF" for c in line):
-            raise SchemaError(
-                f"{path}, line {number}: a block header is {2 * bitcoin.HEADER_LEN} hex digits",
-                hint="one header per line, as `bitcoin-cli getblockheader HASH false` prints it",
-            )
-        run += bytes.fromhex(line)
-    if not run:
-        raise SchemaError(f"{path} holds no block header", hint="one header per line, the attested block's first")
-    return bytes(run)
+    text = read_bytes(str(path), max_bytes=bitcoin.MAX_HEADERS_TEXT).decode("ascii", "replace")
+    try:
+        return bitcoin.parse_headers_text(text, str(path))
+    except OtsBadHeader as exc:
+        raise SchemaError(
+            exc.message,
+            hint="one header per line, the attested block's first, as `bitcoin-cli getblockheader HASH false` prints it",
+        ) from None
 
 
 def _record_of_payload(value: dict[str, Any]) -> dict[str, Any]:

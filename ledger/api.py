@@ -280,12 +280,19 @@ MAX_OTS_FILE = 8 << 20
 
 
 def verify_timestamp(
-    proof: bytes, headers: Sequence[str], *, digest: bytes | None = None, file: str | Path | None = None
+    proof: bytes,
+    headers: Sequence[str],
+    *,
+    digest: bytes | None = None,
+    file: str | Path | None = None,
+    run: bytes | None = None,
 ) -> TimestampCheck:
     """Check a detached OpenTimestamps proof offline against Bitcoin block headers (``pithledger ots verify``):
     the proof is read as the reference library reads it, must stamp ``digest`` (or the digest of ``file``,
     hashed with the proof's own hash operation), and one of its Bitcoin attestations must lead to the Merkle
     root of a given header that carries mainnet's proof of work. ``headers``: ``HEX`` or ``HEIGHT:HEX`` each.
+    ``run``: instead, a run of headers (80 bytes each, the attested block's first) checked as an anchor carrying
+    it is (spec/events.md §3.1.3); the result's ``run`` holds its work, to compare with ``MAINNET.min_work``.
     Returns what checks (height, hash, time, work per attestation); raises :class:`~pithledger.errors.OtsError`
     for an unreadable proof, else the :class:`~pithledger.errors.OtsNotVerified` subclass naming why not."""
     from pithledger.errors import CannotRead
@@ -304,4 +311,6 @@ def verify_timestamp(
             raise CannotRead(f"cannot read {file}: {exc.strerror}") from None
         digest = hasher.digest()
     assert digest is not None
+    if run is not None:
+        return bitcoin.verify_run(proof, digest, run)
     return bitcoin.verify(proof, digest, parsed)

@@ -33,6 +33,8 @@ HEADER_LEN = 80
 #: mainnet's proof-of-work limit, compact 0x1d00ffff: (2^16 - 1) * 2^208; no valid mainnet block has an easier target
 POW_LIMIT = 0xFFFF << 208
 RETARGET_INTERVAL = 2016  # blocks between difficulty adjustments on mainnet
+#: the most bytes of a ``--headers`` file read: 2016 headers of 160 hex digits with line ends, and room for CRLF
+MAX_HEADERS_TEXT = 2016 * 164
 
 
 class Chain(msgspec.Struct, frozen=True):
@@ -126,12 +128,47 @@ def parse_header_arg(text: str) -> tuple[int | None, bytes]:
         raise OtsBadHeader("a header must be hexadecimal") from None
 
 
+def parse_headers_text(text: str, what: str = "headers") -> bytes:
+    """A run of headers written as text (``--headers FILE``): hex, one header per line as ``bitcoin-cli
+    getblockheader HASH false`` prints it, white space and blank lines ignored; concatenated."""
+    run = bytearray()
+    for number, line in enumerate(text.splitlines(), 1):
+        line = "".join(line.split())
+        if not line:
+            continue
+        if len(line) != 2 * HEADER_LEN or not line.isascii() or any(c not in "0123456789abcdefABCDEF" for c in line):
+            raise OtsBadHeader(f"{what}, line {number}: a block header is {2 * HEADER_LEN} hex digits")
+        run += bytes.fromhex(line)
+    if not run:
+        raise OtsBadHeader(f"{what} holds no block header")
+    return bytes(run)
+
+
 class TimestampCheck(msgspec.Struct, frozen=True):
     """What ``pithledger ots verify`` reports: the proof's digest, and each Bitcoin attestation that checks."""
 
     hash_op: str
     digest: bytes
     verified: list[Verified]
+    run: AnchorBlock | None = None  # with a run of headers: what it checks, its work against MAINNET.min_work
+
+
+def verify_run(proof: bytes, digest: bytes, run: bytes) -> TimestampCheck:
+    """Check ``proof`` for ``digest`` against a run of headers as an anchor carrying them is checked (spec/events.md
+    §3.1.3, mainnet's rules); the minimum of work is not required here: the caller reports it."""
+    read = _ots.parse(proof, strict=True)
+    if digest != read.digest:
+        raise OtsDigestDiffers(f"the proof stamps the {read.hash_op} digest {read.digest.hex()}, not {digest.hex()}")
+    if not any(c.attestation.kind == "bitcoin" for c in read.commitments):
+        kinds = sorted({c.attestation.kind for c in read.commitments})
+        raise OtsPendingOnly(f"the proof has no Bitcoin attestation (only {', '.join(kinds)})")
+    block = check_run(read, run, MAINNET)
+    return TimestampCheck(
+        hash_op=read.hash_op,
+        digest=read.digest,
+        verified=[Verified(height=block.height, header=block.header)],
+        run=block,
+    )
 
 
 def verify(proof: bytes, digest: bytes, headers: list[tuple[int | None, bytes]]) -> TimestampCheck:

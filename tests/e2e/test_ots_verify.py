@@ -110,3 +110,35 @@ def test_hostile_inputs_are_named_errors(cli) -> None:  # type: ignore[no-untype
     assert r.code == 2  # neither --digest nor --file: a usage error
     r = cli("ots", "verify", str(PROOF), "--digest", "00", "--file", str(HELLO))
     assert r.code == 2
+
+
+def test_a_run_of_headers_is_checked_as_an_anchor_would_be(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--headers FILE: the real block 358391 as a run of one header checks, and its work (one 2015 block, ~2^67.5)
+    is reported against the minimum (2^78) that makes an anchor checked: carried alone it would stay claimed."""
+    run = tmp_path / "headers.txt"
+    run.write_text("\r\n" + HEADER + "\r\n\n")  # CRLF and blank lines are white space
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(run), "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["blocks"][0]["hash"] == BLOCK_HASH
+    assert doc["run"] == {
+        "headers": 1,
+        "work": doc["blocks"][0]["work"],
+        "minimum_work": str(2**78),
+        "anchor_state": "claimed",
+    }
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(run))
+    assert r.code == 0 and "an anchor carrying it would be 'claimed'" in r.out, r.out
+    # the header with a changed nonce, and a second header that does not link to it: refused, named
+    bad = tmp_path / "bad.txt"
+    bad.write_text(HEADER[:-8] + "00000000\n")
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(bad))
+    assert r.code == 1 and "error[ots-pow-short]" in r.err and "above its target" in r.err, r.err
+    bad.write_text(HEADER + "\n" + HEADER + "\n")
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(bad))
+    assert r.code == 1 and "error[ots-bad-header]" in r.err and "does not link" in r.err, r.err
+    bad.write_text("zz" * 80 + "\n")
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(bad))
+    assert r.code == 1 and "error[ots-bad-header]" in r.err and "line 1" in r.err, r.err
+    r = cli("ots", "verify", str(PROOF), "--file", str(HELLO), "--headers", str(run), "--header", HEADER)
+    assert r.code == 2 and "not both" in r.err
