@@ -7,6 +7,7 @@ tests do (tests/unit/records/test_anchor_headers.py)."""
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import re
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from helpers import bitcoinkit as bk
 from helpers.eventpool import ALICE, IDS, P
 from helpers.pagekit import _state, _view
-from pithledger.records import bitcoin, ots
+from pithledger.records import bitcoin, events, ots
 from pithledger.records.events import make_event, verify_event
 from pithledger.render import pages
 
@@ -128,3 +129,32 @@ def test_a_claimed_timestamp_row_says_how_to_carry_the_headers() -> None:
     assert level == "claimed"
     assert 'class="howto"' in text and "--headers headers.txt" in text, text
     assert "getblockheader HASH false" in text
+
+
+# --- finding 3 (consensus, portability): the time fact must not depend on the platform's time_t ---------------
+
+
+class _Datetime32(datetime.datetime):
+    """datetime as on a platform whose time_t is 32 bits (e.g. Debian bookworm armhf/i386): CPython's
+    fromtimestamp refuses a time past 2038-01-19T03:14:07Z there."""
+
+    @classmethod
+    def fromtimestamp(cls, t: float, tz: datetime.tzinfo | None = None) -> Any:  # type: ignore[override]
+        if t > 2**31 - 1:
+            raise OverflowError("timestamp out of range for platform time_t")
+        return super().fromtimestamp(t, tz)
+
+
+def test_the_header_time_fact_is_computed_without_the_platform_time_t(
+    regtest: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header's time is a uint32 (to 2106); bitcoin_block.time is consensus bytes. Read through
+    datetime.fromtimestamp, a mirror with a 32-bit time_t raises OverflowError (not an EventInvalid: it escapes
+    verify_event) on any checked anchor timed after 2038, where a 64-bit mirror accepts it: mirrors would disagree
+    or crash. Pure arithmetic from the epoch gives the same string everywhere."""
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    when = 2**31 + 1  # 2038-01-19T03:14:09Z
+    event = _anchor(0, _proof(d0, b"\x08"), bk.run(hashlib.sha256(d0).digest(), 8, time=when))
+    monkeypatch.setattr(events.datetime, "datetime", _Datetime32)
+    v = verify_event(event)
+    assert v.status == "valid" and v.facts["bitcoin_block"]["time"] == "2038-01-19T03:14:09Z"
