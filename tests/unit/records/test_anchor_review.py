@@ -158,3 +158,37 @@ def test_the_header_time_fact_is_computed_without_the_platform_time_t(
     monkeypatch.setattr(events.datetime, "datetime", _Datetime32)
     v = verify_event(event)
     assert v.status == "valid" and v.facts["bitcoin_block"]["time"] == "2038-01-19T03:14:09Z"
+
+
+# --- finding 4 (cost): the strict reading runs before the signature is checked --------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="prepare_event takes steps 8-10 before the deferred Ed25519 check, and since merge v3 step 10 executes "
+    "every operation of the proof (strict reading): an event with a garbage signature (anyone computes its id) "
+    "costs ~150 ms of the single verifying thread for ~80 KB (5,000 Keccak-256 of 4 KiB), ~10x v2's structural "
+    "read and ~500x a normal event. Fix: check the signature before a timestamp_anchor's strict read.",
+)
+def test_an_event_whose_signature_fails_executes_no_proof_operation(monkeypatch: pytest.MonkeyPatch) -> None:
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    calls = []
+    real = ots._apply
+    monkeypatch.setattr(ots, "_apply", lambda *a: calls.append(a[0]) or real(*a))
+    good = make_event(
+        "timestamp_anchor",
+        P[0],
+        {"ots_proof_b64": base64.b64encode(ots.build(d0, ["https://a.example"])).decode()},
+        ALICE,
+        created_at="2026-06-02T00:00:00Z",
+    )
+    calls.clear()
+    attestation = b"\x00" + bytes(8) + b"\x00"  # an unknown attestation with an empty payload
+    costly = ots.MAGIC + b"\x01\x08" + d0 + b"\xf3" * 7 + (b"\xff\x67" + attestation) * 4990 + attestation
+    forged = {k: v for k, v in good.items() if k != "event_id"}
+    forged["payload"] = {"ots_proof_b64": base64.b64encode(costly).decode()}
+    forged["signature_b64"] = base64.b64encode(bytes(64)).decode()
+    forged["event_id"] = events.compute_event_id(forged)
+    v = verify_event(forged)
+    assert (v.status, v.reason) == ("invalid", "bad-signature")
+    assert calls == [], f"{len(calls)} operations executed for an event whose signature fails"
