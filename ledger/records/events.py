@@ -546,8 +546,13 @@ def _anchor_block(proof: _ots.OtsProof, headers_b64: str | None) -> dict[str, An
     }
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
 def _utc(seconds: int) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # arithmetic from the epoch, not fromtimestamp: that goes through the platform's time_t, which is 32 bits on
+    # some (a header time is a uint32, to 2106), and this string is consensus bytes
+    return (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:

@@ -608,7 +608,10 @@ def record_page(
     ]
     b.append('<h2>Record completeness</h2><ol class="complete">')
     for what, level, text, howto in items:
-        detail = text if level in ("done", "claimed") else (text + " " if text else "") + howto
+        # open and pending rows say how to complete them, and so does a claimed timestamp: how to carry the
+        # headers that make it checked (spec/serve.md §5 item 5)
+        instruct = level in ("open", "pending") or (level == "claimed" and what == "Bitcoin timestamp")
+        detail = (text + " " if text else "") + howto if instruct else text
         b.append(
             f'<li class="{level}" data-item="{e(what)}"><span class="what">{e(what)} <span class="level" title="{_LEVEL_NOTES[level]}">'
             f'{level}</span></span><span class="detail">{detail}</span></li>'

@@ -454,7 +454,8 @@ def test_open_items_say_how_to_complete_them() -> None:
         assert f"pithledger event {kind} --example" in howto[item], item
     for text in howto.values():
         assert "<a " not in text and "href" not in text  # text only: no link leaves the mirror
-    # a pending anchor says how to finish it; done and claimed rows carry no instructions
+    # a pending anchor says how to finish it, a claimed one how to carry its headers; other done and claimed rows
+    # carry no instructions
     pending = _view(
         "timestamp_anchor",
         {},
@@ -464,5 +465,8 @@ def test_open_items_say_how_to_complete_them() -> None:
     )
     row = _rows(render(_state(timestamp_anchors=[pending])))["Bitcoin timestamp"][1]
     assert "ots upgrade record.canon.ots" in row and f"--subject {number} --key NAME --ots record.canon.ots" in row
-    for _, text in _rows(render(_state(**_evidence("registry")))).values():
-        assert 'class="howto"' not in text
+    for item, (level, text) in _rows(render(_state(**_evidence("registry")))).items():
+        if item == "Bitcoin timestamp":
+            assert level == "claimed" and "--headers headers.txt" in text
+        else:
+            assert 'class="howto"' not in text, item

@@ -1,0 +1,194 @@
+"""Adversarial review of pithledger-merge-v3's checked anchors (issue #34, spec/events.md §3.1.3, ADR 0017).
+
+Each test names one finding. A failing one is marked ``xfail(strict=True)`` with the reason; the rest pin a fix.
+Headers are mined at regtest difficulty and checked under REGTEST put in place of MAINNET, as the other anchor
+tests do (tests/unit/records/test_anchor_headers.py)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import re
+from typing import Any
+
+import pytest
+
+from helpers import bitcoinkit as bk
+from helpers.eventpool import ALICE, IDS, P
+from helpers.pagekit import _state, _view
+from pithledger.records import bitcoin, events, ots
+from pithledger.records.events import make_event, verify_event
+from pithledger.render import pages
+
+HEIGHT = 900_000
+BTC = bytes.fromhex("0588960d73d71901")
+
+
+@pytest.fixture
+def regtest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+
+
+def _varbytes(b: bytes) -> bytes:
+    assert len(b) < 128
+    return bytes([len(b)]) + b
+
+
+def _proof(digest: bytes, path: bytes, height: int = HEIGHT) -> bytes:
+    """A sha256 proof of ``digest``: the operations ``path``, then one Bitcoin attestation at ``height``."""
+    h = bytearray()
+    while True:
+        h.append((height & 0x7F) | (0x80 if height >> 7 else 0))
+        height >>= 7
+        if not height:
+            break
+    return ots.MAGIC + b"\x01\x08" + digest + path + b"\x00" + BTC + _varbytes(bytes(h))
+
+
+def _anchor(i: int, proof: bytes, run: bytes) -> dict[str, Any]:
+    """Record i's anchor, signed (make_event signs only a valid event: the run must check)."""
+    payload = {"ots_proof_b64": base64.b64encode(proof).decode(), "bitcoin_headers_b64": base64.b64encode(run).decode()}
+    return make_event("timestamp_anchor", P[i], payload, ALICE, created_at="2026-06-02T00:00:00Z")
+
+
+def _work(run: bytes) -> int:
+    return sum(bitcoin.check_header(run[i : i + 80], bitcoin.REGTEST.pow_limit).work for i in range(0, len(run), 80))
+
+
+# --- finding 1 (design, ADR 0017): the minimum work bounds a run, not what a forger pays per record -----------
+
+
+def _one_run_for_a_batch() -> tuple[list[dict[str, Any]], int]:
+    """Two records in one Merkle tree under one mined run: sha256(D0 || D1) is the first header's Merkle root."""
+    d0, d1 = (bytes.fromhex(IDS[i].canonical_sha256) for i in (0, 1))
+    root = hashlib.sha256(d0 + d1).digest()
+    run = bk.run(root, 8)  # 8 regtest headers: 16 expected hashes, REGTEST's minimum, mined once
+    events = [
+        _anchor(0, _proof(d0, b"\xf0" + _varbytes(d1) + b"\x08"), run),  # append D1, sha256
+        _anchor(1, _proof(d1, b"\xf1" + _varbytes(d0) + b"\x08"), run),  # prepend D0, sha256
+    ]
+    return events, _work(run)
+
+
+def _a_sliding_window() -> tuple[list[dict[str, Any]], int]:
+    """A private chain of 9 headers, each committing to a new record: each record's run is the 8 headers from its
+    own, so every header mined after the first 8 anchors one more record for 1/8 of the minimum."""
+    d0, d1 = (bytes.fromhex(IDS[i].canonical_sha256) for i in (0, 1))
+    r0, r1 = (hashlib.sha256(d).digest() for d in (d0, d1))
+    chain, prev = b"", b"\x11" * 32
+    for i, root in enumerate([r0, r1] + [hashlib.sha256(b"filler %d" % i).digest() for i in range(7)]):
+        raw = bk.mine(prev, root, bk.T0 + 600 * i)
+        chain, prev = chain + raw, bk.dsha(raw)
+    events = [
+        _anchor(0, _proof(d0, b"\x08", HEIGHT), chain[:640]),
+        _anchor(1, _proof(d1, b"\x08", HEIGHT + 1), chain[80:720]),
+    ]
+    return events, _work(chain)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ADR 0017 says forging costs the minimum work 'for every record forged'; one mined run anchors any number "
+    "of records (a Merkle tree of their digests under the first header, as a calendar does), and a private chain "
+    "anchors a new batch per header once the next 2015 follow (~2^67 per batch on mainnet), with any height and "
+    "time: the threshold bounds a window of headers, not a forger's cost per record. A design limit, not a code bug.",
+)
+@pytest.mark.parametrize("build", [_one_run_for_a_batch, _a_sliding_window], ids=["batch", "sliding-window"])
+def test_a_forger_pays_the_minimum_work_for_every_record_anchored(regtest: None, build: Any) -> None:
+    events, mined = build()
+    checked = [verify_event(e).facts["bitcoin_block"] for e in events]
+    assert all(checked), checked  # both anchors check: each record's view says anchor_state "bitcoin"
+    assert mined >= len(events) * bitcoin.REGTEST.min_work, f"{len(events)} records anchored with {mined} work"
+
+
+# --- finding 2 (page, spec/serve.md §5 item 5): a claimed timestamp says how to have it checked ----------------
+
+
+def _rows(html: str) -> dict[str, tuple[str, str]]:
+    section = html.split("<h2>Record completeness</h2>", 1)[1].split("</ol>", 1)[0]
+    return {m[2]: (m[1], m[3]) for m in re.finditer(r'<li class="(\w+)" data-item="([^"]+)">(.*?)</li>', section, re.S)}
+
+
+def test_a_claimed_timestamp_row_says_how_to_carry_the_headers() -> None:
+    """spec/serve.md §5: "An open row (and a pending or claimed timestamp) says how to complete it" and the claimed
+    one's how-to "says how to carry them: --headers"; the page dropped every claimed row's how-to, so
+    _howto_anchor's "claimed" branch was never shown."""
+    claimed = _view(
+        "timestamp_anchor",
+        {},
+        anchor_state="claimed",
+        bitcoin_block=None,
+        bitcoin_heights=[840000],
+        pending_calendars=[],
+    )
+    state = _state(timestamp_anchors=[claimed])
+    state["current"]["badges"]["timestamp"] = "bitcoin anchor claimed"
+    html = pages.record_page(state, pages.RecordFacts(receipts=[], signers=[]), None, pages.Links(), mirror="m")
+    level, text = _rows(html)["Bitcoin timestamp"]
+    assert level == "claimed"
+    assert 'class="howto"' in text and "--headers headers.txt" in text, text
+    assert "getblockheader HASH false" in text
+
+
+# --- finding 3 (consensus, portability): the time fact must not depend on the platform's time_t ---------------
+
+
+class _Datetime32(datetime.datetime):
+    """datetime as on a platform whose time_t is 32 bits (e.g. Debian bookworm armhf/i386): CPython's
+    fromtimestamp refuses a time past 2038-01-19T03:14:07Z there."""
+
+    @classmethod
+    def fromtimestamp(cls, t: float, tz: datetime.tzinfo | None = None) -> Any:  # type: ignore[override]
+        if t > 2**31 - 1:
+            raise OverflowError("timestamp out of range for platform time_t")
+        return super().fromtimestamp(t, tz)
+
+
+def test_the_header_time_fact_is_computed_without_the_platform_time_t(
+    regtest: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header's time is a uint32 (to 2106); bitcoin_block.time is consensus bytes. Read through
+    datetime.fromtimestamp, a mirror with a 32-bit time_t raises OverflowError (not an EventInvalid: it escapes
+    verify_event) on any checked anchor timed after 2038, where a 64-bit mirror accepts it: mirrors would disagree
+    or crash. Pure arithmetic from the epoch gives the same string everywhere."""
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    when = 2**31 + 1  # 2038-01-19T03:14:09Z
+    event = _anchor(0, _proof(d0, b"\x08"), bk.run(hashlib.sha256(d0).digest(), 8, time=when))
+    monkeypatch.setattr(events.datetime, "datetime", _Datetime32)
+    v = verify_event(event)
+    assert v.status == "valid" and v.facts["bitcoin_block"]["time"] == "2038-01-19T03:14:09Z"
+
+
+# --- finding 4 (cost): the strict reading runs before the signature is checked --------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="prepare_event takes steps 8-10 before the deferred Ed25519 check, and since merge v3 step 10 executes "
+    "every operation of the proof (strict reading): an event with a garbage signature (anyone computes its id) "
+    "costs ~150 ms of the single verifying thread for ~80 KB (5,000 Keccak-256 of 4 KiB), ~10x v2's structural "
+    "read and ~500x a normal event. Fix: check the signature before a timestamp_anchor's strict read.",
+)
+def test_an_event_whose_signature_fails_executes_no_proof_operation(monkeypatch: pytest.MonkeyPatch) -> None:
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    calls = []
+    real = ots._apply
+    monkeypatch.setattr(ots, "_apply", lambda *a: calls.append(a[0]) or real(*a))
+    good = make_event(
+        "timestamp_anchor",
+        P[0],
+        {"ots_proof_b64": base64.b64encode(ots.build(d0, ["https://a.example"])).decode()},
+        ALICE,
+        created_at="2026-06-02T00:00:00Z",
+    )
+    calls.clear()
+    attestation = b"\x00" + bytes(8) + b"\x00"  # an unknown attestation with an empty payload
+    costly = ots.MAGIC + b"\x01\x08" + d0 + b"\xf3" * 7 + (b"\xff\x67" + attestation) * 4990 + attestation
+    forged = {k: v for k, v in good.items() if k != "event_id"}
+    forged["payload"] = {"ots_proof_b64": base64.b64encode(costly).decode()}
+    forged["signature_b64"] = base64.b64encode(bytes(64)).decode()
+    forged["event_id"] = events.compute_event_id(forged)
+    v = verify_event(forged)
+    assert (v.status, v.reason) == ("invalid", "bad-signature")
+    assert calls == [], f"{len(calls)} operations executed for an event whose signature fails"
