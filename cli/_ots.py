@@ -105,9 +105,9 @@ def verify(
 
         summary = {
             "headers": check.run.headers,
-            "work": str(check.run.work),
-            "minimum_work": str(MAINNET.min_work),
-            "anchor_state": "bitcoin" if check.run.work >= MAINNET.min_work else "claimed",
+            "run_work": str(check.run.work),
+            "minimum_work": str(MAINNET.min_work),  # asked of the attested block's own header
+            "anchor_state": "bitcoin" if check.run.header.work >= MAINNET.min_work else "claimed",
         }
     if _json(ctx, as_json):
         doc = {"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks}
@@ -120,6 +120,6 @@ def verify(
         )
     if summary is not None:
         say(
-            f"run: {summary['headers']} header(s), work {summary['work']} against the minimum {summary['minimum_work']}: "
-            f"an anchor carrying it would be {summary['anchor_state']!r}"
+            f"run: {summary['headers']} header(s), {summary['run_work']} work in all; the attested block's own work against "
+            f"the minimum {summary['minimum_work']}: an anchor carrying it would be {summary['anchor_state']!r}"
         )

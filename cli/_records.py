@@ -530,6 +530,20 @@ def _payload_value(kind: str, payload: Optional[str], ots: Optional[Path], heade
     return value
 
 
+def _note_unchecked_anchor(ctx: typer.Context, ev: dict[str, Any]) -> None:
+    """Headers that check but whose attested block carries too little work sign a claimed anchor: say so."""
+    from pithledger.records import bitcoin
+    from pithledger.records.events import verify_event
+
+    if verify_event(ev).facts.get("bitcoin_block") is None:
+        _note(
+            ctx,
+            f"the headers check, but the attested block's own work is under the minimum of 2^"
+            f"{bitcoin.CONSENSUS_CHAIN.min_work.bit_length() - 1} hashes: the anchor will show as claimed, not checked "
+            "(spec/events.md §3.1.3)",
+        )
+
+
 def _headers_run(path: Path) -> bytes:
     """The headers of ``--headers``: hex, one per line (blank lines and white space ignored), concatenated."""
     from pithledger.errors import OtsBadHeader
@@ -595,6 +609,8 @@ def _sign_and_write(
             f"`pithledger event --help` lists each kind's fields",
         )
         raise
+    if kind == "timestamp_anchor" and value.get("bitcoin_headers_b64") is not None:
+        _note_unchecked_anchor(ctx, ev)
     bundle = write_bundle(number, [ev], canonical_record=record)
     data = canonical_bytes(bundle) + b"\n"
     if output is not None:

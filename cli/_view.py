@@ -26,8 +26,9 @@ def _detail(view: dict[str, Any]) -> str:
         block = view.get("bitcoin_block")
         if isinstance(block, dict):
             return (
-                f"Bitcoin block {block['height']} checked ({block['block_hash']}, {block['time']}, "
-                f"{block['headers']} header(s), work {block['work']})"
+                f"Bitcoin attestation checked against block {block['block_hash']} (work {block['work']}; "
+                f"{block['headers']} header(s), {block['run_work']} in all); height {block['height']} and time "
+                f"{block['time']} as claimed"
             )
         heights = ", ".join(map(str, view.get("bitcoin_heights", [])))
         return (

@@ -292,7 +292,7 @@ def verify_timestamp(
     hashed with the proof's own hash operation), and one of its Bitcoin attestations must lead to the Merkle
     root of a given header that carries mainnet's proof of work. ``headers``: ``HEX`` or ``HEIGHT:HEX`` each.
     ``run``: instead, a run of headers (80 bytes each, the attested block's first) checked as an anchor carrying
-    it is (spec/events.md §3.1.3); the result's ``run`` holds its work, to compare with ``MAINNET.min_work``.
+    it is (spec/events.md §3.1.3); the result's ``run`` holds it: ``run.header.work`` against ``MAINNET.min_work``.
     Returns what checks (height, hash, time, work per attestation); raises :class:`~pithledger.errors.OtsError`
     for an unreadable proof, else the :class:`~pithledger.errors.OtsNotVerified` subclass naming why not."""
     from pithledger.errors import CannotRead

@@ -522,7 +522,7 @@ def _payload(kind: str, payload: dict[str, Any]) -> Any:
 
 def _anchor_block(proof: _ots.OtsProof, headers_b64: str | None) -> dict[str, Any] | None:
     """What the carried run of headers checks (spec/events.md §3.1.3): the attested block, or None when the event
-    carries no run or a run with less than the chain's minimum of work (the anchor is then only claimed)."""
+    carries no run or the attested block's header has less than the chain's minimum of work (then only claimed)."""
     if headers_b64 is None:
         return None
     chain = _bitcoin.CONSENSUS_CHAIN
@@ -534,15 +534,16 @@ def _anchor_block(proof: _ots.OtsProof, headers_b64: str | None) -> dict[str, An
         block = _bitcoin.check_run(proof, run, chain)
     except PithledgerError as exc:  # OtsNotVerified, or base64 that is not canonical
         raise EventInvalid("bad-headers", f"bitcoin_headers_b64: {exc.message}") from None
-    if block.work < chain.min_work:
-        return None
     header = block.header
+    if header.work < chain.min_work:  # asked of the attested block itself: each forged block costs it (ADR 0017)
+        return None
     return {
         "block_hash": header.hash,
         "headers": block.headers,
         "height": block.height,
+        "run_work": str(block.work),
         "time": _utc(header.time),
-        "work": str(block.work),  # a decimal string: it exceeds 2^64 (no JSON reader loses a digit)
+        "work": str(header.work),  # decimal strings: they exceed 2^64 (no JSON reader loses a digit)
     }
 
 

@@ -59,7 +59,7 @@ class OtsProof(msgspec.Struct, frozen=True):
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        self.data, self.pos, self.nodes = data, 0, 0
+        self.data, self.pos, self.nodes, self.ops_input = data, 0, 0, 0
 
     def take(self, n: int) -> bytes:
         if self.pos + n > len(self.data):
@@ -162,6 +162,9 @@ MAX_RESULT = 4096  # python-opentimestamps Op.MAX_RESULT_LENGTH: every result, a
 MAX_MSG = 4096  # Op.MAX_MSG_LENGTH: the message an operation is applied to
 MAX_HEXLIFY_MSG = MAX_RESULT // 2  # OpHexlify.MAX_MSG_LENGTH
 MAX_URI = 1000  # PendingAttestation.MAX_URI_LENGTH
+#: pithledger's own limit (not the reference's): the bytes all of a proof's operations read, messages and arguments
+#: together. A real proof reads a few KiB; without it 10,000 nodes could each hash 4 KiB (~40 MB per event).
+MAX_OPERATIONS_INPUT = 1 << 20
 URI_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._/:")
 _ETHEREUM = bytes.fromhex("30fe8087b5c7ead7")  # the reference's "dubious" Ethereum attestation: a height
 _OP_NAMES = {
@@ -287,6 +290,9 @@ def _strict_node(r: _Reader, tag: int, node: _Node, depth: int) -> None:
         arg = r.take(n)
     elif tag not in _UNARY_OPS:
         raise OtsError(f"unknown operation 0x{tag:02x}")
+    r.ops_input += len(node.msg) + len(arg)
+    if r.ops_input > MAX_OPERATIONS_INPUT:
+        raise OtsError(f"the proof's operations read more than {MAX_OPERATIONS_INPUT} bytes in all")
     result = _apply(tag, arg, node.msg)
     child = _strict_timestamp(r, result, depth - 1)
     node.ops[(tag, arg)] = child  # a repeated operation: the later branch replaces the earlier (§3.1.1)

@@ -424,9 +424,10 @@ def _detail(view: dict[str, Any], links: Links) -> str:
         block = view.get("bitcoin_block")
         if isinstance(block, dict):
             return (
-                f"Bitcoin block {e(str(block.get('height')))} checked: hash {e(str(block.get('block_hash')))}, "
-                f"time {e(str(block.get('time')))}, {e(str(block.get('headers')))} header(s) carrying "
-                f"2^{_log2(block.get('work'))} hashes of work"
+                f"Bitcoin attestation checked against block {e(str(block.get('block_hash')))}: its header carries "
+                f"2^{_log2(block.get('work'))} hashes of work ({e(str(block.get('headers')))} header(s), "
+                f"2^{_log2(block.get('run_work'))} in all); height {e(str(block.get('height')))} and time "
+                f"{e(str(block.get('time')))} as the attestation and the header say"
             )
         heights = ", ".join(str(h) for h in view.get("bitcoin_heights", []))
         return (

@@ -123,7 +123,7 @@ def test_a_run_of_headers_is_checked_as_an_anchor_would_be(cli, tmp_path) -> Non
     assert doc["blocks"][0]["hash"] == BLOCK_HASH
     assert doc["run"] == {
         "headers": 1,
-        "work": doc["blocks"][0]["work"],
+        "run_work": doc["blocks"][0]["work"],
         "minimum_work": str(2**78),
         "anchor_state": "claimed",
     }

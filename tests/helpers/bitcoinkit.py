@@ -9,7 +9,8 @@ import itertools
 
 from pithledger.records import bitcoin
 
-REGTEST_BITS = 0x207FFFFF
+REGTEST_BITS = 0x207FFFFF  # work 2 per header: under REGTEST's minimum (128), so an anchor on it stays claimed
+CHECKED_BITS = 0x2000FFFF  # work 256 per header (~256 hashes to mine): an attested block with it checks on REGTEST
 T0 = 1_780_000_000  # 2026-05-28T20:26:40Z
 
 

@@ -126,17 +126,18 @@ BITCOIN_ATTESTATION = (
 FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
 
 
-REGTEST_BITS = 0x207FFFFF  # Bitcoin Core's regtest: about one hash in two meets its target
+REGTEST_BITS = 0x207FFFFF  # Bitcoin Core's regtest: about one hash in two meets its target; work 2 per header
+CHECKED_BITS = 0x2000FFFF  # work 256 per header, over REGTEST's minimum (128): an attested block with it checks
 
 
 def dsha(data: bytes) -> bytes:
     return hashlib.sha256(hashlib.sha256(data).digest()).digest()
 
 
-def headers_run(root: bytes, count: int, *, unlink_at: int = -1) -> bytes:
+def headers_run(root: bytes, count: int, *, unlink_at: int = -1, bits: int = CHECKED_BITS) -> bytes:
     """``count`` regtest headers mined here (first nonce from 0 that meets the target: deterministic), linked,
     the first with Merkle root ``root``; ``unlink_at``: that header names another previous block."""
-    target = bitcoin.target_of(REGTEST_BITS)
+    target = bitcoin.target_of(bits)
     out, prev = b"", b"\x11" * 32
     for i in range(count):
         root_i = root if i == 0 else hashlib.sha256(b"block %d" % i).digest()
@@ -147,7 +148,7 @@ def headers_run(root: bytes, count: int, *, unlink_at: int = -1) -> bytes:
                 + link
                 + root_i
                 + (1_780_000_000 + 600 * i).to_bytes(4, "little")
-                + REGTEST_BITS.to_bytes(4, "little")
+                + bits.to_bytes(4, "little")
                 + nonce.to_bytes(4, "little")
             )
             if int.from_bytes(dsha(raw), "little") <= target:
@@ -180,7 +181,7 @@ def anchor_cases() -> dict[str, dict[str, Any]]:
             "bitcoin_chain": "regtest",
         },
         "anchor-headers-below-the-minimum-work": {
-            "events": [rec_a, anchored(proof, headers_run(root, 7))],
+            "events": [rec_a, anchored(proof, headers_run(root, 64, bits=REGTEST_BITS))],
             "bitcoin_chain": "regtest",
         },
         "anchor-headers-unlinked": {

@@ -414,6 +414,7 @@ def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
             "height": 940000,
             "time": "2026-03-01T00:00:00Z",
             "work": str(2**79),
+            "run_work": str(3 * 2**79),
         },
         bitcoin_heights=[940000],
         pending_calendars=[],
@@ -425,7 +426,8 @@ def test_completeness_shows_self_signed_evidence_as_claimed_not_done() -> None:
     )
     level, text = _rows(html)["Bitcoin timestamp"]
     assert level == "done" and "checked against the Bitcoin headers its event carries" in text
-    assert "Bitcoin block 940000 checked" in html and "2^79.0 hashes of work" in html
+    assert "Bitcoin attestation checked against block " + "00" * 32 in html and "2^79.0 hashes of work" in html
+    assert "height 940000 and time 2026-03-01T00:00:00Z as the attestation and the header say" in html
     # styled apart: only done rows are green
     assert re.search(r"ol\.complete li\.done::before\{[^}]*var\(--ok\)", pages.STYLE)
     claimed = re.search(r"ol\.complete li\.claimed::before\{([^}]*)\}", pages.STYLE)

@@ -21,7 +21,7 @@ DIGEST = bytes.fromhex(IDS[0].canonical_sha256)
 PROOF = ots.build(DIGEST, ["https://a.example"], [900_000])
 
 
-def events(headers: int) -> list[dict[str, object]]:
+def events(headers: int, bits: int = bk.CHECKED_BITS) -> list[dict[str, object]]:
     created = make_event(
         "record_created",
         P[0],
@@ -32,7 +32,7 @@ def events(headers: int) -> list[dict[str, object]]:
     b64 = base64.b64encode(PROOF).decode()
     payload = {
         "ots_proof_b64": b64,
-        "bitcoin_headers_b64": base64.b64encode(bk.run(bk.message_of(DIGEST, 1), headers)).decode(),
+        "bitcoin_headers_b64": base64.b64encode(bk.run(bk.message_of(DIGEST, 1), headers, bits=bits)).decode(),
     }
     checked = make_event("timestamp_anchor", P[0], payload, ALICE, created_at="2026-06-02T00:00:00Z")
     claimed = make_event("timestamp_anchor", P[0], {"ots_proof_b64": b64}, BOB, created_at="2026-06-03T00:00:00Z")
@@ -53,7 +53,8 @@ def test_a_checked_anchor_makes_the_record_externally_anchored(tmp_path: Path, m
         cur = state["current"]
         assert [a["anchor_state"] for a in cur["timestamp_anchors"]] == ["bitcoin", "claimed"]
         block = cur["timestamp_anchors"][0]["bitcoin_block"]
-        assert block["height"] == 900_000 and block["headers"] == 8 and block["work"] == "16"
+        assert block["height"] == 900_000 and block["headers"] == 8 and block["work"] == "256"
+        assert block["run_work"] == str(8 * 256)
         assert cur["verification_status"]["externally_anchored"] is True
         assert cur["badges"]["timestamp"] == "anchored in bitcoin"
         d = doc(ledger)
@@ -69,7 +70,7 @@ def test_a_checked_anchor_makes_the_record_externally_anchored(tmp_path: Path, m
 def test_without_enough_work_the_anchor_stays_claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
     with Ledger(tmp_path, create=True) as ledger:
-        ledger.apply_batch(bundles_of(events(7)))
+        ledger.apply_batch(bundles_of(events(8, bk.REGTEST_BITS)))  # 2 work in the attested block: under 128
         cur = json.loads(ledger.state_bytes(P[0]))["current"]
         assert [a["anchor_state"] for a in cur["timestamp_anchors"]] == ["claimed", "claimed"]
         assert cur["verification_status"]["externally_anchored"] is False
