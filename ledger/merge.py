@@ -41,7 +41,9 @@ SLOTS = {
 #: words `state --view` and the record page put beside each claim (spec/merge.md §5 says why badges say "claimed").
 CHECKED = {
     "record_created": "record hash recomputed; signature checked",
-    "timestamp_anchor": 'proof read as the OpenTimestamps reference reads it and bound to the record\'s digest; a Bitcoin attestation is checked only against headers the event carries (anchor_state "bitcoin": enough work; else "claimed")',
+    "timestamp_anchor": "proof read as the OpenTimestamps reference reads it and bound to the record's digest; "
+    'its Bitcoin block is checked only against headers the event carries (anchor_state "bitcoin"), '
+    'else NOT checked against the chain ("claimed")',
     "storage_attestation": "capture URL and time well-formed; the capture is NOT fetched",
     "author_attestation": "signature checked; the ORCID's check digit checked, not who holds it",
     "citation_signature": "signature checked",
