@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -61,6 +60,7 @@ def verify(
     from pithledger import verify_timestamp
     from pithledger.api import MAX_OTS_FILE
     from pithledger.errors import CannotRead, OtsError
+    from pithledger.records.events import _utc  # from the epoch, not fromtimestamp: a 32-bit time_t stops at 2038
 
     if (digest is None) == (file is None):
         raise UsageProblem("give the stamped file's digest (--digest HEX) or the file (--file PATH), one of the two")
@@ -92,7 +92,7 @@ def verify(
             "height": v.height,
             "hash": v.header.hash,
             "time": v.header.time,
-            "time_utc": datetime.fromtimestamp(v.header.time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "time_utc": _utc(v.header.time),
             "merkle_root": v.header.merkle_root[::-1].hex(),
             "bits": f"{v.header.bits:08x}",
             "work": str(v.header.work),
