@@ -56,3 +56,45 @@ def test_ots_verify_prints_a_header_time_past_2038_without_the_platform_time_t(
         assert r.json()["blocks"][0]["time_utc"] == "2038-01-19T03:14:09Z"
     else:
         assert "(2038-01-19T03:14:09Z)" in r.out, r.out
+
+
+# --- `ots verify --headers` says which anchor_state an anchor carrying the proof "would be" ----------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review #34 (2nd), low: ots verify --headers reports anchor_state 'bitcoin' for a proof no "
+    "timestamp_anchor can carry (a sha1 proof is bad-proof in an event, spec/events.md §3 'a Pith record's "
+    "digest is sha256'); the summary should say so rather than name a state the anchor would never have",
+)
+def test_ots_verify_headers_does_not_promise_bitcoin_for_a_proof_no_anchor_can_carry(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import hashlib
+
+    from helpers import bitcoinkit as bk
+    from helpers.eventpool import ALICE, P
+    from pithledger.errors import EventInvalid
+    from pithledger.records import ots
+    from pithledger.records.events import make_event
+
+    monkeypatch.setattr(bitcoin, "MAINNET", bitcoin.REGTEST)  # regtest work stands in for mainnet's (as elsewhere)
+    monkeypatch.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+    digest = hashlib.sha1(b"stamped").digest()
+    height = bytes([0xA0, 0xF7, 0x36])  # 900_000 as a varuint
+    proof = ots.MAGIC + b"\x01\x02" + digest + b"\x08\x00" + bytes.fromhex("0588960d73d71901") + b"\x03" + height
+    run = bk.run(hashlib.sha256(digest).digest(), 2, bits=bk.CHECKED_BITS)
+    (tmp_path / "p.ots").write_bytes(proof)
+    (tmp_path / "h.txt").write_text("".join(run[i : i + 80].hex() + "\n" for i in range(0, len(run), 80)))
+    with pytest.raises(EventInvalid, match="sha256"):  # what an anchor carrying it is
+        make_event(
+            "timestamp_anchor",
+            P[0],
+            {"ots_proof_b64": base64.b64encode(proof).decode(), "bitcoin_headers_b64": base64.b64encode(run).decode()},
+            ALICE,
+            created_at="2026-06-02T00:00:00Z",
+        )
+    r = cli("ots", "verify", "p.ots", "--digest", digest.hex(), "--headers", "h.txt", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["run"]["anchor_state"] != "bitcoin", r.json()["run"]
