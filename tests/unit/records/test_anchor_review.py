@@ -200,3 +200,51 @@ def test_a_costly_proof_is_refused_within_a_mebibyte_of_operation_input(
     assert len(calls) < 270, f"{len(calls)} operations executed"
     with pytest.raises(ots.OtsError, match="read more than 1048576 bytes"):
         ots.parse(costly, strict=True)
+
+
+# --- round 2 (held): pinned so they stay held ---------------------------------------------------------------------
+
+
+def test_headers_naming_an_attestation_only_in_a_dropped_branch_are_bad_headers(regtest: None) -> None:
+    """A repeated operation at one fork: the later branch replaces the earlier (spec/events.md §3.1.1), so a Bitcoin
+    attestation only in the earlier one is no attestation of the proof; headers committing to its result are false
+    evidence, not a checked anchor."""
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    append_x = b"\xf0\x01\x78"
+    bitcoin_att = b"\x00" + BTC + _varbytes(bytes([0xA0, 0xF7, 0x36]))  # height 900_000
+    pending = b"\x00" + bytes.fromhex("83dfe30d2ef90c8e") + _varbytes(_varbytes(b"https://a"))
+    proof = ots.MAGIC + b"\x01\x08" + d0 + b"\xff" + append_x + b"\x08" + bitcoin_att + append_x + b"\x08" + pending
+    assert [c.attestation.kind for c in ots.parse(proof, strict=True).commitments] == ["pending"]
+    run = bk.run(hashlib.sha256(d0 + b"\x78").digest(), 2, bits=bk.CHECKED_BITS)
+    with pytest.raises(events.EventInvalid, match="no Bitcoin attestation's result"):
+        _anchor(0, proof, run)
+
+
+def _set_compact(bits: int) -> tuple[int, bool, bool]:
+    """Bitcoin Core's arith_uint256::SetCompact: (value mod 2^256, negative, overflow)."""
+    size, word = bits >> 24, bits & 0x007FFFFF
+    if size <= 3:
+        word >>= 8 * (3 - size)
+        value = word
+    else:
+        value = (word << 8 * (size - 3)) % 2**256
+    negative = word != 0 and bool(bits & 0x00800000)
+    overflow = word != 0 and (size > 34 or (word > 0xFF and size > 33) or (word > 0xFFFF and size > 32))
+    return value, negative, overflow
+
+
+def test_compact_targets_are_read_as_bitcoin_core_reads_them() -> None:
+    """CheckProofOfWork's refusals (negative, zero, overflow, above the limit) and its target, on every exponent with
+    mantissas at each edge, and on seeded random bits."""
+    import random
+
+    rng = random.Random(34)
+    edges = (0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 0x7FFFFF, 0x800000, 0x800001, 0xFFFFFF)
+    for bits in [e << 24 | m for e in range(256) for m in edges] + [rng.getrandbits(32) for _ in range(20_000)]:
+        value, negative, overflow = _set_compact(bits)
+        core = None if negative or overflow or value == 0 else value
+        try:
+            ours = bitcoin.target_of(bits) or None
+        except bitcoin.OtsBadHeader:
+            ours = None
+        assert ours == core, hex(bits)
