@@ -248,3 +248,24 @@ def test_compact_targets_are_read_as_bitcoin_core_reads_them() -> None:
         except bitcoin.OtsBadHeader:
             ours = None
         assert ours == core, hex(bits)
+
+
+# --- round 2, finding (cost, low): the 1 MiB bound holds, but it is ~90x the largest real proof's reading ---------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review #34 (2nd), low: a valid 3 KB proof makes its operations read ~1 MB (~7 ms of Keccak-256): 60 such "
+    "self-signed anchors in one 287 KB POST to serve --accept-events cost its writer thread ~0.28 s (60 small anchors: "
+    "~5 ms), and one client's 5 requests/s keep it busy. The largest real proof (tests/fixtures/ots) reads 11.7 KB; "
+    "a bound of 64 KiB would leave 5x room. Consensus: to lower it while merge v3 is unreleased, or keep it (ADR).",
+)
+def test_a_small_proof_cannot_make_its_operations_read_a_hundred_times_its_size() -> None:
+    d0 = bytes.fromhex(IDS[0].canonical_sha256)
+    unknown = b"\x00" + bytes(8) + b"\x00"
+    bitcoin_att = b"\x00" + BTC + _varbytes(bytes([0xA0, 0xF7, 0x36]))
+    costly = ots.MAGIC + b"\x01\x08" + d0 + b"\xff\x08" + bitcoin_att + b"\xf3" * 7 + (b"\xff\x67" + unknown) * 250
+    costly += unknown
+    assert len(costly) < 3200
+    with pytest.raises(ots.OtsError, match="operations read more than"):
+        ots.parse(costly, strict=True)
