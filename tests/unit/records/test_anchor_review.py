@@ -10,6 +10,7 @@ import base64
 import datetime
 import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -269,3 +270,19 @@ def test_a_small_proof_cannot_make_its_operations_read_a_hundred_times_its_size(
     assert len(costly) < 3200
     with pytest.raises(ots.OtsError, match="operations read more than"):
         ots.parse(costly, strict=True)
+
+
+# --- round 2, finding (docs, low): SECURITY.md still said v2's words about anchors ------------------------------
+
+
+def test_security_md_says_what_a_checked_anchor_means_under_merge_v3() -> None:
+    """SECURITY.md ("What pithledger does not defend against") said pithledger "does not check anchors against the
+    Bitcoin chain; it reports what is claimed" (v2), and its threat table had no row for forged headers: a reader of
+    the security model learnt neither that `anchored in bitcoin` exists nor what it costs a forger (2^78 per block)."""
+    from helpers.common import ROOT
+
+    text = (ROOT / "SECURITY.md").read_text()
+    assert "it reports what is claimed." not in text
+    assert "2^78" in text and "bitcoin_headers_b64" in text and "bad-headers" in text
+    for name in re.findall(r"tests/unit/records/test_anchor_review\.py::(\w+)", text):
+        assert f"def {name}(" in Path(__file__).read_text(), name
