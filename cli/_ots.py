@@ -109,6 +109,9 @@ def verify(
             "minimum_work": str(MAINNET.min_work),  # asked of the attested block's own header
             "anchor_state": "bitcoin" if check.run.header.work >= MAINNET.min_work else "claimed",
         }
+        if check.hash_op != "sha256":  # a timestamp_anchor stamps a record's sha256 digest: no anchor carries this
+            summary["anchor_state"] = None
+            summary["why"] = f"no timestamp_anchor can carry a {check.hash_op} proof: a record's digest is sha256"
     if _json(ctx, as_json):
         doc = {"verified": True, "hash_op": check.hash_op, "digest": check.digest.hex(), "blocks": blocks}
         emit_json(doc | ({"run": summary} if summary is not None else {}))
@@ -118,7 +121,9 @@ def verify(
             f"verified: Bitcoin block {b['height']} hash {b['hash']} time {b['time']} ({b['time_utc']}) "
             f"work {b['work']} ({check.hash_op} {check.digest.hex()})"
         )
-    if summary is not None:
+    if summary is not None and summary["anchor_state"] is None:
+        say(f"run: {summary['headers']} header(s), {summary['run_work']} work in all; {summary['why']}")
+    elif summary is not None:
         say(
             f"run: {summary['headers']} header(s), {summary['run_work']} work in all; the attested block's own work against "
             f"the minimum {summary['minimum_work']}: an anchor carrying it would be {summary['anchor_state']!r}"

@@ -61,12 +61,6 @@ def test_ots_verify_prints_a_header_time_past_2038_without_the_platform_time_t(
 # --- `ots verify --headers` says which anchor_state an anchor carrying the proof "would be" ----------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review #34 (2nd), low: ots verify --headers reports anchor_state 'bitcoin' for a proof no "
-    "timestamp_anchor can carry (a sha1 proof is bad-proof in an event, spec/events.md §3 'a Pith record's "
-    "digest is sha256'); the summary should say so rather than name a state the anchor would never have",
-)
 def test_ots_verify_headers_does_not_promise_bitcoin_for_a_proof_no_anchor_can_carry(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,4 +91,6 @@ def test_ots_verify_headers_does_not_promise_bitcoin_for_a_proof_no_anchor_can_c
         )
     r = cli("ots", "verify", "p.ots", "--digest", digest.hex(), "--headers", "h.txt", "--json")
     assert r.code == 0, r.err
-    assert r.json()["run"]["anchor_state"] != "bitcoin", r.json()["run"]
+    assert r.json()["run"]["anchor_state"] is None and "sha1" in r.json()["run"]["why"], r.json()["run"]
+    r = cli("ots", "verify", "p.ots", "--digest", digest.hex(), "--headers", "h.txt")
+    assert r.code == 0 and "no timestamp_anchor can carry a sha1 proof" in r.out, r.out
