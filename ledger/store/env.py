@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, Protocol, Self, cast
 
 import lmdb
 import msgspec
@@ -93,7 +93,26 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
         raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
 
 
-def _release_mapped_pages(ledger: _Environment) -> None:
+class _Mapped(Protocol):
+    """What :func:`_release_mapped_pages` reads and keeps of a handle (a ledger's, a scratch's, an old ledger's)."""
+
+    env: lmdb.Environment
+    _data_file: Path
+    _map_ranges: tuple[int, list[tuple[int, int]]] | None
+    _mapped_floor: int | None
+
+
+class _MappedEnv:
+    """An LMDB environment opened outside a handle (rebuild's old ledger), for :func:`_release_mapped_pages`."""
+
+    def __init__(self, env: lmdb.Environment, data_file: Path) -> None:
+        self.env = env
+        self._data_file = data_file.resolve()
+        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
+        self._mapped_floor: int | None = None
+
+
+def _release_mapped_pages(ledger: _Mapped) -> None:
     """Unmap the pages of the ledger's file that this process has touched (Linux; elsewhere nothing).
 
     A write transaction reads the pages it modifies through LMDB's read-only shared map, and the kernel

@@ -21,7 +21,15 @@ from ..errors import LedgerError, NoLedger
 from ..fanout import current
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
-from .env import _TLOG, DEFAULT_MAP_SIZE, LAYOUT_VERSION, _json_decoder
+from .env import (
+    _RELEASE_ENTRIES,
+    _TLOG,
+    DEFAULT_MAP_SIZE,
+    LAYOUT_VERSION,
+    _json_decoder,
+    _MappedEnv,
+    _release_mapped_pages,
+)
 from .ledger import Ledger
 from .tuning import StoreTuning, default_tuning
 
@@ -214,15 +222,21 @@ def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[
 
 def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
     """What :func:`_old_events` reads, as stored, undecoded (the writer only reads; :func:`_received`
-    decodes): each log entry (True), then each evidence entry (False)."""
+    decodes): each log entry (True), then each evidence entry (False). The old file's pages are released
+    as it goes, as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
+    mapped = _MappedEnv(env, Path(env.path()) / "data.mdb")
     log = env.open_db(b"log", txn=txn, create=False)
-    for _, raw in txn.cursor(db=log).iternext():
+    for n, (_, raw) in enumerate(txn.cursor(db=log).iternext(), 1):
+        if n % (8 * _RELEASE_ENTRIES) == 0:
+            _release_mapped_pages(mapped)
         yield bytes(raw), True
     try:
         evidence = env.open_db(b"evidence", txn=txn, create=False)
     except lmdb.NotFoundError:
         return
-    for _, raw in txn.cursor(db=evidence).iternext():
+    for n, (_, raw) in enumerate(txn.cursor(db=evidence).iternext(), 1):
+        if n % (8 * _RELEASE_ENTRIES) == 0:
+            _release_mapped_pages(mapped)
         yield bytes(raw), False
 
 
