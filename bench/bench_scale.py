@@ -229,6 +229,39 @@ def plot(results: dict[str, Any], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def table(results: dict[str, Any]) -> str:
+    """bench/README.md's tables (markdown) of a results file."""
+    pts = results["points"]
+    out = [
+        "| ledger | apply step | × raw 1T | raw 1T | apply anon / file (largest process) | data.mdb | `state` | load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in pts:
+        a = p["apply"]
+        out.append(
+            f"| {p['ledger_events'] / 1e6:.1f} M | {a['rate']:,.0f} ev/s | {a['rate_x_raw_1t']:.2f} | {p['raw_verify_1t']:,.0f}/s "
+            f"| {a['anon_mb']:.0f} / {a['file_mb']:.0f} MiB (workers {a['worker_anon_mb']:.0f} / {a['worker_file_mb']:.0f}) "
+            f"| {p['bytes_per_event']:,.0f} B/event | {1000 * p['state_s']:.0f} ms | {p['load_before_apply'][0]:.1f} |"
+        )
+    names = list(dict.fromkeys(k for p in pts for k in p["commands"]))
+    out += ["", "| command | " + " | ".join(f"{p['ledger_events'] / 1e6:.1f} M" for p in pts) + " |"]
+    out.append("|---|" + "---|" * len(pts))
+    for name in names:
+        cells = []
+        for p in pts:
+            r = p["commands"].get(name)
+            if r is None:
+                cells.append("—")
+                continue
+            rate = p["ledger_events"] / r["wall"] / p["raw_verify_1t"]
+            cells.append(
+                f"{r['wall']:.0f} s ({rate:.2f} × raw 1T), anon {r['anon_mb']:.0f} MiB, file {r['file_mb']:.0f} MiB"
+                + ("" if r["rc"] == 0 else f", exit {r['rc']}")
+            )
+        out.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sizes", nargs="*", type=int, help="ledger sizes in events (multiples of 20)")
@@ -239,7 +272,13 @@ def main() -> None:
     ap.add_argument(
         "--publish-upto", type=int, default=0, help="run publish, verify-log and audit only up to this size (0: always)"
     )
+    ap.add_argument("--report", type=Path, help="print the tables of this results file, plot it, and stop")
     args = ap.parse_args()
+    if args.report:
+        results = json.loads(args.report.read_text())
+        print(table(results))
+        plot(results, args.report.with_name("scale.png"))
+        return
     sizes = [20_000, 60_000] if args.smoke else sorted(args.sizes)
     if not sizes:
         ap.error("give ledger sizes, or --smoke")

@@ -1,8 +1,10 @@
 """A scratch table for whole-ledger checks: sorted sets of (key, value) pairs kept on disk, in a temporary
 LMDB environment of their own, so that what a check expects of a whole ledger (fsck's expected index
 entries, digest-tree leaves) costs the process a bounded amount of memory however big the ledger is
-(spec/storage.md §6, "What a whole-ledger command holds"). Nothing is written to the ledger itself: fsck
-of a ledger opened read-only (or on a read-only disk) works the same.
+(spec/storage.md §6, §10). Nothing is written to the ledger itself: fsck of a ledger opened read-only works
+the same. The environment lives beside the ledger (on its disk, which has room for the ledger: a /tmp in
+memory would hold the scratch in RAM), else in the system's temporary directory, and its directory is removed
+as soon as it is open (the open file lives on), so no crash or signal leaves it behind.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ class Scratch:
     temporary directory removed on :meth:`close`. Read back in (key, value) byte order, which is the order
     an LMDB cursor walks a dupsort table of the ledger, so the two can be compared by :func:`diff`."""
 
-    def __init__(self, tables: Iterable[bytes]) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="pithledger-scratch-"))
+    def __init__(self, tables: Iterable[bytes], near: Path | None = None) -> None:
+        self._dir = _scratch_dir(near)
         try:
             names = list(tables)
             self.env = lmdb.open(
@@ -43,17 +45,18 @@ class Scratch:
                 metasync=False,
                 lock=False,  # this process alone opens it
             )
-        except BaseException:
+            # what _release_mapped_pages reads of a handle (reading the scratch back maps its file): the map's
+            # address ranges are found now, while /proc/self/maps still names the file by its path
+            self._data_file = self._dir.resolve() / "data.mdb"
+            self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
+            self._mapped_floor: int | None = None
+            self._map_ranges = (self.env.info()["map_size"], _ranges_of(self._data_file))
+        finally:
             shutil.rmtree(self._dir, ignore_errors=True)
-            raise
         self.db = {name: self.env.open_db(name, dupsort=True) for name in names}
         self._max = self.env.max_key_size()
         self._txn: Any = None
         self._added = 0
-        # what _release_mapped_pages reads of a handle: reading the scratch back maps its file
-        self._data_file = self._dir.resolve() / "data.mdb"
-        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
-        self._mapped_floor: int | None = None
 
     def add(self, table: bytes, key: bytes, value: bytes) -> bool:
         """Add a pair; False (nothing added) where LMDB cannot hold it (an empty key, or a key or value
@@ -89,13 +92,32 @@ class Scratch:
             self._txn.abort()
             self._txn = None
         self.env.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> Scratch:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _scratch_dir(near: Path | None) -> Path:
+    """A new directory beside ``near`` (a ledger's directory), else in the system's temporary directory."""
+    if near is not None:
+        try:
+            return Path(tempfile.mkdtemp(prefix=f".{near.name}.scratch-", dir=near.resolve().parent))
+        except OSError:  # a read-only or full parent: the system's temporary directory
+            pass
+    return Path(tempfile.mkdtemp(prefix="pithledger-scratch-"))
+
+
+def _ranges_of(path: Path) -> list[tuple[int, int]]:
+    """The address ranges this process maps ``path`` at (Linux; elsewhere none)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            found = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(path))]
+    except OSError:
+        return []
+    return [(int(a, 16), int(b, 16)) for a, b in (r.split("-") for r in found)]
 
 
 def diff(want: Iterator[Pair], have: Iterator[Pair]) -> Iterator[tuple[bool, Pair]]:

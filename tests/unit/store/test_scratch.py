@@ -31,15 +31,17 @@ def test_scratch_reads_back_in_the_order_of_a_stored_dupsort_table(tmp_path: Pat
     with env.begin(write=True) as txn:
         for k, v in added:
             txn.put(k, v, db=table)
-    with Scratch([b"t"]) as scratch:
-        where = scratch._dir
+    with Scratch([b"t"], near=tmp_path / "ledger") as scratch:
+        assert scratch._dir.parent == tmp_path  # beside the ledger, on its disk
+        assert not scratch._dir.exists()  # removed once open: nothing is left behind, whatever ends the check
+        assert scratch._map_ranges and scratch._map_ranges[1]  # its map found first: its pages can be released
         for k, v in reversed(added + added):
             assert scratch.add(b"t", k, v)
         with env.begin() as txn:
             stored = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=table).iternext()]
         assert list(scratch.pairs(b"t")) == stored == sorted(set(added))
         assert list(diff(scratch.pairs(b"t"), iter(stored))) == []
-    assert not where.exists()  # removed when the check ends
+    assert list(tmp_path.iterdir()) == [tmp_path / "stored"]
 
 
 def test_a_pair_no_table_can_hold_is_refused_not_raised() -> None:
