@@ -154,7 +154,8 @@ def rebuild(
                 big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= tuning.parallel_states * 8
                 # on the workers, each copy is verified where it is prepared (the new ledger is empty:
                 # every copy is a candidate), so the batch hands nothing over again
-                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn), tuning.rebuild_part))
+                mapped = _MappedEnv(env, path / "data.mdb")  # the old file's pages are released as it is read
+                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn, mapped), tuning.rebuild_part))
                 for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1
@@ -167,7 +168,7 @@ def rebuild(
                 _tally(counts, batch.commit(defer=True))
                 new.finish()
                 _copy_db(env, txn, new, b"extra")
-                tlog = _compare_tlog(env, txn, new)
+                tlog = _compare_tlog(env, txn, new, mapped)
         finally:
             txn.abort()
     except lmdb.Error as exc:
@@ -195,7 +196,7 @@ def rebuild(
     }
 
 
-def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> dict[str, Any]:
+def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, mapped: _MappedEnv) -> dict[str, Any]:
     """Whether the rebuilt ledger's transparency log extends the old one's identically (spec/storage.md
     §8): when it does not, the history this mirror published changes, and its operator must publish
     under a new origin. An old ledger of a layout before 5 had no tlog (``old_size`` None)."""
@@ -210,21 +211,28 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
                 "first_difference": None,
             }
         old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
-        return translog.compare(txn, old, new_txn, mine)
+
+        def release() -> None:
+            _release_mapped_pages(mapped)
+            _release_mapped_pages(new)
+
+        return translog.compare(txn, old, new_txn, mine, release)
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
     """Every received event's bytes in a ledger of any layout, and whether that ledger held it as
     valid: its log (layouts 2 to 4 log valid events only; layout 1 logged every class with its verdict),
     then (layout 2 on) its evidence."""
-    return (_received(stored, logged) for stored, logged in _old_raw(env, txn))
+    return (
+        _received(stored, logged)
+        for stored, logged in _old_raw(env, txn, _MappedEnv(env, Path(env.path()) / "data.mdb"))
+    )
 
 
-def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
+def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction, mapped: _MappedEnv) -> Iterator[tuple[bytes, bool]]:
     """What :func:`_old_events` reads, as stored, undecoded (the writer only reads; :func:`_received`
     decodes): each log entry (True), then each evidence entry (False). The old file's pages are released
-    as it goes, as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
-    mapped = _MappedEnv(env, Path(env.path()) / "data.mdb")
+    as it goes (``mapped``), as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
     log = env.open_db(b"log", txn=txn, create=False)
     for n, (_, raw) in enumerate(txn.cursor(db=log).iternext(), 1):
         if n % (8 * _RELEASE_ENTRIES) == 0:
