@@ -247,7 +247,7 @@ class _Fsck(_PendingWork, _Translog):
                 return problems + self._fsck_evidence(txn)
             # what the whole ledger should hold is kept in a scratch table on disk, never per record in
             # memory: each check then walks it beside the stored table (spec/storage.md §6)
-            with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path) as scratch:
+            with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
                 problems += self._fsck_citations(txn, scratch)
                 # each record's inputs as stored, its stored state as "old": compared with, not replaced
                 subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))

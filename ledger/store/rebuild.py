@@ -27,6 +27,7 @@ from .env import (
     DEFAULT_MAP_SIZE,
     LAYOUT_VERSION,
     _json_decoder,
+    _Mapped,
     _MappedEnv,
     _release_mapped_pages,
 )
@@ -154,8 +155,9 @@ def rebuild(
                 big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= tuning.parallel_states * 8
                 # on the workers, each copy is verified where it is prepared (the new ledger is empty:
                 # every copy is a candidate), so the batch hands nothing over again
-                mapped = _MappedEnv(env, path / "data.mdb")  # the old file's pages are released as it is read
-                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn, mapped), tuning.rebuild_part))
+                # the old file's pages are released as it is read, with the new one's, under one budget
+                new._companions.append(_MappedEnv(env, path / "data.mdb"))
+                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn, new), tuning.rebuild_part))
                 for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1
@@ -168,7 +170,7 @@ def rebuild(
                 _tally(counts, batch.commit(defer=True))
                 new.finish()
                 _copy_db(env, txn, new, b"extra")
-                tlog = _compare_tlog(env, txn, new, mapped)
+                tlog = _compare_tlog(env, txn, new)
         finally:
             txn.abort()
     except lmdb.Error as exc:
@@ -196,7 +198,7 @@ def rebuild(
     }
 
 
-def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, mapped: _MappedEnv) -> dict[str, Any]:
+def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> dict[str, Any]:
     """Whether the rebuilt ledger's transparency log extends the old one's identically (spec/storage.md
     §8): when it does not, the history this mirror published changes, and its operator must publish
     under a new origin. An old ledger of a layout before 5 had no tlog (``old_size`` None)."""
@@ -212,11 +214,7 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger, map
             }
         old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
 
-        def release() -> None:
-            _release_mapped_pages(mapped)
-            _release_mapped_pages(new)
-
-        return translog.compare(txn, old, new_txn, mine, release)
+        return translog.compare(txn, old, new_txn, mine, lambda: _release_mapped_pages(new))  # and the old file's
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
@@ -229,10 +227,10 @@ def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[
     )
 
 
-def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction, mapped: _MappedEnv) -> Iterator[tuple[bytes, bool]]:
+def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction, mapped: _Mapped) -> Iterator[tuple[bytes, bool]]:
     """What :func:`_old_events` reads, as stored, undecoded (the writer only reads; :func:`_received`
     decodes): each log entry (True), then each evidence entry (False). The old file's pages are released
-    as it goes (``mapped``), as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
+    as it goes (``mapped``: its handle, or one whose companion it is), as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
     log = env.open_db(b"log", txn=txn, create=False)
     for n, (_, raw) in enumerate(txn.cursor(db=log).iternext(), 1):
         if n % (8 * _RELEASE_ENTRIES) == 0:

@@ -17,7 +17,7 @@ from typing import Any
 
 import lmdb
 
-from .env import _RELEASE_ENTRIES, _release_mapped_pages
+from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
 
 #: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
 _COMMIT_EVERY = 1024
@@ -32,7 +32,9 @@ class Scratch:
     temporary directory removed on :meth:`close`. Read back in (key, value) byte order, which is the order
     an LMDB cursor walks a dupsort table of the ledger, so the two can be compared by :func:`diff`."""
 
-    def __init__(self, tables: Iterable[bytes], near: Path | None = None) -> None:
+    def __init__(self, tables: Iterable[bytes], near: Path | None = None, owner: _Mapped | None = None) -> None:
+        """``near``: a ledger's directory, to be beside; ``owner``: the handle whose budget of mapped pages
+        the scratch's share (its releases drop both maps)."""
         self._dir = _scratch_dir(near)
         try:
             names = list(tables)
@@ -50,9 +52,13 @@ class Scratch:
             self._data_file = self._dir.resolve() / "data.mdb"
             self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
             self._mapped_floor: int | None = None
+            self._companions: list[_Mapped] = []
             self._map_ranges = (self.env.info()["map_size"], _ranges_of(self._data_file))
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
+        self._owner: _Mapped = owner or self
+        if owner is not None:
+            owner._companions.append(self)
         self.db = {name: self.env.open_db(name, dupsort=True) for name in names}
         self._max = self.env.max_key_size()
         self._txn: Any = None
@@ -76,7 +82,7 @@ class Scratch:
             self._txn.commit()
             self._txn = None
         self._added = 0
-        _release_mapped_pages(self)
+        _release_mapped_pages(self._owner)
 
     def pairs(self, table: bytes) -> Iterator[Pair]:
         """The table's pairs, in (key, value) byte order."""
@@ -84,13 +90,15 @@ class Scratch:
         with self.env.begin() as txn:
             for n, (key, value) in enumerate(txn.cursor(db=self.db[table]).iternext(), 1):
                 if n % (8 * _RELEASE_ENTRIES) == 0:
-                    _release_mapped_pages(self)
+                    _release_mapped_pages(self._owner)
                 yield bytes(key), bytes(value)
 
     def close(self) -> None:
         if self._txn is not None:
             self._txn.abort()
             self._txn = None
+        if self in self._owner._companions:
+            self._owner._companions.remove(self)
         self.env.close()
 
     def __enter__(self) -> Scratch:
