@@ -226,6 +226,8 @@ class _Fsck(_PendingWork, _Translog):
             for checked in self._fanout.map(check, parts, parallel=many):
                 for seq, faults, key, tlog_entry in checked:
                     seen += 1
+                    if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
+                        _release_mapped_pages(self)
                     problems += faults
                     if tlog is not None:
                         tlog.feed(tlog_entry)
