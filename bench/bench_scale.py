@@ -255,7 +255,7 @@ def table(results: dict[str, Any]) -> str:
                 continue
             rate = p["ledger_events"] / r["wall"] / p["raw_verify_1t"]
             cells.append(
-                f"{r['wall']:.0f} s ({rate:.2f} × raw 1T), anon {r['anon_mb']:.0f} MiB, file {r['file_mb']:.0f} MiB"
+                f"{r['wall']:.1f} s ({rate:.2f} × raw 1T), anon {r['anon_mb']:.0f} MiB, file {r['file_mb']:.0f} MiB"
                 + ("" if r["rc"] == 0 else f", exit {r['rc']}")
             )
         out.append(f"| `{name}` | " + " | ".join(cells) + " |")

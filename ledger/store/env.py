@@ -244,6 +244,9 @@ class _Environment:
     _opened_file: tuple[int, int] | None  # (st_dev, st_ino) of the data.mdb this handle opened (None: not known)
     _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
     _mapped_floor: int | None  # file-backed resident bytes when _release_mapped_pages first looked
+    _companions: list[
+        _Mapped
+    ]  # maps released with this handle's, under its budget (fsck's scratch, rebuild's old ledger)
     _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread
 
     def _open_handle(self, path: Path, *, readonly: bool, map_size: int, create: bool = False) -> None:
