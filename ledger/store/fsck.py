@@ -22,8 +22,10 @@ from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, TlogNotBuilt
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
-from .env import _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .pending import _PendingWork
+from .scratch import Pair as _KV
+from .scratch import Scratch, diff
 from .translog import _Translog
 from .views import (
     _FINAL_BLOCK,
@@ -224,6 +226,8 @@ class _Fsck(_PendingWork, _Translog):
             for checked in self._fanout.map(check, parts, parallel=many):
                 for seq, faults, key, tlog_entry in checked:
                     seen += 1
+                    if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
+                        _release_mapped_pages(self)
                     problems += faults
                     if tlog is not None:
                         tlog.feed(tlog_entry)
@@ -243,28 +247,67 @@ class _Fsck(_PendingWork, _Translog):
                     f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them"
                 )
                 return problems + self._fsck_evidence(txn)
-            problems += self._fsck_citations(txn)
-            # each record's inputs as stored, its stored state as "old": compared with, not replaced
-            subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
-            many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
-            leaves: dict[str, Pair] = {}
-            for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
-                for subject, same, pair, fold_fault in found:
-                    if not same:
-                        problems.append(f"state of {subject} differs from its recomputation from the log")
-                    if fold_fault is not None:
-                        problems.append(
-                            f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
-                        )
-                    leaves[subject] = _pair_decoder.decode(pair)
-            cursor = txn.cursor(db=self.db[b"subject"])
-            for subject_key in cursor.iternext_nodup(values=False):
-                if txn.get(subject_key, db=self.db[b"state"]) is None:
-                    problems.append(f"{bytes(subject_key).decode()} has events but no stored state")
-            problems += self._fsck_indexes(txn)
-            problems += self._fsck_evidence(txn)
-            problems += self._fsck_tree(txn, leaves)
+            # what the whole ledger should hold is kept in a scratch table on disk, never per record in
+            # memory: each check then walks it beside the stored table (spec/storage.md §6)
+            with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
+                problems += self._fsck_citations(txn, scratch)
+                # each record's inputs as stored, its stored state as "old": compared with, not replaced
+                subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
+                many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
+                leaf_faults: list[str] = []  # named where the tree is checked, as before
+                odd: dict[str, dict[str, Pair]] = {}  # leaves the scratch cannot hold (a subject too long to be a key)
+                for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
+                    for subject, same, pair, fold_fault in found:
+                        if not same:
+                            problems.append(f"state of {subject} differs from its recomputation from the log")
+                        if fold_fault is not None:
+                            problems.append(
+                                f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
+                            )
+                        leaf = _pair_decoder.decode(pair)
+                        raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
+                        if raw is None or _pair_decoder.decode(raw) != leaf:
+                            leaf_faults.append(f"digest entry of {subject} differs from its recomputation")
+                        bucket = bucket_of(subject)
+                        if not scratch.add(
+                            b"leaf", b"b" + bucket.encode(), bytes([len(pair)]) + pair + subject.encode()
+                        ):
+                            odd.setdefault(bucket, {})[subject] = leaf
+                cursor = txn.cursor(db=self.db[b"subject"])
+                for n, subject_key in enumerate(cursor.iternext_nodup(values=False), 1):
+                    if txn.get(subject_key, db=self.db[b"state"]) is None:
+                        problems.append(f"{bytes(subject_key).decode()} has events but no stored state")
+                    if n % _RELEASE_ENTRIES == 0:
+                        _release_mapped_pages(self)
+                problems += self._fsck_indexes(txn, scratch)
+                problems += self._fsck_evidence(txn)
+                problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd))
         return problems
+
+    def _pairs(self, txn: lmdb.Transaction, name: bytes) -> Iterator[_KV]:
+        """Every (key, value) of one of the ledger's tables, in order, its pages released as it goes."""
+        for n, (key, value) in enumerate(txn.cursor(db=self.db[name]).iternext(), 1):
+            if n % (8 * _RELEASE_ENTRIES) == 0:
+                _release_mapped_pages(self)
+            yield bytes(key), bytes(value)
+
+    @staticmethod
+    def _buckets(scratch: Scratch, odd: dict[str, dict[str, Pair]]) -> Iterator[tuple[str, dict[str, Pair]]]:
+        """Each digest-tree bucket's leaves (record -> Pair), one bucket at a time, from the scratch."""
+        current: bytes | None = None
+        records: dict[str, Pair] = {}
+        for key, value in scratch.pairs(b"leaf"):
+            if key != current:
+                if current is not None:
+                    bucket = current[1:].decode()
+                    yield bucket, records | odd.pop(bucket, {})
+                current, records = key, {}
+            n = value[0]
+            records[value[1 + n :].decode()] = _pair_decoder.decode(value[1 : 1 + n])
+        if current is not None:
+            bucket = current[1:].decode()
+            yield bucket, records | odd.pop(bucket, {})
+        yield from list(odd.items())
 
     def _with_fold_entries(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
         """Each record's stored inputs, in parts, with its stored fold entry (bytes, checked on the workers)."""
@@ -274,49 +317,63 @@ class _Fsck(_PendingWork, _Translog):
                 (inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part
             ]
 
-    def _fsck_citations(self, txn: lmdb.Transaction) -> list[str]:
-        """The citation indexes equal a recomputation from every record's own events."""
+    def _fsck_citations(self, txn: lmdb.Transaction, scratch: Scratch) -> list[str]:
+        """The citation indexes equal a recomputation from every record's own events (the inbound
+        entries expected are gathered in ``scratch``, then walked beside the stored ones)."""
         problems: list[str] = []
-        want_in: set[tuple[bytes, bytes]] = set()
+        odd: set[_KV] = set()  # expected entries no LMDB table can hold: missing, whatever is stored
         cursor = txn.cursor(db=self.db[b"subject"])
-        for key in cursor.iternext_nodup(values=False):
+        for n, key in enumerate(cursor.iternext_nodup(values=False), 1):
             subject = bytes(key).decode()
             new = self._outbound(txn, subject)
             if new != self._stored_outbound(txn, subject):
                 problems.append(f"the outbound citation index of {subject} differs from its recomputation")
-            want_in |= {(cited.encode(), _event_key(eid)) for cited, eid in new}
-        have_in = {(bytes(k), bytes(v)) for k, v in txn.cursor(db=self.db[b"inbound"]).iternext()}
-        if have_in != want_in:
+            for cited, eid in new:
+                if not scratch.add(b"inbound", cited.encode(), _event_key(eid)):
+                    odd.add((cited.encode(), _event_key(eid)))
+            if n % _RELEASE_EVERY == 0:  # recomputing reads each record's log entries
+                _release_mapped_pages(self)
+        stale, missing = 0, len(odd)
+        for lacking, _ in diff(scratch.pairs(b"inbound"), self._pairs(txn, b"inbound")):
+            missing += lacking
+            stale += not lacking
+        if stale or missing:
             problems.append(
-                f"the inbound citation index differs from its recomputation ({len(have_in - want_in)} stale, "
-                f"{len(want_in - have_in)} missing)"
+                f"the inbound citation index differs from its recomputation ({stale} stale, {missing} missing)"
             )
         return problems
 
-    def _fsck_indexes(self, txn: lmdb.Transaction) -> list[str]:
-        """The suffix and alias indexes hold exactly what the stored states imply."""
-        want: set[tuple[bytes, bytes, bytes]] = set()
+    def _fsck_indexes(self, txn: lmdb.Transaction, scratch: Scratch) -> list[str]:
+        """The suffix and alias indexes hold exactly what the stored states imply (the entries expected
+        are gathered in ``scratch``, then walked beside the stored ones)."""
+        lacks: set[tuple[bytes, bytes, bytes]] = set()  # only faults are held in memory
+        stale: list[tuple[bytes, bytes, bytes]] = []
         unreadable = []
-        for key, stored in txn.cursor(db=self.db[b"state"]).iternext():
+        for n, (key, stored) in enumerate(txn.cursor(db=self.db[b"state"]).iternext(), 1):
             try:
                 for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
-                    want.add((db, ikey, bytes(key)))
+                    if not scratch.add(db, ikey, bytes(key)):  # no LMDB table can hold it: lacking
+                        lacks.add((db, ikey, bytes(key)))
             except LedgerError as exc:
                 unreadable.append(exc.message)
-        have = {
-            (db, bytes(k), bytes(v)) for db in (b"suffix", b"alias") for k, v in txn.cursor(db=self.db[db]).iternext()
-        }
+            if n % _RELEASE_ENTRIES == 0:
+                _release_mapped_pages(self)
+        for db in (b"alias", b"suffix"):
+            for lacking, (k, v) in diff(scratch.pairs(db), self._pairs(txn, db)):
+                if lacking:
+                    lacks.add((db, k, v))
+                else:
+                    stale.append((db, k, v))
         return unreadable + (
-            [f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(want - have)]
-            + [
-                f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}"
-                for db, k, v in sorted(have - want)
-            ]
+            [f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(lacks)]
+            + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in stale]
         )
 
     def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
         problems: list[str] = []
-        for key, raw in txn.cursor(db=self.db[b"evidence"]).iternext():
+        for n, (key, raw) in enumerate(txn.cursor(db=self.db[b"evidence"]).iternext(), 1):
+            if n % _RELEASE_ENTRIES == 0:
+                _release_mapped_pages(self)
             held = _evidence_decoder.decode(raw)
             where = f"evidence {bytes(key).hex()}"
             if hashlib.sha256(held.event).digest() != bytes(key):
@@ -385,16 +442,12 @@ class _Fsck(_PendingWork, _Translog):
                     hint="the ledger is as it was; if the disk is full, free space and run it again",
                 ) from None
 
-    def _fsck_tree(self, txn: lmdb.Transaction, leaves: dict[str, Pair]) -> list[str]:
-        """Recompute every digest-tree node from the records' leaves derived from the log."""
+    def _fsck_tree(self, txn: lmdb.Transaction, buckets: Iterator[tuple[str, dict[str, Pair]]]) -> list[str]:
+        """Recompute every digest-tree node from the records' leaves derived from the log, given one
+        bucket at a time: what is held is one bucket's leaves and the tree's nodes (at most 32^DEPTH
+        buckets), never every record's."""
         problems: list[str] = []
-        buckets: dict[str, dict[str, Pair]] = {}
-        for subject, pair in leaves.items():
-            buckets.setdefault(bucket_of(subject), {})[subject] = pair
-            raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
-            if raw is None or _pair_decoder.decode(raw) != pair:
-                problems.append(f"digest entry of {subject} differs from its recomputation")
-        level: dict[str, Pair] = {b: bucket_pair(r) for b, r in buckets.items()}
+        level: dict[str, Pair] = {b: bucket_pair(r) for b, r in buckets}
         for depth in range(DEPTH, -1, -1):
             for prefix, pair in level.items():
                 raw = txn.get(b"/" + prefix.encode(), db=self.db[b"node"])

@@ -18,7 +18,7 @@ from ..audit import Pair, inner_pair
 from ..errors import LedgerError, NotFound
 from ..merge import Entry, reduce
 from .entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
-from .env import _event_key, _json_decoder, _u64
+from .env import _event_key, _json_decoder, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .views import _pair_decoder
 
@@ -85,6 +85,7 @@ class _Reads(_PendingWork):
         flooded with events then still travels in documents every reader accepts (spec/storage.md §5).
         ``part_bytes``: 0 for the handle's ``tuning.part_bytes``, None for one bundle whatever its size."""
         self._pending_dbs()
+        _release_mapped_pages(self)  # export --all and publish read every record: the file's pages past the budget
         part_bytes = self.tuning.part_bytes if part_bytes == 0 else part_bytes
         with self._begin() as txn:
             entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)

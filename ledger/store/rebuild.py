@@ -21,7 +21,16 @@ from ..errors import LedgerError, NoLedger
 from ..fanout import current
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
-from .env import _TLOG, DEFAULT_MAP_SIZE, LAYOUT_VERSION, _json_decoder
+from .env import (
+    _RELEASE_ENTRIES,
+    _TLOG,
+    DEFAULT_MAP_SIZE,
+    LAYOUT_VERSION,
+    _json_decoder,
+    _Mapped,
+    _MappedEnv,
+    _release_mapped_pages,
+)
 from .ledger import Ledger
 from .tuning import StoreTuning, default_tuning
 
@@ -146,7 +155,9 @@ def rebuild(
                 big = txn.stat(env.open_db(b"log", txn=txn, create=False))["entries"] >= tuning.parallel_states * 8
                 # on the workers, each copy is verified where it is prepared (the new ledger is empty:
                 # every copy is a candidate), so the batch hands nothing over again
-                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn), tuning.rebuild_part))
+                # the old file's pages are released as it is read, with the new one's, under one budget
+                new._companions.append(_MappedEnv(env, path / "data.mdb"))
+                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn, new), tuning.rebuild_part))
                 for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1
@@ -202,27 +213,36 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
                 "first_difference": None,
             }
         old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
-        return translog.compare(txn, old, new_txn, mine)
+
+        return translog.compare(txn, old, new_txn, mine, lambda: _release_mapped_pages(new))  # and the old file's
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
     """Every received event's bytes in a ledger of any layout, and whether that ledger held it as
     valid: its log (layouts 2 to 4 log valid events only; layout 1 logged every class with its verdict),
     then (layout 2 on) its evidence."""
-    return (_received(stored, logged) for stored, logged in _old_raw(env, txn))
+    return (
+        _received(stored, logged)
+        for stored, logged in _old_raw(env, txn, _MappedEnv(env, Path(env.path()) / "data.mdb"))
+    )
 
 
-def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:
+def _old_raw(env: lmdb.Environment, txn: lmdb.Transaction, mapped: _Mapped) -> Iterator[tuple[bytes, bool]]:
     """What :func:`_old_events` reads, as stored, undecoded (the writer only reads; :func:`_received`
-    decodes): each log entry (True), then each evidence entry (False)."""
+    decodes): each log entry (True), then each evidence entry (False). The old file's pages are released
+    as it goes (``mapped``: its handle, or one whose companion it is), as a writer's are (env._release_mapped_pages): reading all of it would map all of it."""
     log = env.open_db(b"log", txn=txn, create=False)
-    for _, raw in txn.cursor(db=log).iternext():
+    for n, (_, raw) in enumerate(txn.cursor(db=log).iternext(), 1):
+        if n % (8 * _RELEASE_ENTRIES) == 0:
+            _release_mapped_pages(mapped)
         yield bytes(raw), True
     try:
         evidence = env.open_db(b"evidence", txn=txn, create=False)
     except lmdb.NotFoundError:
         return
-    for _, raw in txn.cursor(db=evidence).iternext():
+    for n, (_, raw) in enumerate(txn.cursor(db=evidence).iternext(), 1):
+        if n % (8 * _RELEASE_ENTRIES) == 0:
+            _release_mapped_pages(mapped)
         yield bytes(raw), False
 
 

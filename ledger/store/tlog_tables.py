@@ -20,7 +20,7 @@ the tree arithmetic is pure. The ledger (ledger/store) calls them from its write
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import lmdb
@@ -383,14 +383,23 @@ class Checker:
         return faults
 
 
-def compare(old_txn: lmdb.Transaction, old: TlogDbs, new_txn: lmdb.Transaction, new: TlogDbs) -> dict[str, Any]:
+def compare(
+    old_txn: lmdb.Transaction,
+    old: TlogDbs,
+    new_txn: lmdb.Transaction,
+    new: TlogDbs,
+    release: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
     """Whether the tlog ``new`` (a rebuilt ledger's) extends ``old`` identically: its first entries are the
     old ones, byte for byte, and its tree at the old size has the old stored root. The first differing
-    index, if any (spec/storage.md §8)."""
+    index, if any (spec/storage.md §8). ``release`` is called every 4,096 entries read (the caller drops
+    the files' mapped pages: reading both logs would map them whole)."""
     old_size, new_size = size(old_txn, old), size(new_txn, new)
     first: int | None = None
     mine = new_txn.cursor(db=new.entries).iternext()
     for n, (_, entry) in enumerate(old_txn.cursor(db=old.entries).iternext()):
+        if n % 4096 == 4095:
+            release()
         theirs = next(mine, None)
         if theirs is None or bytes(theirs[1]) != bytes(entry):
             first = n

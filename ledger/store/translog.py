@@ -87,6 +87,7 @@ class _Translog(_Environment):
         """The complete-subtree hashes at ``level`` for indices [start, end) (tlog.HashReader);
         TlogOutOfRange, a LookupError, for any not complete at the current size."""
         opened = self._open_tlog()
+        _release_mapped_pages(self)  # publish reads every tile: the file's pages past the budget
         with self._begin() as txn:
             return translog.read_hashes(txn, self._tlog_read(txn, opened), level, start, end)
 
@@ -95,6 +96,7 @@ class _Translog(_Environment):
     def tlog_entries(self, start: int, end: int) -> list[bytes]:
         """The entry bytes of indices [start, end)."""
         opened = self._open_tlog()
+        _release_mapped_pages(self)  # publish reads every tile: the file's pages past the budget
         with self._begin() as txn:
             return translog.read_entries(txn, self._tlog_read(txn, opened), start, end)
 

@@ -1,0 +1,149 @@
+"""A scratch table for whole-ledger checks: sorted sets of (key, value) pairs kept on disk, in a temporary
+LMDB environment of their own, so that what a check expects of a whole ledger (fsck's expected index
+entries, digest-tree leaves) costs the process a bounded amount of memory however big the ledger is
+(spec/storage.md §6, §10). Nothing is written to the ledger itself: fsck of a ledger opened read-only works
+the same. The environment lives beside the ledger (on its disk, which has room for the ledger: a /tmp in
+memory would hold the scratch in RAM), else in the system's temporary directory, and its directory is removed
+as soon as it is open (the open file lives on), so no crash or signal leaves it behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
+
+#: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
+_COMMIT_EVERY = 1024
+#: Map reserved for the scratch (address space only: the file grows as it fills).
+_SCRATCH_MAP = 1 << 40
+
+Pair = tuple[bytes, bytes]
+
+
+class Scratch:
+    """Named sorted sets of (key, value) pairs (LMDB dupsort tables: adding a pair twice keeps one), in a
+    temporary directory removed on :meth:`close`. Read back in (key, value) byte order, which is the order
+    an LMDB cursor walks a dupsort table of the ledger, so the two can be compared by :func:`diff`."""
+
+    def __init__(self, tables: Iterable[bytes], near: Path | None = None, owner: _Mapped | None = None) -> None:
+        """``near``: a ledger's directory, to be beside; ``owner``: the handle whose budget of mapped pages
+        the scratch's share (its releases drop both maps)."""
+        self._dir = _scratch_dir(near)
+        try:
+            names = list(tables)
+            self.env = lmdb.open(
+                str(self._dir),
+                max_dbs=len(names),
+                map_size=_SCRATCH_MAP,
+                subdir=True,
+                sync=False,  # thrown away after the check: nothing to make durable
+                metasync=False,
+                lock=False,  # this process alone opens it
+            )
+            # what _release_mapped_pages reads of a handle (reading the scratch back maps its file): the map's
+            # address ranges are found now, while /proc/self/maps still names the file by its path
+            self._data_file = self._dir.resolve() / "data.mdb"
+            self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
+            self._mapped_floor: int | None = None
+            self._companions: list[_Mapped] = []
+            self._map_ranges = (self.env.info()["map_size"], _ranges_of(self._data_file))
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._owner: _Mapped = owner or self
+        if owner is not None:
+            owner._companions.append(self)
+        self.db = {name: self.env.open_db(name, dupsort=True) for name in names}
+        self._max = self.env.max_key_size()
+        self._txn: Any = None
+        self._added = 0
+
+    def add(self, table: bytes, key: bytes, value: bytes) -> bool:
+        """Add a pair; False (nothing added) where LMDB cannot hold it (an empty key, or a key or value
+        longer than its maximum): no table of a ledger can hold such a pair either."""
+        if not key or len(key) > self._max or len(value) > self._max:
+            return False
+        if self._txn is None:
+            self._txn = self.env.begin(write=True)
+        self._txn.put(key, value, db=self.db[table])
+        self._added += 1
+        if self._added >= _COMMIT_EVERY:
+            self._commit()
+        return True
+
+    def _commit(self) -> None:
+        if self._txn is not None:
+            self._txn.commit()
+            self._txn = None
+        self._added = 0
+        _release_mapped_pages(self._owner)
+
+    def pairs(self, table: bytes) -> Iterator[Pair]:
+        """The table's pairs, in (key, value) byte order."""
+        self._commit()
+        with self.env.begin() as txn:
+            for n, (key, value) in enumerate(txn.cursor(db=self.db[table]).iternext(), 1):
+                if n % (8 * _RELEASE_ENTRIES) == 0:
+                    _release_mapped_pages(self._owner)
+                yield bytes(key), bytes(value)
+
+    def close(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+        if self in self._owner._companions:
+            self._owner._companions.remove(self)
+        self.env.close()
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _scratch_dir(near: Path | None) -> Path:
+    """A new directory beside ``near`` (a ledger's directory), else in the system's temporary directory."""
+    if near is not None:
+        try:
+            return Path(tempfile.mkdtemp(prefix=f".{near.name}.scratch-", dir=near.resolve().parent))
+        except OSError:  # a read-only or full parent: the system's temporary directory
+            pass
+    return Path(tempfile.mkdtemp(prefix="pithledger-scratch-"))
+
+
+def _ranges_of(path: Path) -> list[tuple[int, int]]:
+    """The address ranges this process maps ``path`` at (Linux; elsewhere none)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            found = [line.split(None, 1)[0] for line in maps if line.rstrip().endswith(str(path))]
+    except OSError:
+        return []
+    return [(int(a, 16), int(b, 16)) for a, b in (r.split("-") for r in found)]
+
+
+def diff(want: Iterator[Pair], have: Iterator[Pair]) -> Iterator[tuple[bool, Pair]]:
+    """The pairs only one of two sorted, duplicate-free streams holds: (True, pair) for one ``want`` lacks
+    from ``have`` (missing), (False, pair) for one only ``have`` holds (stale); in pair order."""
+    w, h = next(want, None), next(have, None)
+    while w is not None and h is not None:
+        if w < h:
+            yield True, w
+            w = next(want, None)
+        elif h < w:
+            yield False, h
+            h = next(have, None)
+        else:
+            w, h = next(want, None), next(have, None)
+    if w is not None:
+        yield True, w
+        yield from ((True, x) for x in want)
+    if h is not None:
+        yield False, h
+        yield from ((False, x) for x in have)
