@@ -18,8 +18,10 @@ from helpers.clikit import _env
 #: Records (of 20 events) of ledger A; B has ten times as many. A holds more than one of rebuild's batches
 #: (10 000 events), and enough log entries and records that every pass of both runs on the workers.
 RECORDS = 600
-#: What B's peak may exceed A's by: allocator arenas and one more part in flight, not a per-event share.
-MARGIN_KIB = 6 * 1024
+#: What B's peak may exceed A's by: allocator arenas and one more part in flight, not a per-event share. Loose
+#: enough for a busy CI machine (B measured A + 5 MiB for fsck, A + 11 MiB for rebuild), tight enough for what
+#: it guards: fsck's per-event sets made B A + 50 MiB.
+MARGIN_KIB = 8 * 1024
 
 
 def _ledger(tmp: Path, name: str, records: int) -> Path:
@@ -45,7 +47,7 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
 
 
 def _within(small: tuple[int, int], big: tuple[int, int]) -> bool:
-    return big[0] <= small[0] * 1.1 + MARGIN_KIB
+    return big[0] <= small[0] * 1.2 + MARGIN_KIB
 
 
 @pytest.mark.parametrize("command", [["fsck"], ["rebuild", "--force"]], ids=" ".join)
