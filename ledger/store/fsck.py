@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -256,6 +256,9 @@ class _Fsck(_PendingWork, _Translog):
                 many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
                 leaf_faults: list[str] = []  # named where the tree is checked, as before
                 odd: dict[str, dict[str, Pair]] = {}  # leaves the scratch cannot hold (a subject too long to be a key)
+                # the buckets in the order their first record comes in the state table (at most 32^DEPTH): the
+                # order the tree's faults were always named in (the scratch gives them in bucket order)
+                order: dict[str, None] = {}
                 for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
                     for subject, same, pair, fold_fault in found:
                         if not same:
@@ -269,6 +272,7 @@ class _Fsck(_PendingWork, _Translog):
                         if raw is None or _pair_decoder.decode(raw) != leaf:
                             leaf_faults.append(f"digest entry of {subject} differs from its recomputation")
                         bucket = bucket_of(subject)
+                        order.setdefault(bucket, None)
                         if not scratch.add(
                             b"leaf", b"b" + bucket.encode(), bytes([len(pair)]) + pair + subject.encode()
                         ):
@@ -281,7 +285,7 @@ class _Fsck(_PendingWork, _Translog):
                         _release_mapped_pages(self)
                 problems += self._fsck_indexes(txn, scratch)
                 problems += self._fsck_evidence(txn)
-                problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd))
+                problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd), order)
         return problems
 
     def _pairs(self, txn: lmdb.Transaction, name: bytes) -> Iterator[_KV]:
@@ -442,12 +446,15 @@ class _Fsck(_PendingWork, _Translog):
                     hint="the ledger is as it was; if the disk is full, free space and run it again",
                 ) from None
 
-    def _fsck_tree(self, txn: lmdb.Transaction, buckets: Iterator[tuple[str, dict[str, Pair]]]) -> list[str]:
+    def _fsck_tree(
+        self, txn: lmdb.Transaction, buckets: Iterator[tuple[str, dict[str, Pair]]], order: Iterable[str]
+    ) -> list[str]:
         """Recompute every digest-tree node from the records' leaves derived from the log, given one
         bucket at a time: what is held is one bucket's leaves and the tree's nodes (at most 32^DEPTH
-        buckets), never every record's."""
+        buckets), never every record's. ``order``: the buckets in the order their faults are named."""
         problems: list[str] = []
-        level: dict[str, Pair] = {b: bucket_pair(r) for b, r in buckets}
+        computed = {b: bucket_pair(r) for b, r in buckets}
+        level: dict[str, Pair] = {b: computed[b] for b in order}
         for depth in range(DEPTH, -1, -1):
             for prefix, pair in level.items():
                 raw = txn.get(b"/" + prefix.encode(), db=self.db[b"node"])
