@@ -17,6 +17,7 @@ from typing import Any
 
 import lmdb
 
+from ..errors import LedgerError
 from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
 
 #: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
@@ -35,9 +36,30 @@ class Scratch:
     def __init__(self, tables: Iterable[bytes], near: Path | None = None, owner: _Mapped | None = None) -> None:
         """``near``: a ledger's directory, to be beside; ``owner``: the handle whose budget of mapped pages
         the scratch's share (its releases drop both maps)."""
+        names = list(tables)
+        failed: Exception | None = None
+        # beside the ledger, else (a read-only or full disk there) in the system's temporary directory
+        for place in (near, None) if near is not None else (None,):
+            try:
+                self._open(place, names)
+                break
+            except (OSError, lmdb.Error) as exc:
+                failed = exc
+        else:
+            raise LedgerError(
+                f"fsck could not make its scratch table: {failed}",
+                hint="free some space beside the ledger or in the temporary directory (TMPDIR), then run it again",
+            ) from None
+        self._owner: _Mapped = owner or self
+        if owner is not None:
+            owner._companions.append(self)
+        self._max = self.env.max_key_size()
+        self._txn: Any = None
+        self._added = 0
+
+    def _open(self, near: Path | None, names: list[bytes]) -> None:
         self._dir = _scratch_dir(near)
         try:
-            names = list(tables)
             self.env = lmdb.open(
                 str(self._dir),
                 max_dbs=len(names),
@@ -54,24 +76,26 @@ class Scratch:
             self._mapped_floor: int | None = None
             self._companions: list[_Mapped] = []
             self._map_ranges = (self.env.info()["map_size"], _ranges_of(self._data_file))
+            self.db = {name: self.env.open_db(name, dupsort=True) for name in names}  # writes: may find no room
+        except BaseException:
+            if getattr(self, "env", None) is not None:
+                self.env.close()
+                self.env = None  # type: ignore[assignment]
+            raise
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
-        self._owner: _Mapped = owner or self
-        if owner is not None:
-            owner._companions.append(self)
-        self.db = {name: self.env.open_db(name, dupsort=True) for name in names}
-        self._max = self.env.max_key_size()
-        self._txn: Any = None
-        self._added = 0
 
     def add(self, table: bytes, key: bytes, value: bytes) -> bool:
         """Add a pair; False (nothing added) where LMDB cannot hold it (an empty key, or a key or value
         longer than its maximum): no table of a ledger can hold such a pair either."""
         if not key or len(key) > self._max or len(value) > self._max:
             return False
-        if self._txn is None:
-            self._txn = self.env.begin(write=True)
-        self._txn.put(key, value, db=self.db[table])
+        try:
+            if self._txn is None:
+                self._txn = self.env.begin(write=True)
+            self._txn.put(key, value, db=self.db[table])
+        except lmdb.Error as exc:
+            raise _unwritable(exc) from None
         self._added += 1
         if self._added >= _COMMIT_EVERY:
             self._commit()
@@ -79,8 +103,11 @@ class Scratch:
 
     def _commit(self) -> None:
         if self._txn is not None:
-            self._txn.commit()
-            self._txn = None
+            txn, self._txn = self._txn, None
+            try:
+                txn.commit()
+            except lmdb.Error as exc:
+                raise _unwritable(exc) from None
         self._added = 0
         _release_mapped_pages(self._owner)
 
@@ -106,6 +133,13 @@ class Scratch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unwritable(exc: lmdb.Error) -> LedgerError:
+    return LedgerError(
+        f"fsck's scratch table could not be written: {exc}",
+        hint="free some space beside the ledger or in the temporary directory (TMPDIR), then run it again",
+    )
 
 
 def _scratch_dir(near: Path | None) -> Path:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lmdb
+import pytest
+
 from helpers.ledgers import example_bundles
 from pithledger.audit import DEPTH, bucket_of
-from pithledger.store import Ledger
+from pithledger.errors import LedgerError
+from pithledger.store import Ledger, scratch
 
 
 def _old_tree_order(subjects: list[str]) -> list[str]:
@@ -34,3 +38,49 @@ def test_the_digest_nodes_are_named_in_the_order_the_old_fsck_named_them(tmp_pat
         buckets = len(set(map(bucket_of, subjects)))
         assert expected[:buckets] != sorted(expected[:buckets])  # the ledger spans years: the two orders differ
         assert ledger.fsck() == expected
+
+
+def test_a_full_disk_beside_the_ledger_is_no_fault_of_the_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old fsck wrote nothing: on a ledger whose disk is full it ran as on any other. The scratch beside
+    such a ledger cannot be made (LMDB writes its first pages as it opens: `lmdb.DiskError: ... No space left
+    on device`, seen on a full tmpfs); fsck makes it in the system's temporary directory instead, not a
+    traceback and exit 1."""
+    real_open = lmdb.open
+
+    def full_beside(path: str, **kw: object) -> lmdb.Environment:
+        if Path(path).parent == tmp_path:
+            raise lmdb.DiskError(f"{path}: No space left on device")
+        return real_open(path, **kw)
+
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(example_bundles())
+        monkeypatch.setattr(scratch.lmdb, "open", full_beside)
+        assert ledger.fsck() == []
+    assert [p.name for p in tmp_path.iterdir()] == ["l"]
+
+
+def test_a_scratch_that_cannot_be_written_is_named_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills while fsck runs: a LedgerError with a hint (the CLI's exit and --json error), not an
+    lmdb.DiskError traceback."""
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(example_bundles())
+        real_put = scratch.Scratch.add
+
+        def full(self: scratch.Scratch, table: bytes, key: bytes, value: bytes) -> bool:
+            monkeypatch.setattr(self, "env", _NoRoom(self.env))
+            return real_put(self, table, key, value)
+
+        monkeypatch.setattr(scratch.Scratch, "add", full)
+        with pytest.raises(LedgerError, match="scratch table could not be written"):
+            ledger.fsck()
+
+
+class _NoRoom:
+    def __init__(self, env: lmdb.Environment) -> None:
+        self._env = env
+
+    def begin(self, **kw: object) -> object:
+        raise lmdb.DiskError("No space left on device")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._env, name)
