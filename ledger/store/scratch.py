@@ -78,9 +78,9 @@ class Scratch:
             self._map_ranges = (self.env.info()["map_size"], _ranges_of(self._data_file))
             self.db = {name: self.env.open_db(name, dupsort=True) for name in names}  # writes: may find no room
         except BaseException:
-            if getattr(self, "env", None) is not None:
+            if hasattr(self, "env"):
                 self.env.close()
-                self.env = None  # type: ignore[assignment]
+                del self.env
             raise
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)

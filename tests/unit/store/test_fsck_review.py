@@ -40,7 +40,9 @@ def test_the_digest_nodes_are_named_in_the_order_the_old_fsck_named_them(tmp_pat
         assert ledger.fsck() == expected
 
 
-def test_a_full_disk_beside_the_ledger_is_no_fault_of_the_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_beside_the_ledger_is_no_fault_of_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The old fsck wrote nothing: on a ledger whose disk is full it ran as on any other. The scratch beside
     such a ledger cannot be made (LMDB writes its first pages as it opens: `lmdb.DiskError: ... No space left
     on device`, seen on a full tmpfs); fsck makes it in the system's temporary directory instead, not a
@@ -59,7 +61,9 @@ def test_a_full_disk_beside_the_ledger_is_no_fault_of_the_ledger(tmp_path: Path,
     assert [p.name for p in tmp_path.iterdir()] == ["l"]
 
 
-def test_a_scratch_that_cannot_be_written_is_named_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_scratch_that_cannot_be_written_is_named_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The disk fills while fsck runs: a LedgerError with a hint (the CLI's exit and --json error), not an
     lmdb.DiskError traceback."""
     with Ledger(tmp_path / "l", create=True) as ledger:
