@@ -22,8 +22,10 @@ from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
 
 #: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
 _COMMIT_EVERY = 1024
-#: Map reserved for the scratch (address space only: the file grows as it fills).
-_SCRATCH_MAP = 1 << 40
+#: Map reserved for the scratch (address space only: the file grows as it fills); where the process may not
+#: reserve that much (ulimit -v), the largest of the smaller ones it may (never grown: a map grown would be
+#: looked up by a path the removed file no longer has).
+_SCRATCH_MAPS = (1 << 40, 1 << 36, 1 << 34, 1 << 32, 1 << 30, 1 << 28)
 
 Pair = tuple[bytes, bytes]
 
@@ -60,15 +62,21 @@ class Scratch:
     def _open(self, near: Path | None, names: list[bytes]) -> None:
         self._dir = _scratch_dir(near)
         try:
-            self.env = lmdb.open(
-                str(self._dir),
-                max_dbs=len(names),
-                map_size=_SCRATCH_MAP,
-                subdir=True,
-                sync=False,  # thrown away after the check: nothing to make durable
-                metasync=False,
-                lock=False,  # this process alone opens it
-            )
+            for map_size in _SCRATCH_MAPS:
+                try:
+                    self.env = lmdb.open(
+                        str(self._dir),
+                        max_dbs=len(names),
+                        map_size=map_size,
+                        subdir=True,
+                        sync=False,  # thrown away after the check: nothing to make durable
+                        metasync=False,
+                        lock=False,  # this process alone opens it
+                    )
+                    break
+                except lmdb.MemoryError:  # no address space for the map (ulimit -v): a smaller one
+                    if map_size == _SCRATCH_MAPS[-1]:
+                        raise
             # what _release_mapped_pages reads of a handle (reading the scratch back maps its file): the map's
             # address ranges are found now, while /proc/self/maps still names the file by its path
             self._data_file = self._dir.resolve() / "data.mdb"
@@ -136,10 +144,11 @@ class Scratch:
 
 
 def _unwritable(exc: lmdb.Error) -> LedgerError:
-    return LedgerError(
-        f"fsck's scratch table could not be written: {exc}",
-        hint="free some space beside the ledger or in the temporary directory (TMPDIR), then run it again",
-    )
+    if isinstance(exc, lmdb.MapFullError):  # the map was made smaller (ulimit -v) than this ledger needs
+        hint = "raise the process's address-space limit (ulimit -v), then run it again"
+    else:
+        hint = "free some space beside the ledger or in the temporary directory (TMPDIR), then run it again"
+    return LedgerError(f"fsck's scratch table could not be written: {exc}", hint=hint)
 
 
 def _scratch_dir(near: Path | None) -> Path:

@@ -4,6 +4,7 @@ as the one that held the whole ledger's expectations in Python sets and dicts (7
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
@@ -88,3 +89,20 @@ class _NoRoom:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._env, name)
+
+
+def test_an_address_space_limit_is_no_fault_of_the_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `ulimit -v 8000000` (8 GB, as on many shared hosts) the old fsck ran; the scratch's 1 TiB map
+    cannot be reserved (lmdb.MemoryError: Cannot allocate memory) and fsck stopped. It takes the largest
+    map it may."""
+    real_open = lmdb.open
+
+    def limited(path: str, **kw: Any) -> lmdb.Environment:
+        if kw.get("map_size", 0) > 1 << 32:
+            raise lmdb.MemoryError(f"{path}: Cannot allocate memory")
+        return real_open(path, **kw)
+
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        ledger.apply_batch(example_bundles())
+        monkeypatch.setattr(scratch.lmdb, "open", limited)
+        assert ledger.fsck() == []
