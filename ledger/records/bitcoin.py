@@ -153,15 +153,29 @@ class TimestampCheck(msgspec.Struct, frozen=True):
     run: AnchorBlock | None = None  # with a run of headers: what it checks, its work against MAINNET.min_work
 
 
-def verify_run(proof: bytes, digest: bytes, run: bytes) -> TimestampCheck:
-    """Check ``proof`` for ``digest`` against a run of headers as an anchor carrying them is checked (spec/events.md
-    §3.1.3, mainnet's rules); the minimum of work is not required here: the caller reports it."""
+def _read_bitcoin(proof: bytes, digest: bytes) -> tuple[_ots.OtsProof, list[tuple[int, bytes]]]:
+    """``proof`` read strictly, refused unless it stamps ``digest`` and holds a Bitcoin attestation; with its
+    distinct (height, message) Bitcoin attestations, lowest height first."""
     read = _ots.parse(proof, strict=True)
     if digest != read.digest:
         raise OtsDigestDiffers(f"the proof stamps the {read.hash_op} digest {read.digest.hex()}, not {digest.hex()}")
-    if not any(c.attestation.kind == "bitcoin" for c in read.commitments):
+    bitcoin = sorted(
+        {
+            (c.attestation.height, c.msg)
+            for c in read.commitments
+            if c.attestation.kind == "bitcoin" and c.attestation.height is not None
+        }
+    )
+    if not bitcoin:
         kinds = sorted({c.attestation.kind for c in read.commitments})
         raise OtsPendingOnly(f"the proof has no Bitcoin attestation (only {', '.join(kinds)})")
+    return read, bitcoin
+
+
+def verify_run(proof: bytes, digest: bytes, run: bytes) -> TimestampCheck:
+    """Check ``proof`` for ``digest`` against a run of headers as an anchor carrying them is checked (spec/events.md
+    §3.1.3, mainnet's rules); the minimum of work is not required here: the caller reports it."""
+    read, _ = _read_bitcoin(proof, digest)
     block = check_run(read, run, MAINNET)
     return TimestampCheck(
         hash_op=read.hash_op,
@@ -176,19 +190,7 @@ def verify(proof: bytes, digest: bytes, headers: list[tuple[int | None, bytes]])
     each; a header without a height may answer for any attestation). Returns the attestations that
     check, lowest height first (at least one); raises :class:`OtsError` for a proof that cannot be read, else
     the :class:`OtsNotVerified` subclass that names the best reason none checks."""
-    read = _ots.parse(proof, strict=True)
-    if digest != read.digest:
-        raise OtsDigestDiffers(f"the proof stamps the {read.hash_op} digest {read.digest.hex()}, not {digest.hex()}")
-    bitcoin = sorted(
-        {
-            (c.attestation.height, c.msg)
-            for c in read.commitments
-            if c.attestation.kind == "bitcoin" and c.attestation.height is not None
-        }
-    )
-    if not bitcoin:
-        kinds = sorted({c.attestation.kind for c in read.commitments})
-        raise OtsPendingOnly(f"the proof has no Bitcoin attestation (only {', '.join(kinds)})")
+    read, bitcoin = _read_bitcoin(proof, digest)
     verified: list[Verified] = []
     failures: list[OtsNotVerified] = []
     for height, msg in bitcoin:
