@@ -81,11 +81,9 @@ def verify(
         raise OtsError(f"{proof} is over {MAX_OTS_FILE} bytes; a proof is a few KiB")
     run = None
     if headers is not None:
-        from pithledger.ingest.inputs import read_bytes
-        from pithledger.records import bitcoin
+        from pithledger.ingest.inputs import read_headers
 
-        text = read_bytes(str(headers), max_bytes=bitcoin.MAX_HEADERS_TEXT).decode("ascii", "replace")
-        run = bitcoin.parse_headers_text(text, str(headers))
+        run = read_headers(str(headers))
     check = verify_timestamp(data, header or [], digest=want, file=file, run=run)
     blocks = [
         {

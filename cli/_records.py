@@ -547,11 +547,10 @@ def _note_unchecked_anchor(ctx: typer.Context, ev: dict[str, Any]) -> None:
 def _headers_run(path: Path) -> bytes:
     """The headers of ``--headers``: hex, one per line (blank lines and white space ignored), concatenated."""
     from pithledger.errors import OtsBadHeader
-    from pithledger.records import bitcoin
+    from pithledger.ingest.inputs import read_headers
 
-    text = read_bytes(str(path), max_bytes=bitcoin.MAX_HEADERS_TEXT).decode("ascii", "replace")
     try:
-        return bitcoin.parse_headers_text(text, str(path))
+        return read_headers(str(path))
     except OtsBadHeader as exc:
         raise SchemaError(
             exc.message,

@@ -38,6 +38,15 @@ def read_bytes(path: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, label: str | N
     return data
 
 
+def read_headers(path: str) -> bytes:
+    """A file of Bitcoin block headers (``--headers FILE``: hex, one per line), read within its bound and
+    concatenated; :class:`~pithledger.errors.OtsBadHeader` names the line that is not a header."""
+    from pithledger.records import bitcoin
+
+    text = read_bytes(path, max_bytes=bitcoin.MAX_HEADERS_TEXT).decode("ascii", "replace")
+    return bitcoin.parse_headers_text(text, path)
+
+
 def located(exc: PithledgerError, where: str) -> PithledgerError:
     """``exc`` with its message starting with ``where`` (the file, or file:line, it is about)."""
     if not exc.message.startswith(where):
