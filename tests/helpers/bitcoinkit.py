@@ -39,11 +39,22 @@ def mine(prev: bytes, root: bytes, time: int, bits: int = REGTEST_BITS) -> bytes
     raise AssertionError("unreachable")
 
 
-def run(root: bytes, count: int, *, bits: int = REGTEST_BITS, prev: bytes = b"\x11" * 32, time: int = T0) -> bytes:
-    """``count`` linked headers, the first with Merkle root ``root``, the others with made-up roots."""
+def run(
+    root: bytes,
+    count: int,
+    *,
+    bits: int = REGTEST_BITS,
+    prev: bytes = b"\x11" * 32,
+    time: int = T0,
+    unlink_at: int = -1,
+) -> bytes:
+    """``count`` linked headers, the first with Merkle root ``root``, the others with made-up roots; ``unlink_at``:
+    that header names another previous block (the run goes on from it). spec/vectors/merge/make_vectors.py mines
+    its vectors' headers with it."""
     out = b""
     for i in range(count):
-        raw = mine(prev, root if i == 0 else hashlib.sha256(b"block %d" % i).digest(), time + 600 * i, bits)
+        link = b"\x22" * 32 if i == unlink_at else prev
+        raw = mine(link, root if i == 0 else hashlib.sha256(b"block %d" % i).digest(), time + 600 * i, bits)
         out += raw
         prev = dsha(raw)
     return out

@@ -12,6 +12,7 @@ import base64
 import copy
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ from pithledger.records.keys import LocalKey
 from pithledger.records.model import record_ids
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent.parent.parent / "tests"))  # the test kits: headers mined at regtest difficulty
+from helpers import bitcoinkit as bk  # noqa: E402
+
 RECORDS = [
     json.loads(line)
     for line in (HERE.parent.parent.parent / "tests" / "vectors" / "pith-records.jsonl").read_text().splitlines()
@@ -126,37 +130,6 @@ BITCOIN_ATTESTATION = (
 FAKE_REC = {**REC_A, "source": {**REC_A["source"], "version": 9999}}
 
 
-REGTEST_BITS = 0x207FFFFF  # Bitcoin Core's regtest: about one hash in two meets its target; work 2 per header
-CHECKED_BITS = 0x2000FFFF  # work 256 per header, over REGTEST's minimum (128): an attested block with it checks
-
-
-def dsha(data: bytes) -> bytes:
-    return hashlib.sha256(hashlib.sha256(data).digest()).digest()
-
-
-def headers_run(root: bytes, count: int, *, unlink_at: int = -1, bits: int = CHECKED_BITS) -> bytes:
-    """``count`` regtest headers mined here (first nonce from 0 that meets the target: deterministic), linked,
-    the first with Merkle root ``root``; ``unlink_at``: that header names another previous block."""
-    target = bitcoin.target_of(bits)
-    out, prev = b"", b"\x11" * 32
-    for i in range(count):
-        root_i = root if i == 0 else hashlib.sha256(b"block %d" % i).digest()
-        link = b"\x22" * 32 if i == unlink_at else prev
-        for nonce in range(1 << 20):
-            raw = (
-                (0x20000000).to_bytes(4, "little")
-                + link
-                + root_i
-                + (1_780_000_000 + 600 * i).to_bytes(4, "little")
-                + bits.to_bytes(4, "little")
-                + nonce.to_bytes(4, "little")
-            )
-            if int.from_bytes(dsha(raw), "little") <= target:
-                break
-        out, prev = out + raw, dsha(raw)
-    return out
-
-
 def anchored(proof: bytes, run: bytes | None, k: LocalKey = ALICE, when: str = t(6)) -> dict[str, Any]:
     payload = {"ots_proof_b64": base64.b64encode(proof).decode()}
     if run is not None:
@@ -177,22 +150,27 @@ def anchor_cases() -> dict[str, dict[str, Any]]:
     repeated += b"\xf0\x01x\x00" + tag + b"\x02\xc8\x01"
     return {
         "anchor-checked-on-regtest": {
-            "events": [rec_a, anchored(proof, headers_run(root, 8)), anchored(proof, None, BOB)],
+            "events": [rec_a, anchored(proof, bk.run(root, 8, bits=bk.CHECKED_BITS)), anchored(proof, None, BOB)],
             "bitcoin_chain": "regtest",
         },
         "anchor-headers-below-the-minimum-work": {
-            "events": [rec_a, anchored(proof, headers_run(root, 64, bits=REGTEST_BITS))],
+            "events": [rec_a, anchored(proof, bk.run(root, 64))],
             "bitcoin_chain": "regtest",
         },
         "anchor-headers-unlinked": {
-            "events": [rec_a, anchored(proof, headers_run(root, 8, unlink_at=3))],
+            "events": [rec_a, anchored(proof, bk.run(root, 8, bits=bk.CHECKED_BITS, unlink_at=3))],
             "bitcoin_chain": "regtest",
         },
         "anchor-headers-of-another-block": {
-            "events": [rec_a, anchored(proof, headers_run(hashlib.sha256(b"another block").digest(), 8))],
+            "events": [
+                rec_a,
+                anchored(proof, bk.run(hashlib.sha256(b"another block").digest(), 8, bits=bk.CHECKED_BITS)),
+            ],
             "bitcoin_chain": "regtest",
         },
-        "anchor-regtest-headers-on-mainnet": {"events": [rec_a, anchored(proof, headers_run(root, 8))]},
+        "anchor-regtest-headers-on-mainnet": {
+            "events": [rec_a, anchored(proof, bk.run(root, 8, bits=bk.CHECKED_BITS))]
+        },
         "anchor-claimed-without-headers": {"events": [rec_a, anchored(proof, None)]},
         "ots-repeated-operation-at-a-fork": {"events": [rec_a, anchored(repeated, None)]},
     }
