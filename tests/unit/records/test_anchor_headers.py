@@ -106,9 +106,7 @@ def test_no_headers_is_claimed() -> None:
         ),
         (
             "unlinked-header",
-            lambda: (lambda r: r[:240] + bk.mine(b"\x22" * 32, r[240 + 36 : 240 + 68], bk.T0) + r[320:])(
-                bk.run(ROOT, 8, bits=bk.CHECKED_BITS)
-            ),
+            lambda: bk.run(ROOT, 8, bits=bk.CHECKED_BITS, unlink_at=3),
             "does not link",
         ),
         (

@@ -39,13 +39,7 @@ def _varbytes(b: bytes) -> bytes:
 
 def _proof(digest: bytes, path: bytes, height: int = HEIGHT) -> bytes:
     """A sha256 proof of ``digest``: the operations ``path``, then one Bitcoin attestation at ``height``."""
-    h = bytearray()
-    while True:
-        h.append((height & 0x7F) | (0x80 if height >> 7 else 0))
-        height >>= 7
-        if not height:
-            break
-    return ots.MAGIC + b"\x01\x08" + digest + path + b"\x00" + BTC + _varbytes(bytes(h))
+    return ots.MAGIC + b"\x01\x08" + digest + path + b"\x00" + BTC + _varbytes(ots._varuint_bytes(height))
 
 
 def _anchor(i: int, proof: bytes, run: bytes) -> dict[str, Any]:
