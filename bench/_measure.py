@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import resource
 import subprocess
@@ -11,6 +12,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process it started, by /proc's children lists (Linux), ``pid`` first."""
+    todo, seen = [pid], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(x) for x in fh.read().split()]
+        except OSError:
+            pass
+    return seen
 
 
 def _sample(pid: int, peaks: dict[str, int], done: threading.Event) -> None:

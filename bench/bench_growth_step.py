@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import shutil
 import subprocess
 import sys
@@ -22,17 +21,7 @@ import time
 from pathlib import Path
 
 import bench_suite as B  # noqa: E402  (bench/ is on sys.path when run as a script)
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                out += [int(x) for x in fh.read().split()]
-    except OSError:
-        pass
-    return out
+from _measure import process_tree  # noqa: E402
 
 
 def measure(cmd: list[str]) -> tuple[float, str, dict[int, dict[str, int]]]:
@@ -40,12 +29,7 @@ def measure(cmd: list[str]) -> tuple[float, str, dict[int, dict[str, int]]]:
     peaks: dict[int, dict[str, int]] = collections.defaultdict(lambda: {"rss": 0, "anon": 0, "file": 0, "hwm": 0})
     t0 = time.perf_counter()
     while proc.poll() is None:
-        todo, seen = [proc.pid], []
-        while todo:
-            pid = todo.pop()
-            seen.append(pid)
-            todo += _children(pid)
-        for pid in seen[1:]:  # [0] is /usr/bin/time
+        for pid in process_tree(proc.pid)[1:]:  # [0] is /usr/bin/time
             try:
                 with open(f"/proc/{pid}/status") as fh:
                     st = dict(line.split(":", 1) for line in fh)

@@ -37,20 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_suite as B  # noqa: E402
+from _measure import process_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TAG = "growth"
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                out += [int(x) for x in fh.read().split()]
-    except OSError:
-        pass
-    return out
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 7200) -> dict[str, Any]:
@@ -64,13 +54,8 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 
 
     def sample() -> None:
         while not done.is_set():
-            todo, seen = [proc.pid], []
-            while todo:
-                pid = todo.pop()
-                seen.append(pid)
-                todo += _children(pid)
             now = [0, 0]
-            for pid in seen:
+            for pid in process_tree(proc.pid):
                 try:
                     with open(f"/proc/{pid}/status") as fh:
                         status = fh.read()
