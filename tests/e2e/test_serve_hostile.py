@@ -162,13 +162,14 @@ def test_the_per_client_cap_refuses_the_excess_only(server: Server) -> None:
 # --- 2. request heads are bounded before they are parsed ----------------------------------------------------
 
 
-def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Server) -> None:
-    before = server.cpu_seconds()
+def _flood_head(server: Server, opening: bytes) -> tuple[int, bytes]:
+    """Send ``opening`` then a header value of up to 64 MiB until the server stops reading; what was sent, and the
+    answer."""
     s = _connect(server.port)
     s.settimeout(3)
     sent = 0
     try:
-        s.sendall(b"GET /digest.json HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        s.sendall(opening)
         chunk = b"a" * 65536
         try:
             while sent < 64 * 1024 * 1024:
@@ -176,9 +177,14 @@ def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Ser
                 sent += len(chunk)
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             pass
-        answer = _read_all(s)
+        return sent, _read_all(s)
     finally:
         s.close()
+
+
+def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Server) -> None:
+    before = server.cpu_seconds()
+    sent, answer = _flood_head(server, b"GET /digest.json HTTP/1.1\r\nHost: x\r\nX-Big: ")
     # The server stopped reading long before 64 MiB (the socket buffers hold a few MiB at most).
     assert sent < 16 * 1024 * 1024, sent
     assert answer.startswith(b"HTTP/1.1 431 ") and b'"request-too-long"' in answer, answer[:200]
@@ -189,21 +195,9 @@ def test_a_huge_header_is_refused_431_after_reading_a_bounded_prefix(server: Ser
 def test_a_huge_head_pipelined_behind_a_request_in_flight_is_bounded_too(server: Server) -> None:
     """A head sent while the previous request is still being answered is counted too: only a POST's
     body may exceed a head's worth of bytes in flight, and only up to an action's body size."""
-    s = _connect(server.port)
-    s.settimeout(3)
-    sent = 0
-    try:
-        s.sendall(b"GET /digest.json HTTP/1.1\r\nHost: x\r\n\r\nGET /digest.json HTTP/1.1\r\nHost: x\r\nX-Big: ")
-        chunk = b"a" * 65536
-        try:
-            while sent < 64 * 1024 * 1024:
-                s.sendall(chunk)
-                sent += len(chunk)
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
-            pass
-        answer = _read_all(s)
-    finally:
-        s.close()
+    sent, answer = _flood_head(
+        server, b"GET /digest.json HTTP/1.1\r\nHost: x\r\n\r\nGET /digest.json HTTP/1.1\r\nHost: x\r\nX-Big: "
+    )
     assert sent < 16 * 1024 * 1024, sent
     # the server stopped reading it: answered 431, or (its first answer still being written) closed
     assert answer == b"" or b"HTTP/1.1 431 " in answer, answer[:300]
