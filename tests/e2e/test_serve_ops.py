@@ -286,6 +286,13 @@ def test_an_access_log_that_cannot_be_opened_is_a_named_error_at_start(ledger: t
 # --- the client address behind a proxy -----------------------------------------------------------------------
 
 
+def _one_post_each(base: Path, tmp: Path, *more: str) -> Server:
+    """A server accepting events where each client address may POST once (no refill in a test's time)."""
+    return Server(
+        base, tmp, "--accept-events", "--post-burst", "1", "--post-rate", "0.001", "--post-total-rate", "1000", *more
+    )
+
+
 def _budget(srv: Server, headers: dict[str, str]) -> int:
     """POST a body the rate limit charges before it is read (and that is then refused 400): 429 once spent."""
     return _post(srv, b"{}", headers)[0]
@@ -293,7 +300,7 @@ def _budget(srv: Server, headers: dict[str, str]) -> int:
 
 def test_forwarded_from_an_untrusted_peer_changes_nothing(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
-    srv = Server(base, tmp, "--accept-events", "--post-burst", "1", "--post-rate", "0.001", "--post-total-rate", "1000")
+    srv = _one_post_each(base, tmp)
     try:
         assert _budget(srv, {"x-forwarded-for": "198.51.100.1"}) == 400
         assert _budget(srv, {"x-forwarded-for": "198.51.100.2"}) == 429  # one budget: the TCP peer's
@@ -306,19 +313,7 @@ def test_forwarded_from_an_untrusted_peer_changes_nothing(ledger: tuple[Path, Pa
 
 def test_forwarded_from_a_trusted_peer_names_the_client(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
-    srv = Server(
-        base,
-        tmp,
-        "--accept-events",
-        "--post-burst",
-        "1",
-        "--post-rate",
-        "0.001",
-        "--post-total-rate",
-        "1000",
-        "--forwarded-allow-ips",
-        "10.0.0.0/8, 127.0.0.1",
-    )
+    srv = _one_post_each(base, tmp, "--forwarded-allow-ips", "10.0.0.0/8, 127.0.0.1")
     try:
         assert _budget(srv, {"x-forwarded-for": "198.51.100.1"}) == 400
         assert _budget(srv, {"x-forwarded-for": "198.51.100.2"}) == 400  # another client: its own budget
@@ -337,19 +332,7 @@ def test_forwarded_from_a_trusted_peer_names_the_client(ledger: tuple[Path, Path
 
 def test_malformed_forwarded_headers_from_a_trusted_peer_fall_back_to_the_peer(ledger: tuple[Path, Path]) -> None:
     tmp, base = ledger
-    srv = Server(
-        base,
-        tmp,
-        "--accept-events",
-        "--post-burst",
-        "1",
-        "--post-rate",
-        "0.001",
-        "--post-total-rate",
-        "1000",
-        "--forwarded-allow-ips",
-        "127.0.0.1",
-    )
+    srv = _one_post_each(base, tmp, "--forwarded-allow-ips", "127.0.0.1")
     try:
         assert _budget(srv, {"x-forwarded-for": "not-an-address"}) == 400  # the peer's budget
         for bad in ["198.51.100.1, junk", "198.51.100.1:99999", "[2001:db8::1", "unknown", "", " , "]:
