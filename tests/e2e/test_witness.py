@@ -31,6 +31,7 @@ from helpers.witness import (  # noqa: F401 (fixtures)
     log_signer,
     post,
     publish_log,
+    rollback_doc,
     witness,
 )
 from pithledger import errors
@@ -126,18 +127,7 @@ def test_sync_from_an_unlogged_source_says_so(tmp_path: Path, cli: Any) -> None:
 
 
 def test_check_evidence_exit_codes(tmp_path: Path, cli: Any, log_signer: NoteSigner) -> None:
-    tree = Tree(entries(11))
-    rollback = w.evidence_doc(
-        origin=LOG,
-        log_key=log_signer.vkey,
-        old=checkpoint(log_signer, 11, tree.root(11)).decode(),
-        new=checkpoint(log_signer, 5, tree.root(5)).decode(),
-        proof=[],
-        prefix=None,
-        observer="t",
-        observed_at="2026-01-01T00:00:00Z",
-        kind="rollback",
-    )
+    rollback = rollback_doc(log_signer)
     (tmp_path / "rollback.json").write_text(json.dumps(rollback))
     r = cli("check-evidence", str(tmp_path / "rollback.json"))
     assert r.code == 1 and "error[fork-not-proven]" in r.err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
 import pytest
@@ -69,6 +70,22 @@ def cosigned(wit: w.Witness, tree: Tree, signer: NoteSigner, size: int) -> bytes
     answer = post(wit, old, tree.proof(old, size) if 0 < old < size else [], note)
     assert answer.status == 200, answer.body
     return note
+
+
+def rollback_doc(signer: NoteSigner) -> dict[str, Any]:
+    """Evidence of a rollback: the log signed size 11, then size 5 (an observation, no proof possible)."""
+    tree = Tree(entries(11))
+    return w.evidence_doc(
+        origin=LOG,
+        log_key=signer.vkey,
+        old=checkpoint(signer, 11, tree.root(11)).decode(),
+        new=checkpoint(signer, 5, tree.root(5)).decode(),
+        proof=[],
+        prefix=None,
+        observer="t",
+        observed_at="2026-01-01T00:00:00Z",
+        kind="rollback",
+    )
 
 
 def publish_log(

@@ -26,6 +26,7 @@ from helpers.witness import (  # noqa: F401 (fixtures)
     log_signer,
     post,
     publish_log,
+    rollback_doc,
     witness,
 )
 from pithledger import errors
@@ -383,18 +384,7 @@ def test_consistent_pair_is_no_evidence(log_signer: NoteSigner) -> None:
 
 
 def test_rollback_is_an_observation_not_a_proof(log_signer: NoteSigner) -> None:
-    tree = Tree(entries(11))
-    doc = w.evidence_doc(
-        origin=LOG,
-        log_key=log_signer.vkey,
-        old=checkpoint(log_signer, 11, tree.root(11)).decode(),
-        new=checkpoint(log_signer, 5, tree.root(5)).decode(),
-        proof=[],
-        prefix=None,
-        observer="t",
-        observed_at="2026-01-01T00:00:00Z",
-        kind="rollback",
-    )
+    doc = rollback_doc(log_signer)
     verdict = w.check_evidence(json.dumps(doc).encode())
     assert verdict.kind == "rollback" and not verdict.proven
 
