@@ -47,6 +47,10 @@ def full() -> None:
     """The whole command line (typer)."""
     from pithledger.errors import PithledgerError
 
+    from ._malloc import one_malloc_arena
+
+    one_malloc_arena()  # before the process pool's threads start (cli/_malloc.py)
+
     from ._base import is_click_error, report_usage_error
     from ._fast import EXIT_PIPE, quiet_closed_pipe
     from ._output import report

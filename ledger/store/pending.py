@@ -101,6 +101,9 @@ class _PendingWork(_Views, _Workers):
         if not states:
             return None
         for results in self._derived_parts(txn, states, committed):
+            # each state stored puts to random leaves of several tables (state, fold, rec, indexes): a
+            # step of 2,048 records would otherwise map hundreds of MiB of the file (spec/storage.md §10)
+            _release_mapped_pages(self)
             for subject, derived, packed in results:
                 if derived is None:  # the fold fell back (spec/merge.md §10): from the record's whole inputs
                     derived, packed = self._derive_whole(txn, subject)

@@ -21,7 +21,7 @@ from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..errors import LedgerError
 from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
-from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
+from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
 from .lookup import _Lookup
 from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
 
@@ -463,7 +463,9 @@ class _Views(_Lookup):
         """Recompute the digest-tree nodes above changed buckets (spec/audit.md)."""
         # in key order: the B-tree's pages then split the same way in every process (a set's order
         # follows the interpreter's string hashing), so equal ledgers are equal files too
-        for bucket in sorted(buckets):
+        for n, bucket in enumerate(sorted(buckets), 1):
+            if n % _RELEASE_EVERY == 0:  # each bucket reads its records' digest leaves
+                _release_mapped_pages(self)
             txn.put(
                 b"/" + bucket.encode(),
                 _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))),
