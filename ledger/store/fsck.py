@@ -22,7 +22,7 @@ from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, TlogNotBuilt
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
-from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .pending import _PendingWork
 from .scratch import Pair as _KV
 from .scratch import Scratch, diff
@@ -34,9 +34,10 @@ from .views import (
     _fold_decoder,
     _fold_entry_decoder,
     _FoldEntry,
+    _inflated_index_keys,
     _Inputs,
+    _outbound_of,
     _pair_decoder,
-    _stored_index_keys,
     _unpack_state,
 )
 
@@ -81,22 +82,38 @@ def _fsck_log_part(
 _StateInputs = tuple[_Inputs, bytes | None]
 
 
-def _fsck_state_part(part: list[_StateInputs]) -> list[tuple[str, bool, bytes, str | None]]:
+#: What fsck's workers find of one stored state (_fsck_state_part).
+_StateFound = tuple[str, bool, bytes, str | None, list[tuple[str, str]] | None, list[tuple[bytes, bytes]] | str]
+
+
+def _fsck_state_part(part: list[_StateInputs]) -> list[_StateFound]:
     """fsck of stored states: whether each equals its derivation from the record's stored inputs
-    (``old_state`` holds the stored state), the digest leaf derived with it, and what is wrong with its
-    fold entry (None: nothing). Pure."""
-    out = []
+    (``old_state`` holds the stored state), the digest leaf derived with it, what is wrong with its fold
+    entry (None: nothing), the standing outbound citations its events make (None: it has no events of its
+    own) and the lookup index entries its stored state implies (or why they cannot be read). Pure.
+
+    The citations and index entries are found here, from the inputs and the state this pass reads and
+    decodes anyway, not by two more passes of the writer's thread over every record's events and every
+    stored state (1 M events: 48 -> 3x s, spec/storage.md §6)."""
+    out: list[_StateFound] = []
     for inputs, entry in part:
         derived = _derive_as(
             inputs._replace(old_state=None), reference=True
         )  # never a fold: fsck must catch a fold's fault
         assert derived is not None  # without a Fold, a full derivation
+        index: list[tuple[bytes, bytes]] | str
         try:
             stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
-        except LedgerError:  # not even zlib: differs
-            stored = None
+        except LedgerError as exc:  # not even zlib: differs
+            stored, index = None, exc.message
         fault = None if entry is None else _fold_fault(inputs, entry, stored)  # no entry: nothing more to pay
-        out.append((inputs.subject, stored == derived.state, derived.pair, fault))
+        if stored is not None:
+            try:
+                index = _inflated_index_keys(inputs.subject, stored)
+            except LedgerError as exc:
+                index = exc.message
+        outbound = _outbound_of(_entry_decoder.decode(raw) for raw in inputs.own) if inputs.own else None
+        out.append((inputs.subject, stored == derived.state, derived.pair, fault, outbound, index))
     return out
 
 
@@ -196,6 +213,15 @@ def _usage_text(u: Usage) -> str:
     return f"{u.entries:,} cop{'y' if u.entries == 1 else 'ies'} ({u.bytes:,} bytes)"
 
 
+class _Citations:
+    """What fsck finds of the citation indexes as it checks the states: the records whose outbound entry
+    differs, and the inbound entries expected that no LMDB table can hold (only faults, never per record)."""
+
+    def __init__(self) -> None:
+        self.faults: list[bytes] = []
+        self.odd: set[_KV] = set()
+
+
 class _Fsck(_PendingWork, _Translog):
     """Checking a ledger against its log, and repairing the evidence accounting."""
 
@@ -250,7 +276,10 @@ class _Fsck(_PendingWork, _Translog):
             # what the whole ledger should hold is kept in a scratch table on disk, never per record in
             # memory: each check then walks it beside the stored table (spec/storage.md §6)
             with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
-                problems += self._fsck_citations(txn, scratch)
+                citations = _Citations()
+                index_unreadable: list[str] = []  # only faults are held in memory
+                index_lacks: set[tuple[bytes, bytes, bytes]] = set()
+                state_faults: list[str] = []
                 # each record's inputs as stored, its stored state as "old": compared with, not replaced
                 subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
                 many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
@@ -260,13 +289,22 @@ class _Fsck(_PendingWork, _Translog):
                 # order the tree's faults were always named in (the scratch gives them in bucket order)
                 order: dict[str, None] = {}
                 for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
-                    for subject, same, pair, fold_fault in found:
+                    _release_mapped_pages(self)  # each record's checks read random pages (outcite, rec, the scratch)
+                    for subject, same, pair, fold_fault, outbound, index in found:
                         if not same:
-                            problems.append(f"state of {subject} differs from its recomputation from the log")
+                            state_faults.append(f"state of {subject} differs from its recomputation from the log")
                         if fold_fault is not None:
-                            problems.append(
+                            state_faults.append(
                                 f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
                             )
+                        if outbound is not None:
+                            self._expect_citations(txn, scratch, subject, outbound, citations)
+                        if isinstance(index, str):
+                            index_unreadable.append(index)
+                        else:
+                            for ikey, db in index:
+                                if not scratch.add(db, ikey, subject.encode()):  # no LMDB table can hold it: lacking
+                                    index_lacks.add((db, ikey, subject.encode()))
                         leaf = _pair_decoder.decode(pair)
                         raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
                         if raw is None or _pair_decoder.decode(raw) != leaf:
@@ -280,10 +318,14 @@ class _Fsck(_PendingWork, _Translog):
                 cursor = txn.cursor(db=self.db[b"subject"])
                 for n, subject_key in enumerate(cursor.iternext_nodup(values=False), 1):
                     if txn.get(subject_key, db=self.db[b"state"]) is None:
-                        problems.append(f"{bytes(subject_key).decode()} has events but no stored state")
+                        subject = bytes(subject_key).decode()
+                        state_faults.append(f"{subject} has events but no stored state")
+                        # not among the states: its citations are recomputed here
+                        self._expect_citations(txn, scratch, subject, self._outbound(txn, subject), citations)
                     if n % _RELEASE_ENTRIES == 0:
                         _release_mapped_pages(self)
-                problems += self._fsck_indexes(txn, scratch)
+                problems += self._fsck_citations(txn, scratch, citations) + state_faults
+                problems += self._fsck_indexes(txn, scratch, index_unreadable, index_lacks)
                 problems += self._fsck_evidence(txn)
                 problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd), order)
         return problems
@@ -321,23 +363,31 @@ class _Fsck(_PendingWork, _Translog):
                 (inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part
             ]
 
-    def _fsck_citations(self, txn: lmdb.Transaction, scratch: Scratch) -> list[str]:
-        """The citation indexes equal a recomputation from every record's own events (the inbound
-        entries expected are gathered in ``scratch``, then walked beside the stored ones)."""
-        problems: list[str] = []
-        odd: set[_KV] = set()  # expected entries no LMDB table can hold: missing, whatever is stored
-        cursor = txn.cursor(db=self.db[b"subject"])
-        for n, key in enumerate(cursor.iternext_nodup(values=False), 1):
-            subject = bytes(key).decode()
-            new = self._outbound(txn, subject)
-            if new != self._stored_outbound(txn, subject):
-                problems.append(f"the outbound citation index of {subject} differs from its recomputation")
-            for cited, eid in new:
-                if not scratch.add(b"inbound", cited.encode(), _event_key(eid)):
-                    odd.add((cited.encode(), _event_key(eid)))
-            if n % _RELEASE_EVERY == 0:  # recomputing reads each record's log entries
-                _release_mapped_pages(self)
-        stale, missing = 0, len(odd)
+    def _expect_citations(
+        self,
+        txn: lmdb.Transaction,
+        scratch: Scratch,
+        subject: str,
+        outbound: list[tuple[str, str]],
+        citations: _Citations,
+    ) -> None:
+        """One record's recomputed outbound citations (a record with events of its own): compared with its
+        stored ``outcite`` entry, and the inbound entries they imply gathered in ``scratch``."""
+        if outbound != self._stored_outbound(txn, subject):
+            citations.faults.append(subject.encode())
+        for cited, eid in outbound:
+            if not scratch.add(b"inbound", cited.encode(), _event_key(eid)):
+                citations.odd.add((cited.encode(), _event_key(eid)))
+
+    def _fsck_citations(self, txn: lmdb.Transaction, scratch: Scratch, citations: _Citations) -> list[str]:
+        """The citation indexes equal a recomputation from every record's own events: the records whose
+        outbound entry differs (in key order), then the inbound entries expected (gathered in ``scratch``)
+        walked beside the stored ones."""
+        problems = [
+            f"the outbound citation index of {key.decode()} differs from its recomputation"
+            for key in sorted(citations.faults)
+        ]
+        stale, missing = 0, len(citations.odd)  # expected entries no LMDB table can hold: missing, whatever is stored
         for lacking, _ in diff(scratch.pairs(b"inbound"), self._pairs(txn, b"inbound")):
             missing += lacking
             stale += not lacking
@@ -347,21 +397,18 @@ class _Fsck(_PendingWork, _Translog):
             )
         return problems
 
-    def _fsck_indexes(self, txn: lmdb.Transaction, scratch: Scratch) -> list[str]:
+    def _fsck_indexes(
+        self,
+        txn: lmdb.Transaction,
+        scratch: Scratch,
+        unreadable: list[str],
+        lacks: set[tuple[bytes, bytes, bytes]],
+    ) -> list[str]:
         """The suffix and alias indexes hold exactly what the stored states imply (the entries expected
-        are gathered in ``scratch``, then walked beside the stored ones)."""
-        lacks: set[tuple[bytes, bytes, bytes]] = set()  # only faults are held in memory
+        were gathered in ``scratch`` as the states were checked, then are walked beside the stored ones;
+        ``unreadable``: the states whose entries cannot be known; ``lacks``: expected entries no table
+        can hold)."""
         stale: list[tuple[bytes, bytes, bytes]] = []
-        unreadable = []
-        for n, (key, stored) in enumerate(txn.cursor(db=self.db[b"state"]).iternext(), 1):
-            try:
-                for ikey, db in _stored_index_keys(bytes(key).decode(), bytes(stored)):
-                    if not scratch.add(db, ikey, bytes(key)):  # no LMDB table can hold it: lacking
-                        lacks.add((db, ikey, bytes(key)))
-            except LedgerError as exc:
-                unreadable.append(exc.message)
-            if n % _RELEASE_ENTRIES == 0:
-                _release_mapped_pages(self)
         for db in (b"alias", b"suffix"):
             for lacking, (k, v) in diff(scratch.pairs(db), self._pairs(txn, db)):
                 if lacking:

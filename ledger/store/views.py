@@ -244,10 +244,24 @@ class _IndexView(msgspec.Struct):
 _index_view_decoder = msgspec.json.Decoder(_IndexView)
 
 
+def _outbound_of(entries: Iterable[LogEntry]) -> list[tuple[str, str]]:
+    """(cited, event_id) of the standing outbound citations among a record's log entries (all of them, in
+    log order), sorted: what ``outcite`` holds. Only citations and revocations can decide which citations
+    stand (a revocation of any other event revokes no citation), so only they are decoded, picked by their
+    stored facts. Pure."""
+    picked = [entry.entry() for entry in entries if "cited" in entry.facts or "revokes" in entry.facts]
+    return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(picked))
+
+
 def _stored_index_keys(subject: str, packed: bytes) -> list[tuple[bytes, bytes]]:
     """:func:`_index_keys` of a stored (compressed) state; raises LedgerError if it is not JSON."""
+    return _inflated_index_keys(subject, _unpack_state(packed))
+
+
+def _inflated_index_keys(subject: str, state: bytes) -> list[tuple[bytes, bytes]]:
+    """:func:`_index_keys` of a stored state's inflated bytes; raises LedgerError if they are not JSON."""
     try:
-        view = _index_view_decoder.decode(_unpack_state(packed))
+        view = _index_view_decoder.decode(state)
     except msgspec.DecodeError:
         raise LedgerError(f"the stored state of {subject} is not readable (damaged ledger)") from None
     current = {"source_aliases": view.current.source_aliases} if view.current is not None else None
@@ -353,12 +367,7 @@ class _Views(_Lookup):
                     got = None
                 if got is not None:
                     return got
-        entries = [
-            entry.entry()
-            for entry in self._log_entries(txn, subject)
-            if "cited" in entry.facts or "revokes" in entry.facts
-        ]
-        return sorted((e.verdict.facts["cited"], e.event_id) for e in outbound_citations(entries))
+        return _outbound_of(self._log_entries(txn, subject))
 
     def _fold_entry(self, txn: lmdb.Transaction, subject: str) -> _FoldEntry | None:
         """The record's stored fold entry; None where there is none or it is unreadable (derive in full)."""
