@@ -44,21 +44,26 @@ from .views import (
 
 def _fsck_log_part(
     items: list[tuple[bytes, bytes]], *, reverify: bool
-) -> list[tuple[bytes, list[str], bytes | None, bytes]]:
+) -> list[tuple[bytes, list[str], bytes | None, bytes | None]]:
     """fsck of log entries (sequence key, stored entry): each one's faults, the event id key the
     ids index must map to it (None for an entry that is not a valid event) and the transparency log
-    entry it implies (spec/storage.md §2.2). Pure: runs on workers.
+    entry it implies (spec/storage.md §2.2; None: the entry is not readable, so neither is known). Pure: runs
+    on workers.
 
     Every check of spec/events.md §2.2 runs again; the Ed25519 check only with ``reverify`` (the
     log holds only events whose signature verified on arrival)."""
-    out: list[tuple[bytes, list[str], bytes | None, bytes]] = []
+    out: list[tuple[bytes, list[str], bytes | None, bytes | None]] = []
     for seq, raw in items:
-        entry = _entry_decoder.decode(raw)
-        event = _json_decoder.decode(entry.event)
-        verdict = check_event(event, signature_known_good=not reverify)
-        # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
-        # that still verifies; for any other, "valid" is what was stored.
-        logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
+        try:
+            entry = _entry_decoder.decode(raw)
+            event = _json_decoder.decode(entry.event)
+            verdict = check_event(event, signature_known_good=not reverify)
+            # The log holds valid events only, so the stored verdict is rebuilt (once) only for one
+            # that still verifies; for any other, "valid" is what was stored.
+            logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
+        except _DAMAGE:  # fsck is run on damaged ledgers: what cannot be read is named, never a traceback
+            out.append((seq, [f"log entry {int.from_bytes(seq, 'big')}: not readable (damaged ledger)"], None, None))
+            continue
         where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
         faults = []
         if int.from_bytes(seq, "big") != entry.seq:
@@ -78,12 +83,20 @@ def _fsck_log_part(
     return out
 
 
-#: A record's stored inputs and its stored ``fold`` entry, as stored (None: it has none).
-_StateInputs = tuple[_Inputs, bytes | None]
+#: A record's stored inputs and its stored ``fold`` entry, as stored (None: it has none), or why its inputs
+#: cannot be read (then the inputs are empty).
+_StateInputs = tuple[_Inputs, bytes | None, str | None]
 
 
-#: What fsck's workers find of one stored state (_fsck_state_part).
-_StateFound = tuple[str, bool, bytes, str | None, list[tuple[str, str]] | None, list[tuple[bytes, bytes]] | str]
+#: What fsck's workers find of one stored state (_fsck_state_part): subject, whether it equals its
+#: recomputation, the digest leaf recomputed, the fold entry's fault, the outbound citations, the index
+#: entries (or why they cannot be read), and why it cannot be recomputed at all (None: it can).
+_StateFound = tuple[
+    str, bool, bytes, str | None, list[tuple[str, str]] | None, list[tuple[bytes, bytes]] | str, str | None
+]
+
+#: What a damaged entry raises as it is decoded or read (a stored value of the wrong shape, a missing key).
+_DAMAGE = (msgspec.DecodeError, LedgerError, KeyError, TypeError, ValueError, AttributeError)
 
 
 def _fsck_state_part(part: list[_StateInputs]) -> list[_StateFound]:
@@ -96,25 +109,47 @@ def _fsck_state_part(part: list[_StateInputs]) -> list[_StateFound]:
     decodes anyway, not by two more passes of the writer's thread over every record's events and every
     stored state (1 M events: 48 -> 3x s, spec/storage.md §6)."""
     out: list[_StateFound] = []
-    for inputs, entry in part:
-        derived = _derive_as(
-            inputs._replace(old_state=None), reference=True
-        )  # never a fold: fsck must catch a fold's fault
-        assert derived is not None  # without a Fold, a full derivation
-        index: list[tuple[bytes, bytes]] | str
-        try:
-            stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
-        except LedgerError as exc:  # not even zlib: differs
-            stored, index = None, exc.message
-        fault = None if entry is None else _fold_fault(inputs, entry, stored)  # no entry: nothing more to pay
-        if stored is not None:
+    for inputs, entry, damage in part:
+        if damage is None:
             try:
-                index = _inflated_index_keys(inputs.subject, stored)
-            except LedgerError as exc:
-                index = exc.message
-        outbound = _outbound_of(_entry_decoder.decode(raw) for raw in inputs.own) if inputs.own else None
-        out.append((inputs.subject, stored == derived.state, derived.pair, fault, outbound, index))
+                out.append(_fsck_state(inputs, entry))
+                continue
+            except _DAMAGE:  # its log entries do not decode (named where the log is checked)
+                damage = "its log entries are not readable (damaged ledger)"
+        # its stored state still says which index entries it implies
+        out.append((inputs.subject, False, b"", None, None, _stored_index(inputs), damage))
     return out
+
+
+def _stored_index(inputs: _Inputs) -> list[tuple[bytes, bytes]] | str:
+    """The lookup index entries a record's stored state implies, or why they cannot be read."""
+    if inputs.old_state is None:
+        return []
+    try:
+        return _inflated_index_keys(inputs.subject, _unpack_state(inputs.old_state))
+    except LedgerError as exc:
+        return exc.message
+
+
+def _fsck_state(inputs: _Inputs, entry: bytes | None) -> _StateFound:
+    """:func:`_fsck_state_part` of one record whose inputs could be read."""
+    derived = _derive_as(
+        inputs._replace(old_state=None), reference=True
+    )  # never a fold: fsck must catch a fold's fault
+    assert derived is not None  # without a Fold, a full derivation
+    index: list[tuple[bytes, bytes]] | str
+    try:
+        stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
+    except LedgerError as exc:  # not even zlib: differs
+        stored, index = None, exc.message
+    fault = None if entry is None else _fold_fault(inputs, entry, stored)  # no entry: nothing more to pay
+    if stored is not None:
+        try:
+            index = _inflated_index_keys(inputs.subject, stored)
+        except LedgerError as exc:
+            index = exc.message
+    outbound = _outbound_of(_entry_decoder.decode(raw) for raw in inputs.own) if inputs.own else None
+    return (inputs.subject, stored == derived.state, derived.pair, fault, outbound, index, None)
 
 
 def _fold_fault(inputs: _Inputs, raw: bytes, stored_state: bytes | None) -> str | None:
@@ -195,6 +230,22 @@ def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
     return at + len(_FINAL_BLOCK) + 4 == len(packed) and b"".join(pieces) == state
 
 
+def _usage_of(raw: bytes) -> Usage:
+    """A stored evidence usage counter; an unreadable one counts nothing (so it differs from what is held)."""
+    try:
+        return _usage_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return Usage()
+
+
+def _stored_pair(raw: bytes) -> Pair | None:
+    """A stored digest leaf or node; None where it does not decode (a damaged one differs)."""
+    try:
+        return _pair_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
 def _copy(raw: bytes | memoryview | None) -> bytes | None:
     return None if raw is None else bytes(raw)  # the worker's input outlives the transaction
 
@@ -255,7 +306,10 @@ class _Fsck(_PendingWork, _Translog):
                     if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
                         _release_mapped_pages(self)
                     problems += faults
-                    if tlog is not None:
+                    if tlog is not None and tlog_entry is None:  # the log cannot say what the tlog should hold
+                        problems += tlog.abandon(int.from_bytes(seq, "big"))
+                        tlog = None
+                    elif tlog is not None:
                         tlog.feed(tlog_entry)
                     if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
                         problems.append(
@@ -288,15 +342,17 @@ class _Fsck(_PendingWork, _Translog):
                 # the buckets in the order their first record comes in the state table (at most 32^DEPTH): the
                 # order the tree's faults were always named in (the scratch gives them in bucket order)
                 order: dict[str, None] = {}
-                for found in self._fanout.map(_fsck_state_part, self._with_fold_entries(txn, subjects), parallel=many):
+                for found in self._fanout.map(_fsck_state_part, self._state_inputs(txn, subjects), parallel=many):
                     _release_mapped_pages(self)  # each record's checks read random pages (outcite, rec, the scratch)
-                    for subject, same, pair, fold_fault, outbound, index in found:
-                        if not same:
-                            state_faults.append(f"state of {subject} differs from its recomputation from the log")
-                        if fold_fault is not None:
-                            state_faults.append(
-                                f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
-                            )
+                    for subject, same, pair, fold_fault, outbound, index, damage in found:
+                        if damage is not None:  # its leaf is unknown: the tree differs
+                            state_faults.append(f"state of {subject} cannot be recomputed: {damage}")
+                            order.setdefault(bucket_of(subject), None)
+                            if txn.get(subject.encode(), db=self.db[b"subject"]) is not None:
+                                try:  # its own events may be readable (an inbound citation was the damage)
+                                    outbound = self._outbound(txn, subject)
+                                except _DAMAGE:
+                                    outbound = None
                         if outbound is not None:
                             self._expect_citations(txn, scratch, subject, outbound, citations)
                         if isinstance(index, str):
@@ -305,9 +361,17 @@ class _Fsck(_PendingWork, _Translog):
                             for ikey, db in index:
                                 if not scratch.add(db, ikey, subject.encode()):  # no LMDB table can hold it: lacking
                                     index_lacks.add((db, ikey, subject.encode()))
+                        if damage is not None:
+                            continue
+                        if not same:
+                            state_faults.append(f"state of {subject} differs from its recomputation from the log")
+                        if fold_fault is not None:
+                            state_faults.append(
+                                f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
+                            )
                         leaf = _pair_decoder.decode(pair)
                         raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
-                        if raw is None or _pair_decoder.decode(raw) != leaf:
+                        if raw is None or _stored_pair(raw) != leaf:
                             leaf_faults.append(f"digest entry of {subject} differs from its recomputation")
                         bucket = bucket_of(subject)
                         order.setdefault(bucket, None)
@@ -321,7 +385,11 @@ class _Fsck(_PendingWork, _Translog):
                         subject = bytes(subject_key).decode()
                         state_faults.append(f"{subject} has events but no stored state")
                         # not among the states: its citations are recomputed here
-                        self._expect_citations(txn, scratch, subject, self._outbound(txn, subject), citations)
+                        try:
+                            outbound = self._outbound(txn, subject)
+                        except _DAMAGE:  # its log entries are damaged (named where the log is checked)
+                            continue
+                        self._expect_citations(txn, scratch, subject, outbound, citations)
                     if n % _RELEASE_ENTRIES == 0:
                         _release_mapped_pages(self)
                 problems += self._fsck_citations(txn, scratch, citations) + state_faults
@@ -355,13 +423,31 @@ class _Fsck(_PendingWork, _Translog):
             yield bucket, records | odd.pop(bucket, {})
         yield from list(odd.items())
 
-    def _with_fold_entries(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
-        """Each record's stored inputs, in parts, with its stored fold entry (bytes, checked on the workers)."""
+    def _state_inputs(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
+        """Each record's stored inputs (:meth:`_gather`, in parts as :meth:`_input_parts` makes them), with
+        its stored fold entry (bytes, checked on the workers), or why they cannot be read: a damaged
+        index naming a log entry the log lacks is a fault of that record, not the end of the check."""
         fold = self.db.get(b"fold")  # optional: a ledger of an older pithledger has none
-        for part in self._input_parts(txn, subjects, self.tuning.derive_part_records, self.tuning.derive_part_entries):
-            yield [
-                (inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold))) for inputs in part
-            ]
+        records, log_entries = self.tuning.derive_part_records, self.tuning.derive_part_entries
+        part: list[_StateInputs] = []
+        entries = read = 0
+        for subject in subjects:
+            try:
+                inputs = self._gather(txn, subject)
+            except LedgerError as exc:
+                state = txn.get(subject.encode(), db=self.db[b"state"])
+                part.append((_Inputs(subject, [], [], _copy(state)), None, exc.message))
+                continue
+            part.append((inputs, None if fold is None else _copy(txn.get(subject.encode(), db=fold)), None))
+            entries += len(inputs.own) + len(inputs.inbound)
+            if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
+                _release_mapped_pages(self)
+                read = entries
+            if len(part) >= records or entries >= log_entries:
+                yield part
+                part, entries, read = [], 0, 0
+        if part:
+            yield part
 
     def _expect_citations(
         self,
@@ -373,11 +459,20 @@ class _Fsck(_PendingWork, _Translog):
     ) -> None:
         """One record's recomputed outbound citations (a record with events of its own): compared with its
         stored ``outcite`` entry, and the inbound entries they imply gathered in ``scratch``."""
-        if outbound != self._stored_outbound(txn, subject):
+        try:
+            stored: list[tuple[str, str]] | None = self._stored_outbound(txn, subject)
+        except _DAMAGE:  # not a list of pairs: differs
+            stored = None
+        if outbound != stored:
             citations.faults.append(subject.encode())
         for cited, eid in outbound:
-            if not scratch.add(b"inbound", cited.encode(), _event_key(eid)):
-                citations.odd.add((cited.encode(), _event_key(eid)))
+            try:
+                key = _event_key(eid)
+            except ValueError:  # a damaged log entry's id is not hex: no stored entry can be it (missing)
+                citations.odd.add((cited.encode(), eid.encode()))
+                continue
+            if not scratch.add(b"inbound", cited.encode(), key):
+                citations.odd.add((cited.encode(), key))
 
     def _fsck_citations(self, txn: lmdb.Transaction, scratch: Scratch, citations: _Citations) -> list[str]:
         """The citation indexes equal a recomputation from every record's own events: the records whose
@@ -425,11 +520,19 @@ class _Fsck(_PendingWork, _Translog):
         for n, (key, raw) in enumerate(txn.cursor(db=self.db[b"evidence"]).iternext(), 1):
             if n % _RELEASE_ENTRIES == 0:
                 _release_mapped_pages(self)
-            held = _evidence_decoder.decode(raw)
             where = f"evidence {bytes(key).hex()}"
+            try:
+                held = _evidence_decoder.decode(raw)
+            except msgspec.DecodeError:
+                problems.append(f"{where}: not readable (damaged ledger)")
+                continue
             if hashlib.sha256(held.event).digest() != bytes(key):
                 problems.append(f"{where}: its bytes do not hash to its key")
-            verdict = verify_event(_json_decoder.decode(held.event))
+            try:
+                verdict = verify_event(_json_decoder.decode(held.event))
+            except msgspec.DecodeError:
+                problems.append(f"{where}: its bytes are not JSON (damaged ledger)")
+                continue
             if _verdict_key(verdict) != _verdict_key(held.verdict):
                 problems.append(
                     f"{where}: stored verdict {held.verdict.status}/{held.verdict.reason} but it verifies as {verdict.status}/{verdict.reason}"
@@ -441,7 +544,10 @@ class _Fsck(_PendingWork, _Translog):
         usage: dict[str, Usage] = {}
         entries = size = 0
         for raw in txn.cursor(db=self.db[b"evidence"]).iternext(keys=False):
-            held = _evidence_decoder.decode(raw)
+            try:
+                held = _evidence_decoder.decode(raw)
+            except msgspec.DecodeError:  # not counted: fsck names it
+                continue
             u = usage.get(held.verdict.subject, Usage())
             usage[held.verdict.subject] = Usage(u.entries + 1, u.bytes + len(held.event))
             entries, size = entries + 1, size + len(held.event)
@@ -451,7 +557,8 @@ class _Fsck(_PendingWork, _Translog):
         """The evidence usage counters (what the caps are checked against) against what is held, each
         miscount named: a counter above the truth fills a cap early, one below lets it overflow."""
         usage, total = self._evidence_held(txn)
-        stored = {bytes(k).decode(): _usage_decoder.decode(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
+        # an unreadable counter counts nothing: named as miscounted (`fsck --repair` rewrites it)
+        stored = {bytes(k).decode(): _usage_of(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
         wrong = sorted(s for s in usage.keys() | stored.keys() if usage.get(s, Usage()) != stored.get(s, Usage()))
         problems = [
             f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
@@ -463,7 +570,7 @@ class _Fsck(_PendingWork, _Translog):
                 f"... and the evidence usage of {len(wrong) - _NAMED_MISCOUNTS:,} more records is miscounted"
             )
         raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
-        counted = _usage_decoder.decode(raw) if raw is not None else Usage()
+        counted = _usage_of(raw) if raw is not None else Usage()
         if counted != total:
             problems.append(f"the total evidence usage counts {_usage_text(counted)} but {_usage_text(total)} are held")
         return problems
@@ -501,11 +608,12 @@ class _Fsck(_PendingWork, _Translog):
         buckets), never every record's. ``order``: the buckets in the order their faults are named."""
         problems: list[str] = []
         computed = {b: bucket_pair(r) for b, r in buckets}
-        level: dict[str, Pair] = {b: computed[b] for b in order}
+        # a bucket whose only records cannot be recomputed (damaged) has no leaves: an empty one, which differs
+        level: dict[str, Pair] = {b: computed[b] if b in computed else bucket_pair({}) for b in order}
         for depth in range(DEPTH, -1, -1):
             for prefix, pair in level.items():
                 raw = txn.get(b"/" + prefix.encode(), db=self.db[b"node"])
-                if raw is None or _pair_decoder.decode(raw) != pair:
+                if raw is None or _stored_pair(raw) != pair:
                     problems.append(f"digest node {prefix or '(root)'} differs from its recomputation")
             if depth == 0:
                 break

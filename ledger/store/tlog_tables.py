@@ -368,6 +368,12 @@ class Checker:
             self._pos += 1
         self._size = n + 1
 
+    def abandon(self, seq: int) -> list[str]:
+        """The faults found before log entry ``seq``, which is not readable: the tlog entry it implies, and
+        every hash above it, cannot be known, so the check ends there (the log's fault is named with it)."""
+        faults = self._faults + ([f"... and {self._more:,} more faults of the transparency log"] if self._more else [])
+        return faults + [f"the transparency log cannot be checked from entry {seq} on: log entry {seq} is not readable"]
+
     def finish(self) -> list[str]:
         """The faults found, once every log entry was fed."""
         if self._stored_size != self._size:
