@@ -22,7 +22,7 @@ from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, TlogNotBuilt
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
-from .env import _RELEASE_ENTRIES, _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
 from .pending import _PendingWork
 from .scratch import Pair as _KV
 from .scratch import Scratch, diff
@@ -343,8 +343,11 @@ class _Fsck(_PendingWork, _Translog):
                 # order the tree's faults were always named in (the scratch gives them in bucket order)
                 order: dict[str, None] = {}
                 for found in self._fanout.map(_fsck_state_part, self._state_inputs(txn, subjects), parallel=many):
-                    _release_mapped_pages(self)  # each record's checks read random pages (outcite, rec, the scratch)
-                    for subject, same, pair, fold_fault, outbound, index, damage in found:
+                    for k, (subject, same, pair, fold_fault, outbound, index, damage) in enumerate(found):
+                        if (
+                            k % _RELEASE_EVERY == 0
+                        ):  # each record's checks read random pages (outcite, rec, the scratch)
+                            _release_mapped_pages(self)
                         if damage is not None:  # its leaf is unknown: the tree differs
                             state_faults.append(f"state of {subject} cannot be recomputed: {damage}")
                             order.setdefault(bucket_of(subject), None)
