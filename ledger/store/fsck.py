@@ -427,30 +427,29 @@ class _Fsck(_PendingWork, _Translog):
         yield from list(odd.items())
 
     def _state_inputs(self, txn: lmdb.Transaction, subjects: Iterator[str]) -> Iterator[list[_StateInputs]]:
-        """Each record's stored inputs (:meth:`_gather`, in parts as :meth:`_input_parts` makes them), with
-        its stored fold entry (bytes, checked on the workers), or why they cannot be read: a damaged
-        index naming a log entry the log lacks is a fault of that record, not the end of the check."""
+        """Each record's stored inputs, in parts (:meth:`_input_parts`), with its stored fold entry (bytes,
+        checked on the workers), or why they cannot be read: a damaged index naming a log entry the log
+        lacks is a fault of that record, not the end of the check (its stored state is still handed over)."""
         fold = self.db.get(b"fold")  # optional: a ledger of an older pithledger has none
-        records, log_entries = self.tuning.derive_part_records, self.tuning.derive_part_entries
-        part: list[_StateInputs] = []
-        entries = read = 0
-        for subject in subjects:
+        damaged: dict[str, str] = {}  # the part's records whose inputs cannot be read (only faults are held)
+
+        def gather(txn: lmdb.Transaction, subject: str) -> _Inputs:
             try:
-                inputs = self._gather(txn, subject)
+                return self._gather(txn, subject)
             except LedgerError as exc:
-                state = txn.get(subject.encode(), db=self.db[b"state"])
-                part.append((_Inputs(subject, [], [], _copy(state)), None, exc.message))
-                continue
-            part.append((inputs, None if fold is None else _copy(txn.get(subject.encode(), db=fold)), None))
-            entries += len(inputs.own) + len(inputs.inbound)
-            if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
-                _release_mapped_pages(self)
-                read = entries
-            if len(part) >= records or entries >= log_entries:
-                yield part
-                part, entries, read = [], 0, 0
-        if part:
-            yield part
+                damaged[subject] = exc.message
+                return _Inputs(subject, [], [], _copy(txn.get(subject.encode(), db=self.db[b"state"])))
+
+        tuning = self.tuning
+        for part in self._input_parts(
+            txn, subjects, tuning.derive_part_records, tuning.derive_part_entries, gather=gather
+        ):
+            yield [
+                (inputs, None, damaged.pop(inputs.subject))
+                if inputs.subject in damaged
+                else (inputs, None if fold is None else _copy(txn.get(inputs.subject.encode(), db=fold)), None)
+                for inputs in part
+            ]
 
     def _expect_citations(
         self,

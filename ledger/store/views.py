@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import lmdb
@@ -323,15 +323,16 @@ class _Views(_Lookup):
         log_entries: int,
         *,
         incremental: bool = False,
+        gather: Callable[[lmdb.Transaction, str], _Inputs] | None = None,
     ) -> Iterator[list[_Inputs]]:
-        """The stored inputs of ``subjects`` (:meth:`_gather`), in parts of ``records`` records or
-        ``log_entries`` log entries (StoreTuning), for :func:`_derive` here or on the worker processes. A step
-        writes no input of another record's derivation and reads each record's old state before
-        writing it, so gathering ahead of storing changes nothing."""
+        """The stored inputs of ``subjects`` (:meth:`_gather`, or ``gather``: fsck's, which names damage), in
+        parts of ``records`` records or ``log_entries`` log entries (StoreTuning), for :func:`_derive` here or
+        on the worker processes. A step writes no input of another record's derivation and reads each
+        record's old state before writing it, so gathering ahead of storing changes nothing."""
         part: list[_Inputs] = []
         entries = read = 0
         for subject in subjects:
-            inputs = self._gather(txn, subject, incremental=incremental)
+            inputs = self._gather(txn, subject, incremental=incremental) if gather is None else gather(txn, subject)
             part.append(inputs)
             entries += len(inputs.own) + len(inputs.inbound)
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
