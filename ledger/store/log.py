@@ -155,7 +155,11 @@ class _Log(_PendingWork, _Translog):
                         citing.add(subject)
                 # in sequence order: appended at the end of the log's B-tree, in one call each
                 txn.cursor(db=self.db[b"log"]).putmulti(log, append=True)
-                txn.cursor(db=self.db[b"subject"]).putmulti(subjects, dupdata=True)
+                cursor = txn.cursor(db=self.db[b"subject"])
+                step = 32 * _RELEASE_EVERY  # the same puts in the same order; a batch's records land on random leaves
+                for at in range(0, len(subjects), step):
+                    cursor.putmulti(subjects[at : at + step], dupdata=True)
+                    _release_mapped_pages(self)
                 tlog.extend(tlog_entries)
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy.hex(), verdict, True)
