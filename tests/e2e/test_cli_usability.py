@@ -118,6 +118,9 @@ def _run_on_a_terminal(args: list[str], tmp_path: Path, interrupt_when: bytes | 
         stderr=slave,
         env=_env(tmp_path),
         cwd=tmp_path,
+        # as a terminal's shell starts a command: a test suite started in the background of a script
+        # (`cmd &`, nohup) passes SIGINT on ignored, which the command line rightly keeps ignored (cli/_signals.py)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(slave)
     screen = b""
