@@ -230,7 +230,7 @@ def _segments_describe(entry: _FoldEntry, packed: bytes, state: bytes) -> bool:
     return at + len(_FINAL_BLOCK) + 4 == len(packed) and b"".join(pieces) == state
 
 
-def _usage_of(raw: bytes) -> Usage:
+def _usage_of(raw: bytes | memoryview) -> Usage:
     """A stored evidence usage counter; an unreadable one counts nothing (so it differs from what is held)."""
     try:
         return _usage_decoder.decode(raw)
@@ -238,7 +238,7 @@ def _usage_of(raw: bytes) -> Usage:
         return Usage()
 
 
-def _stored_pair(raw: bytes) -> Pair | None:
+def _stored_pair(raw: bytes | memoryview) -> Pair | None:
     """A stored digest leaf or node; None where it does not decode (a damaged one differs)."""
     try:
         return _pair_decoder.decode(raw)
@@ -306,11 +306,12 @@ class _Fsck(_PendingWork, _Translog):
                     if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
                         _release_mapped_pages(self)
                     problems += faults
-                    if tlog is not None and tlog_entry is None:  # the log cannot say what the tlog should hold
-                        problems += tlog.abandon(int.from_bytes(seq, "big"))
-                        tlog = None
-                    elif tlog is not None:
-                        tlog.feed(tlog_entry)
+                    if tlog is not None:
+                        if tlog_entry is None:  # the log cannot say what the tlog should hold
+                            problems += tlog.abandon(int.from_bytes(seq, "big"))
+                            tlog = None
+                        else:
+                            tlog.feed(tlog_entry)
                     if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
                         problems.append(
                             f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it"
