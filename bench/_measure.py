@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 import resource
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,20 +13,11 @@ from typing import NamedTuple
 
 GNU_TIME = "/usr/bin/time" if Path("/usr/bin/time").is_file() else None
 
+# the /proc readers the scale tests use too (tests/helpers/procmem.py): one way to read a tree's memory
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers.procmem import process_tree, rss_kib  # noqa: E402
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every process it started, by /proc's children lists (Linux), ``pid`` first."""
-    todo, seen = [pid], []
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo += [int(x) for x in fh.read().split()]
-        except OSError:
-            pass
-    return seen
+__all__ = ["GNU_TIME", "Measured", "measure", "process_tree", "rss_kib"]
 
 
 def _sample(pid: int, peaks: dict[str, int], done: threading.Event) -> None:
@@ -39,12 +30,12 @@ def _sample(pid: int, peaks: dict[str, int], done: threading.Event) -> None:
             if target is None:
                 kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if GNU_TIME else [str(pid)]
                 target = kids[0] if kids else None
-            if target is not None:
-                status = Path(f"/proc/{target}/status").read_text()
-                for k in ("RssAnon", "RssFile"):
-                    m = re.search(k + r":\s+(\d+)", status)
-                    if m:
-                        peaks[k] = max(peaks.get(k, 0), int(m[1]))
+            got = rss_kib(int(target)) if target is not None else None
+            if got is not None:
+                peaks["RssAnon"], peaks["RssFile"] = (
+                    max(peaks.get("RssAnon", 0), got[0]),
+                    max(peaks.get("RssFile", 0), got[1]),
+                )
         except (OSError, IndexError):
             pass
         done.wait(0.02)

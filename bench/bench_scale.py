@@ -24,7 +24,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_suite as B  # noqa: E402
-from _measure import process_tree  # noqa: E402
+from _measure import process_tree, rss_kib  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TAG = "growth"
@@ -56,14 +55,9 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 
         while not done.is_set():
             now = [0, 0]
             for pid in process_tree(proc.pid):
-                try:
-                    with open(f"/proc/{pid}/status") as fh:
-                        status = fh.read()
-                except OSError:
-                    continue
-                got = [re.search(k + r":\s+(\d+)", status) for k in ("RssAnon", "RssFile")]
-                if got[0] and got[1]:
-                    a, f = int(got[0][1]), int(got[1][1])
+                got = rss_kib(pid)
+                if got is not None:
+                    a, f = got
                     p = peaks.setdefault(pid, [0, 0])
                     p[0], p[1] = max(p[0], a), max(p[1], f)
                     now[0], now[1] = now[0] + a, now[1] + f

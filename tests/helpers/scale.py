@@ -4,8 +4,6 @@ whole-ledger command's memory grows with the ledger)."""
 from __future__ import annotations
 
 import copy
-import os
-import re
 import subprocess
 import sys
 import threading
@@ -15,6 +13,7 @@ from typing import Any
 import nacl.signing
 
 from helpers.consensus import BOB, REC, citation
+from helpers.procmem import process_tree, rss_kib
 from pithledger.records import keys
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
@@ -67,17 +66,6 @@ def papers(path: Path, records: int, per_record: int = 20) -> int:
     return n
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                out += [int(x) for x in fh.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 def peak_memory(args: list[str], env: dict[str, str], timeout: float = 300) -> dict[str, Any]:
     """Run ``pithledger ARGS`` and sample every 10 ms the RssAnon and RssFile (KiB, from /proc) of it and
     of every process it starts. Returns {"rc", "out", "err", "main": (anon, file) peaks of the command's
@@ -90,21 +78,11 @@ def peak_memory(args: list[str], env: dict[str, str], timeout: float = 300) -> d
 
     def sample() -> None:
         while not done.is_set():
-            todo, seen = [proc.pid], []
-            while todo:
-                pid = todo.pop()
-                seen.append(pid)
-                todo += _children(pid)
-            for pid in seen:
-                try:
-                    with open(f"/proc/{pid}/status") as fh:
-                        status = fh.read()
-                except OSError:
-                    continue
-                got = [re.search(k + r":\s+(\d+)", status) for k in ("RssAnon", "RssFile")]
-                if got[0] and got[1]:
+            for pid in process_tree(proc.pid):
+                got = rss_kib(pid)
+                if got is not None:
                     p = peaks.setdefault(pid, [0, 0])
-                    p[0], p[1] = max(p[0], int(got[0][1])), max(p[1], int(got[1][1]))
+                    p[0], p[1] = max(p[0], got[0]), max(p[1], got[1])
             done.wait(0.01)
 
     sampler = threading.Thread(target=sample, daemon=True)

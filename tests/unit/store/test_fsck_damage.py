@@ -128,11 +128,17 @@ def _with_evidence(path: Path) -> Ledger:
     return ledger
 
 
+def _unreadable_first(ledger: Ledger, table: bytes) -> bytes:
+    """Overwrite the first value of ``table`` with a byte msgpack never uses; its key."""
+    with ledger.env.begin(write=True) as txn:
+        key, _ = _first(txn, ledger.db[table])
+        txn.put(key, b"\xc1", db=ledger.db[table])
+    return key
+
+
 def test_an_unreadable_evidence_entry_is_named(tmp_path: Path) -> None:
     with _with_evidence(tmp_path) as ledger:
-        with ledger.env.begin(write=True) as txn:
-            key, _ = _first(txn, ledger.db[b"evidence"])
-            txn.put(key, b"\xc1", db=ledger.db[b"evidence"])
+        key = _unreadable_first(ledger, b"evidence")
         problems = ledger.fsck()
     assert f"evidence {key.hex()}: not readable (damaged ledger)" in problems
     assert "the total evidence usage counts" in problems[-1]  # it is no longer counted as held
@@ -140,9 +146,7 @@ def test_an_unreadable_evidence_entry_is_named(tmp_path: Path) -> None:
 
 def test_an_unreadable_evidence_usage_counter_is_named_and_repaired(tmp_path: Path) -> None:
     with _with_evidence(tmp_path) as ledger:
-        with ledger.env.begin(write=True) as txn:
-            key, _ = _first(txn, ledger.db[b"evsize"])
-            txn.put(key, b"\xc1", db=ledger.db[b"evsize"])
+        key = _unreadable_first(ledger, b"evsize")
         problems = ledger.fsck()
         assert any(p.startswith(f"evidence usage of {key.decode()} counts 0 copies") for p in problems), problems
         assert ledger.repair_evidence_usage() != []
