@@ -96,7 +96,10 @@ def test_publish_writes_the_badge(served: tuple[Server, Path, Path]) -> None:
 CHROMIUM = os.environ.get("PITHLEDGER_CHROMIUM", "/usr/bin/chromium")
 
 
-@pytest.mark.skipif(os.environ.get("PITHLEDGER_NO_BROWSER") == "1", reason="PITHLEDGER_NO_BROWSER=1")
+@pytest.mark.skipif(
+    os.environ.get("PITHLEDGER_NO_BROWSER") == "1" and os.environ.get("CI") != "true",
+    reason="PITHLEDGER_NO_BROWSER=1 (ignored under CI=true)",
+)
 @pytest.mark.skipif(
     not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
     reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips",

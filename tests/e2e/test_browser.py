@@ -2,7 +2,7 @@
 the real server on 127.0.0.1 and against a published static tree under file://.
 
 It must run in CI (.ci/run installs chromium, and under CI=true a missing browser fails the test); elsewhere
-it is skipped when /usr/bin/chromium is absent (`apt-get install -y chromium`), or when PITHLEDGER_NO_BROWSER=1.
+it is skipped when /usr/bin/chromium is absent (`apt-get install -y chromium`), or when PITHLEDGER_NO_BROWSER=1 (ignored under CI=true).
 ``PITHLEDGER_SCREENSHOT=docs/record-page.png`` also writes the screenshot there (how docs/ got its copy).
 """
 
@@ -22,7 +22,10 @@ from helpers.site import FZ7, Y7E, Server, example_site, pl
 from pithledger.render.badge import VOCABULARY
 
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("PITHLEDGER_NO_BROWSER") == "1", reason="PITHLEDGER_NO_BROWSER=1"),
+    pytest.mark.skipif(
+        os.environ.get("PITHLEDGER_NO_BROWSER") == "1" and os.environ.get("CI") != "true",
+        reason="PITHLEDGER_NO_BROWSER=1 (ignored under CI=true)",
+    ),
     pytest.mark.skipif(
         not Path(CHROMIUM).exists() and os.environ.get("CI") != "true",
         reason=f"no {CHROMIUM} (apt-get install -y chromium); CI installs it and never skips",
