@@ -308,8 +308,8 @@ def _strict_attestation(r: _Reader) -> tuple[tuple[object, ...], Attestation]:
     key: tuple[object, ...]
     if kind == "pending":
         uri = payload.varbytes(MAX_URI)
-        if bad := sorted(set(uri) - URI_CHARS):
-            raise OtsError(f"pending attestation URI holds the character {bytes([bad[0]])!r}, outside [A-Za-z0-9._/:-]")
+        if (bad := next((b for b in uri if b not in URI_CHARS), None)) is not None:  # the first by position
+            raise OtsError(f"pending attestation URI holds the character {bytes([bad])!r}, outside [A-Za-z0-9._/:-]")
         att, key = Attestation(kind="pending", calendar=uri.decode("ascii")), ("pending", uri)
     elif kind in ("bitcoin", "litecoin") or tag == _ETHEREUM:
         height = payload.varuint()

@@ -124,6 +124,7 @@ def ots_proof(body: bytes) -> str:
     return base64.b64encode(_ots.MAGIC + b"\x01" + b"\x08" + bytes.fromhex(A.canonical_sha256) + body).decode()
 
 
+_ATT_PENDING = bytes.fromhex("83dfe30d2ef90c8e")
 BITCOIN_ATTESTATION = (
     b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x04" + b"\xa0\xf7\x36" + b"\x00"
 )  # height 900000, a spare byte
@@ -173,6 +174,202 @@ def anchor_cases() -> dict[str, dict[str, Any]]:
         },
         "anchor-claimed-without-headers": {"events": [rec_a, anchored(proof, None)]},
         "ots-repeated-operation-at-a-fork": {"events": [rec_a, anchored(repeated, None)]},
+    }
+
+
+WORK_64_BITS = 0x2003FFFF  # regtest-legal, work 2^256 // (target + 1) = 64: above 16, under regtest's minimum 2^7
+WORK_128_BITS = 0x2001FFFF  # work exactly 128 = 2^7: the minimum is "at least"
+ETHEREUM = bytes.fromhex("30fe8087b5c7ead7")  # the reference's Ethereum attestation: a height, reported as unknown
+LITECOIN = bytes.fromhex("06869a0d73d71b45")
+BITCOIN = bytes.fromhex("0588960d73d71901")
+
+
+def attestation(tag: bytes, payload: bytes) -> bytes:
+    return b"\x00" + tag + _ots._varbytes(payload)
+
+
+def spec_gap_cases() -> dict[str, dict[str, Any]]:
+    """What an implementation built from spec/ alone had to guess (issue #41 item 9), each pinned by a vector."""
+    rec_a = created(ALICE)
+    digest = bytes.fromhex(A.canonical_sha256)
+    proof = _ots.build(digest, ["https://a.example"], [900000])  # branch 1: the Bitcoin attestation
+    root = bk.message_of(digest, 1)
+    anchor_payload = lambda body: {"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": ots_proof(body)}}  # noqa: E731
+    height = lambda tag, h: signed_raw(anchor_payload(attestation(tag, _ots._varuint_bytes(h))))  # noqa: E731
+    # append 4 bytes, sha256, then a Litecoin attestation: the message is a 32-byte result, as a Bitcoin one's
+    litecoin_only = _ots.MAGIC + b"\x01\x08" + digest + b"\xf0\x04" + bytes(4) + b"\x08"
+    litecoin_only += attestation(LITECOIN, _ots._varuint_bytes(900000))
+    # a repeated operation at one fork, each branch ending in sha256 (a 32-byte message): the later branch is kept
+    twice = b"\xf0\x01x\x08"
+    repeated = _ots.MAGIC + b"\x01\x08" + digest + b"\xff" + twice + attestation(BITCOIN, _ots._varuint_bytes(100))
+    repeated += twice + attestation(BITCOIN, _ots._varuint_bytes(200))
+    repeated_root = hashlib.sha256(digest + b"x").digest()
+
+    # operations reading 131072 bytes in all (the limit, inclusive): 31 branches of append 4064 to the 32-byte
+    # digest (each reads 32 + 4064), then a branch of append 1 (reads 33) and append 4030 to that 33-byte
+    # message (reads 33 + 4030): 31 * 4096 + 33 + 4063 = 131072; append 4031 reads one byte more
+    def ops_reading(last: int) -> bytes:
+        body = b""
+        for i in range(31):
+            body += b"\xff\xf0" + _ots._varbytes(bytes([i]) * 4064) + attestation(BITCOIN, b"\x01")
+        return (
+            body
+            + b"\xf0"
+            + _ots._varbytes(b"a")
+            + b"\xf0"
+            + _ots._varbytes(b"b" * last)
+            + attestation(BITCOIN, b"\x01")
+        )
+
+    reg = {"pith-v1-2026-05": keys.b64encode(STAND_IN.public_key)}
+    receipt = {
+        "kind": "pith_receipt",
+        "key_id": "pith-v1-2026-05",
+        "algorithm": "ed25519",
+        "signed_at": "2026-05-18T01:47:41.701845Z",
+        "signature_b64": keys.b64encode(STAND_IN.sign(digest)),
+    }
+    created_with = lambda r: signed_raw(  # noqa: E731
+        {
+            "event_type": "record_created",
+            "payload": {"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256, "receipt": r},
+        }
+    )
+    raw = lambda kind, target, payload: signed_raw({"event_type": kind, "target": target, "payload": payload})  # noqa: E731
+    return {
+        # spec/events.md §3.1: an Ethereum attestation's height is bounded as Bitcoin's and Litecoin's are
+        "ethereum-height-2^32": {"events": [rec_a, height(ETHEREUM, 2**32)]},
+        "ethereum-height-2^32-1": {"events": [rec_a, height(ETHEREUM, 2**32 - 1)]},
+        "bitcoin-height-2^32": {"events": [rec_a, height(BITCOIN, 2**32)]},
+        "bitcoin-height-2^32-1": {"events": [rec_a, height(BITCOIN, 2**32 - 1)]},
+        "litecoin-height-2^32": {"events": [rec_a, height(LITECOIN, 2**32)]},
+        # a varuint of 8 bytes (height 0 written non-minimally) is read; of 9 bytes it is bad-proof
+        "ots-varuint-of-8-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(BITCOIN, b"\x80" * 7 + b"\x00")))]
+        },
+        "ots-varuint-of-9-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(BITCOIN, b"\x80" * 8 + b"\x00")))]
+        },
+        "ots-calendar-uri-of-1000-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(_ATT_PENDING, _ots._varbytes(b"a" * 1000))))]
+        },
+        "ots-calendar-uri-of-1001-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(_ATT_PENDING, _ots._varbytes(b"a" * 1001))))]
+        },
+        "ots-attestation-payload-of-8192-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(b"\x01" * 8, bytes(8192))))]
+        },
+        "ots-attestation-payload-of-8193-bytes": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(b"\x01" * 8, bytes(8193))))]
+        },
+        "ots-result-of-4096-bytes": {
+            "events": [
+                rec_a,
+                signed_raw(anchor_payload(b"\xf0" + _ots._varbytes(b"x" * 4064) + attestation(BITCOIN, b"\x01"))),
+            ]
+        },
+        "ots-result-of-4097-bytes": {
+            "events": [
+                rec_a,
+                signed_raw(anchor_payload(b"\xf0" + _ots._varbytes(b"x" * 4065) + attestation(BITCOIN, b"\x01"))),
+            ]
+        },
+        "ots-hexlify-of-2048-bytes": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    anchor_payload(b"\xf0" + _ots._varbytes(b"x" * 2016) + b"\xf3\x08" + attestation(BITCOIN, b"\x01"))
+                ),
+            ]
+        },
+        "ots-hexlify-of-2049-bytes": {
+            "events": [
+                rec_a,
+                signed_raw(
+                    anchor_payload(b"\xf0" + _ots._varbytes(b"x" * 2017) + b"\xf3\x08" + attestation(BITCOIN, b"\x01"))
+                ),
+            ]
+        },
+        "ots-operations-reading-131072-bytes": {"events": [rec_a, signed_raw(anchor_payload(ops_reading(4030)))]},
+        "ots-operations-reading-131073-bytes": {"events": [rec_a, signed_raw(anchor_payload(ops_reading(4031)))]},
+        # spec/events.md §3.1.3: regtest's minimum is 2^7, inclusive (README.md said 16)
+        "regtest-work-between-16-and-127": {
+            "events": [rec_a, anchored(proof, bk.run(root, 2, bits=WORK_64_BITS))],
+            "bitcoin_chain": "regtest",
+        },
+        "regtest-work-exactly-128": {
+            "events": [rec_a, anchored(proof, bk.run(root, 2, bits=WORK_128_BITS))],
+            "bitcoin_chain": "regtest",
+        },
+        # the header's time field is an unsigned 32-bit number: 0xffffffff is 2106, not 1969
+        "anchor-header-time-2^32-1": {
+            "events": [rec_a, anchored(proof, bk.run(root, 1, bits=bk.CHECKED_BITS, time=2**32 - 1))],
+            "bitcoin_chain": "regtest",
+        },
+        # headers match only a Bitcoin attestation the strict reading keeps
+        "anchor-headers-match-only-a-litecoin-attestation": {
+            "events": [rec_a, anchored(litecoin_only, bk.run(bk.message_of(digest, 0), 2, bits=bk.CHECKED_BITS))],
+            "bitcoin_chain": "regtest",
+        },
+        "anchor-headers-at-a-repeated-operation-take-the-kept-height": {
+            "events": [rec_a, anchored(repeated, bk.run(repeated_root, 2, bits=bk.CHECKED_BITS))],
+            "bitcoin_chain": "regtest",
+        },
+        # spec/merge.md §5: anchors whose proofs name no calendar and no Bitcoin block are "anchor pending"
+        "anchor-only-an-empty-calendar-uri": {
+            "events": [rec_a, signed_raw(anchor_payload(attestation(_ATT_PENDING, _ots._varbytes(b""))))]
+        },
+        # spec/events.md §3: the codes of the payload rules without one of their own
+        "junk-severity-capitalised": {
+            "events": [
+                rec_a,
+                raw("integrity_finding", "record", {"finding_type": "x", "severity": "Critical", "description": ""}),
+            ]
+        },
+        "junk-challenged-event-id-upper-case-hex": {
+            "events": [rec_a, raw("challenge", "record", {"challenged_event_id": "sha256:" + "AB" * 32, "reason": ""})]
+        },
+        "junk-revoked-event-id-of-63-hex": {
+            "events": [rec_a, raw("revocation", "event", {"revoked_event_id": "sha256:" + "a" * 63})]
+        },
+        # the JSON types of record_created's payload
+        "junk-record-created-canonical-record-an-array": {
+            "events": [
+                raw("record_created", "record", {"canonical_record": [REC_A], "canonical_sha256": A.canonical_sha256})
+            ]
+        },
+        "junk-record-created-canonical-sha256-upper-case": {
+            "events": [
+                raw(
+                    "record_created",
+                    "record",
+                    {"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256.upper()},
+                )
+            ]
+        },
+        "junk-record-created-receipt-a-string": {
+            "events": [
+                raw(
+                    "record_created",
+                    "record",
+                    {"canonical_record": REC_A, "canonical_sha256": A.canonical_sha256, "receipt": "pith"},
+                )
+            ]
+        },
+        "junk-record-created-receipt-signed-at-a-number": {
+            "events": [created_with({**receipt, "signed_at": 1779068861})],
+            "registry_keys": reg,
+        },
+        # spec/merge.md §4: record_receipts counts a receipt our envelope carries, as Pith's; signed_at is
+        # not signed, so any string passes, and a receipt's further fields are kept
+        "record-created-in-our-envelope-with-a-receipt": {
+            "events": [created_with(receipt)],
+            "registry_keys": reg,
+        },
+        "receipt-signed-at-not-a-time-with-an-extra-field": {
+            "events": [created_with({**receipt, "signed_at": "yesterday", "note": "relayed"})],
+            "registry_keys": reg,
+        },
     }
 
 
@@ -489,6 +686,7 @@ def cases() -> dict[str, dict[str, Any]]:
             },
         }
         | anchor_cases()
+        | spec_gap_cases()
     )
 
 

@@ -179,3 +179,9 @@ def test_the_written_limits_that_stand_refuse_what_the_reference_reads() -> None
     assert reference(wide) is not None and strict(wide) is None  # 10 001 nodes: our written limit stands
     high = _proof(_bitcoin(2**32))
     assert strict(high) is None  # a height over 2^32 - 1: our written limit stands (the reference reads it)
+
+
+def test_a_uri_refusal_names_the_first_bad_character_by_position_not_the_smallest() -> None:
+    # "?" (0x3f) comes first; " " (0x20) is the smaller byte, later in the URI
+    with pytest.raises(OtsError, match=r"holds the character b'\?'"):
+        ots.parse(_proof(_pending(b"https://a.example/?q=a b")), strict=True)

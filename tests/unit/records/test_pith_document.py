@@ -80,6 +80,52 @@ def test_what_the_receipt_does_not_authenticate_changes_nothing_and_what_it_does
     assert (verify_event(no_receipt[0]).status, verify_event(no_receipt[0]).reason) == ("unverified", "no-receipt")
 
 
+SIGNED_AT_TIME = DOC["receipt"]["signed_at"][:19] + "Z"
+SUBMITTED_AT = RECORD["metadata"]["submitted_at"]
+_ABSENT = object()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "signer_key_id", "created_at", "verdict"),
+    [
+        ("key_id", 5, "pith-v1-2026-05", SIGNED_AT_TIME, ("invalid", "bad-payload")),
+        ("key_id", None, "pith-v1-2026-05", SIGNED_AT_TIME, ("invalid", "bad-payload")),
+        ("key_id", _ABSENT, "pith-v1-2026-05", SIGNED_AT_TIME, ("invalid", "bad-payload")),
+        ("key_id", "no-such-key", "no-such-key", SIGNED_AT_TIME, ("invalid", "unknown-registry-key")),
+        ("signed_at", "2026-07-05T12:01:21.123456789Z", "pith-v1-2026-05", "2026-07-05T12:01:21Z", ("valid", "")),
+        ("signed_at", "2026-07-05T12:01:21Z", "pith-v1-2026-05", "2026-07-05T12:01:21Z", ("valid", "")),
+        ("signed_at", "2026-07-05T12:01:21.1234567890Z", "pith-v1-2026-05", SUBMITTED_AT, ("valid", "")),
+        ("signed_at", "2026-07-05T12:01:21.5z", "pith-v1-2026-05", SUBMITTED_AT, ("valid", "")),
+        ("signed_at", "2026-07-05T12:01:21+00:00", "pith-v1-2026-05", SUBMITTED_AT, ("valid", "")),
+        ("signed_at", "2026-06-30T23:59:60.5Z", "pith-v1-2026-05", SUBMITTED_AT, ("valid", "")),
+        ("signed_at", 1783253281, "pith-v1-2026-05", SUBMITTED_AT, ("invalid", "bad-payload")),
+        ("signed_at", _ABSENT, "pith-v1-2026-05", SUBMITTED_AT, ("invalid", "bad-payload")),
+    ],
+)
+def test_a_documents_receipt_key_id_and_signed_at_fall_back_as_spec_bundle_5_writes(
+    field: str, value: Any, signer_key_id: str, created_at: str, verdict: tuple[str, str]
+) -> None:
+    receipt = {k: v for k, v in DOC["receipt"].items() if k != field}
+    if value is not _ABSENT:
+        receipt[field] = value
+    (event,) = read_bundle({**DOC, "receipt": receipt}).events
+    assert (event["signer"]["key_id"], event["created_at"]) == (signer_key_id, created_at)
+    got = verify_event(event)
+    assert (got.status, got.reason) == verdict
+
+
+def test_a_document_receipt_that_is_not_an_object_falls_back_on_both_and_is_unreadable() -> None:
+    (event,) = read_bundle({**DOC, "receipt": "pith"}).events
+    assert (event["signer"]["key_id"], event["created_at"]) == ("pith-v1-2026-05", SUBMITTED_AT)
+    assert (verify_event(event).status, verify_event(event).reason) == ("unverified", "unreadable-receipt")
+
+
+def test_a_document_without_canonical_sha256_carries_the_records_digest() -> None:
+    (event,) = read_bundle({k: v for k, v in DOC.items() if k != "canonical_sha256"}).events
+    assert event["payload"]["canonical_sha256"] == record_ids(RECORD).canonical_sha256
+    assert verify_event(event).event_id == EVENT_ID
+
+
 def test_both_readings_of_apply_give_equal_bundles(tmp_path: Path) -> None:
     """Pass 1 (strict decode, read_bundle) and pass 2 (plain decode, checked_bundle, prepared for the
     writer) agree on documents, as one pretty-printed file, and as lines of a .jsonl beside a bundle."""
