@@ -205,3 +205,38 @@ def test_a_republish_rebuilds_the_shards_of_what_changed_from_the_ledger(
     shutil.rmtree(index)
     fourth = cli("--ledger", str(ledger), "publish", str(tree), "--json").json()
     assert fourth["records_written"] == 0 and fourth["resolve_shards_written"] == first["resolve_shards_written"]
+
+
+def test_a_record_no_longer_present_leaves_the_index_on_the_next_publish(
+    cli: Any,
+    tmp_path: Path,
+    truth: dict[str, Any],  # noqa: F811
+) -> None:
+    ledger, tree = tmp_path / "l", tmp_path / "tree"
+    shutil.copytree(truth["path"], ledger)
+    assert cli("keys", "new", "k").code == 0
+    record = json.loads(next(iter(truth["bundles"].values())))["canonical_record"]
+    record["source"] = {"id": "2605.99424", "kind": "arxiv", "version": 1}  # a paper nobody else holds, self-signed
+    made = cli(
+        "event", "record_created", "--key", "k", "--payload", json.dumps({"canonical_record": record}), "-o", "rc.json"
+    )
+    assert made.code == 0, made.err
+    created = json.loads((tmp_path / "rc.json").read_text())
+    number, event_id = created["pith_number"], created["events"][0]["event_id"]
+    assert cli("--ledger", str(ledger), "apply", str(tmp_path / "rc.json")).code == 0
+    assert cli("--ledger", str(ledger), "publish", str(tree)).code == 0
+    shards = [tree / "pithledger" / "resolve" / "arxiv" / "2605.99.json"]
+    shards.append(tree / "pithledger" / "resolve" / "pith" / f"{ids.suffix_of_pith_number(number)[:2]}.json")
+    assert all(number in s.read_text() for s in shards)
+    r = cli("--ledger", str(tmp_path / "a"), "pull", str(tree), "2605.99424v1", "--json")
+    assert r.code == 0 and r.json()["records_fetched"] == 1, r.out + r.err
+    # its signer revokes the record_created: the record is pending, no longer found by any alias
+    payload = json.dumps({"revoked_event_id": event_id, "reason": "withdrawn"})
+    revoked = cli("event", "revocation", "--subject", number, "--key", "k", "--payload", payload, "-o", "rv.json")
+    assert revoked.code == 0, revoked.err
+    assert cli("--ledger", str(ledger), "apply", str(tmp_path / "rv.json")).code == 0
+    again = cli("--ledger", str(ledger), "publish", str(tree), "--json")
+    assert again.code == 0 and again.json()["records_written"] == 1
+    assert all(not s.exists() or number not in s.read_text() for s in shards)
+    r = cli("--ledger", str(tmp_path / "b"), "pull", str(tree), "2605.99424", "--json")
+    assert r.code == 1 and [d["id"] for d in r.json()["unresolved"]] == ["2605.99424"], r.out + r.err
