@@ -240,3 +240,36 @@ def test_a_record_no_longer_present_leaves_the_index_on_the_next_publish(
     assert all(not s.exists() or number not in s.read_text() for s in shards)
     r = cli("--ledger", str(tmp_path / "b"), "pull", str(tree), "2605.99424", "--json")
     assert r.code == 1 and [d["id"] for d in r.json()["unresolved"]] == ["2605.99424"], r.out + r.err
+
+
+def test_a_static_host_that_never_answers_for_the_index_is_cut_off_and_named(
+    cli: Any,
+    tmp_path: Path,
+    truth: dict[str, Any],  # noqa: F811
+    records: dict[str, tuple[str, int]],
+) -> None:
+    tree = tmp_path / "tree"
+    publish(cli, truth, tree)
+    release = threading.Event()
+
+    class Silent(_Quiet):
+        def do_GET(self) -> None:
+            if self.path.startswith("/pithledger/resolve/"):
+                release.wait(30)  # answers nothing while pull waits: its --timeout must end the request
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Silent, directory=str(tree)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        number = sorted(records)[0]
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        r = cli("--ledger", str(tmp_path / "l"), "pull", url, records[number][0], number, "--timeout", "1", "--json")
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    assert r.code == 1, r.err
+    report = r.json()
+    assert [(d["id"], d["reason"]) for d in report["skipped"]] == [(records[number][0], "bad-source")]
+    assert "within 1 s" in report["skipped"][0]["message"] and report["records_fetched"] == 1
