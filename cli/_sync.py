@@ -279,10 +279,11 @@ def pull(
 
     Each record's bundle is fetched by bundle_pattern, then well_known_pattern, then from the manifest's
     other mirrors; IDs that are not Pith Numbers and that this ledger does not resolve are resolved by the
-    mirror's resolver, and the bundle must then be the record the ID names. With no IDs, every record the
+    mirror's resolver, or a published tree's resolve index (any static host), and the bundle must then be the
+    record the ID names. With no IDs, every record the
     ledger holds is refreshed. Re-runs fetch only what changed: records whose leaf in a pithledger source's digests
     differs from ours, else by ETag / body hash. Every record not pulled
-    is named: not published, unresolved, skipped or lying. Exit 1 if any was skipped or lying, or if any event was invalid.
+    is named: not published, unresolved, skipped or lying. Exit 1 if any was unresolved, skipped or lying, or if any event was invalid.
     """
     from pithledger.mirror.checkpoints import check_vkeys
 
@@ -386,7 +387,8 @@ def _pull_once(
 
 
 def _pull_failed(counts: dict[str, Any]) -> bool:
-    return bool(counts["invalid"] or counts["skipped"] or counts["lying"] or counts["stopped"])
+    # An ID asked for and not pulled is a failure (unresolved, skipped, lying); not published is the source's fact.
+    return bool(counts["invalid"] or counts["unresolved"] or counts["skipped"] or counts["lying"] or counts["stopped"])
 
 
 def _pull_report(ctx: typer.Context, counts: dict[str, Any], json_out: bool, *, summary_only: bool = False) -> str:

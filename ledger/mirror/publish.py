@@ -22,6 +22,7 @@ from pithledger.audit import DEPTH, DIGEST_VERSION, LISTED_IDS, Pair, Source, Wa
 from pithledger.errors import DerivationPending, PithledgerError, SourceError, SourceTimeout
 from pithledger.files import read_regular, write_if_changed, write_linked
 from pithledger.merge import MERGE_VERSION
+from pithledger.mirror import resolveindex
 from pithledger.mirror.published import (
     DEFAULT_CACHE_BYTES,
     DIGEST_FILE,
@@ -174,6 +175,8 @@ def publish(
     replaced: list[str] = []
     site = _Pages(ledger, base_url)
     stack: list[tuple[str, Pair]] = [("", ledger.root())]
+    changed: list[str] = []  # the records written, and the arXiv ids they carry: their resolve shards are rebuilt
+    changed_arxiv: set[str] = set()
     while stack:
         prefix, pair = stack.pop()
         theirs = _old_pair(old, prefix)
@@ -207,9 +210,16 @@ def publish(
             for number, rec in records.items():
                 if old_records.get(number) == rec:
                     continue
-                _publish_record(ledger, directory, number, site)
+                changed_arxiv |= _publish_record(ledger, directory, number, site)
+                changed.append(number)
                 counts["records_written"] += 1
         counts["nodes_written"] += write_if_changed(directory, _node_file(prefix, pair), canonical_bytes(node) + b"\n")
+    # The static resolve index (spec/serve.md §7.1), before the manifest that names it: the shards of what
+    # changed, or all of them on a tree without a whole index of this version.
+    counts["resolve_shards_written"], counts["resolve_shards_removed"] = resolveindex.update(
+        ledger, directory, changed, changed_arxiv, full=not resolveindex.is_complete(directory)
+    )
+    del changed, changed_arxiv
     manifest: dict[str, Any] = {
         "manifest_type": "pith_mirror_manifest",
         "manifest_version": "1.0",
@@ -222,6 +232,7 @@ def publish(
                 "bundle_pattern": f"{base_url}/pith/{{suffix}}/bundle.json",
                 "state_pattern": f"{base_url}/pith/{{suffix}}/state.json",
                 "well_known_pattern": f"{base_url}/.well-known/pith/{{suffix}}/bundle.json",
+                "resolve_pattern": base_url + resolveindex.PATTERN,
                 "public_key": public_key_doc(key.name, key.public_key) if key else None,
                 "status": "mirror",
             }
@@ -357,10 +368,12 @@ def signing_key_doc() -> dict[str, Any]:
     return {"key_type": "pith_signing_keys", "keys": out}
 
 
-def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages | None = None) -> None:
+def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages | None = None) -> set[str]:
     """A subject's bundle and state under its own path; a PRESENT record also under Pith's
     ``pith/<suffix>/`` paths, which only it can claim (no two records share a 26-character suffix),
-    with its page ``pith/<suffix>/index.html`` (spec/serve.md §5)."""
+    with its page ``pith/<suffix>/index.html`` (spec/serve.md §5). Returns the arXiv ids it carries (its
+    canonical record's; for a record not present, any its events name: it may have been present before),
+    whose resolve shards the publish rebuilds."""
     suffix = number.rsplit(":", 1)[-1]
     values = ledger.export_parts(number)
     index = part_index_doc(number, values, ledger.record_events(number)) if len(values) > 1 else None
@@ -414,7 +427,7 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
                 by_bytes.setdefault(data, []).append(rel)
             for data, rels in by_bytes.items():
                 write_linked(directory, rels, data)
-        return
+        return {str(value["current"]["canonical_record"]["source"]["id"])}
     if _owner(directory / pith_state[0]) == number:
         _unlink(directory / f"pith/{suffix}/index.html")
         _unlink(directory / export)
@@ -424,6 +437,20 @@ def _publish_record(ledger: Ledger, directory: Path, number: str, site: _Pages |
     ):  # a record revoked away gives up Pith's paths; a pending subject never takes them
         if _owner(directory / rel) == number:
             _unlink(directory / rel)
+    return {a for part in parts for a in _claimed_arxiv_ids(part)}
+
+
+def _claimed_arxiv_ids(part: bytes) -> set[str]:
+    """The arXiv ids the canonical records of a bundle's events name (any of them: an extra shard rebuilt
+    from the ledger costs a file, a missed one would keep a stale answer)."""
+    found: set[str] = set()
+    for event in msgspec.json.decode(part).get("events", []):
+        payload = event.get("payload") if isinstance(event, dict) else None
+        record = payload.get("canonical_record") if isinstance(payload, dict) else None
+        source = record.get("source") if isinstance(record, dict) else None
+        if isinstance(source, dict) and isinstance(source.get("id"), str):
+            found.add(source["id"])
+    return found
 
 
 def _owner(path: Path) -> Any:

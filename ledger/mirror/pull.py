@@ -35,6 +35,7 @@ from pithledger.errors import (
     SourceTimeout,
     UnsafePath,
 )
+from pithledger.mirror import resolveindex
 from pithledger.mirror.http11 import Client, Response
 from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.mirror.transport import (
@@ -90,9 +91,10 @@ class Pattern(NamedTuple):
 
     template: str
     root: str | None = None
+    slot: str = "{suffix}"
 
     def where(self, suffix: str) -> str:
-        filled = self.template.replace("{suffix}", suffix)
+        filled = self.template.replace(self.slot, suffix)
         return filled if self.root is None else f"{self.root}/{filled}"
 
 
@@ -100,6 +102,7 @@ class Mirror(NamedTuple):
     name: str
     patterns: tuple[Pattern, ...]  # bundle_pattern, then well_known_pattern when it differs
     resolver: str | None  # <base_url>/api/pith-number/resolve, for an http(s) base_url
+    resolve_index: Pattern | None = None  # resolve_pattern: a published tree's static resolve index (slot {shard})
 
 
 class Manifest(NamedTuple):
@@ -114,38 +117,35 @@ def _string(value: Any, where: str, *, limit: int = MAX_PATTERN) -> str:
     return value
 
 
-def _pattern(value: Any, where: str, location: str, local_root: str | None) -> Pattern | str:
+def _pattern(value: Any, where: str, location: str, local_root: str | None, slot: str = "{suffix}") -> Pattern | str:
     """A usable pattern, or why this version cannot use it (a scheme other than http(s))."""
     text = _string(value, where)
-    if (
-        text.count("{suffix}") != 1
-        or text.replace("{suffix}", "").count("{")
-        or text.replace("{suffix}", "").count("}")
-    ):
-        raise BadManifest(f"{where} {text[:200]!r} must hold {{suffix}} exactly once (and no other braces)")
-    sample = text.replace("{suffix}", "A" * ids.SUFFIX_LEN)
+    if text.count(slot) != 1 or text.replace(slot, "").count("{") or text.replace(slot, "").count("}"):
+        raise BadManifest(f"{where} {text[:200]!r} must hold {slot} exactly once (and no other braces)")
+    filler = "A" * ids.SUFFIX_LEN if slot == "{suffix}" else "pith/AA"
+    sample = text.replace(slot, filler)
     scheme = urllib.parse.urlsplit(sample).scheme.lower() if ":" in sample.split("/", 1)[0] else ""
     if scheme in ("http", "https"):
         try:
             check_url(sample)
         except SourceError as exc:
             raise BadManifest(f"{where}: {exc.message}") from None
-        return Pattern(text)
+        return Pattern(text, None, slot)
     if scheme:
         return f"{where}: {scheme}: is not a scheme pithledger reads"
     if local_root is not None:  # a local manifest: a path inside its directory ("/" is that directory's root)
         rel = text.lstrip("/") if text.startswith("/") and not text.startswith("//") else text
         try:
-            check_relative(rel.replace("{suffix}", "A" * ids.SUFFIX_LEN), where)
+            check_relative(rel.replace(slot, filler), where)
         except UnsafePath as exc:
             raise BadManifest(exc.message) from None
-        return Pattern(rel, local_root)
+        return Pattern(rel, local_root, slot)
     joined = urllib.parse.urljoin(location, text)  # relative to the manifest's URL, like a link in a page
     try:
-        check_url(joined.replace("{suffix}", "A" * ids.SUFFIX_LEN))
+        check_url(joined.replace(slot, filler))
     except SourceError as exc:
         raise BadManifest(f"{where}: {exc.message}") from None
-    return Pattern(joined)
+    return Pattern(joined, None, slot)
 
 
 def parse_manifest(data: bytes, location: str, *, local_root: str | None = None) -> Manifest:
@@ -188,6 +188,13 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
                 ignored.append(got)
             elif got not in found:
                 found.append(got)
+        index = None
+        if "resolve_pattern" in entry:  # a pithledger tree's static resolve index (spec/pull.md §2.1)
+            got_index = _pattern(entry["resolve_pattern"], f"{where}: resolve_pattern", location, local_root, "{shard}")
+            if isinstance(got_index, str):
+                ignored.append(got_index)
+            else:
+                index = got_index
         resolver = None
         base = entry.get("base_url")
         if isinstance(base, str) and base.startswith(("http://", "https://")) and len(base) <= MAX_PATTERN:
@@ -199,7 +206,7 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
                 raise BadManifest(f"{where}: base_url {base[:200]!r} has a query")
             resolver = base.rstrip("/") + RESOLVER_PATH
         if found:
-            usable.append((entry.get("status") == "primary", Mirror(name, tuple(found), resolver)))
+            usable.append((entry.get("status") == "primary", Mirror(name, tuple(found), resolver, index)))
     if not usable:
         raise BadManifest(
             f"{location} names no mirror this version can read" + (f" ({'; '.join(ignored)})" if ignored else "")
@@ -489,7 +496,9 @@ class _Worker:
         limit: RateLimit,
         claimed: set[str],
         lock: threading.Lock,
+        shards: ShardCache | None = None,
     ) -> None:
+        self.shards = shards if shards is not None else ShardCache()
         self.manifest = manifest
         self.cache = cache
         self.timeout = timeout
@@ -623,7 +632,17 @@ class _Worker:
         assert target.query is not None
         failure: tuple[str, PithledgerError] | None = None
         asked = False
+        why_not: str | None = None
         for mirror in self.manifest.mirrors:
+            if mirror.resolve_index is not None and (shard := resolveindex.shard_of(target.query)) is not None:
+                asked = True
+                got = self._from_index(target, mirror.resolve_index, shard)
+                if isinstance(got, (str, Outcome)):
+                    return got
+                if isinstance(got, _NotListed):
+                    why_not = why_not or got.message
+                else:
+                    failure = failure or got
             if mirror.resolver is None:
                 continue
             asked = True
@@ -657,8 +676,91 @@ class _Worker:
             return number
         if failure is not None:
             return Outcome(target, "skipped", None, failure[1].code, failure[1].message, failure[0])
-        message = "no mirror resolved it" if asked else "no mirror of the manifest has a resolver (base_url)"
+        message = (
+            (why_not or "no mirror resolved it")
+            if asked
+            else "no mirror of the manifest has a resolver (base_url) or a resolve index (resolve_pattern)"
+        )
         return Outcome(target, "unresolved", None, "unresolved", message)
+
+    def _from_index(
+        self, target: Target, pattern: Pattern, shard: str
+    ) -> str | Outcome | _NotListed | tuple[str, PithledgerError]:
+        """What a published tree's static resolve index gives for the target (spec/pull.md §2.1): its long
+        Pith Number; an outcome ending the record (a shard that is not one); why it is not listed (not in
+        its shard, no such shard, ambiguous): the next mirror is asked; or the failure (url, error) of
+        reading the shard. A shard read (or found absent) is kept for the run's other IDs."""
+        assert target.query is not None
+        url = pattern.where(shard)
+        entries = self.shards.get(url)
+        if entries is None:
+            absent = resolveindex.empty_shard(shard)  # no shard: nothing of it is listed
+            try:
+                if pattern.root is None:
+                    resp = self._get(url, resolveindex.MAX_SHARD)
+                    if resp.status in (404, 410):
+                        self.shards.put(url, absent, 0)
+                        return _NotListed(f"not in the mirror's resolve index (no shard {url})")
+                    if resp.status != 200:
+                        raise SourceError(f"{url}: HTTP {resp.status}")
+                    body = resp.body
+                else:
+                    body = read_file(
+                        pattern.root,
+                        pattern.template.replace(pattern.slot, shard),
+                        max_bytes=resolveindex.MAX_SHARD,
+                        deadline=self.deadline,
+                    )
+            except SourceFileMissing:
+                self.shards.put(url, absent, 0)
+                return _NotListed(f"not in the mirror's resolve index (no shard {url})")
+            except PithledgerError as exc:
+                self._failed(exc)
+                return url, exc
+            try:
+                entries = resolveindex.read_shard(
+                    strict_decode(body, max_bytes=resolveindex.MAX_SHARD, what=url), shard
+                )
+            except PithledgerError as exc:
+                return Outcome(
+                    target, "unresolved", None, exc.code, f"the resolve index is not JSON: {exc.message}", url
+                )
+            except resolveindex.BadShard as exc:
+                return Outcome(target, "unresolved", None, "unresolved", f"the resolve index is unusable: {exc}", url)
+            self.shards.put(url, entries, len(body))
+        number, why = resolveindex.lookup(target.query, entries)  # a short form: only a listed record it starts
+        return _NotListed(f"{why} ({url})") if number is None else number
+
+
+class _NotListed(NamedTuple):
+    message: str
+
+
+class ShardCache:
+    """Resolve-index shards read in this run (decoded and checked), shared by the workers: one shard
+    answers up to a thousand IDs. Bounded by the bytes of the bodies held; the oldest go first."""
+
+    LIMIT = 8 * 1024 * 1024
+    MAX_HELD = 4096  # absent shards cost no bytes: bounded in number too
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[Any, int]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, url: str) -> Any:
+        with self._lock:
+            got = self._held.get(url)
+            return None if got is None else got[0]
+
+    def put(self, url: str, entries: Any, nbytes: int) -> None:
+        with self._lock:
+            if url in self._held:
+                return
+            while self._held and (self._bytes + nbytes > self.LIMIT or len(self._held) >= self.MAX_HELD):
+                self._bytes -= self._held.pop(next(iter(self._held)))[1]
+            self._held[url] = (entries, nbytes)
+            self._bytes += nbytes
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -838,10 +940,20 @@ def pull(
     feed_lock = threading.Lock()
     claimed: set[str] = set()
     claim_lock = threading.Lock()
+    shards = ShardCache()
     workers: list[_Worker] = []
 
     def work() -> None:
-        worker = _Worker(manifest, cache, timeout=timeout, deadline=run, limit=limit, claimed=claimed, lock=claim_lock)
+        worker = _Worker(
+            manifest,
+            cache,
+            timeout=timeout,
+            deadline=run,
+            limit=limit,
+            claimed=claimed,
+            lock=claim_lock,
+            shards=shards,
+        )
         workers.append(worker)
         try:
             while not stop.is_set():

@@ -193,6 +193,51 @@ class _Lookup(_Environment):
             _CANDIDATES[(subject, sha)] = found
         return found
 
+    def suffix_candidates(self, prefix: str) -> list[tuple[str, bool]]:
+        """(pith_number, carries a verifying Pith receipt) of each present record whose suffix starts with
+        ``prefix``, sorted: what resolving a short form chooses from (``publish``'s resolve index,
+        spec/serve.md §7.1)."""
+        self._pending_dbs()
+        with self._begin() as txn:
+            return [
+                (c.pith_number, c.registry)
+                for p in self._by_suffix(txn, prefix)
+                if (c := self._candidate(txn, p)) is not None
+            ]
+
+    def arxiv_ids(self, prefix: str = "") -> list[str]:
+        """The (lower-case) arXiv ids of present records starting with ``prefix``, sorted, each once."""
+        found: list[str] = []
+        start = f"arxiv:{prefix}".encode()
+        with self._begin() as txn:
+            cursor = txn.cursor(db=self.db[b"alias"])
+            if cursor.set_range(start):
+                for key in cursor.iternext_nodup(keys=True, values=False):
+                    if not bytes(key).startswith(start):
+                        break
+                    found.append(bytes(key)[len(b"arxiv:") :].decode())
+        return found
+
+    def arxiv_resolutions(self, arxiv_id: str) -> dict[str, str | None]:
+        """What :meth:`resolve` answers for an arXiv id (lower case, as the alias index holds it) and each
+        of its versions held: ``""`` for the id without a version (and its DOI, which names the same
+        records), ``"N"`` for ``vN``; None where the answer is ``ambiguous-id``. Empty when no present
+        record has that id. The same choice as :meth:`resolve`, so a static index answers as ``serve``."""
+        self._pending_dbs()
+        with self._begin() as txn:
+            cands = self._candidates(txn, f"arxiv:{arxiv_id}")
+        out: dict[str, str | None] = {}
+        if not cands:
+            return out
+        groups: list[tuple[str, list[_Candidate], bool]] = [("", cands, True)]
+        groups += [(str(v), [c for c in cands if c.version == v], False) for v in sorted({c.version for c in cands})]
+        for key, group, by_version in groups:
+            try:
+                out[key] = _choose(arxiv_id, group, by_version=by_version)
+            except AmbiguousId:
+                out[key] = None
+        return out
+
     def stored_state_sha256(self, subject: str) -> bytes | None:
         """The ``state_sha256`` of the record's stored state (it covers the whole document) as its digest
         leaf holds it, read without the state: what a reader may cache what it made of the state under.

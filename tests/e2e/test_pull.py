@@ -171,6 +171,16 @@ def test_the_command_names_a_lie_and_exits_1(cli: Any, tmp_path: Path, truth: di
     assert "1 lying" in r.out and "Traceback" not in r.err
 
 
+def test_an_unresolved_id_is_named_and_exits_1(cli: Any, tmp_path: Path, truth: dict[str, Any]) -> None:
+    number = sorted(truth["arxiv"])[0]
+    with PithSite(truth["bundles"]) as site:  # its resolver answers 404 for a paper it does not hold
+        r = cli("--ledger", str(tmp_path / "l"), "pull", site.base_url, "2101.99999", number, "--rate", "0")
+    assert r.code == 1, r.out + r.err  # an ID asked for and not pulled (spec/pull.md §5); it was 0
+    assert "unresolved     2101.99999: no mirror resolved it" in r.out and "1 unresolved" in r.out
+    with Ledger(tmp_path / "l", readonly=True) as ledger:
+        same_as_truth(ledger, truth, {number})
+
+
 def test_the_run_deadline_stops_the_run_and_keeps_what_was_applied(tmp_path: Path, truth: dict[str, Any]) -> None:
     numbers = sorted(truth["arxiv"])
     faults = {ids.suffix_of_pith_number(n): "hang" for n in numbers[10:]}

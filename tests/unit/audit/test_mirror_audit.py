@@ -104,7 +104,13 @@ def test_republish_is_incremental_and_keeps_no_stale_nodes(tmp_path: Path) -> No
     late = [e for e in events if e["event_type"] in ("storage_attestation", "replication_record")]
     with ledger_with(tmp_path / "a", [e for e in events if e not in late]) as a:
         first = publish(a, tmp_path / "pub")
-        assert publish(a, tmp_path / "pub") == {"records_written": 0, "nodes_written": 0, "nodes_removed": 0}
+        assert publish(a, tmp_path / "pub") == {
+            "records_written": 0,
+            "nodes_written": 0,
+            "nodes_removed": 0,
+            "resolve_shards_written": 0,  # nothing changed: no shard of the resolve index is rebuilt
+            "resolve_shards_removed": 0,
+        }
         a.apply_batch(bundles_of(late))
         second = publish(a, tmp_path / "pub")
         assert 0 < second["records_written"] < first["records_written"]

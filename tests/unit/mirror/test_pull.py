@@ -15,6 +15,7 @@ import pytest
 from helpers.common import VECTORS
 from helpers.pull import BUNDLES, same_as_truth, truth  # noqa: F401 (fixtures)
 from pithledger.errors import BadManifest, MalformedId
+from pithledger.mirror import resolveindex
 from pithledger.mirror.publish import publish
 from pithledger.mirror.pull import RateLimit, parse_manifest, pull, target_of_line, targets_of_args
 from pithledger.records import ids
@@ -141,3 +142,63 @@ def test_the_rate_limit_spaces_requests_across_threads_on_a_fake_clock() -> None
     for _ in range(1000):
         free.acquire()
     assert len(waits) == before and free.granted == 1000
+
+
+# --- a published tree's static resolve index (spec/pull.md §2.1, spec/serve.md §7.1) ------------------
+
+
+def test_the_resolve_pattern_is_read_like_the_bundle_patterns_and_may_not_leave_the_tree(tmp_path: Path) -> None:
+    m = parse_manifest(
+        _manifest(mirrors=[{"bundle_pattern": "/p/{suffix}.json", "resolve_pattern": "/r/{shard}.json"}]),
+        "https://m.example/dir/pith-mirrors.json",
+    )
+    assert m.mirrors[0].resolve_index is not None
+    assert m.mirrors[0].resolve_index.where("arxiv/2605.00") == "https://m.example/r/arxiv/2605.00.json"
+    for bad, message in (("../{shard}.json", "plain relative"), ("/r/{suffix}.json", "exactly once")):
+        with pytest.raises(BadManifest, match=message):
+            parse_manifest(
+                _manifest(mirrors=[{"bundle_pattern": "/p/{suffix}.json", "resolve_pattern": bad}]),
+                "m.json",
+                local_root=str(tmp_path),
+            )
+
+
+def test_shard_names_are_path_safe_for_every_id_form() -> None:
+    assert resolveindex.shard_of(ids.parse_id("2605.00424v2")) == "arxiv/2605.00"
+    assert resolveindex.shard_of(ids.parse_id("10.48550/arXiv.math/0611599")) == "arxiv/math_0611"
+    assert resolveindex.shard_of(ids.parse_id("arXiv:math.GT/0309136")) == "arxiv/math_0309"
+    assert resolveindex.shard_of(ids.parse_id("pith:fz7ao632")) == "pith/FZ"
+    assert resolveindex.shard_of(ids.parse_id("pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P")) is None  # fetched directly
+    assert resolveindex.arxiv_shard("../../etc/passwd") is None  # a claimed id no ID form names is never written
+
+
+def _shard(shard: str, **body: Any) -> dict[str, Any]:
+    return {"index_type": "pith_resolve_index", "index_version": "1", "shard": shard} | body
+
+
+def test_a_shard_answers_as_the_resolver_chooses_and_a_malformed_one_is_refused() -> None:
+    a, b, c = "pith:2026:FZ7AO632" + "A" * 18, "pith:2026:FZ7AO632B" + "A" * 17, "pith:2025:FZQQQQQQ" + "A" * 18
+    pith = resolveindex.read_shard(_shard("pith/FZ", records=[[a, False], [b, True], [c, False]]), "pith/FZ")
+    assert resolveindex.lookup(ids.parse_id("pith:FZ7AO632"), pith)[0] == b  # the one with a Pith receipt wins
+    assert resolveindex.lookup(ids.parse_id("FZQQQQQQ"), pith)[0] == c
+    assert resolveindex.lookup(ids.parse_id("FZ7AO632AAAA"), pith)[0] == a
+    assert resolveindex.lookup(ids.parse_id("FZZZZZZZ"), pith) == (None, "not in the mirror's resolve index")
+    two = resolveindex.read_shard(_shard("pith/FZ", records=[[a, False], [b, False]]), "pith/FZ")
+    assert "ambiguous" in resolveindex.lookup(ids.parse_id("FZ7AO632"), two)[1]
+    arxiv = resolveindex.read_shard(
+        _shard("arxiv/2605.00", ids={"2605.00424": {"": b, "1": a, "2": None}}), "arxiv/2605.00"
+    )
+    assert resolveindex.lookup(ids.parse_id("2605.00424"), arxiv)[0] == b
+    assert resolveindex.lookup(ids.parse_id("10.48550/arXiv.2605.00424"), arxiv)[0] == b
+    assert resolveindex.lookup(ids.parse_id("2605.00424v1"), arxiv)[0] == a
+    assert "ambiguous" in resolveindex.lookup(ids.parse_id("2605.00424v2"), arxiv)[1]
+    assert resolveindex.lookup(ids.parse_id("2605.00424v3"), arxiv)[0] is None
+    for doc, shard, message in (
+        (_shard("pith/FZ", records=[[a, False]]), "pith/AB", "not 'pith/AB'"),
+        (_shard("pith/FZ", records=[["pith:FZ7AO632", True]]), "pith/FZ", "long Pith Number"),
+        (_shard("arxiv/2605.00", ids={"2605.00424": {"": "x"}}), "arxiv/2605.00", "long Pith Numbers"),
+        (_shard("arxiv/2605.00", ids=[]), "arxiv/2605.00", "not an object"),
+        ({"index_type": "other"}, "pith/FZ", "not a pith_resolve_index"),
+    ):
+        with pytest.raises(resolveindex.BadShard, match=message):
+            resolveindex.read_shard(doc, shard)
