@@ -283,7 +283,8 @@ def pull(
     record the ID names. With no IDs, every record the
     ledger holds is refreshed. Re-runs fetch only what changed: records whose leaf in a pithledger source's digests
     differs from ours, else by ETag / body hash. Every record not pulled
-    is named: not published, unresolved, skipped or lying. Exit 1 if any was unresolved, skipped or lying, or if any event was invalid.
+    is named: not published, unresolved, skipped or lying. Exit 1 if any was unresolved, skipped or lying, an ID named
+    on the command line was not published, or any event was invalid.
     """
     from pithledger.mirror.checkpoints import check_vkeys
 
@@ -294,6 +295,7 @@ def pull(
             hint="give the IDs in a file or at a URL (--ids-from FILE|URL)",
         )
     given = bool(ids_given) or ids_file is not None  # an --ids file of comments only pulls nothing, not everything
+    named = frozenset(ids_given or [])
     json_out = _json(ctx, as_json)
 
     def once() -> dict[str, Any]:
@@ -317,10 +319,16 @@ def pull(
     if every is not None:
         from ._follow import run_following
 
-        run_following(every, once, lambda c: _pull_report(ctx, c, json_out, summary_only=True), json_out, _pull_failed)
+        run_following(
+            every,
+            once,
+            lambda c: _pull_report(ctx, c, json_out, summary_only=True),
+            json_out,
+            lambda c: _pull_failed(c, named),
+        )
     counts = once()
     _pull_report(ctx, counts, json_out)
-    if _pull_failed(counts):
+    if _pull_failed(counts, named):
         raise typer.Exit(1)
 
 
@@ -386,9 +394,19 @@ def _pull_once(
     return counts | {"checkpoint": check.document(), "_line": check.line()}
 
 
-def _pull_failed(counts: dict[str, Any]) -> bool:
-    # An ID asked for and not pulled is a failure (unresolved, skipped, lying); not published is the source's fact.
-    return bool(counts["invalid"] or counts["unresolved"] or counts["skipped"] or counts["lying"] or counts["stopped"])
+def _pull_failed(counts: dict[str, Any], named: frozenset[str] = frozenset()) -> bool:
+    # An ID asked for and not pulled is a failure: unresolved, skipped, lying, and not published when it was named on
+    # the command line. Not published for an ID of --ids-from (an arXiv snapshot lists far more than any mirror holds;
+    # a follow run would back off for ever) or of a refresh is the source's fact: named and counted.
+    missing = any(item["id"] in named for item in counts["not_published"])
+    return bool(
+        counts["invalid"]
+        or counts["unresolved"]
+        or counts["skipped"]
+        or counts["lying"]
+        or counts["stopped"]
+        or missing
+    )
 
 
 def _pull_report(ctx: typer.Context, counts: dict[str, Any], json_out: bool, *, summary_only: bool = False) -> str:

@@ -181,6 +181,24 @@ def test_an_unresolved_id_is_named_and_exits_1(cli: Any, tmp_path: Path, truth: 
         same_as_truth(ledger, truth, {number})
 
 
+def test_an_id_named_on_the_command_line_and_not_published_exits_1(
+    cli: Any, tmp_path: Path, truth: dict[str, Any]
+) -> None:
+    held, missing = sorted(truth["arxiv"])[:2]
+    faults = {ids.suffix_of_pith_number(missing): "missing"}  # the source publishes no bundle of it
+    listing = tmp_path / "ids.txt"
+    listing.write_text(f"{held}\n{missing}\n")
+    with PithSite(truth["bundles"], faults=faults) as site:
+        named = cli("--ledger", str(tmp_path / "a"), "pull", site.base_url, held, missing, "--rate", "0")
+        listed = cli("--ledger", str(tmp_path / "b"), "pull", site.base_url, "--ids-from", str(listing), "--rate", "0")
+    # named: asked for and not pulled (issue #41 item 7; it was 0); from --ids-from: the source's fact, counted
+    assert named.code == 1 and f"not published  {missing}" in named.out, named.out + named.err
+    assert listed.code == 0 and f"not published  {missing}" in listed.out, listed.out + listed.err
+    for name in ("a", "b"):
+        with Ledger(tmp_path / name, readonly=True) as ledger:
+            same_as_truth(ledger, truth, {held})
+
+
 def test_the_run_deadline_stops_the_run_and_keeps_what_was_applied(tmp_path: Path, truth: dict[str, Any]) -> None:
     numbers = sorted(truth["arxiv"])
     faults = {ids.suffix_of_pith_number(n): "hang" for n in numbers[10:]}
