@@ -238,3 +238,20 @@ def test_a_mirror_that_publishes_a_directory_is_restored_from_it(tmp_path: Path)
     assert (follower["status"], follower["previous_size"], follower["size"]) == ("extends", 35, 50)
     assert _witness(tmp_path, site).returncode == 0
     pl(tmp_path, "fsck")
+
+
+def test_export_all_keeps_the_digest_not_the_log_order_and_the_key_refuses_to_sign_it(tmp_path: Path) -> None:
+    """README's "portable form": the events and digest survive `export --all` into an empty ledger, the
+    log's order does not (bundles/ spans 51 records), so the key that signed the first log refuses the second."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    pl(tmp_path, "keys", "new", "mirror")
+    pl(tmp_path, "--ledger", a, "apply", str(ROOT / "bundles"))
+    assert pl(tmp_path, "--ledger", a, "checkpoint", "--key", "mirror").stdout.split("\n")[1] == "65"
+    pl(tmp_path, "--ledger", a, "export", "--all", "-o", str(tmp_path / "all.jsonl"))
+    pl(tmp_path, "--ledger", b, "apply", str(tmp_path / "all.jsonl"))
+    digests = [json.loads(pl(tmp_path, "--ledger", x, "digest", "--json").stdout) for x in (a, b)]
+    assert digests[0] == digests[1]
+    with Ledger(Path(a), readonly=True) as la, Ledger(Path(b), readonly=True) as lb:
+        assert la.tlog_size() == lb.tlog_size() == 65 and la.tlog_root() != lb.tlog_root()
+    proc = pl(tmp_path, "--ledger", b, "checkpoint", "--key", "mirror", check=False)
+    assert proc.returncode == 1 and "error[log-would-fork]" in proc.stderr, proc.stdout + proc.stderr
