@@ -18,7 +18,8 @@ from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadli
 from ._output import emit_json, read_bytes, say, write_file_atomically
 
 if TYPE_CHECKING:
-    from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier
+    from pithledger.tlog.note import Checkpoint, NoteVerifier
+    from pithledger.tlog.signing import LogSigner
 
 command = Commands()  # added to the app by cli/app.py
 
@@ -58,7 +59,7 @@ VkeyOption = Annotated[
 ]
 
 
-def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> NoteSigner:
+def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir: Optional[Path]) -> LogSigner:
     """The signer of this mirror's checkpoints, or the named error saying how to name one."""
     from pithledger.errors import NoLogKey
     from pithledger.tlog.proofs import choose_origin
@@ -66,8 +67,9 @@ def log_signer(key: Optional[str], origin: Optional[str], base_url: str, key_dir
 
     if not key:
         raise NoLogKey("signing a checkpoint needs the mirror's log key, and none was named")
-    local = _store(key_dir).load(key)
-    return signer_of(local, choose_origin(local, origin, base_url.rstrip("/")))
+    store = _store(key_dir)
+    local = store.load(key)
+    return signer_of(local, choose_origin(local, origin, base_url.rstrip("/")), store.directory)
 
 
 def _verifier(vkey: Optional[str], why: str) -> NoteVerifier:
@@ -410,3 +412,43 @@ def verify_log(
         )
     if report.faults:
         raise typer.Exit(1)
+
+
+@command(name="restore-log", cls=Command)
+def restore_log(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="SOURCE", help="This mirror's own published log: the publish directory or its http(s) base URL."
+        ),
+    ],
+    log_key: VkeyOption = None,
+    timeout: TimeoutOption = 30.0,
+    deadline: Annotated[float, _deadline_option()] = 3600.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring a restored ledger's log back to the log this mirror published, before its key signs again.
+
+    Verifies SOURCE's checkpoint under --log-key (default: the log_key SOURCE's manifest names; the key
+    still signs only a tree that extends what it signed, spec/transparency.md §4.1), checks that this
+    ledger's log is a prefix of it, then appends the events it lacks in exactly the published log's order
+    (fetched from SOURCE's bundles), so its tree at the published size has the published root. Run it after
+    restoring a backup, before anything else writes the ledger (docs/operating.md §6); a ledger that
+    diverged is refused (log-diverged), nothing written.
+    """
+    from pithledger.mirror.checkpoints import check_vkeys
+    from pithledger.mirror.restore import restore_log as restore
+
+    check_vkeys(log_key, [])  # a mistyped key is named before the ledger is opened
+    with _open(ctx, write=True) as ledger:
+        report = restore(ledger, source, log_key, timeout=timeout, deadline=deadline or None)
+    if _json(ctx, as_json):
+        emit_json(report)
+        return
+    how = {
+        "restored": f"{report['appended']:,} event(s) appended in log order",
+        "same": "this ledger already holds exactly the published log",
+        "extends": f"this ledger's log ({report['before']:,} entries) already extends the published log",
+    }[report["status"]]
+    say(f"log {report['origin']} at {source}: size {report['size']:,}, root {report['root']}: {how}")

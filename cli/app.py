@@ -86,7 +86,7 @@ _sync.command.register(app)  # sync, pull
 _mirrors.command.register(app, "audit")
 _serve.command.register(app)  # serve, submit
 _mirrors.command.register(app, "metadata", "latex")
-_tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log
+_tlog.command.register(app)  # checkpoint, prove, verify-proof, consistency, verify-log, restore-log
 _witness.command.register(app)  # witness, check-evidence
 _backup.command.register(app)  # backup
 _ots.register(app)  # ots verify

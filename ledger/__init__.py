@@ -41,6 +41,7 @@ _WHERE = {
     "publish": "pithledger.api",
     "sync": "pithledger.api",
     "pull": "pithledger.api",
+    "restore_log": "pithledger.api",
     "audit_mirrors": "pithledger.api",
     "AuditResult": "pithledger.audit",
     "verify_proof": "pithledger.api",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from pithledger.api import publish as publish
     from pithledger.api import pull as pull
     from pithledger.api import resolve as resolve
+    from pithledger.api import restore_log as restore_log
     from pithledger.api import state as state
     from pithledger.api import state_document as state_document
     from pithledger.api import sync as sync

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from pithledger.records.events import Verdict
     from pithledger.records.keys import LocalKey
     from pithledger.store import Ledger
-    from pithledger.tlog.note import NoteSigner
     from pithledger.tlog.proofs import Inclusion
+    from pithledger.tlog.signing import LogSigner
 
 
 def open_ledger(path: str | Path, *, create: bool = False, readonly: bool = False) -> Ledger:
@@ -186,7 +186,7 @@ def publish(
     *,
     key: LocalKey | None = None,
     base_url: str = "",
-    log: NoteSigner | None = None,
+    log: LogSigner | None = None,
 ) -> dict[str, int]:
     """Write (or bring up to date) a static mirror tree of ``ledger`` in ``directory`` (``pithledger
     publish DIR``); ``key`` names the mirror's key in the manifest, ``log`` signs the log's checkpoint
@@ -215,6 +215,26 @@ def sync(
 
     with _opened(ledger, write=True) as opened:
         return sync_mirror(opened, source, timeout=timeout, deadline=deadline)
+
+
+def restore_log(
+    ledger: Ledger | str | Path,
+    source: str,
+    log_key: str | None = None,
+    *,
+    timeout: float | None = 30.0,
+    deadline: Deadline | float | None = 3600.0,
+) -> dict[str, Any]:
+    """Bring a restored ledger's log back to the log this mirror published at ``source`` (its publish
+    directory or base URL), appending the events it lacks in exactly the published order (``pithledger
+    restore-log SOURCE``, spec/transparency.md §4.1). ``log_key``: the log's verifier key (None: the one
+    the source's manifest names). Returns ``{origin, size, root, log_key, before, appended, status}``;
+    raises :class:`~pithledger.errors.LogDiverged` when the ledger's log is not a prefix of the published
+    one (nothing written)."""
+    from pithledger.mirror.restore import restore_log as restore
+
+    with _opened(ledger, write=True) as opened:
+        return restore(opened, source, log_key, timeout=timeout, deadline=deadline)
 
 
 def pull(

@@ -729,6 +729,37 @@ class PublishedLogDiffers(PithledgerError):
     )
 
 
+class LogWouldFork(PithledgerError):
+    """The log key was asked to sign a tree that does not extend the one it last signed for that origin."""
+
+    code = "log-would-fork"
+    hint = (
+        "nothing was signed. This ledger's log is not the log this key published (a restored backup, a ledger "
+        "filled by `export --all`): bring it back to the published log first with `pithledger restore-log SOURCE "
+        "--log-key VKEY` (SOURCE: your own published tree or URL), then sign; or publish this ledger under a new "
+        'origin (README "Rotating a log key")'
+    )
+
+
+class DamagedSignedRecord(PithledgerError):
+    code = "damaged-signed-record"
+    hint = (
+        "the key directory's record of what this log key signed cannot be read: restore it from the key "
+        "directory's backup; never delete it to get past this error (the key would then sign a fork)"
+    )
+
+
+class LogDiverged(PithledgerError):
+    """restore-log: this ledger's log is not a prefix of the published log it is to be brought back to."""
+
+    code = "log-diverged"
+    hint = (
+        "this ledger appended events the published log does not hold at those positions (events applied after the "
+        "restore, before restore-log): nothing was written. Restore the backup again, run restore-log first, "
+        'then apply; or publish this ledger under a new origin (README "Rotating a log key")'
+    )
+
+
 class NoSuchTile(PithledgerError):
     code = "not-found"
     hint = "tile paths are tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>] within the tree of /checkpoint (C2SP tlog-tiles)"

@@ -419,15 +419,25 @@ def verify_source(
         raise BadCheckpoint(
             f"{source}: the manifest's log_key {key[:120]!r} is no verifier key: {exc.message}"
         ) from None
+    witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
     try:
-        witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
-        cp = w.open_checkpoint(log.note, [key], witnesses)
+        cp = w.open_checkpoint(log.note, [key])  # the log key's signature alone: its failure is the log's
     except BadRequest as exc:
         raise BadCheckpoint(f"{source}: {exc.message}") from None
     except PithledgerError as exc:
         raise BadCheckpoint(
             f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}"
         ) from None
+    for witness in witnesses:  # then each witness's: a cosignature that fails is that witness's, named
+        try:
+            w.open_checkpoint(log.note, [key], [witness])
+        except PithledgerError as exc:
+            raise NotWitnessed(
+                f"{source}: the cosignature by the witness {witness.name} on the checkpoint of {origin[:200]!r} "
+                f"size {cp.size} does not verify ({exc.message})"
+            ) from None
+    if witnesses:
+        cp = w.open_checkpoint(log.note, [key], witnesses)
     if cp.origin != origin:  # pragma: no cover - the origin is the note's first line
         raise BadCheckpoint(f"{source}: the checkpoint's origin is not its first line")
     if cp.size == 0 and cp.root != merkle.EMPTY_ROOT:  # remembered, it would pass any later tree as extending it

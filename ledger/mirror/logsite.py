@@ -33,6 +33,7 @@ from pithledger.errors import (
 from pithledger.tlog.merkle import EMPTY_ROOT, leaf_hash, node_hash
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
 from pithledger.tlog.proofs import event_sha256, parse_entry, verifier_of
+from pithledger.tlog.signing import LogSigner, sign_tree
 from pithledger.tlog.tiles import (
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -86,7 +87,7 @@ def _read_file(directory: Path, rel: str, limit: int) -> bytes | None:
     return read_regular(directory / rel, st.st_size) or b""
 
 
-def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
+def plan_log(ledger: Ledger, directory: Path, signer: LogSigner) -> LogPlan:
     """The tree to publish (the ledger's log at its size now) and the checks that come first: the
     directory's checkpoint, when it is this log's (same key and origin), must be a prefix of ours (its
     root equals our tree's at its size), and every tile already there that we would write must hold
@@ -125,7 +126,9 @@ def plan_log(ledger: Ledger, directory: Path, signer: NoteSigner) -> LogPlan:
             there = _read_file(directory, rel, len(data))
             if there is not None and there != data:
                 raise PublishedLogDiffers(f"{directory}/{rel} holds other bytes than this ledger's log has there")
-    return LogPlan(size, old_size, signer.sign(checkpoint.body()), checkpoint)
+    with ledger.snapshot():  # the tree hashes of a prefix never change: a later snapshot reads the same ones
+        note = sign_tree(signer, size, root, lambda m: tree_hash(ledger, m))
+    return LogPlan(size, old_size, note, checkpoint)
 
 
 def tile_paths(size: int) -> Iterator[str]:
@@ -174,7 +177,7 @@ def manifest_fields(signer: NoteSigner | None, base_url: str) -> dict[str, Any]:
 class LogServer:
     """The log's paths answered from a ledger: the checkpoint (signed once per tree size) and tiles."""
 
-    def __init__(self, signer: NoteSigner | None) -> None:
+    def __init__(self, signer: LogSigner | None) -> None:
         self.signer = signer
         self._signed: tuple[int, bytes, bytes] | None = None  # (size, root, note)
 
@@ -189,7 +192,7 @@ class LogServer:
         cached = self._signed
         if cached is not None and cached[:2] == (size, root):
             return cached[2]
-        note = self.signer.sign(Checkpoint(self.signer.name, size, root).body())
+        note = sign_tree(self.signer, size, root, lambda m: tree_hash(ledger, m))
         self._signed = (size, root, note)
         return note
 

@@ -52,7 +52,7 @@ from pithledger.render import badge, pages, record_doc
 from pithledger.store import Batch, Ledger, open_settled
 
 if TYPE_CHECKING:
-    from pithledger.tlog.note import NoteSigner
+    from pithledger.tlog.signing import LogSigner
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -140,7 +140,7 @@ def open_source(
 
 
 def publish(
-    ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "", log: NoteSigner | None = None
+    ledger: Ledger, directory: Path, key: LocalKey | None = None, base_url: str = "", log: LogSigner | None = None
 ) -> dict[str, int]:
     """Write (or bring up to date) a static mirror of ``ledger`` in ``directory``.
 

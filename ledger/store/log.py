@@ -23,7 +23,7 @@ import pithledger.store.tlog_tables as translog
 from pithledger.records.bundle import Bundle
 from pithledger.records.events import Verdict
 
-from ..errors import LedgerError
+from ..errors import LedgerError, LogDiverged
 from .entries import (
     BatchResult,
     EvidenceLimits,
@@ -111,11 +111,13 @@ class _Log(_PendingWork, _Translog):
         duplicate: int,
         defer: bool,
         admit: Callable[[lmdb.Transaction], bool] | None = None,
+        expect: tuple[int, list[bytes]] | None = None,
     ) -> BatchResult:
         """THE serial path (spec/storage.md "The serial path"). ``checked`` is what the workers made of
         each candidate, in candidate order: per copy, the writer only dedups it against the ledger (a
         put with overwrite=False), gives a valid one the next sequence number and writes what was
-        computed for it; per batch, the offers' tally, the unknown fields, the pending marks."""
+        computed for it; per batch, the offers' tally, the unknown fields, the pending marks. ``expect``:
+        (tlog size, entries) this batch must append exactly, else nothing is written (``restore-log``)."""
         result = BatchResult(duplicate=duplicate)
         touched: set[str] = set()
         citing: set[str] = set()
@@ -160,6 +162,11 @@ class _Log(_PendingWork, _Translog):
                 for at in range(0, len(subjects), step):
                     cursor.putmulti(subjects[at : at + step], dupdata=True)
                     _release_mapped_pages(self)
+                if expect is not None and (tlog.size != expect[0] or tlog_entries != expect[1]):
+                    raise LogDiverged(
+                        f"the batch would append {len(tlog_entries):,} entries at index {tlog.size:,}, not the "
+                        f"{len(expect[1]):,} given at index {expect[0]:,}: nothing was written"
+                    )  # raised in the transaction: it aborts
                 tlog.extend(tlog_entries)
                 for copy, verdict in held.items():
                     outcome[copy] = _rejection(copy.hex(), verdict, True)
@@ -327,13 +334,21 @@ class Batch:
         self._verdicts.add(self._chunk)
         self._chunk = []
 
-    def commit(self, *, defer: bool = False, admit: Callable[[lmdb.Transaction], bool] | None = None) -> BatchResult:
+    def commit(
+        self,
+        *,
+        defer: bool = False,
+        admit: Callable[[lmdb.Transaction], bool] | None = None,
+        expect: tuple[int, list[bytes]] | None = None,
+    ) -> BatchResult:
         """Wait for the workers' results, then append, keep evidence and (unless ``defer``) derive, in
         one durable transaction (see :meth:`Ledger.apply_batch`).
 
         ``admit``: called in the write transaction as soon as it holds the writer lock, before anything
         is written; when it returns False the transaction is aborted and :class:`BatchWithdrawn` raised
-        (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written)."""
+        (``serve --accept-events``: a request whose bounded wait for the lock ran out is not written).
+        ``expect``: (tlog size, entries): the batch must append exactly these entries from that index, in that
+        order, else :class:`LogDiverged` and nothing is written (``restore-log``)."""
         self._submit()
         self._txn.abort()
         checked = [c for part in self._verdicts.results() for c in _checked_decoder.decode(part)]
@@ -345,7 +360,15 @@ class Batch:
         while True:
             try:
                 result = self._ledger._write(
-                    self._extras, self._candidates, checked, self._offers, self._held, self._duplicate, defer, admit
+                    self._extras,
+                    self._candidates,
+                    checked,
+                    self._offers,
+                    self._held,
+                    self._duplicate,
+                    defer,
+                    admit,
+                    expect,
                 )
                 _release_mapped_pages(self._ledger)
                 return result

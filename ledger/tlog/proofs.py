@@ -19,9 +19,12 @@ from pithledger.errors import BadEncoding, BadOrigin, BadProof, InconsistentLog,
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.keys import b64decode_strict, b64encode, fingerprint_hex
 from pithledger.tlog.merkle import HASH_LEN, leaf_hash, verify_consistency, verify_inclusion
-from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint, signer_from_key
+from pithledger.tlog.note import Checkpoint, NoteVerifier, open_checkpoint
+from pithledger.tlog.signing import LogSigner, sign_tree
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pithledger.records.keys import LocalKey
 
 
@@ -80,9 +83,10 @@ def choose_origin(key: LocalKey, origin: str | None = None, base_url: str = "") 
     return default_origin(key.public_key)
 
 
-def log_signer(key: LocalKey, origin: str) -> NoteSigner:
-    """The log key: the key-directory key under the note key name ``origin`` (our logs sign under their origin)."""
-    return signer_from_key(key, check_origin(origin))
+def log_signer(key: LocalKey, origin: str, key_dir: Path) -> LogSigner:
+    """The log key: the key-directory key under the note key name ``origin`` (our logs sign under their
+    origin), keeping what it signs in ``key_dir`` (the directory ``key`` was loaded from: ledger/tlog/signing.py)."""
+    return LogSigner(check_origin(origin), key.signing_key, key_dir)
 
 
 def verifier_of(vkey: str) -> NoteVerifier:
@@ -94,15 +98,16 @@ def verifier_of(vkey: str) -> NoteVerifier:
 # --- the ledger's checkpoint -----------------------------------------------------------------------
 
 
-def ledger_checkpoint(ledger: LogHolder, signer: NoteSigner, size: int | None = None) -> tuple[Checkpoint, bytes]:
-    """The checkpoint of the ledger's log at ``size`` (default: its current size) and its signed note."""
+def ledger_checkpoint(ledger: LogHolder, signer: LogSigner, size: int | None = None) -> tuple[Checkpoint, bytes]:
+    """The checkpoint of the ledger's log at ``size`` (default: its current size) and its signed note,
+    signed only if it extends what the key last signed (:func:`pithledger.tlog.signing.sign_tree`)."""
     from pithledger.tlog.tiles import tree_hash
 
     with ledger.snapshot():
         n = ledger.tlog_size() if size is None else size
         root = ledger.tlog_root() if size is None else tree_hash(ledger, n)
-    checkpoint = Checkpoint(signer.name, n, root)
-    return checkpoint, signer.sign(checkpoint.body())
+        note = sign_tree(signer, n, root, lambda m: tree_hash(ledger, m))
+    return Checkpoint(signer.name, n, root), note
 
 
 # --- entries -----------------------------------------------------------------------------------------
@@ -170,7 +175,7 @@ def normal_event_id(text: str) -> str:
     return bare
 
 
-def inclusion_document(ledger: LogHolder, signer: NoteSigner, event_id: str) -> dict[str, Any]:
+def inclusion_document(ledger: LogHolder, signer: LogSigner, event_id: str) -> dict[str, Any]:
     """The inclusion proof of one logged event against the ledger's current signed checkpoint."""
     from pithledger.tlog.tiles import inclusion_proof
 

@@ -46,8 +46,11 @@ from pithledger.errors import (
     ActionError,
     AmbiguousId,
     CannotListen,
+    CannotWrite,
+    DamagedSignedRecord,
     DerivationPending,
     HTTPError,
+    LogWouldFork,
     MalformedId,
     NoSuchTile,
     NotFound,
@@ -78,7 +81,7 @@ from pithledger.web.actions import Limits as PostLimits
 from pithledger.web.ops import AccessLog, Ops, Proxies, health, open_log
 
 if TYPE_CHECKING:
-    from pithledger.tlog.note import NoteSigner
+    from pithledger.tlog.signing import LogSigner
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -210,7 +213,7 @@ class Site:
         mirror_key: dict[str, str] | None = None,
         accept_events: PostLimits | None = None,
         builds: int = 2,
-        log: NoteSigner | None = None,
+        log: LogSigner | None = None,
         witness: Witness | None = None,
         ops: Ops | None = None,
     ) -> None:
@@ -855,10 +858,19 @@ def mirror_record(request: Request) -> Response:
 def log_checkpoint(request: Request) -> Response:
     """``/checkpoint``: the log's signed checkpoint now (signed once per tree size)."""
     site = _site(request)
-    try:
-        body: bytes = site.read(lambda: site.log.checkpoint(site.ledger))
-    except NoSuchTile as exc:
-        raise HTTPError(404, exc.code, exc.message) from None
+    body: bytes | None = None
+    for _ in range(2):  # once more on a refusal: a snapshot begun before publish signed a larger tree reads it then
+        try:
+            body = site.read(lambda: site.log.checkpoint(site.ledger))
+            break
+        except NoSuchTile as exc:
+            raise HTTPError(404, exc.code, exc.message) from None
+        except LogWouldFork as exc:
+            refused = exc
+        except (DamagedSignedRecord, CannotWrite) as exc:  # the key's record: nothing is signed without it
+            raise HTTPError(503, exc.code, exc.message) from None
+    if body is None:
+        raise HTTPError(503, refused.code, refused.message)  # nothing signed (spec/transparency.md §4.1)
     return respond(request, body, "text/plain; charset=utf-8", cache=CACHE_CHECKPOINT)
 
 
@@ -1603,7 +1615,7 @@ def run(
     http: str = "httptools",
     limits: Limits = Limits(),
     accept_events: PostLimits | None = None,
-    log: NoteSigner | None = None,
+    log: LogSigner | None = None,
     witness: Witness | None = None,
     access_log: str = "-",
     forwarded_allow_ips: str = "",

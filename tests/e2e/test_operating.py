@@ -397,7 +397,7 @@ def test_the_page_runs_as_written(mirror: tuple[Path, str], tmp_path: Path) -> N
     tmp, source = mirror
     page = DOC.read_text()
     blocks = re.findall(r"^<!-- test -->\n```sh\n(.*?)^```$", page, flags=re.M | re.S)
-    assert len(blocks) == page.count("\n<!-- test -->\n") == 5, len(blocks)  # no marker before anything else
+    assert len(blocks) == page.count("\n<!-- test -->\n") == 6, len(blocks)  # no marker before anything else
     (exports,) = re.findall(r"^export PATH=/opt/pithledger/bin:\$PATH (.*)$", page, flags=re.M)
     for unit in ("pithledger-serve.service", "pithledger-sync.service"):
         expect = {k: v for k, v in unit_env((DEPLOY / unit).read_text()).items() if k != "PITHLEDGER_SOURCE"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -150,7 +151,7 @@ def _resign(grown: Grown, note: str, key: str) -> str:
     store = KeyStore(grown.tmp / "keys")
     body = note.split("\n\n")[0] + "\n"
     origin = body.split("\n")[0]
-    return log_signer(store.load(key), origin).sign(body).decode()
+    return log_signer(store.load(key), origin, store.directory).sign(body).decode()
 
 
 def _flip_hash(doc: dict[str, Any]) -> None:
@@ -229,7 +230,8 @@ def test_a_proof_under_another_key_or_another_checkpoint_is_refused(grown: Grown
 def test_every_index_of_a_small_tree_and_every_bit_of_a_proof(grown: Grown) -> None:
     """In process, on the real ledger: a proof for every index at the current size verifies; flipping
     any one bit of any proof hash of one of them is refused."""
-    signer = log_signer(KeyStore(grown.tmp / "keys").load(KEY), NoteVerifier.from_vkey(grown.vkey).name)
+    keys = KeyStore(grown.tmp / "keys")
+    signer = log_signer(keys.load(KEY), NoteVerifier.from_vkey(grown.vkey).name, keys.directory)
     verifier = signer.verifier
     with Ledger(grown.ledger, readonly=True) as ledger:
         docs = [inclusion_document(ledger, signer, event_id) for event_id in grown.ids]
@@ -282,8 +284,13 @@ def test_a_fork_is_named_from_a_ledger_and_from_published_tiles(grown: Grown, tm
     path = tmp_path / "other.json"
     path.write_text(json.dumps(write_bundle(SUBJECT, attestations(600, 0, signer=BOB))))
     pl(grown.tmp, "--ledger", str(other), "apply", str(path))
+    # a copy of the key in another key directory (where the key's record of what it signed is not:
+    # from the same directory the key refuses to sign the fork, tests/e2e/test_restore.py)
+    keys = tmp_path / "copied-keys"
+    keys.mkdir(mode=0o700)
+    shutil.copy2(grown.tmp / "keys" / f"{KEY}.key.json", keys)
     forked = tmp_path / "forked.checkpoint"
-    forked.write_text(pl(grown.tmp, "--ledger", str(other), "checkpoint", "--key", KEY).stdout)
+    forked.write_text(pl(grown.tmp, "--ledger", str(other), "--key-dir", str(keys), "checkpoint", "--key", KEY).stdout)
     assert forked.read_text().split("\n")[1] == "666"
     proc = pl(
         grown.tmp,
@@ -298,7 +305,7 @@ def test_a_fork_is_named_from_a_ledger_and_from_published_tiles(grown: Grown, tm
     )
     assert proc.returncode == 1 and "error[inconsistent-log]" in proc.stderr, proc.stderr
     site = tmp_path / "site"
-    pl(grown.tmp, "--ledger", str(other), "publish", str(site), "--key", KEY)
+    pl(grown.tmp, "--ledger", str(other), "--key-dir", str(keys), "publish", str(site), "--key", KEY)
     proc = pl(
         grown.tmp,
         "consistency",

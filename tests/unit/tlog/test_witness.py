@@ -566,8 +566,11 @@ def test_witness_cosignatures_are_checked(tmp_path: Path, log_signer: NoteSigner
     note = (src / "checkpoint").read_bytes()
     forged = note[:-10] + (b"A" if note[-10:-9] != b"A" else b"B") + note[-9:]  # the cosignature's last bytes altered
     (src / "checkpoint").write_bytes(forged)
-    with pytest.raises(errors.BadCheckpoint):
+    logcheck.check_source(tmp_path / "ledger", str(src))  # the log key's own signature still verifies
+    with pytest.raises(errors.NotWitnessed) as failed:
         logcheck.check_source(tmp_path / "ledger", str(src), witness_keys=[w1.cosigner.vkey])
+    # named as the witness's failure, not the log key's (issue #41 item 10)
+    assert "witness witness.example/w1" in failed.value.message and "log key" not in failed.value.message
 
 
 def test_tiles_that_do_not_hash_to_the_signed_root_are_refused(tmp_path: Path, log_signer: NoteSigner) -> None:
