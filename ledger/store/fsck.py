@@ -20,6 +20,7 @@ from pithledger.records.events import Verdict, check_event, valid_verdict, verif
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, TlogNotBuilt
+from ..files import disk_full
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
@@ -598,7 +599,7 @@ class _Fsck(_PendingWork, _Translog):
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
-                raise LedgerError(
+                raise disk_full(exc, self.path, "the evidence usage was not repaired") or LedgerError(
                     f"the evidence usage was not repaired: {exc}",
                     hint="the ledger is as it was; if the disk is full, free space and run it again",
                 ) from None

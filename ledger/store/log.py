@@ -24,6 +24,7 @@ from pithledger.records.bundle import Bundle
 from pithledger.records.events import Verdict
 
 from ..errors import LedgerError
+from ..files import disk_full
 from .entries import (
     BatchResult,
     EvidenceLimits,
@@ -194,7 +195,7 @@ class _Log(_PendingWork, _Translog):
         except lmdb.MapFullError:
             raise
         except lmdb.Error as exc:
-            raise LedgerError(
+            raise disk_full(exc, self.path, "the batch was not written") or LedgerError(
                 f"the batch was not written: {exc}",
                 hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
             ) from None
