@@ -217,7 +217,7 @@ def disk_full(exc: BaseException, path: Path, what: str, *, need: int | None = N
     if not full and not (says_errno(exc, errno.EIO) and free is not None and free < _LOW_SPACE):
         return None
     has = "no" if not free else size_text(free)
-    needs = f", it needs {size_text(need)}" if need else ""
+    needs = f", it needs about {size_text(need)}" if need else ""
     return DiskFull(f"{what}: the disk holding {path} is full ({has} free{needs})")
 
 

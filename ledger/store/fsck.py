@@ -344,7 +344,8 @@ class _Fsck(_PendingWork, _Translog):
                 problems.append(
                     f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them"
                 )
-                return problems + self._fsck_evidence(txn)
+                problems += self._fsck_evidence(txn)
+                return
             # what the whole ledger should hold is kept in a scratch table on disk, never per record in
             # memory: each check then walks it beside the stored table (spec/storage.md §6)
             with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
