@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import InputChanged, PithledgerError
+from pithledger.errors import InputChanged, LedgerDamaged, PithledgerError
 
 from ._base import EXIT_INTERRUPTED, EXIT_UNCHECKED, Command, UsageProblem, emit_error, settings, wants_json
 from ._options import (
@@ -419,11 +419,12 @@ def fsck(
             with _open(ctx, settled=True) as ledger:
                 problems = ledger.fsck(reverify=reverify)
                 counts = ledger.counts()
-    except PithledgerError as exc:  # the check did not run to its end: not a verdict on the ledger (exit 1)
+    except PithledgerError as exc:  # the check did not run to its end: not a verdict on the ledger (exit 1) ...
         typer.echo(exc.describe(), err=True)
         if wants_json(ctx):
             emit_error(exc.document())
-        raise typer.Exit(EXIT_UNCHECKED) from None
+        # ... unless what stopped it is the damage itself: a file LMDB refuses to open is a fault found
+        raise typer.Exit(1 if isinstance(exc, LedgerDamaged) else EXIT_UNCHECKED) from None
     if _json(ctx, as_json):
         emit_json(
             {

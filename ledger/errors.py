@@ -302,6 +302,13 @@ class LedgerFull(LedgerError):
     hint = "free disk space (the batch was not written; the ledger is as before) and run the same command again"
 
 
+class LedgerDamaged(LedgerError):
+    """LMDB refuses the ledger's file as damaged (a page of the wrong type, a page past its end) where it opens it."""
+
+    code = "ledger-damaged"
+    hint = "restore the ledger from a backup (`pithledger backup` makes one), or fill a new one from a mirror (`pithledger sync`)"
+
+
 class DiskFull(LedgerError):
     """A disk with no room for what an LMDB environment (the ledger, its display metadata, pull's cache,
     fsck's scratch, a backup) had to write: named before LMDB touches a page it cannot have (a SIGBUS)."""

@@ -19,7 +19,15 @@ import msgspec
 
 from pithledger.records import ids
 
-from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger, ReadOnlyLedger
+from ..errors import (
+    LayoutMismatch,
+    LedgerDamaged,
+    LedgerError,
+    LedgerFull,
+    NoLedger,
+    NotALedger,
+    ReadOnlyLedger,
+)
 from ..files import disk_full, room_for_lmdb, says_errno
 from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
@@ -101,6 +109,8 @@ def write_failed(exc: lmdb.Error | OSError, path: Path, what: str, *, hint: str 
     if full := disk_full(exc, path, what):
         return full
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
+        return LedgerDamaged(f"{what}: its file is damaged ({reason})")
     if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
         return ReadOnlyLedger(f"{what}: {reason}")
     return LedgerError(f"{what}: {reason}", hint=hint)

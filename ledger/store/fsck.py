@@ -19,7 +19,7 @@ import pithledger.store.tlog_tables as translog
 from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
-from ..errors import LedgerError, TlogNotBuilt
+from ..errors import LedgerError, PithledgerError, TlogNotBuilt
 from ..files import disk_full
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
@@ -100,7 +100,9 @@ _StateFound = tuple[
 ]
 
 #: What a damaged entry raises as it is decoded or read (a stored value of the wrong shape, a missing key).
-_DAMAGE = (msgspec.DecodeError, LedgerError, KeyError, TypeError, ValueError, AttributeError)
+#: Any of pithledger's errors too: a damaged event's bytes may decode yet fail a check its derivation makes
+#: (a public key no longer base64: ``bad-encoding``, which ended fsck).
+_DAMAGE = (msgspec.DecodeError, PithledgerError, KeyError, TypeError, ValueError, AttributeError)
 
 
 def _fsck_state_part(part: list[_StateInputs]) -> list[_StateFound]:
@@ -291,7 +293,11 @@ class _Fsck(_PendingWork, _Translog):
         problems: list[str] = []
         try:
             self._fsck_into(problems, reverify=reverify)
-        except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadTxnError, lmdb.InvalidError) as exc:
+        except lmdb.MapResizedError:
+            raise
+        except (
+            lmdb.Error
+        ) as exc:  # CorruptedError, PageNotFoundError, BadValsizeError (an index value of a wrong size)...
             problems.append(
                 f"the ledger's file is damaged: LMDB cannot read it ({exc}); the check stopped there "
                 "(restore a backup, or rebuild it with `pithledger rebuild --force` if its log is readable)"

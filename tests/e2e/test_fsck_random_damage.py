@@ -21,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import scale
 from helpers.clikit import _env
 from helpers.ledgers import example_bundles
 from pithledger.fanout import Fanout, using
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import strict_decode
 from pithledger.store import Ledger
 
 COPIES = 64
@@ -32,10 +35,13 @@ FLIPS = (2, 8, 40)  # bit flips per copy, taken in turn: a little damage, and a 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("pristine") / "L"
-    with Ledger(path, create=True) as ledger:
-        ledger.apply_batch(example_bundles())
-    return path / "data.mdb"
+    """One ledger of every table: the example bundles and records citing one another (~500 KB)."""
+    where = tmp_path_factory.mktemp("pristine")
+    scale.papers(where / "papers.jsonl", 12, per_record=4)
+    papers = [read_bundle(strict_decode(line)) for line in (where / "papers.jsonl").read_bytes().splitlines()]
+    with Ledger(where / "L", create=True) as ledger:
+        ledger.apply_batch(example_bundles() + papers)
+    return where / "L" / "data.mdb"
 
 
 def _damaged(pristine: Path, where: Path, seed: int) -> Path:
@@ -49,9 +55,11 @@ def _damaged(pristine: Path, where: Path, seed: int) -> Path:
     return where
 
 
-def _fsck_in_child(path: Path) -> dict[str, object]:
+def _fsck_in_child(path: Path, *, open_only: bool = False) -> dict[str, object]:
     """``Ledger.fsck`` of ``path`` in a forked child: what it returned, the coded error it raised, or the
-    exception that escaped it (a traceback at the command line)."""
+    exception that escaped it (a traceback at the command line). A coded error is ``ledger-damaged`` only
+    (LMDB refused to open a table), or one about the ledger's identity its damage changed (``no-ledger``: its
+    layout key lost; ``layout-mismatch``): everything else fsck meets is a problem it names and goes on."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -59,7 +67,7 @@ def _fsck_in_child(path: Path) -> dict[str, object]:
         try:
             try:
                 with using(Fanout.in_place()), Ledger(path, readonly=True) as ledger:
-                    found: dict[str, object] = {"problems": len(ledger.fsck())}
+                    found: dict[str, object] = {"problems": 0 if open_only else len(ledger.fsck())}
             except Exception as exc:  # noqa: BLE001 - what escapes is the finding
                 from pithledger.errors import PithledgerError
 
@@ -80,6 +88,8 @@ def test_fsck_of_randomly_damaged_ledgers_names_the_damage_never_a_traceback(pri
     found = {seed: _fsck_in_child(_damaged(pristine, tmp_path / f"c{seed}", seed)) for seed in range(COPIES)}
     escaped = {seed: f for seed, f in found.items() if "escaped" in f or "no answer" in f}
     assert not escaped, escaped
+    stopped = {seed: f for seed, f in found.items() if "error" in f}
+    assert all(f["error"] in ("ledger-damaged", "no-ledger", "layout-mismatch") for f in stopped.values()), stopped
     # the damage is seen: a flipped bit is in a page in use or in a free one, so most copies, not all, show it
     assert sum(1 for f in found.values() if f.get("problems") or "error" in f) >= COPIES // 2, found
     # what LMDB's C code does on a page it finds impossible is outside Python: its assertions abort (SIGABRT),
@@ -103,5 +113,27 @@ def test_fsck_of_a_randomly_damaged_ledger_through_the_cli(pristine: Path, tmp_p
     if done.returncode in (-signal.SIGABRT, -signal.SIGBUS):  # LMDB's C code (see above): not Python's to catch
         pytest.skip(f"killed in LMDB by {signal.Signals(-done.returncode).name}: {done.stderr.strip()[:200]}")
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode in (0, 1, 3), done.stderr
+    assert done.returncode in (0, 1), done.stderr  # 3 (could not check) is not a damaged ledger's
     shutil.rmtree(ledger)
+
+
+def test_fsck_of_a_ledger_lmdb_refuses_to_open_is_a_fault_found_exit_1(pristine: Path, tmp_path: Path) -> None:
+    """The first seeded copy whose damage LMDB meets as it opens a table (found, not chosen): fsck names it
+    `ledger-damaged` and exits 1, a fault found, not 3 (could not check) nor a traceback."""
+    for seed in range(1000, 1400):
+        where = _damaged(pristine, tmp_path / f"c{seed}", seed)
+        if _fsck_in_child(where, open_only=True).get("error") == "ledger-damaged":
+            break
+        shutil.rmtree(where)
+    else:
+        pytest.fail("no copy of 400 was refused at its opening")
+    done = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(where), "fsck", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "error[ledger-damaged]" in done.stderr and done.returncode == 1, done.stderr
