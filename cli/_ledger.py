@@ -411,20 +411,21 @@ def fsck(
 
     path = settings(ctx).ledger
     repaired: list[str] = []
-    try:
-        with _fanout(workers, scheduler):
+    # where the work runs is settled first: an unreachable scheduler is exit 1, as for every command
+    with _fanout(workers, scheduler):
+        try:
             if repair:
                 with Ledger(path) as writer:
                     repaired = writer.repair_evidence_usage()
             with _open(ctx, settled=True) as ledger:
                 problems = ledger.fsck(reverify=reverify)
                 counts = ledger.counts()
-    except PithledgerError as exc:  # the check did not run to its end: not a verdict on the ledger (exit 1) ...
-        typer.echo(exc.describe(), err=True)
-        if wants_json(ctx):
-            emit_error(exc.document())
-        # ... unless what stopped it is the damage itself: a file LMDB refuses to open is a fault found
-        raise typer.Exit(1 if isinstance(exc, LedgerDamaged) else EXIT_UNCHECKED) from None
+        except PithledgerError as exc:  # the check did not run to its end: not a verdict on the ledger (exit 1) ...
+            typer.echo(exc.describe(), err=True)
+            if wants_json(ctx):
+                emit_error(exc.document())
+            # ... unless what stopped it is the damage itself: a file LMDB refuses to open is a fault found
+            raise typer.Exit(1 if isinstance(exc, LedgerDamaged) else EXIT_UNCHECKED) from None
     if _json(ctx, as_json):
         emit_json(
             {
