@@ -13,7 +13,9 @@ import secrets
 import stat
 from pathlib import Path
 
-from .errors import DiskFull
+import lmdb
+
+from .errors import DiskFull, LedgerDamaged, LedgerError, ReadOnlyLedger
 
 #: Opening a file to read: never following a symlink, never blocking on a FIFO.
 READ_FLAGS = (
@@ -259,3 +261,17 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
         if free is not None and free < need:
             has = size_text(free) if free else "no"
             raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
+
+
+def write_failed(exc: Exception, path: Path, what: str, *, hint: str | None = None) -> LedgerError:
+    """The error for an LMDB environment at ``path`` that could not be opened or written: ``disk-full`` where
+    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes, else ``what`` as a
+    ledger-error (with ``hint``)."""
+    if full := disk_full(exc, path, what):
+        return full
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
+        return LedgerDamaged(f"{what}: its file is damaged ({reason})")
+    if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
+        return ReadOnlyLedger(f"{what}: {reason}")
+    return LedgerError(f"{what}: {reason}", hint=hint)

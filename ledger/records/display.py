@@ -24,7 +24,7 @@ import lmdb
 import msgspec
 
 from pithledger.errors import LedgerError, MetadataError, NoLedger, PithledgerError
-from pithledger.files import disk_full, room_for_lmdb
+from pithledger.files import disk_full, room_for_lmdb, write_failed
 from pithledger.records.canonical import text_sha256
 from pithledger.records.mint import mint
 from pithledger.records.model import parse_record
@@ -221,16 +221,10 @@ class MetadataStore:
         try:
             if not self.readonly:
                 self.path.mkdir(exist_ok=True)
-            room_for_lmdb(self.path, "the display metadata", readonly=self.readonly)
+            room_for_lmdb(self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly)
             self.env = lmdb.open(str(self.path), map_size=MAP_SIZE, subdir=True, readonly=self.readonly, max_dbs=0)
-        except lmdb.Error as exc:
-            raise disk_full(exc, self.path, "the display metadata") or LedgerError(
-                f"cannot open the display metadata at {self.path}: {exc}"
-            ) from None
-        except OSError as exc:
-            raise disk_full(exc, self.path, "the display metadata") or LedgerError(
-                f"cannot open the display metadata at {self.path}: {exc.strerror}"
-            ) from None
+        except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
+            raise write_failed(exc, self.path, f"cannot open the display metadata at {self.path}") from None
         return True
 
     def put_many(self, items: list[tuple[str, DisplayMetadata]]) -> int:

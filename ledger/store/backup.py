@@ -74,7 +74,7 @@ def _copy_sidecars(source: Path, tmp: Path) -> list[str]:
         if not (side.is_dir() and not side.is_symlink() and (side / "data.mdb").is_file()):
             continue
         (tmp / side.name).mkdir()
-        room_for_lmdb(side, f"the sidecar {side.name} of the ledger", readonly=True)
+        room_for_lmdb(side, f"cannot open the sidecar {side}", readonly=True)
         env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
         try:
             env.copy(str(tmp / side.name), compact=True)

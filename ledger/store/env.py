@@ -5,7 +5,6 @@ pages, and the key encodings every table shares. Layout: spec/storage.md.
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -21,14 +20,12 @@ from pithledger.records import ids
 
 from ..errors import (
     LayoutMismatch,
-    LedgerDamaged,
     LedgerError,
     LedgerFull,
     NoLedger,
     NotALedger,
-    ReadOnlyLedger,
 )
-from ..files import disk_full, room_for_lmdb, says_errno
+from ..files import room_for_lmdb, write_failed
 from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
 LAYOUT_VERSION = 5
@@ -94,26 +91,12 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
         _check_new_ledger_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        room_for_lmdb(path, "the ledger", readonly=readonly)
+        room_for_lmdb(path, f"cannot open the ledger at {path}", readonly=readonly)
         return lmdb.open(
             str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly
         )
     except (lmdb.Error, OSError) as exc:
         raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
-
-
-def write_failed(exc: lmdb.Error | OSError, path: Path, what: str, *, hint: str | None = None) -> LedgerError:
-    """The error for an LMDB environment at ``path`` that could not be opened or written: ``disk-full`` where
-    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes, else ``what`` as a
-    ledger-error (with ``hint``)."""
-    if full := disk_full(exc, path, what):
-        return full
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
-        return LedgerDamaged(f"{what}: its file is damaged ({reason})")
-    if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
-        return ReadOnlyLedger(f"{what}: {reason}")
-    return LedgerError(f"{what}: {reason}", hint=hint)
 
 
 class _Mapped(Protocol):

@@ -19,7 +19,7 @@ from pithledger.records.bundle import Bundle
 
 from ..errors import LedgerError, NoLedger
 from ..fanout import current
-from ..files import disk_full, room_for_lmdb
+from ..files import disk_full, room_for_lmdb, write_failed
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
 from .env import (
@@ -31,7 +31,6 @@ from .env import (
     _Mapped,
     _MappedEnv,
     _release_mapped_pages,
-    write_failed,
 )
 from .ledger import Ledger
 from .tuning import StoreTuning, default_tuning
@@ -83,7 +82,7 @@ def _copy_sidecars(old: Path, new: Path) -> None:
             continue
         (new / side.name).mkdir()
         try:
-            room_for_lmdb(side, f"the sidecar {side.name} of the ledger", readonly=True)
+            room_for_lmdb(side, f"cannot open the sidecar {side}", readonly=True)
             env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
             try:
                 env.copy(str(new / side.name))
@@ -139,7 +138,7 @@ def rebuild(
     if fan is not None and _file_size(path / "data.mdb") >= tuning.start_workers_from:
         fan.start()  # before any handle is open: the workers may then read the new ledger's snapshots
     try:
-        room_for_lmdb(path, "the ledger")
+        room_for_lmdb(path, f"cannot open the ledger at {path}")
         env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
     except lmdb.Error as exc:
         raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
