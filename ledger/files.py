@@ -218,7 +218,7 @@ def disk_full(exc: BaseException, path: Path, what: str, *, need: int | None = N
     full = says_errno(exc, errno.ENOSPC) or says_errno(exc, errno.EDQUOT)
     if not full and not (says_errno(exc, errno.EIO) and free is not None and free < _LOW_SPACE):
         return None
-    has = "no" if not free else size_text(free)
+    has = "an unknown amount" if free is None else size_text(free)
     needs = f", it needs about {size_text(need)}" if need else ""
     return DiskFull(f"{what}: the disk holding {path} is full ({has} free{needs})")
 
@@ -259,7 +259,7 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
     if need:
         free = free_bytes(path)
         if free is not None and free < need:
-            has = size_text(free) if free else "no"
+            has = size_text(free)
             raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
 
 

@@ -80,7 +80,7 @@ def test_apply_into_a_new_ledger_on_a_full_disk_is_disk_full(disk: Path, tmp_pat
     _fill(disk, free_kib)
     done = _cli(tmp_path, "--ledger", str(disk / "L"), "apply", str(BUNDLES))
     _named(done)
-    assert "free" in done.stderr
+    assert "KiB free" in done.stderr  # how much is left, by name of its disk
 
 
 def test_display_metadata_on_a_full_disk_is_disk_full(disk: Path, tmp_path: Path) -> None:
