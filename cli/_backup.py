@@ -45,6 +45,8 @@ def backup(
         else ""
     )
     say(f"backup: {done['backup']} verified ({_plural(done['events'], 'event')}, {done['bytes']:,} bytes{pending})")
+    if done["cleared"]:  # what killed backups left beside DEST (spec/storage.md §9)
+        say(f"backup: removed {', '.join(done['cleared'])}, left by killed backups")
 
 
 def export_all(ctx: typer.Context, output: Optional[Path]) -> None:

@@ -29,6 +29,9 @@ GLOBAL_HELP = (
 )
 
 EXIT_INTERRUPTED = 130
+#: fsck could not check the ledger (its scratch had no room anywhere, the ledger could not be opened): 1 is
+#: a verdict (faults found), this is none (README, spec/storage.md §6).
+EXIT_UNCHECKED = 3
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import InputChanged
+from pithledger.errors import InputChanged, LedgerDamaged, PithledgerError
 
-from ._base import EXIT_INTERRUPTED, Command, UsageProblem, settings
+from ._base import EXIT_INTERRUPTED, EXIT_UNCHECKED, Command, UsageProblem, emit_error, settings, wants_json
 from ._options import (
     Commands,
     JsonOption,
@@ -404,18 +404,28 @@ def fsck(
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
 ) -> None:
-    """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch."""
+    """Re-verify every event and recompute every state from the log; exit 1 naming each mismatch.
+
+    Exit 3 when it could not check (no room for its scratch table anywhere, no ledger, one it cannot open)."""
     from pithledger.store import Ledger
 
     path = settings(ctx).ledger
     repaired: list[str] = []
+    # where the work runs is settled first: an unreachable scheduler is exit 1, as for every command
     with _fanout(workers, scheduler):
-        if repair:
-            with Ledger(path) as writer:
-                repaired = writer.repair_evidence_usage()
-        with _open(ctx, settled=True) as ledger:
-            problems = ledger.fsck(reverify=reverify)
-            counts = ledger.counts()
+        try:
+            if repair:
+                with Ledger(path) as writer:
+                    repaired = writer.repair_evidence_usage()
+            with _open(ctx, settled=True) as ledger:
+                problems = ledger.fsck(reverify=reverify)
+                counts = ledger.counts()
+        except PithledgerError as exc:  # the check did not run to its end: not a verdict on the ledger (exit 1) ...
+            typer.echo(exc.describe(), err=True)
+            if wants_json(ctx):
+                emit_error(exc.document())
+            # ... unless what stopped it is the damage itself: a file LMDB refuses to open is a fault found
+            raise typer.Exit(1 if isinstance(exc, LedgerDamaged) else EXIT_UNCHECKED) from None
     if _json(ctx, as_json):
         emit_json(
             {

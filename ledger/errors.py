@@ -302,6 +302,31 @@ class LedgerFull(LedgerError):
     hint = "free disk space (the batch was not written; the ledger is as before) and run the same command again"
 
 
+class LedgerDamaged(LedgerError):
+    """LMDB refuses the ledger's file as damaged (a page of the wrong type, a page past its end) where it opens it."""
+
+    code = "ledger-damaged"
+    hint = "restore the ledger from a backup (`pithledger backup` makes one), or fill a new one from a mirror (`pithledger sync`)"
+
+
+class DiskFull(LedgerError):
+    """A disk with no room for what an LMDB environment (the ledger, its display metadata, pull's cache,
+    fsck's scratch, a backup) had to write: named before LMDB touches a page it cannot have (a SIGBUS)."""
+
+    code = "disk-full"
+    hint = "free space on that disk (the step that failed wrote nothing), then run the same command again"
+
+
+class ReadOnlyLedger(LedgerError):
+    """The ledger's directory or disk refuses writes (EROFS, EACCES): nothing is wrong with the ledger."""
+
+    code = "read-only-ledger"
+    hint = (
+        "the ledger's directory or disk is read-only: remount it read-write or fix its permissions, "
+        "or copy the ledger to a writable place (`pithledger backup`) and point --ledger there; reading commands work as they are"
+    )
+
+
 class BackupExists(CannotWrite):
     code = "backup-exists"
     hint = "give a path that does not exist yet: a backup never replaces anything (remove or move the old one first)"

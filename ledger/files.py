@@ -13,6 +13,10 @@ import secrets
 import stat
 from pathlib import Path
 
+import lmdb
+
+from .errors import DiskFull, LedgerDamaged, LedgerError, ReadOnlyLedger
+
 #: Opening a file to read: never following a symlink, never blocking on a FIFO.
 READ_FLAGS = (
     os.O_RDONLY
@@ -169,3 +173,105 @@ def write_linked(root: Path, rels: list[str], data: bytes) -> None:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
                 raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
             write_if_changed(root, rel, data)
+
+
+# --- room on the disk for an LMDB environment (spec/storage.md §7.3) ---------------------------------
+
+#: LMDB's lock file for py-lmdb's default 126 readers: 125 reader slots of 64 bytes and the 192-byte header.
+LMDB_LOCK_BYTES = 8192
+#: What a new environment writes before its first commit: its two meta pages.
+LMDB_NEW_BYTES = 2 * 4096
+#: LMDB reports a write that a full disk cut short as EIO ("short write"): an EIO with less than this
+#: free on the disk is taken for a full disk (a real device error leaves the free space as it was).
+_LOW_SPACE = 4 * 1024 * 1024
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes this process may still write on the disk holding ``path`` (or its nearest existing parent);
+    None where that cannot be asked. Root writes into the blocks reserved for it too."""
+    for place in (path, *path.parents):
+        try:
+            st = os.statvfs(place)
+        except OSError:
+            continue
+        return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    return None
+
+
+def size_text(n: int) -> str:
+    """A byte count as a person reads it (KiB and up)."""
+    if n < 1024 * 1024:
+        return f"{(n + 1023) // 1024} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def says_errno(exc: BaseException, code: int) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno == code
+    return os.strerror(code) in str(exc)  # py-lmdb keeps only the message (its class only for some codes)
+
+
+def disk_full(exc: BaseException, path: Path, what: str, *, need: int | None = None) -> DiskFull | None:
+    """The named error for what a full disk made fail (``exc``: an OSError or an lmdb.Error), else None.
+    ``what``: the environment and step, as a user reads it; ``need``: the free space the step needs, where known."""
+    free = free_bytes(path)
+    full = says_errno(exc, errno.ENOSPC) or says_errno(exc, errno.EDQUOT)
+    if not full and not (says_errno(exc, errno.EIO) and free is not None and free < _LOW_SPACE):
+        return None
+    has = "an unknown amount" if free is None else size_text(free)
+    needs = f", it needs about {size_text(need)}" if need else ""
+    return DiskFull(f"{what}: the disk holding {path} is full ({has} free{needs})")
+
+
+def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = False) -> None:
+    """Make sure the LMDB environment in directory ``path`` opens without LMDB writing, through a shared
+    map, to a page of a file the disk has no room for: LMDB ftruncates its lock file (a sparse file) and
+    writes its reader table through a map, so on a full disk (a full tmpfs above all) that first write was
+    a SIGBUS that killed the process. A new lock file is allocated here whole first (posix_fallocate), which
+    turns that into ``error[disk-full]``; a new environment's data file needs room for its two meta pages
+    (LMDB writes those, and every commit, with write(): a full disk is an error there, not a signal).
+    Nothing is done where the directory refuses writes (LMDB opens a read-only environment there without a lock)."""
+    need = LMDB_NEW_BYTES if not readonly and not (path / "data.mdb").exists() else 0
+    if lock:
+        lock_file = path / "lock.mdb"
+        try:  # a new lock file is ours until LMDB opens it: allocated whole
+            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileExistsError:
+            # another opener's (perhaps in use: never written here), or one a SIGBUS left with no page: the
+            # first page is written when it is opened. A hole further in is a reader slot past the 61st.
+            with contextlib.suppress(OSError):
+                if os.stat(lock_file).st_blocks == 0:
+                    need += 4096
+        except OSError as exc:  # a read-only directory, say: LMDB opens it so, or names why it cannot
+            if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+                raise full from None
+            return
+        else:
+            try:
+                os.posix_fallocate(fd, 0, LMDB_LOCK_BYTES)
+            except OSError as exc:  # no room; else (no fallocate here) LMDB makes it as it always did
+                if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+                    with contextlib.suppress(OSError):
+                        os.unlink(lock_file)
+                    raise full from None
+            finally:
+                os.close(fd)
+    if need:
+        free = free_bytes(path)
+        if free is not None and free < need:
+            has = size_text(free)
+            raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
+
+
+def write_failed(exc: Exception, path: Path, what: str, *, hint: str | None = None) -> LedgerError:
+    """The error for an LMDB environment at ``path`` that could not be opened or written: ``disk-full`` where
+    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes, else ``what`` as a
+    ledger-error (with ``hint``)."""
+    if full := disk_full(exc, path, what):
+        return full
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
+        return LedgerDamaged(f"{what}: its file is damaged ({reason})")
+    if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
+        return ReadOnlyLedger(f"{what}: {reason}")
+    return LedgerError(f"{what}: {reason}", hint=hint)

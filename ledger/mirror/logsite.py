@@ -19,10 +19,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pithledger.errors import (
     BadProof,
+    CannotWrite,
     LogCheckFailed,
     NoPublishedLog,
     NoSuchTile,
@@ -30,6 +31,7 @@ from pithledger.errors import (
     PublishedLogDiffers,
     SourceFileMissing,
 )
+from pithledger.files import disk_full
 from pithledger.tlog.merkle import EMPTY_ROOT, leaf_hash, node_hash
 from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier, open_checkpoint
 from pithledger.tlog.proofs import event_sha256, parse_entry, verifier_of
@@ -267,6 +269,24 @@ class LogReport:
 MAX_FAULTS = 10_000
 
 
+_T = TypeVar("_T")
+
+
+def _scratch_call(step: Callable[[], _T]) -> _T:
+    """A step of verify-log's scratch environment (in the system's temporary directory): a full disk there
+    is ``error[disk-full]``, never a traceback (nor a SIGBUS: it has no lock file, and LMDB writes with write())."""
+    import lmdb
+
+    try:
+        return step()
+    except (lmdb.Error, OSError) as exc:
+        where = Path(tempfile.gettempdir())
+        raise disk_full(exc, where, "verify-log's scratch table") or CannotWrite(
+            f"verify-log's scratch table in {where} could not be written: {exc}",
+            hint="free space in the temporary directory (TMPDIR), or point TMPDIR elsewhere, then run it again",
+        ) from None
+
+
 class _Wanted:
     """What the entries name, kept on disk while the entry tiles stream past: (record, ledger id) ->
     (index, sha256), and every event id met (an id met twice is a duplicate entry). A temporary LMDB
@@ -287,15 +307,17 @@ class _Wanted:
         directory = tempfile.mkdtemp(prefix="pithledger-verify-log.")
         try:
             # sparse: the map only reserves address space; the file grows with what is written
-            self._env = lmdb.open(
-                directory,
-                map_size=min(1 << 40, (1 << 26) + size * 1024),
-                max_dbs=2,
-                subdir=True,
-                sync=False,
-                metasync=False,
-                lock=False,
-                readahead=False,
+            self._env = _scratch_call(
+                lambda: lmdb.open(
+                    directory,
+                    map_size=min(1 << 40, (1 << 26) + size * 1024),
+                    max_dbs=2,
+                    subdir=True,
+                    sync=False,
+                    metasync=False,
+                    lock=False,
+                    readahead=False,
+                )
             )
             st = os.stat(os.path.join(directory, "data.mdb"))
             self._file = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)  # how /proc/self/maps names its map
@@ -315,7 +337,7 @@ class _Wanted:
         )
         self._puts += 1
         if self._puts % _COMMIT_EVERY == 0:
-            self._txn.commit()
+            _scratch_call(self._txn.commit)
             self._release()
             self._txn = self._env.begin(write=True)
         return fresh
@@ -323,7 +345,7 @@ class _Wanted:
     def chunks(self) -> Iterator[tuple[str, dict[str, tuple[int, str]]]]:
         """(record, {ledger id: (index, sha256)}) of at most _CHUNK ids, records in order (bytes of their
         names); a record of more ids comes in several chunks, one after the other, its ids in order."""
-        self._txn.commit()
+        _scratch_call(self._txn.commit)
         self._txn = self._env.begin()
         record = b""
         ids: dict[str, tuple[int, str]] = {}

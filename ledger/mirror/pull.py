@@ -36,6 +36,7 @@ from pithledger.errors import (
     UnsafePath,
 )
 from pithledger.mirror import resolveindex
+from pithledger.files import room_for_lmdb, write_failed
 from pithledger.mirror.http11 import Client, Response
 from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.mirror.transport import (
@@ -420,11 +421,10 @@ class PullCache:
         self.path = Path(ledger_path) / CACHE_DIR
         try:
             self.path.mkdir(exist_ok=True)
+            room_for_lmdb(self.path, f"cannot open the pull cache at {self.path}")
             self.env = lmdb.open(str(self.path), map_size=CACHE_MAP_SIZE, subdir=True, max_dbs=0)
-        except lmdb.Error as exc:
-            raise LedgerError(f"cannot open the pull cache at {self.path}: {exc}") from None
-        except OSError as exc:
-            raise LedgerError(f"cannot open the pull cache at {self.path}: {exc.strerror}") from None
+        except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
+            raise write_failed(exc, self.path, f"cannot open the pull cache at {self.path}") from None
 
     @staticmethod
     def _key(url: str) -> bytes:

@@ -24,6 +24,7 @@ import lmdb
 import msgspec
 
 from pithledger.errors import LedgerError, MetadataError, NoLedger, PithledgerError
+from pithledger.files import disk_full, room_for_lmdb, write_failed
 from pithledger.records.canonical import text_sha256
 from pithledger.records.mint import mint
 from pithledger.records.model import parse_record
@@ -220,11 +221,10 @@ class MetadataStore:
         try:
             if not self.readonly:
                 self.path.mkdir(exist_ok=True)
+            room_for_lmdb(self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly)
             self.env = lmdb.open(str(self.path), map_size=MAP_SIZE, subdir=True, readonly=self.readonly, max_dbs=0)
-        except lmdb.Error as exc:
-            raise LedgerError(f"cannot open the display metadata at {self.path}: {exc}") from None
-        except OSError as exc:
-            raise LedgerError(f"cannot open the display metadata at {self.path}: {exc.strerror}") from None
+        except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
+            raise write_failed(exc, self.path, f"cannot open the display metadata at {self.path}") from None
         return True
 
     def put_many(self, items: list[tuple[str, DisplayMetadata]]) -> int:
@@ -236,7 +236,9 @@ class MetadataStore:
                 for key, meta in items:
                     txn.put(key.encode(), _encoder.encode(meta))
         except lmdb.Error as exc:
-            raise LedgerError(f"the display metadata was not written: {exc}") from None
+            raise disk_full(exc, self.path, "the display metadata was not written") or LedgerError(
+                f"the display metadata was not written: {exc}"
+            ) from None
         return len(items)
 
     def keep_documents(self, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> int:
@@ -257,7 +259,9 @@ class MetadataStore:
                             old = None
                     txn.put(key, _encoder.encode(combine(old, meta, record)))
         except lmdb.Error as exc:
-            raise LedgerError(f"the display metadata was not written: {exc}") from None
+            raise disk_full(exc, self.path, "the display metadata was not written") or LedgerError(
+                f"the display metadata was not written: {exc}"
+            ) from None
         return len(items)
 
     def get(self, record: dict[str, Any]) -> DisplayMetadata | None:

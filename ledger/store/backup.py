@@ -5,6 +5,7 @@ directory, renamed into place only once verified (spec/storage.md §9).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 import lmdb
 
 from ..errors import BackupExists, BackupFailed, CannotWrite, TlogNotBuilt
+from ..files import disk_full, room_for_lmdb
 from ..layout import CHECKPOINTS_DIR
 from .ledger import Ledger
 from .tuning import StoreTuning
@@ -72,6 +74,7 @@ def _copy_sidecars(source: Path, tmp: Path) -> list[str]:
         if not (side.is_dir() and not side.is_symlink() and (side / "data.mdb").is_file()):
             continue
         (tmp / side.name).mkdir()
+        room_for_lmdb(side, f"cannot open the sidecar {side}", readonly=True)
         env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
         try:
             env.copy(str(tmp / side.name), compact=True)
@@ -158,10 +161,14 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
             hint="give a destination outside the ledger's directory: nothing was written",
         )
     with Ledger(source, readonly=True, tuning=tuning) as ledger:
+        cleared = _clear_stale(parent)
         try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.backup-", dir=parent))
+            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.backup-{os.getpid()}-", dir=parent))
         except OSError as exc:
-            raise CannotWrite(f"cannot create a directory in {parent}: {exc.strerror}") from None
+            raise disk_full(exc, parent, f"the backup of {source} to {dest} failed") or CannotWrite(
+                f"cannot create a directory in {parent}: {exc.strerror}"
+            ) from None
+        held = _hold(tmp)  # until it is renamed or removed: a later backup never clears it as stale
         with contextlib.suppress(OSError):  # the ledger directory's mode, not mkdtemp's 0700
             os.chmod(tmp, stat.S_IMODE(os.stat(source).st_mode))
         try:
@@ -177,7 +184,10 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
                 problems = _verify(tmp, facts, memory, tuning)
             except (lmdb.Error, OSError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                raise BackupFailed(f"the backup of {source} to {dest} failed: {reason}") from None
+                need = _size_of(source / "data.mdb")  # about what the compacted copy takes, at most
+                raise disk_full(exc, parent, f"the backup of {source} to {dest} failed", need=need) or BackupFailed(
+                    f"the backup of {source} to {dest} failed: {reason}"
+                ) from None
             if problems:
                 raise BackupFailed(
                     f"the copy of {source} did not verify: " + "; ".join(problems[:5]),
@@ -197,6 +207,8 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            os.close(held)
     size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     return {
         "backup": str(dest),
@@ -207,4 +219,69 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
         "checkpoint_files": len(memory),
         "bytes": size,
         "verified": True,
+        "cleared": cleared,
     }
+
+
+#: A backup's temporary directory: ``.<DEST name>.backup-<pid>-<random>`` (spec/storage.md §9).
+_STAGING = re.compile(r"\..+\.backup-([0-9]+)-[A-Za-z0-9_]+")
+
+
+def _hold(tmp: Path) -> int:
+    """Lock the temporary directory (flock on it, held by the open descriptor returned) for as long as
+    the backup runs: the lock, not the pid in its name, is what says it is in use (a pid is reused, and a
+    backup in another pid namespace has a pid this one cannot see)."""
+    fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    with contextlib.suppress(OSError):  # no flock here: only the pid tells
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def _clear_stale(parent: Path) -> list[str]:
+    """Remove what killed backups left in ``parent`` (their temporary directories, which no one else
+    removes): each whose process is gone and whose lock no one holds; the names removed. A directory of a
+    running backup (its process alive, or its lock held) is left, and so is anything not named as ours."""
+    cleared: list[str] = []
+    try:
+        names = [entry.name for entry in os.scandir(parent) if entry.name.startswith(".") and ".backup-" in entry.name]
+    except OSError:
+        return cleared
+    for name in sorted(names):
+        found = _STAGING.fullmatch(name)
+        path = parent / name
+        if found is None or not path.is_dir() or path.is_symlink() or _alive(int(found.group(1))):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a backup is writing it
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(path)
+            cleared.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return cleared
+
+
+def _size_of(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None

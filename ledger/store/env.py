@@ -18,7 +18,14 @@ import msgspec
 
 from pithledger.records import ids
 
-from ..errors import LayoutMismatch, LedgerError, LedgerFull, NoLedger, NotALedger
+from ..errors import (
+    LayoutMismatch,
+    LedgerError,
+    LedgerFull,
+    NoLedger,
+    NotALedger,
+)
+from ..files import room_for_lmdb, write_failed
 from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
 LAYOUT_VERSION = 5
@@ -84,13 +91,12 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
         _check_new_ledger_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
+        room_for_lmdb(path, f"cannot open the ledger at {path}", readonly=readonly)
         return lmdb.open(
             str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly
         )
-    except lmdb.Error as exc:
-        raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
-    except OSError as exc:
-        raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
+    except (lmdb.Error, OSError) as exc:
+        raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
 
 
 class _Mapped(Protocol):
@@ -277,7 +283,12 @@ class _Environment:
         """Open the ledger's databases (a writer creates those missing) once the layout is known to be one
         this version reads; returns the layout. Every handle that reads the views opens them so (Ledger,
         and the workers' views handle, snapshot.py); the caller closes the environment if this raises."""
-        self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
+        try:  # a writer's open_db of a new database commits: a full disk fails here first
+            self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
+        except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet (Ledger says so)
+            raise
+        except lmdb.Error as exc:
+            raise write_failed(exc, self.path, f"cannot open the ledger at {self.path}") from None
         layout = self._check_layout()  # before the other databases: an older layout may lack some
         absent = () if layout == LAYOUT_VERSION or not readonly else _TLOG + (_PENDING if layout == 3 else ())
         # a writer opens them in one transaction (a transaction each costs a durable commit each); a
@@ -301,7 +312,10 @@ class _Environment:
                 txn.abort()
             raise
         if txn is not None:
-            txn.commit()
+            try:
+                txn.commit()
+            except lmdb.Error as exc:
+                raise write_failed(exc, self.path, f"cannot open the ledger at {self.path}") from None
         return layout
 
     def _check_layout(self) -> int:
@@ -316,13 +330,16 @@ class _Environment:
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)")
         if layout is None:
-            with self._begin(write=True, db=self.db[b"meta"]) as txn:
-                layout = txn.get(b"layout_version")
-                if layout is None:
-                    txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
-                    txn.put(b"merge_version", MERGE_VERSION.encode())
-                    return LAYOUT_VERSION
-                merge = bytes(txn.get(b"merge_version", b"")).decode()
+            try:
+                with self._begin(write=True, db=self.db[b"meta"]) as txn:
+                    layout = txn.get(b"layout_version")
+                    if layout is None:
+                        txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
+                        txn.put(b"merge_version", MERGE_VERSION.encode())
+                        return LAYOUT_VERSION
+                    merge = bytes(txn.get(b"merge_version", b"")).decode()
+            except lmdb.Error as exc:  # a new ledger's first commit: a full disk, say
+                raise write_failed(exc, self.path, f"cannot create the ledger at {self.path}") from None
         layout = bytes(layout)
         number = int(layout) if layout.isdigit() and layout.isascii() and len(layout) < 6 else -1
         if number in _UPGRADABLE_IN_PLACE and merge == MERGE_VERSION:

@@ -19,7 +19,8 @@ import pithledger.store.tlog_tables as translog
 from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
-from ..errors import LedgerError, TlogNotBuilt
+from ..errors import LedgerError, PithledgerError, TlogNotBuilt
+from ..files import disk_full
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
@@ -40,6 +41,9 @@ from .views import (
     _pair_decoder,
     _unpack_state,
 )
+
+#: How fsck reads a stored key as text: a damaged one (not UTF-8) is named with its bytes escaped, never a traceback.
+_KEPT = "backslashreplace"
 
 
 def _fsck_log_part(
@@ -96,7 +100,9 @@ _StateFound = tuple[
 ]
 
 #: What a damaged entry raises as it is decoded or read (a stored value of the wrong shape, a missing key).
-_DAMAGE = (msgspec.DecodeError, LedgerError, KeyError, TypeError, ValueError, AttributeError)
+#: Any of pithledger's errors too: a damaged event's bytes may decode yet fail a check its derivation makes
+#: (a public key no longer base64: ``bad-encoding``, which ended fsck).
+_DAMAGE = (msgspec.DecodeError, PithledgerError, KeyError, TypeError, ValueError, AttributeError)
 
 
 def _fsck_state_part(part: list[_StateInputs]) -> list[_StateFound]:
@@ -137,7 +143,7 @@ def _fsck_state(inputs: _Inputs, entry: bytes | None) -> _StateFound:
         inputs._replace(old_state=None), reference=True
     )  # never a fold: fsck must catch a fold's fault
     assert derived is not None  # without a Fold, a full derivation
-    index: list[tuple[bytes, bytes]] | str
+    index: list[tuple[bytes, bytes]] | str = []  # no stored state: no index entries implied
     try:
         stored = _unpack_state(inputs.old_state) if inputs.old_state is not None else None
     except LedgerError as exc:  # not even zlib: differs
@@ -281,9 +287,26 @@ class _Fsck(_PendingWork, _Translog):
 
         Every check of spec/events.md §2.2 runs again, except, unless ``reverify``, the Ed25519 check
         of a logged event: the log holds only events whose signature verified on arrival, and that
-        check is most of the cost (spec/storage.md §6)."""
-        dbs = self._pending_dbs()
+        check is most of the cost (spec/storage.md §6). A file LMDB finds damaged under a table's walk
+        (a page of the wrong type, a page past the end) ends the check there, named after what was found
+        before it: LMDB's read transaction is unusable after it (MDB_BAD_TXN), and nothing read after it could be trusted."""
         problems: list[str] = []
+        try:
+            self._fsck_into(problems, reverify=reverify)
+        except lmdb.MapResizedError:
+            raise
+        except (
+            lmdb.Error
+        ) as exc:  # CorruptedError, PageNotFoundError, BadValsizeError (an index value of a wrong size)...
+            problems.append(
+                f"the ledger's file is damaged: LMDB cannot read it ({exc}); the check stopped there "
+                "(restore a backup, or rebuild it with `pithledger rebuild --force` if its log is readable)"
+            )
+        return problems
+
+    def _fsck_into(self, problems: list[str], *, reverify: bool) -> None:
+        """:meth:`fsck`, each fault appended to ``problems`` as it is found."""
+        dbs = self._pending_dbs()
         opened = self._open_tlog()
         with self._begin() as txn:
             seen = 0
@@ -327,7 +350,8 @@ class _Fsck(_PendingWork, _Translog):
                 problems.append(
                     f"{pending:,} records have derivation pending; finish() (the next apply or sync) derives them"
                 )
-                return problems + self._fsck_evidence(txn)
+                problems += self._fsck_evidence(txn)
+                return
             # what the whole ledger should hold is kept in a scratch table on disk, never per record in
             # memory: each check then walks it beside the stored table (spec/storage.md §6)
             with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
@@ -336,7 +360,9 @@ class _Fsck(_PendingWork, _Translog):
                 index_lacks: set[tuple[bytes, bytes, bytes]] = set()
                 state_faults: list[str] = []
                 # each record's inputs as stored, its stored state as "old": compared with, not replaced
-                subjects = (bytes(key).decode() for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
+                subjects = (
+                    bytes(key).decode(errors=_KEPT) for key in txn.cursor(db=self.db[b"state"]).iternext(values=False)
+                )
                 many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
                 leaf_faults: list[str] = []  # named where the tree is checked, as before
                 odd: dict[str, dict[str, Pair]] = {}  # leaves the scratch cannot hold (a subject too long to be a key)
@@ -386,7 +412,7 @@ class _Fsck(_PendingWork, _Translog):
                 cursor = txn.cursor(db=self.db[b"subject"])
                 for n, subject_key in enumerate(cursor.iternext_nodup(values=False), 1):
                     if txn.get(subject_key, db=self.db[b"state"]) is None:
-                        subject = bytes(subject_key).decode()
+                        subject = bytes(subject_key).decode(errors=_KEPT)
                         state_faults.append(f"{subject} has events but no stored state")
                         # not among the states: its citations are recomputed here
                         try:
@@ -400,7 +426,6 @@ class _Fsck(_PendingWork, _Translog):
                 problems += self._fsck_indexes(txn, scratch, index_unreadable, index_lacks)
                 problems += self._fsck_evidence(txn)
                 problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd), order)
-        return problems
 
     def _pairs(self, txn: lmdb.Transaction, name: bytes) -> Iterator[_KV]:
         """Every (key, value) of one of the ledger's tables, in order, its pages released as it goes."""
@@ -417,13 +442,13 @@ class _Fsck(_PendingWork, _Translog):
         for key, value in scratch.pairs(b"leaf"):
             if key != current:
                 if current is not None:
-                    bucket = current[1:].decode()
+                    bucket = current[1:].decode(errors=_KEPT)
                     yield bucket, records | odd.pop(bucket, {})
                 current, records = key, {}
             n = value[0]
-            records[value[1 + n :].decode()] = _pair_decoder.decode(value[1 : 1 + n])
+            records[value[1 + n :].decode(errors=_KEPT)] = _pair_decoder.decode(value[1 : 1 + n])
         if current is not None:
-            bucket = current[1:].decode()
+            bucket = current[1:].decode(errors=_KEPT)
             yield bucket, records | odd.pop(bucket, {})
         yield from list(odd.items())
 
@@ -482,7 +507,7 @@ class _Fsck(_PendingWork, _Translog):
         outbound entry differs (in key order), then the inbound entries expected (gathered in ``scratch``)
         walked beside the stored ones."""
         problems = [
-            f"the outbound citation index of {key.decode()} differs from its recomputation"
+            f"the outbound citation index of {key.decode(errors=_KEPT)} differs from its recomputation"
             for key in sorted(citations.faults)
         ]
         stale, missing = 0, len(citations.odd)  # expected entries no LMDB table can hold: missing, whatever is stored
@@ -514,8 +539,14 @@ class _Fsck(_PendingWork, _Translog):
                 else:
                     stale.append((db, k, v))
         return unreadable + (
-            [f"{db.decode()} index lacks {k.decode()} -> {v.decode()}" for db, k, v in sorted(lacks)]
-            + [f"{db.decode()} index holds a stale entry {k.decode()} -> {v.decode()}" for db, k, v in stale]
+            [
+                f"{db.decode(errors=_KEPT)} index lacks {k.decode(errors=_KEPT)} -> {v.decode(errors=_KEPT)}"
+                for db, k, v in sorted(lacks)
+            ]
+            + [
+                f"{db.decode(errors=_KEPT)} index holds a stale entry {k.decode(errors=_KEPT)} -> {v.decode(errors=_KEPT)}"
+                for db, k, v in stale
+            ]
         )
 
     def _fsck_evidence(self, txn: lmdb.Transaction) -> list[str]:
@@ -561,7 +592,7 @@ class _Fsck(_PendingWork, _Translog):
         miscount named: a counter above the truth fills a cap early, one below lets it overflow."""
         usage, total = self._evidence_held(txn)
         # an unreadable counter counts nothing: named as miscounted (`fsck --repair` rewrites it)
-        stored = {bytes(k).decode(): _usage_of(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
+        stored = {bytes(k).decode(errors=_KEPT): _usage_of(v) for k, v in txn.cursor(db=self.db[b"evsize"]).iternext()}
         wrong = sorted(s for s in usage.keys() | stored.keys() if usage.get(s, Usage()) != stored.get(s, Usage()))
         problems = [
             f"evidence usage of {s} counts {_usage_text(stored.get(s, Usage()))} but {_usage_text(usage.get(s, Usage()))} "
@@ -598,7 +629,7 @@ class _Fsck(_PendingWork, _Translog):
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
-                raise LedgerError(
+                raise disk_full(exc, self.path, "the evidence usage was not repaired") or LedgerError(
                     f"the evidence usage was not repaired: {exc}",
                     hint="the ledger is as it was; if the disk is full, free space and run it again",
                 ) from None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import lmdb
 
-from ..errors import NoLedger, PithledgerError
+from ..errors import LedgerDamaged, NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
 from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION
@@ -59,6 +59,9 @@ class Ledger(_Log, _Reads, _Fsck):
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
+        except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadValsizeError, lmdb.InvalidError) as exc:
+            self.env.close()  # a table's root page damaged: opening it is where LMDB first reads it
+            raise LedgerDamaged(f"the ledger at {self.path} is damaged: LMDB cannot read it ({exc})") from None
         except PithledgerError:
             self.env.close()
             raise

@@ -24,6 +24,8 @@ from pithledger.records.bundle import Bundle
 from pithledger.records.events import Verdict
 
 from ..errors import LedgerError, LogDiverged
+from ..errors import LedgerError
+from ..files import disk_full
 from .entries import (
     BatchResult,
     EvidenceLimits,
@@ -201,7 +203,9 @@ class _Log(_PendingWork, _Translog):
         except lmdb.MapFullError:
             raise
         except lmdb.Error as exc:
-            raise LedgerError(
+            # what the batch writes is about twice its log entries (its indexes, states, tlog: spec/storage.md §7.4)
+            need = 2 * sum(len(value) for _, value in log) or None
+            raise disk_full(exc, self.path, "the batch was not written", need=need) or LedgerError(
                 f"the batch was not written: {exc}",
                 hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
             ) from None

@@ -13,6 +13,7 @@ import lmdb
 
 from ..audit import bucket_of
 from ..errors import LedgerError
+from ..files import disk_full
 from .env import _RELEASE_EVERY, _release_mapped_pages
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
 from .tuning import StoreTuning
@@ -66,7 +67,7 @@ class _PendingWork(_Views, _Workers):
                 self._grow()
                 continue
             except lmdb.Error as exc:
-                raise LedgerError(
+                raise disk_full(exc, self.path, "deriving pending states failed") or LedgerError(
                     f"deriving pending states failed: {exc}",
                     hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
                     "`pithledger apply` again (with no new input it only finishes the pending work)",

@@ -19,6 +19,7 @@ from pithledger.records.bundle import Bundle
 
 from ..errors import LedgerError, NoLedger
 from ..fanout import current
+from ..files import disk_full, room_for_lmdb, write_failed
 from ..merge import MERGE_VERSION
 from .entries import BatchResult, Prepared, prepare
 from .env import (
@@ -81,13 +82,14 @@ def _copy_sidecars(old: Path, new: Path) -> None:
             continue
         (new / side.name).mkdir()
         try:
+            room_for_lmdb(side, f"cannot open the sidecar {side}", readonly=True)
             env = lmdb.open(str(side), readonly=True, subdir=True, max_dbs=32)
             try:
                 env.copy(str(new / side.name))
             finally:
                 env.close()
         except lmdb.Error as exc:
-            raise LedgerError(
+            raise disk_full(exc, new, f"the rebuild could not copy {side}") or LedgerError(
                 f"the rebuild could not copy {side}: {exc}",
                 hint="the old ledger is unchanged; free space if the disk is full, then run rebuild again",
             ) from None
@@ -136,9 +138,10 @@ def rebuild(
     if fan is not None and _file_size(path / "data.mdb") >= tuning.start_workers_from:
         fan.start()  # before any handle is open: the workers may then read the new ledger's snapshots
     try:
+        room_for_lmdb(path, f"cannot open the ledger at {path}")
         env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=DEFAULT_MAP_SIZE)
     except lmdb.Error as exc:
-        raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
+        raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
     counts = {"events_read": 0, "new": 0, "duplicate": 0, "invalid": 0, "unverified": 0, "signatures_reused": 0}
     try:
         txn = env.begin(write=True)  # the writer lock: no apply lands in the old ledger while we read it

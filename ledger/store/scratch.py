@@ -18,6 +18,7 @@ from typing import Any
 import lmdb
 
 from ..errors import LedgerError
+from ..files import disk_full
 from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
 
 #: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
@@ -39,19 +40,24 @@ class Scratch:
         """``near``: a ledger's directory, to be beside; ``owner``: the handle whose budget of mapped pages
         the scratch's share (its releases drop both maps)."""
         names = list(tables)
+        self._names = names
         failed: Exception | None = None
         # beside the ledger, else (a read-only or full disk there) in the system's temporary directory
         for place in (near, None) if near is not None else (None,):
             try:
                 self._open(place, names)
+                self._near = place
                 break
             except (OSError, lmdb.Error) as exc:
                 failed = exc
         else:
-            raise LedgerError(
+            assert failed is not None
+            where = getattr(self, "_dir", Path(tempfile.gettempdir()))
+            raise disk_full(failed, where, "fsck's scratch table") or LedgerError(
                 f"fsck could not make its scratch table: {failed}",
                 hint="free some space beside the ledger or in the temporary directory (TMPDIR), then run it again",
             ) from None
+        self._batch: list[tuple[bytes, bytes, bytes]] = []  # the pairs of the open transaction, to move them
         self._owner: _Mapped = owner or self
         if owner is not None:
             owner._companions.append(self)
@@ -98,12 +104,13 @@ class Scratch:
         longer than its maximum): no table of a ledger can hold such a pair either."""
         if not key or len(key) > self._max or len(value) > self._max:
             return False
+        self._batch.append((table, key, value))
         try:
             if self._txn is None:
                 self._txn = self.env.begin(write=True)
             self._txn.put(key, value, db=self.db[table])
-        except lmdb.Error as exc:
-            raise _unwritable(exc) from None
+        except lmdb.Error as exc:  # LMDB spilling dirty pages to a full disk, say
+            self._move(exc)
         self._added += 1
         if self._added >= _COMMIT_EVERY:
             self._commit()
@@ -115,9 +122,51 @@ class Scratch:
             try:
                 txn.commit()
             except lmdb.Error as exc:
-                raise _unwritable(exc) from None
+                self._move(exc)
+                self._txn, txn = None, self._txn
+                if txn is not None:
+                    try:
+                        txn.commit()
+                    except lmdb.Error as again:
+                        raise _unwritable(again, self._dir) from None
+        self._batch = []
         self._added = 0
         _release_mapped_pages(self._owner)
+
+    def _move(self, exc: lmdb.Error) -> None:
+        """The scratch beside the ledger filled its disk: go on in the system's temporary directory, as when it
+        cannot be made there (spec/storage.md §6), with what it held (its committed pairs, and the open
+        transaction's, kept in ``_batch``). Elsewhere, or another fault: ``_unwritable``."""
+        if self._near is None or disk_full(exc, self._dir, "") is None:
+            raise _unwritable(exc, self._dir) from None
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+        old_env, old_db = self.env, self.db
+        try:
+            self._open(None, self._names)
+        except (OSError, lmdb.Error) as failed:
+            self.env, self.db = old_env, old_db
+            raise _unwritable(failed, self._dir) from None
+        self._near = None
+        try:
+            with old_env.begin() as old:
+                txn = self.env.begin(write=True)
+                n = 0
+                for name in self._names:
+                    for key, value in old.cursor(db=old_db[name]).iternext():
+                        txn.put(key, value, db=self.db[name])
+                        n += 1
+                        if n % _COMMIT_EVERY == 0:
+                            txn.commit()
+                            txn = self.env.begin(write=True)
+                for table, key, value in self._batch:
+                    txn.put(key, value, db=self.db[table])
+                self._txn = txn  # committed by the caller (_commit) or with the next pairs (add)
+        except lmdb.Error as failed:
+            raise _unwritable(failed, self._dir) from None
+        finally:
+            old_env.close()
 
     def pairs(self, table: bytes) -> Iterator[Pair]:
         """The table's pairs, in (key, value) byte order."""
@@ -143,7 +192,9 @@ class Scratch:
         self.close()
 
 
-def _unwritable(exc: lmdb.Error) -> LedgerError:
+def _unwritable(exc: BaseException, where: Path) -> LedgerError:
+    if full := disk_full(exc, where, "fsck's scratch table could not be written"):
+        return full
     if isinstance(exc, lmdb.MapFullError):  # the map was made smaller (ulimit -v) than this ledger needs
         hint = "raise the process's address-space limit (ulimit -v), then run it again"
     else:

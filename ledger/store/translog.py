@@ -9,6 +9,7 @@ import lmdb
 import pithledger.store.tlog_tables as translog
 
 from ..errors import LedgerError, TlogNotBuilt
+from ..files import disk_full
 from .env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_pages
 from .tuning import StoreTuning
 
@@ -38,7 +39,9 @@ class _Translog(_Environment):
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
-                raise LedgerError(
+                raise disk_full(
+                    exc, self.path, f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed"
+                ) or LedgerError(
                     f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed: {exc}",
                     hint="nothing is lost (an interrupted upgrade goes on where it stopped): free space if the "
                     "disk is full, then run the same command again",

@@ -147,8 +147,9 @@ def test_a_full_disk_leaves_no_destination(cli: Any, tmp_path: Path) -> None:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         r: Result = cli("--ledger", str(ledger), "backup", str(disk / "B"))
-        assert r.code == 1 and "error[backup-failed]" in r.err and "Traceback" not in r.err, r.err
-        assert "No space left on device" in r.err
+        # named as every full disk is (spec/storage.md §7.4): which disk, its free space, about what the copy needs
+        assert r.code == 1 and "error[disk-full]" in r.err and "Traceback" not in r.err, r.err
+        assert f"the disk holding {disk} is full" in r.err
         assert list(disk.iterdir()) == []  # no DEST, no temporary directory
     finally:
         subprocess.run(["umount", str(disk)], check=True)

@@ -71,7 +71,25 @@ def undecodable_outbound_citations(ledger: Ledger, txn: lmdb.Transaction) -> str
     return f"the outbound citation index of {key.decode()} differs from its recomputation"
 
 
+def index_key_not_utf8(ledger: Ledger, txn: lmdb.Transaction) -> str:
+    """A suffix index entry whose key lost its UTF-8 (a bit flip): its ``decode()`` ended fsck (UnicodeDecodeError)."""
+    key, value = _first(txn, ledger.db[b"suffix"])
+    txn.put(b"\xff" + key[1:], value, db=ledger.db[b"suffix"])
+    return "suffix index holds a stale entry \\xff"
+
+
+def state_key_not_utf8(ledger: Ledger, txn: lmdb.Transaction) -> str:
+    """A record's state stored under a key that is not UTF-8: read back as text it names no stored state, which
+    ended fsck in ``_fsck_state`` (UnboundLocalError: ``index``) once its ``decode()`` no longer did."""
+    key, value = _first(txn, ledger.db[b"state"])
+    txn.delete(key, db=ledger.db[b"state"])
+    txn.put(key[:-1] + b"\xff", value, db=ledger.db[b"state"])
+    return "\\xff"
+
+
 DAMAGES = [
+    index_key_not_utf8,
+    state_key_not_utf8,
     unreadable_log_entry,
     log_entry_without_event_id,
     inbound_citation_of_no_event,
