@@ -35,8 +35,8 @@ from pithledger.errors import (
     SourceTimeout,
     UnsafePath,
 )
-from pithledger.mirror import resolveindex
 from pithledger.files import room_for_lmdb, write_failed
+from pithledger.mirror import resolveindex
 from pithledger.mirror.http11 import Client, Response
 from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
 from pithledger.mirror.transport import (

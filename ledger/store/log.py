@@ -24,7 +24,6 @@ from pithledger.records.bundle import Bundle
 from pithledger.records.events import Verdict
 
 from ..errors import LedgerError, LogDiverged
-from ..errors import LedgerError
 from ..files import disk_full
 from .entries import (
     BatchResult,
