@@ -21,7 +21,7 @@ from helpers.eventpool import pool
 from helpers.hostile_sources import buckets, chain, get, pair_of, published  # noqa: F401 (fixtures)
 from helpers.ledgers import ledger_with
 from pithledger.audit import Pair, bucket_pair, compare, inner_pair
-from pithledger.errors import MalformedSource, PithledgerError, SourceError, SourceFileMissing, UnsafePath
+from pithledger.errors import MalformedSource, SourceError, SourceFileMissing, UnsafePath
 from pithledger.mirror.publish import (
     DIGEST_FILE,
     Published,
@@ -67,10 +67,11 @@ def rewrite_bucket(pub: Path, prefix: str, mutate: Callable[[dict[str, Any]], No
     (pub / DIGEST_FILE).write_text(json.dumps(digest))
 
 
-def full_walk(source: Published, ledger: Ledger) -> None:
-    """Everything a reader can be asked: both comparisons, then every node, record and bundle."""
-    compare(ledger, source)
-    compare(source, ledger)
+def full_walk(source: Published, ledger: Ledger) -> tuple[Any, ...]:
+    """Everything a reader can be asked: both comparisons, then every node, record and bundle. Returns
+    what it read: the comparisons' verdicts and roots, and every record's events and bundle bytes."""
+    mine, theirs = compare(ledger, source), compare(source, ledger)
+    read: dict[str, tuple[list[str], bytes]] = {}
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -78,8 +79,11 @@ def full_walk(source: Published, ledger: Ledger) -> None:
             stack += [prefix + c for c in source.children(prefix)]
             continue
         for number in source.bucket(prefix):
-            source.record_events(number)
-            source.bundle_bytes(number)
+            read[number] = (source.record_events(number), source.bundle_bytes(number))
+    verdicts = [
+        (r.consistent, r.a_root, r.b_root, [(d.pith_number, d.kind) for d in r.divergent]) for r in (mine, theirs)
+    ]
+    return verdicts, sorted(read.items())
 
 
 def test_rewrite_helper_keeps_a_valid_tree(published: tuple[Ledger, Path]) -> None:
@@ -357,10 +361,15 @@ MUTATIONS: list[Any] = [None, True, 0, -1, 2**53, "", "x", "ab" * 32, "../../etc
 
 def test_every_leaf_of_every_node_file_mutated_gives_only_named_errors(published: tuple[Ledger, Path]) -> None:
     """Each value (and each key) of digest.json and every node file, replaced by other JSON types: the
-    reader either still works or raises a PithledgerError; nothing else escapes."""
+    reader refuses the source with a named SourceError, or it reads exactly what was published (the same
+    verdicts against the ledger, consistent, and every record's events and bundle byte for byte): a
+    damaged node never passes for another tree. Nothing else escapes."""
     ledger, pub = published
     files = [pub / DIGEST_FILE, *sorted((pub / "pithledger" / "nodes").glob("*.json"))]
-    tried = 0
+    assert len(files) > 2
+    baseline = full_walk(Published(str(pub)), ledger)
+    assert all(consistent for consistent, *_ in baseline[0]) and baseline[1]
+    tried = refused = 0
     for path in files:
         original = path.read_text()
         doc = json.loads(original)
@@ -382,14 +391,17 @@ def test_every_leaf_of_every_node_file_mutated_gives_only_named_errors(published
                     path.write_text(json.dumps(variant))
                     tried += 1
                     try:
-                        full_walk(Published(str(pub)), ledger)
-                    except PithledgerError:
-                        pass
+                        got = full_walk(Published(str(pub)), ledger)
+                    except SourceError:
+                        refused += 1
+                        continue
                     except Exception as exc:  # noqa: BLE001
                         pytest.fail(f"{type(exc).__name__}: {exc} escaped; {path.name} at {where} = {variant!r:.200}")
+                    assert got == baseline, f"{path.name} at {where} = {variant!r:.200} was read as another tree"
         finally:
             path.write_text(original)
-    assert tried > 300
+    # every leaf of every file had its variants; a node's hashed content cannot change unnoticed
+    assert refused > tried // 2, (refused, tried)
 
 
 def test_a_bucket_the_source_lacks_is_missing_records_not_an_error(tmp_path: Path) -> None:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import pytest
 
+import pithledger
 from helpers.common import PITH_RECORDS
 from pithledger.errors import MalformedId, SchemaError
+from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import make_event
 from pithledger.records.ids import ParsedId, parse_id
+from pithledger.records.keys import LocalKey
 from pithledger.records.model import record_ids
 
 
@@ -50,9 +55,30 @@ def test_old_style_id_keeps_its_slash_in_the_doi() -> None:
 
 
 def test_empty_license_is_a_valid_record() -> None:
+    """``mint`` writes ``""`` for a paper without a license (spec/identifiers.md §3), so such a record has
+    its own identifiers and verifies like any other; a null license is not a record (schema-error)."""
     record = copy.deepcopy(PITH_RECORDS[0]["canonical_record"])
     record["metadata"]["license"] = ""
-    record_ids(record)
+    got = pithledger.record_ids(record)
+    assert b'"license":""' in canonical_bytes(record)
+    assert got.canonical_sha256 == hashlib.sha256(canonical_bytes(record)).hexdigest()
+    assert got.pith_number != PITH_RECORDS[0]["pith_number"]  # the license is hashed: another record
+    assert got.short_pith_number == "pith:" + got.pith_number.rsplit(":", 1)[1][:8]
+    key = LocalKey(name="license-test", seed=hashlib.sha256(b"empty license").digest())
+    created = make_event(
+        "record_created",
+        got.pith_number,
+        {"canonical_record": record, "canonical_sha256": got.canonical_sha256},
+        key,
+        created_at="2026-06-01T12:00:00Z",
+    )
+    bundle = write_bundle(got.pith_number, [created], canonical_record=record)
+    [verdict] = pithledger.verify_bundle(canonical_bytes(bundle))
+    assert (verdict.status, verdict.event_type, verdict.subject) == ("valid", "record_created", got.pith_number)
+    assert verdict.facts["canonical_sha256"] == got.canonical_sha256
+    record["metadata"]["license"] = None
+    with pytest.raises(SchemaError):
+        pithledger.record_ids(record)
 
 
 @pytest.mark.parametrize("field", ["source", "metadata", "schema_version"])
