@@ -1,0 +1,121 @@
+"""Rough edges of the command line (issue #41 items 2, 5 and 10), each through the real CLI in a subprocess:
+`-o` onto a device node, a FIFO, a symlink or a directory; `event --post` to a kind that has no action URL;
+`--json metadata`; `latex -o DIR`; `--ledger` at a published tree; a bundle without `bundle_type`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.common import PITH_RECORDS
+from helpers.site import BUNDLES
+
+DEMO = BUNDLES / "demo-1709.09021.json"
+SUBJECT = PITH_RECORDS[0]["pith_number"]
+
+
+def _ledger(cli, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    ledger = tmp_path / "L"
+    r = cli("--ledger", str(ledger), "apply", "-q", str(DEMO))
+    assert r.code == 0, r.err
+    return ledger
+
+
+def _null_device(path: Path) -> os.stat_result:
+    """A null device of our own (never the machine's /dev/null): writes to it are discarded."""
+    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return os.stat(path)
+
+
+# --- item 2: -o writes through to what is not a regular file --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["export", "--all"], ["export", "arXiv:1709.09021"]],
+    ids=["export-all", "export-one"],
+)
+def test_o_onto_a_device_node_writes_through_and_the_node_survives(cli, tmp_path: Path, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Before: write-then-rename replaced the node with a regular file (as root, `export --all -o /dev/null`
+    deleted the machine's /dev/null)."""
+    ledger = _ledger(cli, tmp_path)
+    node = tmp_path / "null"
+    before = _null_device(node)
+    r = cli("--ledger", str(ledger), *args, "-o", str(node))
+    assert r.code == 0, r.err
+    after = os.lstat(node)
+    assert stat.S_ISCHR(after.st_mode), oct(after.st_mode)
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".null.")] == []  # no temporary left
+
+
+def test_event_o_onto_a_device_node(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli("keys", "new", "alice")
+    node = tmp_path / "null"
+    before = _null_device(node)
+    payload = json.dumps({"author_name": "Josiah Carberry"})
+    r = cli(
+        "event", "author_attestation", "--key", "alice", "--subject", SUBJECT, "--payload", payload,
+        "-o", str(node),
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    after = os.lstat(node)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+def _read_fifo(fifo: Path, got: list[bytes]) -> None:
+    with open(fifo, "rb") as fh:  # waits for the writer, then reads to its end
+        got.append(fh.read())
+
+
+@pytest.mark.parametrize("args", [["export", "--all"], ["export", "arXiv:1709.09021"]], ids=["all", "one"])
+def test_o_onto_a_fifo_gives_its_reader_the_whole_output(cli, tmp_path: Path, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Before: the FIFO was replaced by a regular file and its reader got nothing (it waited for ever)."""
+    ledger = _ledger(cli, tmp_path)
+    expected = cli("--ledger", str(ledger), *args)
+    assert expected.code == 0 and expected.out.count("\n") >= 1, expected.err
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    keep = tmp_path / "fifo-keep"  # a second name: if the FIFO were renamed over, the test can still end its reader
+    os.link(fifo, keep)
+    got: list[bytes] = []
+    reader = threading.Thread(target=_read_fifo, args=(fifo, got), daemon=True)
+    reader.start()
+    r = cli("--ledger", str(ledger), *args, "-o", str(fifo))
+    assert r.code == 0, r.err
+    reader.join(30)
+    if reader.is_alive():  # nothing was written into the FIFO: end the reader's wait
+        os.close(os.open(keep, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got == [expected.out.encode()]
+
+
+def test_o_follows_a_symlink_as_a_shell_does(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`>` writes the link's target; before, the link was replaced by a regular file and the target kept its old bytes."""
+    ledger = _ledger(cli, tmp_path)
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    target.chmod(0o600)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    r = cli("--ledger", str(ledger), "export", "arXiv:1709.09021", "-o", str(link))
+    assert r.code == 0, r.err
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text() == cli("--ledger", str(ledger), "export", "arXiv:1709.09021").out
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # a replaced file keeps its mode
+
+
+def test_o_naming_a_directory_is_a_named_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ledger = _ledger(cli, tmp_path)
+    d = tmp_path / "out"
+    d.mkdir()
+    r = cli("--ledger", str(ledger), "export", "--all", "-o", str(d))
+    assert r.code == 1, (r.code, r.err)
+    assert r.err.startswith(f"error[cannot-write]: cannot write {d}: it is a directory, not a file\nhint: "), r.err
+    assert list(d.iterdir()) == []
