@@ -193,9 +193,7 @@ def _write_through(path: Path, target: Path, existing: os.stat_result, chunks: I
 
     mode = existing.st_mode
     if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
-        hint = (
-            "name a file in it, e.g. -o DIR/out.json" if stat.S_ISDIR(mode) else "name a file, a device or a FIFO"
-        )
+        hint = "name a file in it, e.g. -o DIR/out.json" if stat.S_ISDIR(mode) else "name a file, a device or a FIFO"
         raise CannotWrite(f"cannot write {path}: it is {kind(mode)}, not a file", hint=hint)
     try:
         # No O_CREAT (it exists), no O_TRUNC (meaningless on a device or FIFO); a FIFO's open waits for its reader.

@@ -119,3 +119,60 @@ def test_o_naming_a_directory_is_a_named_error(cli, tmp_path: Path) -> None:  # 
     assert r.code == 1, (r.code, r.err)
     assert r.err.startswith(f"error[cannot-write]: cannot write {d}: it is a directory, not a file\nhint: "), r.err
     assert list(d.iterdir()) == []
+
+
+# --- item 5: event --post keeps what it signed when the mirror accepted nothing -----------------------------
+
+
+def _created_payload() -> str:
+    return json.dumps({"canonical_record": PITH_RECORDS[0]["canonical_record"]})
+
+
+def test_event_post_of_a_kind_with_no_action_prints_the_bundle_and_exits_1(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: `skipped ... apply it instead` on stdout, exit 0, and the signed event was gone."""
+    cli("keys", "new", "alice")
+    r = cli(
+        "event", "record_created", "--key", "alice", "--payload", _created_payload(), "--post", "http://127.0.0.1:9"
+    )
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert r.err.startswith("skipped    " + SUBJECT + " record_created "), r.err
+    assert (
+        "error[no-action]: the mirror accepted nothing; the signed bundle is printed on stdout\nhint: apply it" in r.err
+    )
+    bundle = json.loads(r.out)  # stdout is the signed bundle alone: `> FILE` keeps it
+    assert bundle["events"][0]["event_type"] == "record_created"
+    (tmp_path / "kept.json").write_text(r.out)
+    applied = cli("--ledger", str(tmp_path / "L"), "--json", "apply", str(tmp_path / "kept.json"))
+    assert applied.code == 0 and json.loads(applied.out)["new"] == 1, applied.out + applied.err
+
+
+def test_event_post_with_o_keeps_the_file_and_still_exits_1(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli("keys", "new", "alice")
+    out = tmp_path / "e.json"
+    r = cli(
+        "event", "record_created", "--key", "alice", "--payload", _created_payload(),
+        "--post", "http://127.0.0.1:9", "-o", str(out),
+    )  # fmt: skip
+    assert r.code == 1 and r.out == "", (r.code, r.out, r.err)
+    assert f"the signed bundle is written to {out}" in r.err
+    assert json.loads(out.read_text())["events"][0]["event_type"] == "record_created"
+
+
+def test_event_post_to_a_mirror_that_does_not_answer_prints_the_bundle(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: the refusal line on stdout, exit 1, and the signed event was gone."""
+    import socket
+
+    cli("keys", "new", "alice")
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        payload = json.dumps({"author_name": "Josiah Carberry"})
+        r = cli(
+            "--json", "event", "author_attestation", "--key", "alice", "--subject", SUBJECT, "--payload", payload,
+            "--post", f"http://127.0.0.1:{port}",
+        )  # fmt: skip
+    assert r.code == 1, (r.code, r.out, r.err)
+    doc = json.loads(r.out)
+    assert doc["refused"] == 1 and doc["events"][0]["status"] == "refused"
+    assert doc["bundle"]["events"][0]["event_id"] == doc["events"][0]["event_id"]
+    assert "the signed bundle is printed on stdout" in r.err
