@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +180,71 @@ def test_event_post_to_a_mirror_that_does_not_answer_prints_the_bundle(cli, tmp_
     assert doc["refused"] == 1 and doc["events"][0]["status"] == "refused"
     assert doc["bundle"]["events"][0]["event_id"] == doc["events"][0]["event_id"]
     assert "the signed bundle is printed on stdout" in r.err
+
+
+# --- item 10: a Ctrl-C while the command starts --------------------------------------------------------------
+
+
+def _console_script() -> list[str]:
+    """The console script, as people run it: its wrapper imports the package ``pithledger`` before main()."""
+    script = Path(sys.executable).parent / "pithledger"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "pithledger.cli"]
+
+
+def _as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a suite run with `&` would start it with SIGINT ignored
+
+
+def _interrupt_once_the_package_is_imported(tmp_path: Path, offset: float) -> tuple[int | None, str]:
+    """Start ``apply``; once the import of the package ``pithledger`` has finished (Python's own import
+    profile, PYTHONPROFILEIMPORTTIME, says so on stderr) and ``offset`` seconds more, SIGINT its process
+    group. The exit code (None: it had ended before) and its stderr without the import profile."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PITHLEDGER_LEDGER", "PITHLEDGER_KEYS")}
+    env.update(PYTHONPROFILEIMPORTTIME="1", XDG_DATA_HOME=str(tmp_path / "xdg"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen(
+        [*_console_script(), "--ledger", str(tmp_path / "L"), "apply", "-q", str(DEMO)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = b""
+        while seen.rpartition(b"|")[2].strip() != b"pithledger":  # written once the import has finished
+            line = proc.stderr.readline()
+            assert line, f"the package's import never finished: {seen.decode()[-2000:]}"
+            seen = line
+        end = time.monotonic() + offset
+        while time.monotonic() < end:  # a busy wait: the window is milliseconds
+            pass
+        sent = proc.poll() is None
+        if sent:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = "".join(x for x in err.decode(errors="replace").splitlines(True) if not x.startswith("import time:"))
+    return (proc.returncode if sent else None), text
+
+
+def test_ctrl_c_once_the_package_is_imported_never_prints_a_traceback(tmp_path: Path) -> None:
+    """Before: the package's import finished with no Ctrl-C handler set (cli/_signals.py set it after `typing`
+    and `signal` loaded, in pithledger.cli): a SIGINT in the next milliseconds printed a KeyboardInterrupt
+    traceback. Now the package sets it first thing, before its own imports, so from the moment its import
+    is over every Ctrl-C is `interrupted`, exit 130: checked at 60 offsets over the next 6 ms, each run."""
+    bad = []
+    sent = 0
+    for i in range(60):
+        code, err = _interrupt_once_the_package_is_imported(tmp_path, i * 0.0001)
+        if code is None:
+            continue
+        sent += 1
+        if code != 130 or "Traceback" in err or "KeyboardInterrupt" in err or not err.startswith("interrupted\n"):
+            bad.append((i, code, err[-1500:]))
+    assert sent >= 50
+    assert bad == []
