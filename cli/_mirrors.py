@@ -7,7 +7,7 @@ Moved whole from cli/app.py (issue #32 item 4: no CLI module over ~700 lines); a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -358,6 +358,7 @@ def metadata(
     items = []
     documents = []  # a record document's paper block never replaces a field that matches with one that does not
     failed = 0
+    errors: list[dict[str, Any]] = []  # --json: each failed document's reason, in the one report document
     for path in files:
         for where, value in iter_documents(path, tolerant=True):
             try:
@@ -366,8 +367,7 @@ def metadata(
                 key, meta = parse_any(value)
             except PithledgerError as exc:
                 report(exc, where)
-                if _json(ctx, as_json):  # the reason, not just a count (one line per failed document)
-                    emit_json({**exc.document(), "where": where})
+                errors.append({**exc.document(), "where": where})
                 failed += 1
                 continue
             if meta.source == FROM_RECORD_DOCUMENT:
@@ -381,7 +381,7 @@ def metadata(
     finally:
         store.close()
     if _json(ctx, as_json):
-        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total})
+        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total, "errors": errors})
     else:
         typer.echo(
             f"kept display metadata of {_plural(kept, 'record')} ({failed:,} failed); {total:,} held beside {settings(ctx).ledger}"
