@@ -248,3 +248,28 @@ def test_ctrl_c_once_the_package_is_imported_never_prints_a_traceback(tmp_path: 
             bad.append((i, code, err[-1500:]))
     assert sent >= 50
     assert bad == []
+
+
+# --- item 10: latex -o DIR creates DIR ---------------------------------------------------------------------
+
+
+def test_latex_o_creates_a_missing_directory_but_not_its_parents(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: `latex -o tex` with no tex/ yet was `error[usage]: -o tex: not a directory`."""
+    r = cli("latex", "-o", "tex")
+    assert r.code == 0, r.err
+    assert (tmp_path / "tex" / "pith.sty").read_bytes().startswith(b"%")
+    assert r.out.startswith("wrote tex/pith.sty (created tex)"), r.out
+    assert stat.S_IMODE((tmp_path / "tex").stat().st_mode) == 0o777 & ~_umask()
+    again = cli("latex", "-o", "tex")  # an existing directory: written into, as before
+    assert again.code == 0 and "created" not in again.out, again.out + again.err
+    r = cli("latex", "-o", "no/such")  # as `mkdir`, not `mkdir -p`: a mistyped path is named, not built
+    assert r.code == 1 and r.err.startswith("error[cannot-write]: cannot create no/such: no does not exist\n"), r.err
+    r = cli("latex", "-o", "mine.sty")
+    assert r.code == 2 and "-o names the directory pith.sty is written into" in r.err, r.err
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("xdg")) == ["tex"]
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
