@@ -273,3 +273,26 @@ def _umask() -> int:
     old = os.umask(0)
     os.umask(old)
     return old
+
+
+# --- item 10: --ledger at a published tree -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["state", "1709.09021"], ["digest"], ["export", "--all"], ["fsck"], ["apply", str(DEMO)]],
+    ids=["state", "digest", "export", "fsck", "apply"],
+)
+def test_ledger_at_a_published_tree_says_what_it_is_and_what_to_do(cli, tmp_path: Path, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Before: `error[no-ledger]: no ledger at pub` (and for apply: `... is not empty: it holds api, ...`)."""
+    ledger = _ledger(cli, tmp_path)
+    assert cli("--ledger", str(ledger), "publish", "pub").code == 0
+    before = sorted(str(p.relative_to(tmp_path / "pub")) for p in (tmp_path / "pub").rglob("*"))
+    r = cli("--ledger", "pub", *args)
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert r.err == (
+        "error[not-a-ledger]: pub is a published mirror tree (it holds pith-mirrors.json), not a ledger\n"
+        "hint: read it into a ledger with `pithledger --ledger LEDGER sync pub`, or compare it with another mirror "
+        "with `pithledger audit pub OTHER`; --ledger names a ledger (a directory holding data.mdb)\n"
+    )
+    assert sorted(str(p.relative_to(tmp_path / "pub")) for p in (tmp_path / "pub").rglob("*")) == before
