@@ -296,3 +296,27 @@ def test_ledger_at_a_published_tree_says_what_it_is_and_what_to_do(cli, tmp_path
         "with `pithledger audit pub OTHER`; --ledger names a ledger (a directory holding data.mdb)\n"
     )
     assert sorted(str(p.relative_to(tmp_path / "pub")) for p in (tmp_path / "pub").rglob("*")) == before
+
+
+# --- item 10: a bundle without bundle_type -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"pith_number": SUBJECT, "events": []}, "the document has no bundle_type (expected 'pith_open_graph_bundle')"),
+        ({"bundle_type": None}, "bundle_type is null, not 'pith_open_graph_bundle'"),
+        ({"bundle_type": 1}, "bundle_type is a number (1), not the string 'pith_open_graph_bundle'"),
+        ({"bundle_type": "pith_bundle"}, "bundle_type is 'pith_bundle', not 'pith_open_graph_bundle'"),
+        ({"bundle_type": "pith_open_graph_bundle"}, "the bundle has no bundle_version (expected '1.0')"),
+    ],
+    ids=["missing", "null", "number", "other-string", "no-version"],
+)
+def test_a_bundle_without_its_bundle_type_says_which_is_wrong(
+    cli, tmp_path: Path, document: dict, message: str
+) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """Before: a missing bundle_type, and a null one, both said `bundle_type is None` (Python's word)."""
+    (tmp_path / "b.json").write_text(json.dumps(document))
+    r = cli("--ledger", str(tmp_path / "L"), "apply", "b.json")
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert r.err.startswith(f"error[bad-bundle]: b.json: {message}\n"), r.err
