@@ -15,24 +15,23 @@ The names are loaded on first use (module ``__getattr__``): ``import pithledger`
 
 from __future__ import annotations
 
+import os as _os
 import sys as _sys
 
 # Before anything else of this package: a Ctrl-C while the command line starts (this package is the
 # first thing its console script imports) ends it quietly, exit 130, `interrupted` (issue #41). Only
 # when this process is the command (its argv[0], as cli/_signals.py reads it), never in a program that
 # imports the library, whose signals are its own. Only modules Python has loaded before any script
-# runs (sys, os, _signal): until this handler is set, each import is a moment a SIGINT printed a
+# runs (os, sys, _signal): until this handler is set, each import is a moment a SIGINT printed a
 # KeyboardInterrupt traceback (typing's, here, took 5-20 ms under load). cli/_signals.py takes over.
 if _sys.argv and (
-    _sys.argv[0] == "-m" or _sys.argv[0].rpartition("/")[2].split(".")[0] in ("pithledger", "pithledger-script")
+    _sys.argv[0] == "-m" or _os.path.basename(_sys.argv[0]).split(".")[0] in ("pithledger", "pithledger-script")
 ):
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # signal's C core: `signal` itself builds enums first (~1 ms)
 
     def _interrupted_while_starting(signum: int, frame: object) -> None:
-        import os
-
-        os.write(2, b"interrupted\n")
-        os._exit(130)
+        _os.write(2, b"interrupted\n")
+        _os._exit(130)
 
     if _signal.getsignal(_signal.SIGINT) != _signal.SIG_IGN:  # nohup, `cmd &`: an ignored Ctrl-C stays ignored
         _signal.signal(_signal.SIGINT, _interrupted_while_starting)
