@@ -169,7 +169,11 @@ def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         _write_through(path, target, existing, chunks)
         return
-    fd, tmp = open_temp(target, OUTPUT_MODE)
+    try:
+        fd, tmp = open_temp(target, OUTPUT_MODE)
+    except CannotWrite as exc:  # named as the user wrote it, not as its resolved path
+        exc.message = exc.message.replace(str(target), str(path), 1)
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             if existing is not None:

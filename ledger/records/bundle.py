@@ -157,8 +157,11 @@ def _not_named(value: dict[str, Any], key: str, expected: str, what: str) -> str
     if got is None:
         return f"{key} is null, not {expected!r}"
     if not isinstance(got, str):
-        kind = next(name for t, name in _JSON_TYPES if isinstance(got, t))
-        shown = canonical_bytes(got).decode()  # as JSON (true, null, ["a"]), not as Python
+        kind = next((name for t, name in _JSON_TYPES if isinstance(got, t)), type(got).__name__)
+        try:
+            shown = canonical_bytes(got).decode()  # as JSON (true, null, ["a"]), not as Python
+        except PithledgerError:  # not JSON (a value built in-process)
+            shown = _shown(got)
         shown = shown if len(shown) <= 100 else shown[:97] + "..."
         return f"{key} is {kind} ({shown}), not the string {expected!r}"
     return f"{key} is {_shown(got)}, not {expected!r}"

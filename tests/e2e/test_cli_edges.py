@@ -115,7 +115,9 @@ def test_o_follows_a_symlink_as_a_shell_does(cli, tmp_path: Path) -> None:  # ty
     assert stat.S_IMODE(target.stat().st_mode) == 0o600  # a replaced file keeps its mode
 
 
-def test_o_naming_a_directory_is_a_named_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_o_naming_a_directory_or_a_socket_is_a_named_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
     ledger = _ledger(cli, tmp_path)
     d = tmp_path / "out"
     d.mkdir()
@@ -123,6 +125,14 @@ def test_o_naming_a_directory_is_a_named_error(cli, tmp_path: Path) -> None:  # 
     assert r.code == 1, (r.code, r.err)
     assert r.err.startswith(f"error[cannot-write]: cannot write {d}: it is a directory, not a file\nhint: "), r.err
     assert list(d.iterdir()) == []
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        r = cli("--ledger", str(ledger), "export", "--all", "-o", "sock")
+    assert r.code == 1 and r.err.startswith("error[cannot-write]: cannot write sock: it is a socket, not a file\n"), (
+        r.err
+    )
+    r = cli("--ledger", str(ledger), "export", "--all", "-o", "nodir/all.jsonl")  # named as given, not resolved
+    assert r.err.startswith("error[cannot-write]: cannot write nodir/all.jsonl: No such file or directory\n"), r.err
 
 
 # --- item 5: event --post keeps what it signed when the mirror accepted nothing -----------------------------
