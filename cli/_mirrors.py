@@ -6,8 +6,9 @@ Moved whole from cli/app.py (issue #32 item 4: no CLI module over ~700 lines); a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -358,6 +359,7 @@ def metadata(
     items = []
     documents = []  # a record document's paper block never replaces a field that matches with one that does not
     failed = 0
+    errors: list[dict[str, Any]] = []  # --json: each failed document's reason, in the one report document
     for path in files:
         for where, value in iter_documents(path, tolerant=True):
             try:
@@ -366,8 +368,7 @@ def metadata(
                 key, meta = parse_any(value)
             except PithledgerError as exc:
                 report(exc, where)
-                if _json(ctx, as_json):  # the reason, not just a count (one line per failed document)
-                    emit_json({**exc.document(), "where": where})
+                errors.append({**exc.document(), "where": where})
                 failed += 1
                 continue
             if meta.source == FROM_RECORD_DOCUMENT:
@@ -381,7 +382,7 @@ def metadata(
     finally:
         store.close()
     if _json(ctx, as_json):
-        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total})
+        emit_json({"kept": kept, "failed": failed, "records_with_metadata": total, "errors": errors})
     else:
         typer.echo(
             f"kept display metadata of {_plural(kept, 'record')} ({failed:,} failed); {total:,} held beside {settings(ctx).ledger}"
@@ -415,15 +416,40 @@ def latex(
     from pithledger.render.latex import sty_bytes
 
     data = sty_bytes(resolver)
-    if not output.is_dir():
-        raise UsageProblem(
-            f"-o {output}: not a directory", hint="give an existing directory, e.g. -o . (pith.sty is written into it)"
-        )
+    created = _latex_directory(output)
     path = output / "pith.sty"
     write_file_atomically(path, data)
     if _json(ctx, as_json):
         emit_json({"written": str(path), "resolver": resolver.removesuffix("/"), "bytes": len(data)})
     else:
         typer.echo(
-            f"wrote {path} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}"
+            f"wrote {path}{' (created ' + str(output) + ')' if created else ''} (default resolver {resolver.removesuffix('/')}); use it with \\usepackage{{pith}} and \\pithnumber{{SUFFIX}}"
         )
+
+
+def _latex_directory(output: Path) -> bool:
+    """``latex -o DIR``: DIR, created when it is missing and its parent exists (as ``mkdir DIR``, not
+    ``mkdir -p``: a mistyped path is named, not built); whether it was created (issue #41)."""
+    from pithledger.errors import CannotWrite
+
+    if output.is_dir():
+        return False
+    if os.path.lexists(output):
+        raise UsageProblem(
+            f"-o {output}: not a directory", hint="give a directory, e.g. -o . (pith.sty is written into it)"
+        )
+    if output.suffix == ".sty":
+        raise UsageProblem(
+            f"-o {output}: -o names the directory pith.sty is written into, not the file",
+            hint=f"e.g. -o {output.parent} (writes {output.parent / 'pith.sty'})",
+        )
+    try:
+        os.mkdir(output, 0o777)  # less the umask, as publish's directories (spec/serve.md §7)
+    except FileNotFoundError:
+        raise CannotWrite(
+            f"cannot create {output}: {output.parent} does not exist",
+            hint="create the parent directory first, or give an existing directory to -o",
+        ) from None
+    except OSError as exc:
+        raise CannotWrite(f"cannot create {output}: {exc.strerror}") from None
+    return True

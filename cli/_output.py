@@ -150,27 +150,60 @@ def write_file_atomically(path: Path, data: bytes) -> None:
 
 
 def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write to a temporary file beside ``path`` and rename it: readers never see half a file. The file
-    gets the mode ``open()`` would give it: a file it replaces keeps its mode, a new one gets 0666 less
-    the umask (spec/serve.md §7)."""
+    """Write ``-o PATH`` as a shell's ``>`` would, without ever leaving half a file:
+
+    - a regular file (or nothing yet): written to a temporary file beside it and renamed over it, so
+      readers never see half a file; it gets the mode ``open()`` would give it: a file it replaces keeps
+      its mode, a new one gets 0666 less the umask (spec/serve.md §7);
+    - a character or block device, or a FIFO: opened and written through, as ``>`` does (a rename
+      would replace ``/dev/null`` with a regular file, and a FIFO's reader would get nothing);
+    - a symlink is followed, as ``>`` follows it: its target is what is written (the link stays);
+    - a directory or a socket: ``error[cannot-write]`` naming what is there.
+    """
     path = Path(path)
+    target = Path(os.path.realpath(path))  # a symlink's target, as `>` writes it (a dangling link: created there)
     try:
-        existing: os.stat_result | None = os.stat(path)
+        existing: os.stat_result | None = os.stat(target)
     except OSError:
         existing = None
-    fd, tmp = open_temp(path, OUTPUT_MODE)
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        _write_through(path, target, existing, chunks)
+        return
+    try:
+        fd, tmp = open_temp(target, OUTPUT_MODE)
+    except CannotWrite as exc:  # named as the user wrote it, not as its resolved path
+        exc.message = exc.message.replace(str(target), str(path), 1)
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
-            if existing is not None and stat.S_ISREG(existing.st_mode):
+            if existing is not None:
                 os.fchmod(fh.fileno(), stat.S_IMODE(existing.st_mode))
             for chunk in chunks:  # streamed: memory holds one chunk at a time
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as exc:  # the chunks' producer failing too: no half file is left
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if not isinstance(exc, OSError):
             raise
+        raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _write_through(path: Path, target: Path, existing: os.stat_result, chunks: Iterable[bytes]) -> None:
+    """``-o`` naming a device or a FIFO: open it and write (no rename, no fsync: neither has a meaning there)."""
+    from pithledger.files import kind
+
+    mode = existing.st_mode
+    if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
+        hint = "name a file in it, e.g. -o DIR/out.json" if stat.S_ISDIR(mode) else "name a file, a device or a FIFO"
+        raise CannotWrite(f"cannot write {path}: it is {kind(mode)}, not a file", hint=hint)
+    try:
+        # No O_CREAT (it exists), no O_TRUNC (meaningless on a device or FIFO); a FIFO's open waits for its reader.
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+    except OSError as exc:
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None

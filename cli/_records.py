@@ -465,13 +465,16 @@ def event(
     number = _long_number(ctx, subject, "--subject")
     if kind == "citation_signature" and isinstance(value.get("cited_pith_number"), str):
         value["cited_pith_number"] = _long_number(ctx, value["cited_pith_number"], "cited_pith_number")
-    ev = _sign_and_write(
+    bundle = _sign_and_write(
         ctx, kind, number, value, record, key, key_dir, created_at, signer_id, output, quiet_stdout=post is not None
     )
+    ev = bundle["events"][0]
     if post is not None:
         from ._serve import _post_events
 
-        _post_events(ctx, [ev], post, 30.0, settings(ctx).json)
+        # Not accepted (a kind with no action URL, a refusal, no answer): exit 1, and without -o the signed
+        # bundle is printed then, not lost (issue #41 item 5).
+        _post_events(ctx, [ev], post, 30.0, settings(ctx).json, signed=bundle, kept_in=output)
     elif output is not None and settings(ctx).json:  # without -o, stdout already is the bundle (JSON)
         emit_json({"written": str(output), "event_id": ev["event_id"], "kind": kind, "subject": number})
 
@@ -594,6 +597,7 @@ def _sign_and_write(
     *,
     quiet_stdout: bool = False,
 ) -> dict[str, Any]:
+    """Sign the event, write its bundle to ``output`` (or stdout unless ``quiet_stdout``); the bundle."""
     from pithledger.records.bundle import write_bundle
     from pithledger.records.canonical import canonical_bytes
     from pithledger.records.events import make_event
@@ -617,4 +621,4 @@ def _sign_and_write(
         _note(ctx, f"wrote {output}: {kind} {ev['event_id']}")
     elif not quiet_stdout:  # with --post and no -o, stdout carries the verdict line instead
         sys.stdout.buffer.write(data)
-    return ev
+    return bundle

@@ -5,6 +5,7 @@ Moved whole from cli/_mirrors.py (issue #32 item 4: no CLI module over ~700 line
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -20,7 +21,7 @@ from ._options import (
     _json,
     _store,
 )
-from ._output import emit_json, iter_documents
+from ._output import emit_json, fail, iter_documents
 
 command = Commands()
 
@@ -238,7 +239,20 @@ def submit(
     _post_events(ctx, events, url, timeout, _json(ctx, as_json))
 
 
-def _post_events(ctx: typer.Context, events: list[dict[str, Any]], url: str, timeout: float, json_out: bool) -> None:
+def _post_events(
+    ctx: typer.Context,
+    events: list[dict[str, Any]],
+    url: str,
+    timeout: float,
+    json_out: bool,
+    *,
+    signed: Optional[dict[str, Any]] = None,
+    kept_in: Optional[Path] = None,
+) -> None:
+    """Post each event to its action URL and print one line per event (``--json``: one document). Exit 1 if
+    any was refused. ``signed``: the bundle `event --post` just signed (``kept_in``: the file -o wrote it
+    to): when the mirror accepted none of it, exit 1 too, and without ``-o`` the bundle is printed on
+    stdout (in the JSON document with --json) and the verdict goes to stderr, so nothing signed is lost."""
     from pithledger.errors import SourceError
     from pithledger.mirror.http11 import Client
     from pithledger.mirror.transport import Deadline, check_url
@@ -285,14 +299,35 @@ def _post_events(ctx: typer.Context, events: list[dict[str, Any]], url: str, tim
     finally:
         client.close()
     refused = [r for r in results if r["status"] not in ("new", "duplicate", "skipped")]
+    unaccepted = signed is not None and not any(r["status"] in ("new", "duplicate") for r in results)
+    printed = unaccepted and kept_in is None  # the signed bundle goes to stdout, or it is lost
     if json_out:
-        emit_json(
-            {"posted": sum(r["status"] != "skipped" for r in results), "refused": len(refused), "events": results}
-        )
+        doc: dict[str, Any] = {
+            "posted": sum(r["status"] != "skipped" for r in results),
+            "refused": len(refused),
+            "events": results,
+        }
+        if printed:
+            doc["bundle"] = signed
+        emit_json(doc)
     else:
         for r in results:
             why = f" [{r['reason']}] {r['message']}" if r["reason"] else ""
             http = f" (HTTP {r['http_status']})" if r["http_status"] else ""
-            typer.echo(f"{r['status']:<10} {r['subject']} {r['event_type']} {r['event_id']}{why}{http}")
+            typer.echo(f"{r['status']:<10} {r['subject']} {r['event_type']} {r['event_id']}{why}{http}", err=unaccepted)
+        if printed:
+            from pithledger.records.canonical import canonical_bytes
+
+            sys.stdout.buffer.write(canonical_bytes(signed) + b"\n")
+            sys.stdout.flush()
+    if unaccepted:
+        where = f"written to {kept_in}" if kept_in is not None else "printed on stdout"
+        reason = results[0]["reason"] if results else ""
+        advice = (
+            "apply it to a ledger (`pithledger apply FILE`): a mirror takes only the action kinds by POST"
+            if reason == "no-action"
+            else "post it again later (`pithledger submit FILE URL`), or apply it to a ledger (`pithledger apply FILE`)"
+        )
+        fail(f"the mirror accepted nothing; the signed bundle is {where}", code=reason or "not-accepted", hint=advice)
     if refused:
         raise typer.Exit(1)

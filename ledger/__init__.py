@@ -15,8 +15,29 @@ The names are loaded on first use (module ``__getattr__``): ``import pithledger`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import os as _os
+import sys as _sys
+
+# Before anything else of this package: a Ctrl-C while the command line starts (this package is the
+# first thing its console script imports) ends it quietly, exit 130, `interrupted` (issue #41). Only
+# when this process is the command (its argv[0], as cli/_signals.py reads it), never in a program that
+# imports the library, whose signals are its own. Only modules Python has loaded before any script
+# runs (os, sys, _signal): until this handler is set, each import is a moment a SIGINT printed a
+# KeyboardInterrupt traceback (typing's, here, took 5-20 ms under load). cli/_signals.py takes over.
+if _sys.argv and (
+    _sys.argv[0] == "-m" or _os.path.basename(_sys.argv[0]).split(".")[0] in ("pithledger", "pithledger-script")
+):
+    import _signal  # type: ignore[import-not-found]  # signal's C core: `signal` itself builds enums first (~1 ms)
+
+    def _interrupted_while_starting(signum: int, frame: object) -> None:
+        _os.write(2, b"interrupted\n")
+        _os._exit(130)
+
+    if _signal.getsignal(_signal.SIGINT) != _signal.SIG_IGN:  # nohup, `cmd &`: an ignored Ctrl-C stays ignored
+        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+
+import importlib  # noqa: E402 - after the Ctrl-C handler above
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 #: Kept equal to pyproject.toml's version by tests/test_packaging.py; a literal, because asking
 #: importlib.metadata costs ~40 ms on every command's start.

@@ -283,6 +283,11 @@ class NoLedger(LedgerError):
     code = "no-ledger"
     hint = "apply bundles first (`pithledger --ledger PATH apply FILE`), or point --ledger / PITHLEDGER_LEDGER at an existing ledger"
 
+    @classmethod
+    def at(cls, path: Path | str) -> LedgerError:
+        """``no ledger at PATH``; a tree `publish` wrote is named as one (:meth:`NotALedger.published`)."""
+        return NotALedger.published(path) if _published_tree(path) else cls(f"no ledger at {path}")
+
 
 class NotALedger(LedgerError):
     code = "not-a-ledger"
@@ -290,6 +295,35 @@ class NotALedger(LedgerError):
         "--ledger names a directory that holds other files: give a new or empty directory for a new ledger, "
         "or the directory of an existing one (it holds data.mdb)"
     )
+
+    @classmethod
+    def holding(cls, path: Path | str, shown: str) -> NotALedger:
+        """A directory that is neither a ledger nor empty; a tree `publish` wrote is named as one."""
+        if _published_tree(path):
+            return cls.published(path)
+        return cls(f"{path} is not a ledger (it holds no data.mdb) and is not empty: it holds {shown}")
+
+    @classmethod
+    def published(cls, path: Path | str) -> NotALedger:
+        """--ledger at a published tree (issue #41: it said "no ledger at pub", which told a new user nothing)."""
+        return cls(
+            f"{path} is a published mirror tree (it holds {PUBLISHED_TREE_MARK}), not a ledger",
+            hint=f"read it into a ledger with `pithledger --ledger LEDGER sync {path}`, or compare it with another "
+            f"mirror with `pithledger audit {path} OTHER`; --ledger names a ledger (a directory holding data.mdb)",
+        )
+
+
+#: The file `publish` writes at the root of every tree (spec/serve.md §7): how a published tree is told apart.
+PUBLISHED_TREE_MARK = "pith-mirrors.json"
+
+
+def _published_tree(path: Path | str) -> bool:
+    """Whether ``path`` is a tree `publish` wrote (and not a ledger): only to word an error about it."""
+    root = Path(path)
+    try:
+        return (root / PUBLISHED_TREE_MARK).is_file() and not (root / "data.mdb").exists()
+    except OSError:
+        return False
 
 
 class LayoutMismatch(LedgerError):

@@ -73,8 +73,10 @@ def read_bundle(value: Any) -> Bundle:
     if _is_document(value):
         return _read_document(value)
     if value.get("bundle_type") != BUNDLE_TYPE:
-        raise BundleError(f"bundle_type is {_shown(value.get('bundle_type'))}, not {BUNDLE_TYPE!r}", hint=_WHICH)
+        raise BundleError(_not_named(value, "bundle_type", BUNDLE_TYPE, "the document"), hint=_WHICH)
     if value.get("bundle_version") != BUNDLE_VERSION:
+        if not isinstance(value.get("bundle_version"), str):
+            raise BundleError(_not_named(value, "bundle_version", BUNDLE_VERSION, "the bundle"))
         raise BundleError(
             f"bundle_version {_shown(value.get('bundle_version'))} is not supported (this version reads {BUNDLE_VERSION!r})",
             hint="upgrade pithledger to read newer bundles",
@@ -139,6 +141,32 @@ _WHICH = (
 )
 
 
+#: How a message names a JSON value's type.
+_JSON_TYPES = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "an object"))
+
+
+def _not_named(value: dict[str, Any], key: str, expected: str, what: str) -> str:
+    """Why ``value[key]`` is not ``expected``, telling a missing key, a null, a value of another JSON type and
+    another string apart (issue #41: a bundle without bundle_type said "bundle_type is None")."""
+    if key not in value:
+        looks = (
+            " (it looks like a single event: a bundle holds events in its events list)" if "event_type" in value else ""
+        )
+        return f"{what} has no {key} (expected {expected!r}){looks}"
+    got = value[key]
+    if got is None:
+        return f"{key} is null, not {expected!r}"
+    if not isinstance(got, str):
+        kind = next((name for t, name in _JSON_TYPES if isinstance(got, t)), type(got).__name__)
+        try:
+            shown = canonical_bytes(got).decode()  # as JSON (true, null, ["a"]), not as Python
+        except PithledgerError:  # not JSON (a value built in-process)
+            shown = _shown(got)
+        shown = shown if len(shown) <= 100 else shown[:97] + "..."
+        return f"{key} is {kind} ({shown}), not the string {expected!r}"
+    return f"{key} is {_shown(got)}, not {expected!r}"
+
+
 def _shown(value: Any) -> str:
     """A value as a message names it: its repr, cut (a hostile document's strings are long)."""
     text = repr(value)
@@ -153,8 +181,10 @@ def _is_document(value: dict[str, Any]) -> bool:
 
 def _read_document(value: dict[str, Any]) -> Bundle:
     if value.get("record_type") != RECORD_TYPE:
-        raise BundleError(f"record_type is {_shown(value.get('record_type'))}, not {RECORD_TYPE!r}", hint=_WHICH)
+        raise BundleError(_not_named(value, "record_type", RECORD_TYPE, "the document"), hint=_WHICH)
     if value.get("schema_version") != RECORD_SCHEMA_VERSION:
+        if not isinstance(value.get("schema_version"), str):
+            raise BundleError(_not_named(value, "schema_version", RECORD_SCHEMA_VERSION, "the record document"))
         raise BundleError(
             f"record document schema_version {_shown(value.get('schema_version'))} is not supported "
             f"(this version reads {RECORD_SCHEMA_VERSION!r})",

@@ -210,7 +210,7 @@ class MetadataStore:
         self.env: lmdb.Environment | None = None
         if not readonly:
             if not (Path(ledger_path) / "data.mdb").exists():
-                raise NoLedger(f"no ledger at {ledger_path}")
+                raise NoLedger.at(ledger_path)
             self._open()
 
     def _open(self) -> bool:

@@ -87,7 +87,7 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
     """The LMDB environment of the ledger at ``path`` (``create``: a new one, in an empty directory)."""
     if not (path / "data.mdb").exists():
         if not create:
-            raise NoLedger(f"no ledger at {path}")
+            raise NoLedger.at(path)
         _check_new_ledger_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,7 @@ def _check_new_ledger_dir(path: Path) -> None:
         raise LedgerError(f"cannot open the ledger at {path}: {exc.strerror}") from None
     if others:
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-        raise NotALedger(f"{path} is not a ledger (it holds no data.mdb) and is not empty: it holds {shown}")
+        raise NotALedger.holding(path, shown)
 
 
 def default_ledger_path() -> Path:

@@ -130,7 +130,7 @@ def rebuild(
                 "invalid": 0,
                 "unverified": 0,
             }
-        raise NoLedger(f"no ledger at {path}")
+        raise NoLedger.at(path)
     tuning = tuning or default_tuning()
     fan = current()
     # a ledger file this big has finishing steps worth handing over whole: the run's workers are started

@@ -277,15 +277,21 @@ def test_json_event_names_what_it_wrote_and_json_metadata_names_why_it_failed(cl
     plain = cli("--ledger", "L", "metadata", "nope.json")
     r = cli("--ledger", "L", "--json", "metadata", "nope.json")
     assert r.code == plain.code == 1
-    lines = [json.loads(x) for x in r.out.splitlines()]
-    assert lines[0] == {
-        "error": "cannot-read",
-        "message": "no such file: nope.json",
-        "where": "nope.json",
-        "hint": "check the path and its permissions",
+    assert len(r.out.splitlines()) == 1  # one JSON document (issue #41: an error line, then the summary)
+    assert r.json() == {
+        "kept": 0,
+        "failed": 1,
+        "records_with_metadata": 0,
+        "errors": [
+            {
+                "error": "cannot-read",
+                "message": "no such file: nope.json",
+                "where": "nope.json",
+                "hint": "check the path and its permissions",
+            }
+        ],
     }
     assert "error[cannot-read]: no such file: nope.json" in plain.err  # the same reason as without --json
-    assert lines[-1] == {"kept": 0, "failed": 1, "records_with_metadata": 0}
 
 
 # --- 7. event: help, examples, hints for the signer, --ots ---------------------------------------------

@@ -113,7 +113,7 @@ def test_apply_keeps_the_paper_block_and_metadata_reads_the_document(cli, tmp_pa
     # metadata reads the document (into a ledger that holds only another record)
     assert cli("--ledger", "M", "apply", str(BUNDLES / "demo-1709.09021.json")).code == 0
     r = cli("--ledger", "M", "--json", "metadata", str(DOC_PATH))
-    assert r.code == 0 and r.json() == {"kept": 1, "failed": 0, "records_with_metadata": 1}, r.err
+    assert r.code == 0 and r.json() == {"kept": 1, "failed": 0, "records_with_metadata": 1, "errors": []}, r.err
     assert MetadataStore(tmp_path / "M").get(RECORD) == kept
     assert from_pith_json(DOC) == ("2502.21231v1", kept)
 

@@ -156,8 +156,12 @@ def test_both_readings_of_apply_give_equal_bundles(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
-        (lambda d: d.update(schema_version=None), "bad-bundle", "schema_version None is not supported"),
-        (lambda d: d.update(record_type=7), "bad-bundle", "record_type is 7, not 'pith_number_record'"),
+        (lambda d: d.update(schema_version=None), "bad-bundle", "schema_version is null, not '1.0'"),
+        (
+            lambda d: d.update(record_type=7),
+            "bad-bundle",
+            "record_type is a number (7), not the string 'pith_number_record'",
+        ),
         (lambda d: d.pop("canonical_record"), "bad-bundle", "must carry its canonical_record"),
         (lambda d: d.update(pith_number="pith:FHIBFT2F"), "bad-bundle", "is not a long Pith Number"),
         (
@@ -310,8 +314,8 @@ def test_a_document_and_its_bundle_in_any_order_and_mix_give_the_same_state_and_
 
 def test_a_document_that_is_not_one_is_named() -> None:
     for value, message in (
-        ({"record_type": "pith_number_record"}, "schema_version None"),
-        ({"hello": "world"}, "bundle_type is None"),
+        ({"record_type": "pith_number_record"}, "the record document has no schema_version \\(expected '1.0'\\)"),
+        ({"hello": "world"}, "the document has no bundle_type \\(expected 'pith_open_graph_bundle'\\)$"),
         ({"record_type": "pith_number_record", "bundle_type": "x"}, "bundle_type is 'x'"),
     ):
         with pytest.raises(PithledgerError, match=message):
