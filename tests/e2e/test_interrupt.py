@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,10 +93,20 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int | None, str, bool]:
+def _in_phase(pid: int, ledger: Path, when: str) -> bool:
+    """Is the command still in the phase a test names, just before its signal? "workers": its pool has a
+    worker and nothing is written yet (the ledger is created after the inputs are checked on the pool);
+    "imports": it loads and parses — no worker yet, nothing written."""
+    started = bool(_children(pid))
+    return not ledger.exists() and (started if when == "workers" else not started)
+
+
+def _interrupt(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int | None, str, bool, bool]:
     """Start the command in its own process group; once ``when`` ("workers": its first worker process
     exists; "imports": msgspec is mapped) and ``delay`` seconds more, SIGINT the group. The exit code
-    (None: still running after BOUND, then killed), stderr, and whether the signal was sent."""
+    (None: still running after BOUND, then killed), stderr, whether the signal was sent, and whether it
+    was sent in the phase ``when`` names (:func:`_in_phase`)."""
+    ledger = Path(args[args.index("--ledger") + 1])
     proc = subprocess.Popen(
         _command() + args,
         stdout=subprocess.PIPE,
@@ -113,16 +124,18 @@ def _interrupt(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int
         end = time.monotonic() + delay
         while time.monotonic() < end:  # a busy wait: milliseconds, and the window is that short
             pass
+        in_phase = _in_phase(proc.pid, ledger, when)
         sent = proc.poll() is None
         if sent:
             os.killpg(proc.pid, signal.SIGINT)
+        in_phase = in_phase and sent
         try:
             _, err = proc.communicate(timeout=BOUND)
-            return proc.returncode, err.decode(errors="replace"), sent
+            return proc.returncode, err.decode(errors="replace"), sent, in_phase
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             _, err = proc.communicate()
-            return None, err.decode(errors="replace"), sent
+            return None, err.decode(errors="replace"), sent, in_phase
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -133,20 +146,36 @@ def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(_command() + args, capture_output=True, text=True, env=_env(tmp), cwd=tmp, timeout=300)
 
 
+def _interrupt_in_phase(args: list[str], tmp: Path, when: str, delay: float) -> tuple[int | None, str]:
+    """SIGINT the command ``delay`` s into the phase ``when``; a signal that lands after the phase (a fast
+    machine, a busy one) is tried again sooner (delay halved, then 0), and a run the signal never caught
+    in its phase fails: a test that passes because the run finished first proves nothing. Every attempt
+    must end quietly, whatever it caught. Returns the exit code and stderr of the attempt in phase."""
+    tried = []
+    for attempt, wait in enumerate((delay, delay / 2, 0.0, 0.0)):
+        shutil.rmtree(Path(args[args.index("--ledger") + 1]), ignore_errors=True)
+        code, err, sent, in_phase = _interrupt(args, tmp, when, wait)
+        assert code is not None, f"still running {BOUND:g} s after Ctrl-C: {err[-2000:]}"
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+        assert code == 130 if sent else code == 0, (code, err[-2000:])
+        if code == 130:
+            assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted"), err
+        if in_phase:
+            return code, err
+        tried.append(f"{wait:g} s: {'after the phase' if sent else 'the run had finished'}")
+    raise AssertionError(f"the signal never landed while the command was in phase {when!r}: {tried}")
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.001, 0.002, 0.004])
 def test_ctrl_c_while_the_workers_start(big_input: Path, tmp_path: Path, delay: float) -> None:
     """Before: the pool caught between two forks kept its workers with no manager thread to stop
     them, and the exit waited for them for ever (or the parent's KeyboardInterrupt was raised in an
-    at-fork hook, printed and dropped, and the run went on to exit 0 with a traceback on stderr)."""
+    at-fork hook, printed and dropped, and the run went on to exit 0 with a traceback on stderr).
+    The signal must land while the pool starts (a worker exists, nothing is written yet)."""
     ledger = tmp_path / "L"
-    code, err, sent = _interrupt(
+    _interrupt_in_phase(
         ["--ledger", str(ledger), "apply", "-q", "--workers", "8", str(big_input)], tmp_path, "workers", delay
     )
-    assert code is not None, f"still running {BOUND:g} s after Ctrl-C: {err[-2000:]}"
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
-    assert code == 130 if sent else code == 0, (code, err[-2000:])
-    if code == 130:
-        assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted"), err
     again = _run(["--ledger", str(ledger), "apply", "-q", "--json", "--workers", "8", str(big_input)], tmp_path)
     assert again.returncode == 0, again.stderr
     fsck = _run(["--ledger", str(ledger), "fsck"], tmp_path)
@@ -158,15 +187,8 @@ def test_ctrl_c_while_the_command_loads(big_input: Path, tmp_path: Path, delay: 
     """Before: a KeyboardInterrupt traceback out of an import (about one start in 30 over the first
     second), or, once typer parses the arguments, a silent exit 130 (typer turns a KeyboardInterrupt
     there into Exit(130)). Now: the entry point ends the run with its one line until the command runs
-    (nothing is open yet)."""
-    code, err, sent = _interrupt(
-        ["--ledger", str(tmp_path / "L"), "apply", "-q", str(big_input)], tmp_path, "imports", delay
-    )
-    assert code is not None, err[-2000:]
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
-    assert code == 130 if sent else code == 0, (code, err[-2000:])
-    if code == 130:
-        assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted"), err
+    (nothing is open yet). The signal must land while the command loads (no worker yet, nothing written)."""
+    _interrupt_in_phase(["--ledger", str(tmp_path / "L"), "apply", "-q", str(big_input)], tmp_path, "imports", delay)
     again = _run(["--ledger", str(tmp_path / "L"), "apply", "-q", str(big_input)], tmp_path)
     assert again.returncode == 0, again.stderr
     fsck = _run(["--ledger", str(tmp_path / "L"), "fsck"], tmp_path)
