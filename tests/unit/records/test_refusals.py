@@ -315,11 +315,24 @@ VALID: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+# What the message says, where the code alone cannot tell two faults apart (a short signature would fail to
+# verify anyway: the message is what shows its length was checked).
+WORDS = {
+    "receipt-signature-of-63-bytes": "63 bytes; expected 64",
+    "signature-of-63-bytes": "63 bytes; expected 64",
+    "self-signer-public-key-of-31-bytes": "31 bytes; expected 32",
+    "proof-of-a-sha1-digest": "stamps a sha1 digest",
+    "registry-signer-with-another-public-key": "public_key_b64 is not the registry key",
+    "pith-registry-signer-with-another-public-key": "public_key_b64 is not the registry key",
+}
+
+
 @pytest.mark.parametrize("name", sorted(REFUSALS))
 def test_each_refusal_gives_its_code(registry: LocalKey, name: str) -> None:
     build, expected = REFUSALS[name]
     v = verify_event(build())
     assert (v.status, v.reason) == expected, (name, v.message)
+    assert WORDS.get(name, "") in v.message
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
