@@ -436,3 +436,24 @@ def test_the_retarget_rule(retargeting: None, name: str, first_height: int, bits
 def test_the_retarget_rule_through_the_store(tmp_path: Path, retargeting: None) -> None:
     assert through_the_store(tmp_path, two_headers(2015, EASY4)) == ("valid", "")
     assert through_the_store(tmp_path, two_headers(2015, EASY4_PLUS)) == ("invalid", "bad-headers")
+
+
+@pytest.mark.parametrize(
+    "name, value, code",
+    [
+        pytest.param("integer-of-2-to-the-53", 2**53, "integer-out-of-range", id="integer-of-2-to-the-53"),
+        pytest.param("object-nested-65-deep", nested("object", AT_LIMIT), "nesting-too-deep", id="object-nested-65"),
+        pytest.param("lone-surrogate", "\udc80", "lone-surrogate", id="lone-surrogate"),
+    ],
+)
+def test_a_decoded_bundle_is_held_to_the_limits_its_bytes_are(name: str, value: Any, code: str) -> None:
+    """``pithledger.verify_bundle`` of a decoded value (the API's other form) refuses what the same bundle as bytes
+    is refused for, with its code; before, it gave a valid verdict past the integer bound and the depth limit, and
+    a UnicodeEncodeError for a lone surrogate."""
+    e = event("graph_snapshot", {"graph_snapshot": {"n": 1}})
+    e["payload"]["graph_snapshot"]["n"] = value  # after signing: the value has no canonical bytes to sign
+    bundle = write_bundle(e["subject_pith_number"], [e])
+    with pytest.raises(PithledgerError) as caught:
+        verify_bundle(bundle)
+    assert caught.value.code == code, name
+    assert verify_bundle(write_bundle(e["subject_pith_number"], [event("graph_snapshot", {"graph_snapshot": {}})]))
