@@ -167,3 +167,12 @@ def sha1_proof() -> bytes:
     """A well-formed proof of a sha1 file digest (file hash op 0x02), with one pending attestation."""
     pending = bytes.fromhex("83dfe30d2ef90c8e") + ots._varbytes(ots._varbytes(b"https://a.example"))
     return ots.MAGIC + b"\x01" + b"\x02" + DIGEST[:20] + b"\x00" + pending
+
+
+def non_canonical_b64(raw: bytes) -> str:
+    """``raw`` in standard padded base64 with a non-zero padding bit: decodes to the same bytes, yet is not the one
+    canonical spelling (spec/identifiers.md §6). ``raw``'s length must not be a multiple of 3."""
+    text = keys.b64encode(raw).rstrip("=")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = alphabet[alphabet.index(text[-1]) | 1]
+    return text[:-1] + last + "=" * (-len(text) % 4)

@@ -25,6 +25,7 @@ from helpers.eventkit import (
     citation,
     created,
     event,
+    non_canonical_b64,
     pith_created,
     receipt,
     registry_signer,
@@ -110,6 +111,14 @@ REFUSALS: dict[str, tuple[Callable[[], dict[str, Any]], tuple[str, str]]] = {
     # step 7: signature
     "signature-not-base64": (lambda: resealed_signature("!!!!"), ("invalid", "bad-signature")),
     "signature-of-63-bytes": (lambda: resealed_signature(keys.b64encode(b"\x00" * 63)), ("invalid", "bad-signature")),
+    "signature-in-non-canonical-base64": (
+        lambda: resealed_signature(non_canonical_b64(keys.b64decode_strict(citation()["signature_b64"]))),
+        ("invalid", "bad-signature"),
+    ),
+    "self-signer-public-key-in-non-canonical-base64": (
+        lambda: citation(signer=self_signer(public_key_b64=non_canonical_b64(ALICE.public_key))),
+        ("invalid", "bad-key"),
+    ),
     "signature-by-another-key": (
         lambda: resealed_signature(keys.b64encode(STAND_IN.sign(signing_message(citation())))),
         ("invalid", "bad-signature"),
