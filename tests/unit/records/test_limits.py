@@ -96,12 +96,8 @@ def test_a_name_of_unicode_spaces_is_not_blank(tmp_path: Path, field: str, space
     if field == "author-name":
         e = event("author_attestation", {"author_name": text})
     else:
-        e = event("citation_signature", {"cited_pith_number": OTHER, "relation": "cites"})
-        e = event(
-            "citation_signature",
-            e["payload"],
-            signer=self_signer(**{field.replace("-", "_"): text}),
-        )
+        payload = {"cited_pith_number": OTHER, "relation": "cites"}
+        e = event("citation_signature", payload, signer=self_signer(**{field.replace("-", "_"): text}))
     assert both(tmp_path, e) == ("valid", ""), f"{field}-of-{space}-is-not-blank"
 
 
