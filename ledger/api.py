@@ -166,17 +166,17 @@ def verify_bundle(bundle: bytes | Mapping[str, Any]) -> list[Verdict]:
     """Check one bundle offline, nothing written (``pithledger verify FILE``): the
     :class:`~pithledger.records.events.Verdict` of each of its events (``status``: valid, invalid or
     unverified; ``reason`` and ``message`` say why). ``bundle``: its bytes (decoded strictly: duplicate
-    keys, lone surrogates, trailing data refused) or its decoded value. Raises a ``PithledgerError`` for a
-    document that is not a structurally sound bundle."""
+    keys, lone surrogates, trailing data refused) or its decoded value (held to the same value space: integers,
+    depth, lone surrogates). Raises a ``PithledgerError`` for a document that is not a structurally sound bundle."""
     from pithledger.records.bundle import read_bundle
-    from pithledger.records.canonical import strict_decode
+    from pithledger.records.canonical import check_value, strict_decode
     from pithledger.records.events import verify_event
 
-    value = (
-        strict_decode(bytes(bundle), what="the bundle")
-        if isinstance(bundle, (bytes, bytearray, memoryview))
-        else bundle
-    )
+    if isinstance(bundle, (bytes, bytearray, memoryview)):
+        value = strict_decode(bytes(bundle), what="the bundle")
+    else:
+        check_value(bundle)  # what strict decoding refuses, refused alike: no verdict on a value bytes cannot carry
+        value = bundle
     return [verify_event(event) for event in read_bundle(value).events]
 
 
