@@ -21,6 +21,7 @@ import lmdb
 
 import pithledger.store.tlog_tables as translog
 from pithledger.records.bundle import Bundle
+from pithledger.records.canonical import check_value
 from pithledger.records.events import Verdict
 
 from ..errors import LedgerError, LogDiverged
@@ -86,10 +87,18 @@ class _Log(_PendingWork, _Translog):
         the touched records pending, in the same transaction, for :meth:`finish` to derive once per
         record however many batches touched it (spec/storage.md §3.1). Without it the batch also
         finishes every pending record, so the ledger is fully derived when it returns.
+
+        Each bundle's events and record are held to the admitted value space first (what strict decoding
+        refuses raises its ``DecodeError`` here, and nothing of the batch is written).
         """
         batch = self.batch()
         try:
             for bundle in bundles:
+                # A Bundle built in Python never met strict decoding: hold it to the same value space (integers,
+                # depth, lone surrogates), so no event is valid here that bytes could not carry to another mirror.
+                check_value(bundle.events)
+                if bundle.canonical_record is not None:
+                    check_value(bundle.canonical_record)
                 batch.add(bundle)
         except BaseException:
             batch.abandon()

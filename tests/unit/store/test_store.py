@@ -17,7 +17,7 @@ from helpers.eventpool import ORPHAN, P, bundles_of, entries, pool
 from helpers.ledgers import EXAMPLES, example_bundles
 from pithledger.errors import LayoutMismatch, NoLedger, NotFound, PithledgerError
 from pithledger.merge import reduce_all
-from pithledger.records.bundle import read_bundle, write_bundle
+from pithledger.records.bundle import Bundle, read_bundle, write_bundle
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.records.events import verify_event
 from pithledger.store import Ledger
@@ -337,3 +337,42 @@ def test_two_writers_offering_the_same_junk_count_it_once(tmp_path: Path) -> Non
         assert (total.entries, per_record[_pith(1)].entries) == (len(held), len(held)) == (40, 40)
         assert total.bytes == sum(len(e.event) for _, e in held)
         assert ledger.fsck() == []
+
+
+@pytest.mark.parametrize(
+    ("mutation", "value", "code"),
+    [
+        ("integer-2^53", 2**53, "integer-out-of-range"),
+        ("object-nested-65-deep", "nest", "nesting-too-deep"),
+        ("lone-surrogate", "\ud800", "lone-surrogate"),
+    ],
+)
+def test_a_bundle_built_in_python_is_held_to_the_value_space(
+    tmp_path: Path, mutation: str, value: Any, code: str
+) -> None:
+    """Ledger.apply_batch takes bundles built in Python, which never met strict decoding: an event
+    carrying a value no JSON document admitted by another mirror could carry (2^53, 65 levels, a lone
+    surrogate), signed and otherwise valid, was logged as valid (issue #42's review). Now the batch is
+    refused with strict decoding's own code and nothing is written."""
+    from helpers.eventpool import ALICE
+    from pithledger.records.events import compute_event_id, make_event, signing_message
+    from pithledger.records.keys import b64encode
+
+    event = make_event(
+        "integrity_finding", P[0], {"finding_type": "x", "severity": "info", "description": "d"}, ALICE,
+        created_at="2026-06-01T00:00:00Z",
+    )  # fmt: skip
+    deep: Any = {}
+    for _ in range(64):
+        deep = {"k": deep}
+    event["payload"]["extra"] = deep if value == "nest" else value
+    if mutation != "lone-surrogate":  # signed as it is (a lone surrogate has no UTF-8: no message to sign; it crashed)
+        del event["event_id"]
+        event["signature_b64"] = b64encode(ALICE.sign(signing_message(event)))
+        event["event_id"] = compute_event_id(event)
+    bundle = Bundle(pith_number=P[0], events=[event])  # as an embedder builds one (read_bundle wants strict values)
+    with Ledger(tmp_path / "l", create=True) as ledger:
+        with pytest.raises(PithledgerError) as caught:
+            ledger.apply_batch([bundle])
+        assert caught.value.code == code, mutation
+        assert ledger.counts()["events"] == 0 and ledger.evidence(P[0]) == []
