@@ -21,6 +21,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import logging
 import re
 import socket
 import sys
@@ -1607,6 +1608,10 @@ def _answer(transport: asyncio.Transport, status: int, code: str, message: str) 
     transport.write(head.encode() + body)
 
 
+def _not_parser_refusal(record: logging.LogRecord) -> bool:
+    return record.msg != "Invalid HTTP request received."
+
+
 def run(
     ledger_path: Path,
     *,
@@ -1669,6 +1674,10 @@ def run(
             backlog=1024,
             h11_max_incomplete_event_size=2 * limits.max_head,
         )
+        # uvicorn's own line for what its parser refused would be written to stderr by the event loop, as often as
+        # a client likes (a stderr pipe nobody reads then stalls every connection): the access log, written by its
+        # own thread, carries it instead (guard=malformed-request, spec/serve.md §9.4)
+        logging.getLogger("uvicorn.error").addFilter(_not_parser_refusal)
         server = uvicorn.Server(config)
         if not quiet:
             mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"
