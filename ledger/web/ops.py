@@ -510,13 +510,17 @@ def replaced(ledger: Ledger) -> str | None:
     """Why the server must not answer from its ledger handle, or None: the file at ``<ledger>/data.mdb`` is not the
     one it opened (a restore swapped the directory, another ledger was copied in, or the file was removed), so what
     it would read is a file nobody else sees. One ``stat`` (spec/serve.md §9.2)."""
-    from pithledger.store.env import _file_id
-
     opened = ledger._opened_file
-    data = Path(ledger.path) / "data.mdb"
-    if opened is not None and _file_id(data) != opened:
-        return f"{data} is no longer the file this server opened (replaced or removed): restart the server"
-    return None
+    if opened is None:
+        return None
+    data = os.path.join(ledger.path, "data.mdb")  # as given, not resolved: a restore swaps the directory
+    try:
+        st = os.stat(data)
+        if (st.st_dev, st.st_ino) == opened:
+            return None
+    except OSError:
+        pass
+    return f"{data} is no longer the file this server opened (replaced or removed): restart the server"
 
 
 def health(ledger: Ledger, read: Callable[[Callable[[], Any]], Any]) -> tuple[int, dict[str, Any]]:
