@@ -180,7 +180,7 @@ def test_a_replaced_ledger_is_never_read_metrics_say_unreadable_and_record_paths
     copy = _copy(tmp, base, "restored")
     empty = tmp / "restored-empty"
     assert pl(tmp, "--ledger", str(empty), "apply", str(RECORD_DOC)).returncode == 0
-    srv = Server(copy, tmp)
+    srv = Server(copy, tmp, "--accept-events")
     paths = (
         f"/pith/{SUFFIX}/state.json",
         f"/pith/{SUFFIX}",
@@ -208,6 +208,10 @@ def test_a_replaced_ledger_is_never_read_metrics_say_unreadable_and_record_paths
                 json.loads(body)["error"] == "ledger-replaced" and "restart the server" in json.loads(body)["message"]
             )
         assert srv.request("/healthz")[0] == 503 and srv.request("/pith-mirrors.json")[0] == 200
+        # nor is it written: an event POSTed now would go to a file nobody sees
+        status, answer = _post(srv, canonical_bytes(write_bundle(NUMBER, [_attestation(7)])))
+        assert status == 503 and answer["error"] == "ledger-replaced"
+        assert value(srv.metrics(), "pithledger_events_refused_total", reason="ledger-replaced") == 1
         assert (
             value(
                 srv.metrics(),
