@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from pithledger.records import ids, keys
-from pithledger.records.display import DisplayMetadata, check
+from pithledger.records.display import DisplayMetadata, FieldView, check
 from pithledger.records.events import compute_event_id, is_pithledger_envelope, pith_record_event_id, verify_event
 
 RECORD_TYPE = "pith_number_record"
@@ -203,24 +203,46 @@ def _times(state: Mapping[str, Any], records: list[tuple[dict[str, Any], str, st
 # --- the document -------------------------------------------------------------------------------------
 
 
-def _paper(record: Mapping[str, Any], meta: DisplayMetadata | None) -> dict[str, Any]:
+#: What ``pithledger_claims["paper.<key>"]`` says of a display field served in ``paper`` (spec/serve.md §2.1):
+#: the record's hash of it matches (``checked``), no hash here can check it and it is served as supplied
+#: (``unchecked``: authors, always; an abstract supplied as Pith's excerpt), it differs from the record's hash
+#: and is not served (``mismatch``), or nothing was supplied (``none``).
+_FIELD_CLAIM = {"match": "checked", "excerpt": "unchecked", "mismatch": "mismatch"}
+
+
+def _paper(record: Mapping[str, Any], meta: DisplayMetadata | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Pith's ``paper`` block and, for its three display fields, what stands behind each (``pithledger_claims``).
+    Display metadata is outside consensus: text no hash can check (authors, an excerpt) is served as Pith serves
+    it, marked ``unchecked``, never as the record's; text that contradicts the record's hash is not served."""
     md = record["metadata"]
     fields = {f.name: f for f in check(meta, dict(record))}
-    abstract = fields["abstract"]
-    return {
+    title, authors, abstract = fields["title"], fields["authors"], fields["abstract"]
+
+    def claim(field: FieldView) -> str:
+        return "none" if field.value is None else _FIELD_CLAIM.get(field.check, "unchecked")
+
+    def served(field: FieldView) -> str:
+        if field.value is None or field.check == "mismatch":
+            return ""
+        # Pith's excerpt exactly as Pith cut it; other text on one line (an arXiv abstract spans lines)
+        return field.value if field.check == "excerpt" else " ".join(field.value.split())
+
+    paper = {
         "title": checked_title(meta, record),
-        # No hash covers authors: a supplied author list is unchecked, so it is not presented as the
-        # paper's (it is in display_metadata, marked "unchecked").
-        "authors_text": "",
-        "abstract_excerpt": " ".join(abstract.value.split())[:EXCERPT]
-        if abstract.value is not None and abstract.check == "match"
-        else "",
+        "authors_text": served(authors),
+        "abstract_excerpt": served(abstract)[:EXCERPT],  # Pith's excerpts: the abstract's first 600 characters
         "headline": "",
         "license": md["license"],
         "primary_cat": md["primary_cat"],
         "cross_cats": list(md["cross_cats_sorted"]),
         "submitted_at": md["submitted_at"],
     }
+    claims = {
+        "paper.title": {"match": "checked", "mismatch": "mismatch"}.get(title.check, "none"),
+        "paper.authors_text": claim(authors),
+        "paper.abstract_excerpt": claim(abstract),
+    }
+    return paper, claims
 
 
 def _empty_graph(paper: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
@@ -373,7 +395,8 @@ def record_document(
         if key_id and key_id in keys.PITH_REGISTRY_KEYS:
             receipts.append(_receipt(digest, event["payload"]["receipt"], key_id))
     status, claims = _status(cur, bool(receipts))
-    paper = _paper(record, meta)
+    paper, paper_claims = _paper(record, meta)
+    claims = {**claims, **paper_claims}
     graph = _empty_graph(paper, source)
     registry_snapshot = _registry_snapshot(cur)
     if registry_snapshot is not None:

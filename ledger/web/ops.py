@@ -239,6 +239,79 @@ class AccessLog:
 
 #: Methods named in a label; any other is counted as "other" (a client chooses the method it sends).
 METHODS = frozenset({"GET", "HEAD", "POST", "OPTIONS"})
+#: What ``/metrics`` is answered as: the Prometheus text format 0.0.4 (spec/serve.md §9.3), whatever the installed
+#: prometheus-client calls its latest (0.26 names 1.0.0; every name here is a legacy name, so the bytes are 0.0.4's).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The answers of the connection guard and of the HTTP parser (``pithledger_connections_refused_total{reason}``).
+GUARD_CODES = (
+    "too-many-connections",
+    "request-timeout",
+    "request-too-long",
+    "body-too-large",
+    "malformed-request",
+)
+#: Every reason a POSTed event or submission is refused under (``pithledger_events_refused_total{reason}``):
+#: the request's codes (spec/serve.md §8), the strict decoder's (spec/identifiers.md §1.2) and an event's
+#: verdict codes (spec/events.md §2.2, §2.4, §3). Each series exists at 0 from the start, so ``increase()``
+#: sees the first refusal; a reason outside the list still counts, from its first refusal on.
+REFUSAL_REASONS = (
+    # the request
+    "not-found",
+    "malformed-id",
+    "body-too-large",
+    "rate-limited",
+    "body-timeout",
+    "too-many-values",
+    "bad-request",
+    "bad-bundle",
+    "bundle-inconsistent",
+    "subject-mismatch",
+    "kind-mismatch",
+    "no-events",
+    "too-many-events",
+    "ledger-busy",
+    "busy",
+    "ledger-replaced",
+    # the body's JSON
+    "malformed-json",
+    "invalid-utf8",
+    "trailing-data",
+    "duplicate-key",
+    "float-not-allowed",
+    "non-finite-number",
+    "integer-out-of-range",
+    "lone-surrogate",
+    "nesting-too-deep",
+    "document-too-large",
+    # an event's verdict
+    "event-too-large",
+    "bad-envelope",
+    "bad-time",
+    "unsupported-event-version",
+    "id-mismatch",
+    "unknown-registry-key",
+    "fingerprint-mismatch",
+    "bad-key",
+    "bad-signature",
+    "wrong-target",
+    "bad-payload",
+    "unverifiable-signature",
+    "no-receipt",
+    "unreadable-receipt",
+    "unknown-receipt-key",
+    "bad-receipt",
+    "bad-record",
+    "record-subject-mismatch",
+    "hash-mismatch",
+    "bad-relation",
+    "bad-orcid",
+    "bad-proof",
+    "proof-digest-mismatch",
+    "bad-headers",
+)
+#: Statuses whose ``pithledger_http_requests_total`` series exist at 0 for every route from the start: the ones
+#: spec/serve.md §9.3's 5xx alert reads (any other status's series appears at its first answer).
+KNOWN_STATUSES = ("500", "503")
 #: Remembered sync/pull sources reported at most (one file each in ``<ledger>/checkpoints/``).
 MAX_SOURCES = 1000
 
@@ -367,6 +440,19 @@ class Ops:
         self.log = log if log is not None else AccessLog(None, dropped=self.log_dropped.inc)
         if log is not None and log._dropped is None:
             log._dropped = self.log_dropped.inc
+        # every known label at 0: a series that appears at its first increment is invisible to increase() and
+        # rate(), so an alert on them would miss the first refusal (spec/serve.md §9.3)
+        for reason in REFUSAL_REASONS:
+            self.refused.labels(reason)
+        for code in GUARD_CODES:
+            self.refused_connections.labels(code)
+
+    def routes(self, known: Iterable[tuple[str, str]]) -> None:
+        """Create the request series the 5xx alert reads, at 0: each (route template, its method) with each of
+        :data:`KNOWN_STATUSES` (``unmatched`` with GET too)."""
+        for route, method in [*known, ("unmatched", "GET")]:
+            for status in KNOWN_STATUSES:
+                self.requests.labels(route, method, status)
 
     def watch(self, read: Callable[[Callable[[], Any]], Any], ledger: Ledger) -> None:
         self.registry.register(LedgerCollector(read, ledger))
@@ -414,25 +500,37 @@ class Ops:
         )
 
     def guard_refused(self, peer: str, code: str, status: int) -> None:
-        """An answer of the connection guard (outside the application: no route, method or path known)."""
+        """An answer of the connection guard or of the HTTP parser (outside the application: no route, method or
+        path known)."""
         self.refused_connections.labels(code).inc()
         self.log.write(f"ts={now_iso()} client={escaped(peer, 64)} guard={code} status={status}")
+
+
+def replaced(ledger: Ledger) -> str | None:
+    """Why the server must not answer from its ledger handle, or None: the file at ``<ledger>/data.mdb`` is not the
+    one it opened (a restore swapped the directory, another ledger was copied in, or the file was removed), so what
+    it would read is a file nobody else sees. One ``stat`` (spec/serve.md §9.2)."""
+    opened = ledger._opened_file
+    if opened is None:
+        return None
+    data = os.path.join(ledger.path, "data.mdb")  # as given, not resolved: a restore swaps the directory
+    try:
+        st = os.stat(data)
+        if (st.st_dev, st.st_ino) == opened:
+            return None
+    except OSError:
+        pass
+    return f"{data} is no longer the file this server opened (replaced or removed): restart the server"
 
 
 def health(ledger: Ledger, read: Callable[[Callable[[], Any]], Any]) -> tuple[int, dict[str, Any]]:
     """``/healthz``: 200 with the event count and the last commit time while the ledger reads; else 503 and why.
     Cheap: a stat, a 4 KiB read of the data file's head and the log's entry count; no state is read."""
-    from pithledger.store.env import _file_id
-
     data = Path(ledger.path) / "data.mdb"
     try:
-        opened = ledger._opened_file
-        if opened is not None and _file_id(data) != opened:
-            return 503, {
-                "status": "unavailable",
-                "reason": "ledger-replaced",
-                "message": f"{data} is no longer the file this server opened (replaced or removed): restart the server",
-            }
+        why = replaced(ledger)
+        if why is not None:
+            return 503, {"status": "unavailable", "reason": "ledger-replaced", "message": why}
         with open(data, "rb") as fh:  # the path still reads (permissions, an I/O error)
             fh.read(4096)
         events: int = read(lambda: ledger.counts()["events"])

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import logging
 import re
 import socket
 import sys
@@ -78,7 +79,7 @@ from pithledger.tlog.witness import MAX_BODY as MAX_WITNESS_BODY
 from pithledger.tlog.witness import Witness
 from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle
 from pithledger.web.actions import Limits as PostLimits
-from pithledger.web.ops import AccessLog, Ops, Proxies, health, open_log
+from pithledger.web.ops import CONTENT_TYPE, AccessLog, Ops, Proxies, health, open_log, replaced
 
 if TYPE_CHECKING:
     from pithledger.tlog.signing import LogSigner
@@ -252,7 +253,12 @@ class Site:
     def read(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on one snapshot of the ledger (every read inside sees the same commit, spec/serve.md
         §4); when another process grew the map since we opened it, adopt the new size and retry.
-        ``gate``: with --accept-events, the writer thread grows the map only while no read runs."""
+        ``gate``: with --accept-events, the writer thread grows the map only while no read runs.
+        A ledger replaced under the server (a restore, spec/serve.md §9.2) is never read: every path that reads it
+        is ``503 ledger-replaced`` until the server is restarted, as ``/healthz`` says (one ``stat`` per read)."""
+        why = replaced(self.ledger)
+        if why is not None:
+            raise HTTPError(503, "ledger-replaced", why)
         with self.gate:
             try:
                 with self.ledger.snapshot():
@@ -774,13 +780,13 @@ def healthz(request: Request) -> Response:
 
 @_in_thread()
 def metrics(request: Request) -> Response:
-    """``/metrics``: this server's registry in the Prometheus text format (its own, never the global one)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    """``/metrics``: this server's registry in the Prometheus text format 0.0.4 (its own, never the global one),
+    announced as such whatever prometheus-client's latest is (spec/serve.md §9.3)."""
+    from prometheus_client import generate_latest
 
     return Response(
         generate_latest(_site(request).ops.registry),
-        media_type=CONTENT_TYPE_LATEST,
-        headers={"cache-control": "no-store", **SECURITY},
+        headers={"content-type": CONTENT_TYPE, "cache-control": "no-store", **SECURITY},
     )
 
 
@@ -1161,6 +1167,7 @@ def create_app(site: Site) -> ASGIApp:
     # header and drop the base URL's path: such a path is a 404, and every redirect is :func:`_redirect`'s.
     app.router.redirect_slashes = False
     app.state.site = site
+    site.ops.routes((r.path, "POST" if r.methods == {"POST"} else "GET") for r in routes)
     return Guard(app)
 
 
@@ -1558,6 +1565,15 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
             refused(self._peer, "body-too-large", 413)
             self._linger()
 
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's parser (httptools or h11) refused what arrived as no HTTP/1.1 request: answered (JSON, like
+            every error), counted and logged as the guard's own answers are (uvicorn did neither: review of #41)."""
+            self._disarm()
+            self._refused = True
+            refused(self._peer, "malformed-request", 400)
+            _answer(self._real, 400, "malformed-request", "the request is not HTTP/1.1 this server can read")
+            self.transport.close()
+
         def _stop(self, code: str, message: str, status: int) -> None:
             self._disarm()
             self._refused = True
@@ -1590,6 +1606,7 @@ def _refuse(transport: asyncio.Transport, code: str, message: str, status: int =
 def _answer(transport: asyncio.Transport, status: int, code: str, message: str) -> None:
     """An error answer written outside the application (JSON like every error), announcing the close."""
     reason = {
+        400: "Bad Request",
         408: "Request Timeout",
         413: "Content Too Large",
         431: "Request Header Fields Too Large",
@@ -1601,6 +1618,10 @@ def _answer(transport: asyncio.Transport, status: int, code: str, message: str) 
         f"cache-control: no-store\r\nconnection: close\r\n" + ("retry-after: 5\r\n" if status == 503 else "") + "\r\n"
     )
     transport.write(head.encode() + body)
+
+
+def _not_parser_refusal(record: logging.LogRecord) -> bool:
+    return record.msg != "Invalid HTTP request received."
 
 
 def run(
@@ -1665,6 +1686,10 @@ def run(
             backlog=1024,
             h11_max_incomplete_event_size=2 * limits.max_head,
         )
+        # uvicorn's own line for what its parser refused would be written to stderr by the event loop, as often as
+        # a client likes (a stderr pipe nobody reads then stalls every connection): the access log, written by its
+        # own thread, carries it instead (guard=malformed-request, spec/serve.md §9.4)
+        logging.getLogger("uvicorn.error").addFilter(_not_parser_refusal)
         server = uvicorn.Server(config)
         if not quiet:
             mode = "accepting signed events at POST /pith/<suffix>/action/<kind>" if accept_events else "read-only"

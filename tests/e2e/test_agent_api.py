@@ -166,12 +166,18 @@ def test_values_come_from_consensus_and_checked_metadata(site: tuple[Server, Pat
         assert doc[k] == (PITH_DOC[k] if k != "aliases" else state["current"]["source_aliases"]), k
     paper = doc["paper"]
     assert paper["title"] == PITH_DOC["paper"]["title"]  # supplied, and matches the record's title hash
-    assert paper["abstract_excerpt"] == ""  # an excerpt cannot match the abstract hash: not presented as the paper's
-    assert paper["authors_text"] == ""  # no hash covers authors: unchecked, kept in display_metadata only
+    # supplied as a whole abstract (not flagged an excerpt) whose hash differs: contradicts the record, not served
+    assert paper["abstract_excerpt"] == ""
+    assert paper["authors_text"] == PITH_DOC["paper"]["authors_text"]  # no hash covers authors: served, unchecked
     assert {f["name"]: f["check"] for f in doc["display_metadata"]} == {
         "title": "match",
         "authors": "unchecked",
         "abstract": "mismatch",
+    }
+    assert {k: v for k, v in doc["pithledger_claims"].items() if k.startswith("paper.")} == {
+        "paper.title": "checked",
+        "paper.authors_text": "unchecked",
+        "paper.abstract_excerpt": "mismatch",
     }
     for k in ("license", "primary_cat", "submitted_at", "cross_cats"):
         assert paper[k] == PITH_DOC["paper"][k]
@@ -199,6 +205,46 @@ def test_values_come_from_consensus_and_checked_metadata(site: tuple[Server, Pat
     # the times: the signed created_at of its standing events (Pith's envelope signs none) and of the citations of it
     assert doc["created_at"] == doc["canonical_record"]["metadata"]["submitted_at"]
     assert doc["updated_at"] == "2026-07-06T10:00:00Z"
+
+
+def test_an_agent_reads_pith_paper_block_of_an_applied_record_document_marked_unchecked(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Pith's record document for 2502.21231 carries authors_text and abstract_excerpt; applied here, the served
+    document's paper block is Pith's, key for key (an agent swapping the host reads the same words), and
+    pithledger_claims says what this mirror could check: the title matches the record's hash, the authors (no
+    hash) and the excerpt (a cut abstract cannot match the hash of the whole) are unchecked. Before: both ""."""
+    tmp = tmp_path_factory.mktemp("agent-paper")
+    ledger = tmp / "ledger"
+    vector = Path(__file__).resolve().parents[1] / "vectors" / f"pith-record-{FHI}.json"
+    assert json.loads(vector.read_text()) == PITH_DOC
+    assert pl(tmp, "--ledger", str(ledger), "apply", str(vector)).returncode == 0
+    server = Server(ledger, tmp)
+    try:
+        for url in (f"{server.base}/pith/{FHI}.json", f"{server.base}/api/pith-number/{FHI}/graph.json"):
+            doc = json.loads(get(url)[2])
+            assert doc["paper"] == PITH_DOC["paper"], url
+        doc = json.loads(get(f"{server.base}/pith/{FHI}", "application/ld+json")[2])
+        assert (
+            doc["paper"]["authors_text"]
+            == "Bin Cui, Fangcheng Fu, Haibin Lin, Hao Ge, Junda Feng, Lei Zuo, Qi Huang, Xiaonan Nie, Xin Liu"
+        )
+        assert len(doc["paper"]["abstract_excerpt"]) == record_doc.EXCERPT == len(PITH_DOC["paper"]["abstract_excerpt"])
+        assert {k: v for k, v in doc["pithledger_claims"].items() if k.startswith("paper.")} == {
+            "paper.title": "checked",
+            "paper.authors_text": "unchecked",
+            "paper.abstract_excerpt": "unchecked",
+        }
+        assert {f["name"]: f["check"] for f in doc["display_metadata"]} == {
+            "title": "match",
+            "authors": "unchecked",
+            "abstract": "excerpt",
+        }
+        # the page shows the same words, marked the same way
+        status, _, page, _ = get(f"{server.base}/pith/{FHI}", "text/html")
+        assert status == 200 and b"Bin Cui, Fangcheng Fu" in page and b"unchecked: excerpt" in page
+    finally:
+        server.stop()
 
 
 def test_canonical_record_hashes_to_canonical_sha256_as_pith_verify_pipeline(site: tuple[Server, Path, Path]) -> None:

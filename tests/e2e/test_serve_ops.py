@@ -170,7 +170,177 @@ def test_healthz_is_200_with_the_event_count_then_503_once_the_ledger_is_replace
     assert not any("Traceback" in line for line in srv.lines)
 
 
+def test_a_replaced_ledger_is_never_read_metrics_say_unreadable_and_record_paths_answer_503(
+    ledger: tuple[Path, Path],
+) -> None:
+    """A restore under a running server (docs/operating.md §6): /metrics stops reporting the old file (readable 0,
+    no event count) and every path that reads the ledger answers 503 ledger-replaced, as /healthz does, until the
+    server is restarted; paths that read no ledger still answer. Before: readable 1, the old count, 200s."""
+    tmp, base = ledger
+    copy = _copy(tmp, base, "restored")
+    empty = tmp / "restored-empty"
+    assert pl(tmp, "--ledger", str(empty), "apply", str(RECORD_DOC)).returncode == 0
+    srv = Server(copy, tmp, "--accept-events")
+    paths = (
+        f"/pith/{SUFFIX}/state.json",
+        f"/pith/{SUFFIX}",
+        f"/pith/{SUFFIX}.json",
+        f"/pith/{SUFFIX}/bundle.json",
+        f"/resolve?id={NUMBER}",
+        "/digest.json",
+        "/events.json",
+        "/",
+    )
+    try:
+        before = srv.metrics()
+        assert value(before, "pithledger_ledger_readable") == 1 and value(before, "pithledger_ledger_events") > 0
+        assert all(srv.request(p)[0] in (200, 302) for p in paths)
+        # the operator's restore: the directory's data file is another one now (a copy of a backup)
+        os.replace(copy / "data.mdb", tmp / "restored-old.mdb")
+        shutil.copyfile(empty / "data.mdb", copy / "data.mdb")
+        after = srv.metrics()
+        assert value(after, "pithledger_ledger_readable") == 0
+        assert "pithledger_ledger_events" not in after and "pithledger_last_commit_timestamp_seconds" not in after
+        for path in paths:
+            status, headers, body = srv.request(path)
+            assert status == 503 and headers["retry-after"] == "30" and headers["cache-control"] == "no-store", path
+            assert (
+                json.loads(body)["error"] == "ledger-replaced" and "restart the server" in json.loads(body)["message"]
+            )
+        assert srv.request("/healthz")[0] == 503 and srv.request("/pith-mirrors.json")[0] == 200
+        # nor is it written: an event POSTed now would go to a file nobody sees
+        status, answer = _post(srv, canonical_bytes(write_bundle(NUMBER, [_attestation(7)])))
+        assert status == 503 and answer["error"] == "ledger-replaced"
+        assert value(srv.metrics(), "pithledger_events_refused_total", reason="ledger-replaced") == 1
+        assert (
+            value(
+                srv.metrics(),
+                "pithledger_http_requests_total",
+                route="/pith/{suffix}/state.json",
+                method="GET",
+                status="503",
+            )
+            == 1
+        )
+    finally:
+        srv.stop()
+    assert not any("Traceback" in line for line in srv.lines)
+    restarted = Server(copy, tmp)  # what the guide says to do: the restored file is served
+    try:
+        assert restarted.request(f"/pith/{SUFFIX}/state.json")[0] == 200
+        assert value(restarted.metrics(), "pithledger_ledger_readable") == 1
+    finally:
+        restarted.stop()
+
+
 # --- /metrics and the access log -----------------------------------------------------------------------------
+
+
+def test_metrics_are_text_format_0_0_4_whatever_prometheus_client_calls_latest(ledger: tuple[Path, Path]) -> None:
+    """spec/serve.md §9.3 names 0.0.4; prometheus-client 0.26's CONTENT_TYPE_LATEST is version=1.0.0."""
+    tmp, base = ledger
+    srv = Server(base, tmp)
+    try:
+        status, headers, body = srv.request("/metrics")
+        assert status == 200 and headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert list(text_string_to_metric_families(body.decode()))
+    finally:
+        srv.stop()
+
+
+def _series(metrics: dict[str, list[Any]], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(s.labels.items())): s.value for fam in metrics.values() for s in fam if s.name == name}
+
+
+def test_every_known_label_exists_at_0_so_increase_sees_the_first_refusal(ledger: tuple[Path, Path]) -> None:
+    """A labelled series born at its first increment is invisible to increase(): docs/operating.md §4's
+    `increase(pithledger_events_refused_total[1h]) > 0` missed a single refused POST. Every refusal reason, every
+    guard code, and each route's 500/503 (the 5xx alert's) exist at 0 from the start."""
+    tmp, base = ledger
+    srv = Server(_copy(tmp, base, "zeros"), tmp, "--accept-events")
+    try:
+        start = srv.metrics()
+        refused = _series(start, "pithledger_events_refused_total")
+        for reason in ("malformed-json", "bad-signature", "rate-limited", "body-too-large", "ledger-busy"):
+            assert refused[(("reason", reason),)] == 0.0, reason
+        guard = _series(start, "pithledger_connections_refused_total")
+        for code in ("too-many-connections", "request-timeout", "request-too-long", "body-too-large"):
+            assert guard[(("reason", code),)] == 0.0, code
+        from pithledger.web.ops import GUARD_CODES, REFUSAL_REASONS  # the lists spec/serve.md §9.3 points at
+
+        assert {dict(k)["reason"] for k in refused} == set(REFUSAL_REASONS) and set(refused.values()) == {0.0}
+        assert {dict(k)["reason"] for k in guard} == set(GUARD_CODES) and set(guard.values()) == {0.0}
+        requests = _series(start, "pithledger_http_requests_total")
+        for route, method in (("/pith/{suffix}/state.json", "GET"), ("/pith/{suffix}/action/{kind}", "POST")):
+            for status in ("500", "503"):
+                assert requests[(("method", method), ("route", route), ("status", status))] == 0.0
+        assert _post(srv, b"{not json")[0] == 400  # one refusal: the series goes from 0 to 1, which increase() sees
+        after = _series(srv.metrics(), "pithledger_events_refused_total")
+        assert after[(("reason", "malformed-json"),)] == 1.0
+        assert sum(after.values()) == 1.0
+    finally:
+        srv.stop()
+
+
+class ParserServer(Server):
+    """``serve`` with uvicorn's other HTTP/1.1 parser: ``run(http="h11")`` (the CLI always runs httptools)."""
+
+    def __init__(self, ledger: Path, tmp: Path, http: str) -> None:
+        code = (
+            "import sys; from pathlib import Path; from pithledger.web.serve import run; "
+            "run(Path(sys.argv[1]), port=0, http=sys.argv[2])"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(ledger), http],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=_env(tmp),
+        )
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        self.port = int(line.split("at http://127.0.0.1:", 1)[1].split("/", 1)[0])
+        self.base, self.timeout = f"http://127.0.0.1:{self.port}", 60.0
+        self.lines = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_a_request_the_parser_refuses_is_answered_json_counted_and_logged(
+    ledger: tuple[Path, Path], parser: str
+) -> None:
+    """uvicorn answers what its parser refuses with a text 400 and neither counts nor logs it (one in six of 3,000
+    odd requests went unseen): now a JSON 400 malformed-request, a guard series, a log line, with either parser."""
+    tmp, base = ledger
+    srv = Server(base, tmp) if parser == "httptools" else ParserServer(base, tmp, parser)
+    try:
+        for n, request in enumerate(
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",  # a header line without a name
+                b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",  # TLS spoken to plain HTTP
+                b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nine\r\n\r\n",
+            ),
+            1,
+        ):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as sock:
+                sock.sendall(request)
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower(), answer
+            assert json.loads(body)["error"] == "malformed-request"
+            assert value(srv.metrics(), "pithledger_connections_refused_total", reason="malformed-request") == n
+        line = wait_for(lambda: srv.lines, "guard=malformed-request")
+        assert line.startswith("ts=") and "client=127.0.0.1 guard=malformed-request status=400" in line
+    finally:
+        srv.stop()
+    assert not any("Traceback" in line for line in srv.lines)
+    # uvicorn's own warning, written to stderr on the event loop as often as a client likes (a stderr pipe nobody
+    # reads stalled the server), is not written: the access log line, from its own thread, says it
+    assert not any("Invalid HTTP request" in line for line in srv.lines)
+    assert sum("guard=malformed-request" in line for line in srv.lines) == 3
 
 
 def test_metrics_parse_and_move_by_route_template_and_log_lines_are_escaped(ledger: tuple[Path, Path]) -> None:

@@ -98,3 +98,31 @@ def test_a_hostile_registry_snapshot_and_a_flood_keep_pith_shape() -> None:
     assert {s["ref_index"] for s in sample} == {None, 5} and all(
         s["citing_arxiv_id"] == "" for s in sample
     )  # citing record not held
+
+
+def test_paper_serves_unchecked_display_text_marked_and_never_text_that_contradicts_the_hash() -> None:
+    """spec/serve.md §2.1: authors (no hash) and Pith's excerpt are served and marked unchecked; a whole
+    abstract or title whose hash differs is not served (mismatch); nothing supplied is "" and none."""
+    from pithledger.records.display import DisplayMetadata, from_paper
+
+    record = PITH_DOC["canonical_record"]
+    paper = PITH_DOC["paper"]
+
+    def served(meta: DisplayMetadata | None) -> tuple[dict[str, str], dict[str, str]]:
+        block, claims = record_doc._paper(record, meta)
+        return {k: block[k] for k in ("title", "authors_text", "abstract_excerpt")}, claims
+
+    pith = from_paper(paper)  # what apply keeps of Pith's document
+    assert served(pith) == (
+        {k: paper[k] for k in ("title", "authors_text", "abstract_excerpt")},
+        {"paper.title": "checked", "paper.authors_text": "unchecked", "paper.abstract_excerpt": "unchecked"},
+    )
+    forged = DisplayMetadata(title="Another title", authors=" Mallory,\n Eve ", abstract="Another abstract.")
+    assert served(forged) == (
+        {"title": "", "authors_text": "Mallory, Eve", "abstract_excerpt": ""},
+        {"paper.title": "mismatch", "paper.authors_text": "unchecked", "paper.abstract_excerpt": "mismatch"},
+    )
+    assert served(None) == (
+        {"title": "", "authors_text": "", "abstract_excerpt": ""},
+        {"paper.title": "none", "paper.authors_text": "none", "paper.abstract_excerpt": "none"},
+    )
