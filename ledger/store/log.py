@@ -96,7 +96,8 @@ class _Log(_PendingWork, _Translog):
             for bundle in bundles:
                 # A Bundle built in Python never met strict decoding: hold it to the same value space (integers,
                 # depth, lone surrogates), so no event is valid here that bytes could not carry to another mirror.
-                check_value(bundle.events)
+                for event in bundle.events:  # each event is a document of its own (64 levels deep at most)
+                    check_value(event)
                 if bundle.canonical_record is not None:
                     check_value(bundle.canonical_record)
                 batch.add(bundle)
