@@ -90,7 +90,9 @@ def revoke(own: list[Held]) -> Revoked:
             revoked.setdefault(target, r.id)
             continue
         ineffective.append({"event_id": r.id, "reason": reason, "revoked_event_id": target})
-    effective = sorted(({"event_id": r, "revoked_event_id": t} for t, r in revoked.items()), key=lambda x: x["event_id"])
+    effective = sorted(
+        ({"event_id": r, "revoked_event_id": t} for t, r in revoked.items()), key=lambda x: x["event_id"]
+    )
     standing = [h for h in own if h.id not in revoked]
     return Revoked(standing, sorted(revoked), effective, ineffective)
 
@@ -125,7 +127,9 @@ def citations(standing: list[Held]) -> list[Held]:
     return [latest(m) for (slot, _, _), m in slots(standing).items() if slot == "citation"]
 
 
-def current(p: str, standing: list[Held], inbound: list[dict[str, Any]], effective: list[dict[str, str]]) -> dict[str, Any]:
+def current(
+    p: str, standing: list[Held], inbound: list[dict[str, Any]], effective: list[dict[str, str]]
+) -> dict[str, Any]:
     made = [h for h in standing if h.kind == "record_created"]
     record = made[0].event["payload"]["canonical_record"]
     sha = ids.digest(record).hex()

@@ -46,7 +46,9 @@ def test_revocation_by_the_signer_revokes_the_citation_and_the_cited_record_lose
     events, docs = both("revocation-by-the-signer-takes-effect")
     for doc in docs:
         assert doc["revoked_event_ids"] == ids(events, 2)
-        assert doc["current"]["revocations"] == [{"event_id": events[3]["event_id"], "revoked_event_id": events[2]["event_id"]}]
+        assert doc["current"]["revocations"] == [
+            {"event_id": events[3]["event_id"], "revoked_event_id": events[2]["event_id"]}
+        ]
         assert doc["ineffective_revocations"] == []
         assert doc["current"]["citations"] == []
         assert doc["current"]["badges"]["references"] == "refs pending"
@@ -83,7 +85,11 @@ def test_revoking_another_signers_revocation_is_final_and_the_first_still_applie
     for doc in docs:
         assert doc["revoked_event_ids"] == ids(events, 1)
         assert doc["ineffective_revocations"] == [
-            {"event_id": events[3]["event_id"], "reason": "revocations-are-final", "revoked_event_id": events[2]["event_id"]}
+            {
+                "event_id": events[3]["event_id"],
+                "reason": "revocations-are-final",
+                "revoked_event_id": events[2]["event_id"],
+            }
         ]
         assert doc["current"]["author_attestations"] == []
         assert doc["current"]["badges"]["author"] == "not attested"
@@ -95,7 +101,12 @@ def test_two_snapshots_at_one_time_are_one_equivocation_and_the_lowest_id_is_sho
     for doc in docs:
         assert doc["equivocation_count"] == 1
         assert doc["equivocations"] == [
-            {"created_at": "2026-06-05T00:00:00Z", "event_ids": ids(events, 1, 2), "signer": mallory, "slot": "graph_snapshot"}
+            {
+                "created_at": "2026-06-05T00:00:00Z",
+                "event_ids": ids(events, 1, 2),
+                "signer": mallory,
+                "slot": "graph_snapshot",
+            }
         ]
         assert [v["event_id"] for v in doc["current"]["graph_snapshots"]] == ids(events, 1, 2)[:1]
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from nacl.signing import SigningKey
-
 from oracle.canon import canon
 from oracle.keccak import keccak256
 from oracle.reduce import reduce_all
