@@ -1,0 +1,196 @@
+"""The oracle (tests/oracle/, written from spec/ alone) beside pithledger's own code on generated streams
+(issue #42 item 3): really signed events of the project's pool, every merge vector's events, garbled copies,
+replays and re-signed mutants, drawn by Hypothesis in subsets and orders. Both sides must give the same verdict
+for every event and the same state bytes for every subject. This file may import pithledger (it runs the code's
+public in-process path, the one tests/unit/merge/test_merge_properties.py uses); the oracle may not."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers.adversary import GARBLINGS, garble, replay_under, unsigned_pith_event
+from helpers.consensus import NUMBER, ODD_SPELLINGS, REC, signed
+from helpers.eventpool import ALICE, BOB, MALLORY, P, pool
+from oracle.ots import MAGIC
+from oracle.reduce import reduce_all as oracle_reduce_all
+from oracle.verify import KINDS, Verifier
+from pithledger.merge import Entry, reduce_all
+from pithledger.records import keys
+from pithledger.records.canonical import canonical_bytes
+from pithledger.records.events import compute_event_id, signing_message, verify_event
+from pithledger.records.keys import LocalKey
+
+VECTORS = Path(__file__).resolve().parents[3] / "spec" / "vectors" / "merge"
+ORACLE = Verifier()  # the built-in registry and mainnet: what the code uses unpatched
+Event = dict[str, Any]
+
+DIGEST = bytes.fromhex(REC["canonical_sha256"])
+BITCOIN_900000 = b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x03" + b"\xa0\xf7\x36"  # no spare byte
+
+
+def anchor(body: bytes) -> Event:
+    """A signed anchor on NUMBER whose proof of REC's digest has the timestamp `body`."""
+    proof = base64.b64encode(MAGIC + b"\x01\x08" + DIGEST + body).decode()
+    return signed({"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": proof}})
+
+
+# The allowed side of the depth and node bounds (spec/events.md §3.1.4), which the vectors ots-255-operations-deep
+# and ots-10000-nodes miss (their attestation carries a spare byte, refused first), and the refused side.
+BOUNDS = {
+    "255-operations-deep": (anchor(b"\x08" * 255 + BITCOIN_900000), "valid", ""),
+    "256-operations-deep": (anchor(b"\x08" * 256 + BITCOIN_900000), "invalid", "bad-proof"),
+    "10000-nodes": (anchor((b"\xff" + BITCOIN_900000) * 9999 + BITCOIN_900000), "valid", ""),
+    "10001-nodes": (anchor((b"\xff" + BITCOIN_900000) * 10000 + BITCOIN_900000), "invalid", "bad-proof"),
+}
+
+
+def vector_events() -> list[Event]:
+    out = []
+    for path in sorted(VECTORS.glob("*.json")):
+        out.extend(json.loads(path.read_text())["events"])
+    return out
+
+
+@lru_cache(maxsize=1)
+def stream_pool() -> list[Event]:
+    """Every event a stream may draw from, each distinct (by its canonical bytes)."""
+    base = pool()
+    events: list[Event] = list(base) + vector_events() + [e for e, _, _ in BOUNDS.values()]
+    ours = [e for e in base if "signature_b64" in e]
+    for i, e in enumerate(ours[:6]):
+        events.extend(garble(e, how) for how in GARBLINGS)
+        events.append(replay_under(e, P[(i + 1) % len(P)]))
+    events.extend(unsigned_pith_event(NUMBER, n=n) for n in range(2))
+    events.extend(signed(fields) for fields, _ in ODD_SPELLINGS.values())
+    seen: dict[bytes, Event] = {}
+    for e in events:
+        seen.setdefault(canonical_bytes(e), e)
+    return list(seen.values())
+
+
+def code_verdict(e: Event) -> tuple[str, str, str | None]:
+    v = verify_event(e)
+    return v.status, v.reason, v.event_id if v.status == "valid" else None
+
+
+def oracle_verdict(e: Event) -> tuple[str, str, str | None]:
+    v = ORACLE(e)
+    return v.status, v.reason, v.event_id
+
+
+@lru_cache(maxsize=1)
+def pool_verdicts() -> tuple[list[Any], list[Any]]:
+    """Both sides' verdicts of every pool event, computed once (the 10,000-node proofs are slow to read)."""
+    events = stream_pool()
+    return [verify_event(e) for e in events], [ORACLE(e) for e in events]
+
+
+def states_both(picks: list[int], more: list[Event] = []) -> tuple[dict[str, bytes], dict[str, bytes]]:  # noqa: B006
+    """State bytes of the pool events `picks` (in that order) and `more`, by the code and by the oracle."""
+    events, (code_v, oracle_v) = stream_pool(), pool_verdicts()
+    code_in = [Entry(events[i], code_v[i]) for i in picks] + [Entry(e, verify_event(e)) for e in more]
+    oracle_in = [(events[i], oracle_v[i]) for i in picks] + [(e, ORACLE(e)) for e in more]
+    code = {s: canonical_bytes(d) for s, d in reduce_all(code_in).items()}
+    return code, oracle_reduce_all(oracle_in)
+
+
+def test_every_pool_event_gets_the_same_verdict_from_both() -> None:
+    events = stream_pool()
+    assert len(events) >= 250
+    disagreements = [(i, code_verdict(e), oracle_verdict(e)) for i, e in enumerate(events)]  # uncached: both read
+    assert [d for d in disagreements if d[1] != d[2]] == []
+    statuses = {d[1][0] for d in disagreements}
+    assert statuses == {"valid", "invalid", "unverified"}
+
+
+def test_the_whole_pool_at_once_gives_the_same_state_bytes() -> None:
+    code, oracle = states_both(list(range(len(stream_pool()))))
+    assert len(code) >= 5
+    assert code == oracle
+
+
+def test_depth_and_node_bounds_on_both_sides() -> None:
+    for name, (event, status, reason) in BOUNDS.items():
+        assert oracle_verdict(event)[:2] == (status, reason), name
+        assert code_verdict(event) == oracle_verdict(event), name
+
+
+# Re-signed mutants: a pool event changed in one place and signed again, so it reaches the payload rules.
+SIGNERS = [ALICE, BOB, MALLORY]
+FIELDS = sorted({name for _, fields in KINDS.values() for name, _, _ in fields} | {"extra"})
+VALUES: list[Any] = [
+    None, "", " \t", 0, 1, True, [], {}, {"a": 1}, "x", "supports", "uses_method", "Supports",
+    "sha256:" + "ab" * 32, "sha256:" + "AB" * 32, "sha256:" + "a" * 63, P[1], P[1].lower(), NUMBER,
+    "https://example.org/a", "http:///x", "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/x",
+    "2026-06-01T00:00:00Z", "2026-02-30T00:00:00Z", "0000-0002-1825-0097", "0000-0002-1825-0096",
+    "info", "critical", "Critical", "formal_bridge", "replication", "succeeded", "partial",
+    REC["canonical_sha256"], REC["canonical_sha256"].upper(), REC["canonical_record"],
+    base64.b64encode(MAGIC + b"\x01\x08" + DIGEST + BITCOIN_900000).decode(),
+]  # fmt: skip
+mutations = st.one_of(
+    st.tuples(st.just("payload"), st.sampled_from(FIELDS), st.sampled_from(VALUES)),
+    st.tuples(st.just("drop"), st.sampled_from(FIELDS), st.none()),
+    st.tuples(st.just("event_type"), st.sampled_from([*KINDS, "peer_review_v9"]), st.none()),
+    st.tuples(st.just("target"), st.sampled_from(["record", "graph", "event", "Record"]), st.none()),
+    st.tuples(
+        st.just("created_at"),
+        st.sampled_from(["2026-06-07T00:00:00Z", "2026-06-09T00:00:00Z", "0000-01-01T00:00:00Z"]),
+        st.none(),
+    ),
+    st.tuples(st.just("subject_pith_number"), st.sampled_from([*P, NUMBER]), st.none()),
+)
+
+
+def resign(base: Event, mutation: tuple[str, str, Any], key: LocalKey) -> Event:
+    event = {k: copy.deepcopy(v) for k, v in base.items() if k not in ("event_id", "signature_b64")}
+    what, name, value = mutation
+    if what == "payload":
+        event["payload"][name] = copy.deepcopy(value)
+    elif what == "drop":
+        event["payload"].pop(name, None)
+    else:
+        event[what] = name
+    event["signer"] = {
+        "key_id": key.name,
+        "public_key_b64": keys.b64encode(key.public_key),
+        "public_key_fingerprint": keys.fingerprint_hex(key.public_key),
+        "signer_id": f"ed25519:{keys.fingerprint_hex(key.public_key)}",
+        "signer_type": "self_signed",
+    }
+    event["signature_b64"] = keys.b64encode(key.sign(signing_message(event)))
+    event["event_id"] = compute_event_id(event)
+    return event
+
+
+@lru_cache(maxsize=1)
+def signed_bases() -> list[Event]:
+    """Valid events in our envelope, small enough to re-sign often (not the 10,000-node proofs)."""
+    events, (_, oracle_v) = stream_pool(), pool_verdicts()
+    return [e for e, v in zip(events, oracle_v) if v.status == "valid" and v.ours and len(canonical_bytes(e)) < 20_000]
+
+
+stream_subsets = st.lists(st.integers(0, 10**6), max_size=40)
+mutants = st.lists(
+    st.tuples(st.integers(0, 10**6), mutations, st.sampled_from(range(len(SIGNERS)))),
+    max_size=4,
+)
+
+
+@given(stream_subsets, mutants, st.randoms(use_true_random=False))
+def test_streams_with_resigned_mutants_give_the_same_verdicts_and_state_bytes(picks, muts, rnd) -> None:  # type: ignore[no-untyped-def]
+    n, bases = len(stream_pool()), signed_bases()
+    made = [resign(bases[i % len(bases)], m, SIGNERS[k]) for i, m, k in muts]
+    for e in made:
+        assert code_verdict(e) == oracle_verdict(e), e
+    order = [i % n for i in picks]
+    rnd.shuffle(order)
+    code, oracle = states_both(order, made)  # the mutants after the pool's events: the set decides, not the order
+    assert code == oracle
