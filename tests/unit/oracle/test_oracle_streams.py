@@ -133,9 +133,12 @@ VALUES: list[Any] = [
     "2026-06-01T00:00:00Z", "2026-02-30T00:00:00Z", "0000-0002-1825-0097", "0000-0002-1825-0096",
     "info", "critical", "Critical", "formal_bridge", "replication", "succeeded", "partial",
     REC["canonical_sha256"], REC["canonical_sha256"].upper(), REC["canonical_record"],
+    {**REC["canonical_record"], "extra": 1},
+    {**REC["canonical_record"], "source": {**REC["canonical_record"]["source"], "version": 0}},
     base64.b64encode(MAGIC + b"\x01\x08" + DIGEST + BITCOIN_900000).decode(),
 ]  # fmt: skip
 mutations = st.one_of(
+    st.tuples(st.just("own"), st.integers(0, 5), st.sampled_from(VALUES)),  # one of the base's own fields
     st.tuples(st.just("payload"), st.sampled_from(FIELDS), st.sampled_from(VALUES)),
     st.tuples(st.just("drop"), st.sampled_from(FIELDS), st.none()),
     st.tuples(st.just("event_type"), st.sampled_from([*KINDS, "peer_review_v9"]), st.none()),
@@ -149,10 +152,13 @@ mutations = st.one_of(
 )
 
 
-def resign(base: Event, mutation: tuple[str, str, Any], key: LocalKey) -> Event:
+def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey) -> Event:
     event = {k: copy.deepcopy(v) for k, v in base.items() if k not in ("event_id", "signature_b64")}
     what, name, value = mutation
-    if what == "payload":
+    if what == "own":
+        own = sorted(event["payload"]) or ["extra"]
+        event["payload"][own[int(name) % len(own)]] = copy.deepcopy(value)
+    elif what == "payload":
         event["payload"][name] = copy.deepcopy(value)
     elif what == "drop":
         event["payload"].pop(name, None)
