@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle.ots import MAGIC
+from oracle.reduce import reduce_all as oracle_reduce_all
+from oracle.verify import KINDS, Verifier
 
 from helpers.adversary import GARBLINGS, garble, replay_under, unsigned_pith_event
 from helpers.consensus import NUMBER, ODD_SPELLINGS, REC, signed
 from helpers.eventpool import ALICE, BOB, MALLORY, P, pool
-from oracle.ots import MAGIC
-from oracle.reduce import reduce_all as oracle_reduce_all
-from oracle.verify import KINDS, Verifier
 from pithledger.merge import Entry, reduce_all
-from pithledger.records import keys
+from pithledger.records import bitcoin, keys
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import compute_event_id, signing_message, verify_event
 from pithledger.records.keys import LocalKey
@@ -157,7 +161,7 @@ mutations = st.one_of(
 )
 
 
-def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey) -> Event:
+def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey, registry: bool = False) -> Event:
     event = {k: copy.deepcopy(v) for k, v in base.items() if k not in ("event_id", "signature_b64")}
     what, name, value = mutation
     if what == "own":
@@ -174,7 +178,7 @@ def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey) -> Event:
         "public_key_b64": keys.b64encode(key.public_key),
         "public_key_fingerprint": keys.fingerprint_hex(key.public_key),
         "signer_id": f"ed25519:{keys.fingerprint_hex(key.public_key)}",
-        "signer_type": "self_signed",
+        "signer_type": "pith_registry" if registry else "self_signed",
     }
     event["signature_b64"] = keys.b64encode(key.sign(signing_message(event)))
     event["event_id"] = compute_event_id(event)
@@ -222,3 +226,87 @@ def test_every_one_field_change_of_one_event_per_kind_gets_the_same_verdict() ->
                 assert code_verdict(e) == oracle_verdict(e), (base["event_type"], mutation)
                 codes.add(oracle_verdict(e)[1])
     assert codes >= {"", "bad-payload", "bad-relation", "bad-orcid", "bad-record", "hash-mismatch", "bad-proof"}
+
+
+# Under a stand-in registry key and regtest's rules (as the vectors README allows, replaced on both sides alike):
+# registry-signed events, Pith-envelope records with receipts, carried headers that check.
+STAND_IN = LocalKey(name="pith-v1-2026-05", seed=hashlib.sha256(b"pithledger vectors: stand-in registry key").digest())
+STAND_IN_REGISTRY = {STAND_IN.name: keys.b64encode(STAND_IN.public_key)}
+ORACLE_STAND_IN = Verifier(STAND_IN_REGISTRY, "regtest")
+
+
+@contextmanager
+def code_under_stand_in() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+        registry = {
+            k: keys.RegistryKey(key_id=k, public_key=keys.b64decode_strict(b)) for k, b in STAND_IN_REGISTRY.items()
+        }
+        mp.setattr(keys, "PITH_REGISTRY_KEYS", registry)
+        yield
+
+
+def pith_copies(event: Event) -> list[Event]:
+    """Copies of a Pith-envelope record_created differing only in what its receipt does not authenticate."""
+    out = []
+    for change in (
+        {"created_at": "2026-06-30T00:00:00Z"},
+        {"event_id": "sha256:" + "cd" * 32},
+        {"relayed_by": "mallory"},
+        {"signer": {**event["signer"], "signer_id": "someone else"}},
+        {"payload": {**event["payload"], "receipt": {**event["payload"]["receipt"], "signed_at": "yesterday"}}},
+    ):
+        out.append({**copy.deepcopy(event), **copy.deepcopy(change)})
+    return out
+
+
+@lru_cache(maxsize=1)
+def stand_in_pool() -> tuple[list[Event], list[Any], list[Any]]:
+    """The vectors' events, Pith-envelope copies, and registry-signed mutants; both sides' verdicts under the stand-in."""
+    events = vector_events()
+    with code_under_stand_in():
+        pith = [
+            e
+            for e in events
+            if "signature_b64" not in e and "event_version" not in e and verify_event(e).status == "valid"
+        ]
+        assert pith
+        events += [c for e in pith for c in pith_copies(e)]
+        events += [resign(b, ("drop", "nothing", None), STAND_IN, registry=True) for b in signed_bases()[:40]]
+        seen: dict[bytes, Event] = {}
+        for e in events:
+            seen.setdefault(canonical_bytes(e), e)
+        unique = list(seen.values())
+        return unique, [verify_event(e) for e in unique], [ORACLE_STAND_IN(e) for e in unique]
+
+
+def test_under_a_stand_in_registry_and_regtest_every_event_gets_the_same_verdict() -> None:
+    assert STAND_IN_REGISTRY == json.loads((VECTORS / "pith-record-with-receipt.json").read_text())["registry_keys"]
+    events, code_v, oracle_v = stand_in_pool()
+    got = [(v.status, v.reason, v.event_id if v.status == "valid" else None) for v in code_v]
+    assert got == [(v.status, v.reason, v.event_id) for v in oracle_v]
+    assert {v.trust for v in oracle_v if v.status == "valid"} == {"registry", "self_signed"}
+    assert any(v.status == "valid" and not v.ours for v in oracle_v)  # Pith's envelope
+    assert any(v.status == "valid" and v.facts.get("bitcoin_block") for v in oracle_v)  # headers that check
+
+
+@given(stream_subsets, mutants, st.randoms(use_true_random=False))
+def test_streams_under_a_stand_in_registry_and_regtest_give_the_same_state_bytes(picks, muts, rnd) -> None:  # type: ignore[no-untyped-def]
+    events, code_v, oracle_v = stand_in_pool()
+    bases = signed_bases()
+    order = [i % len(events) for i in picks]
+    rnd.shuffle(order)  # Pith-envelope copies included: the first received is kept, and nothing unsigned is read
+    with code_under_stand_in():
+        made = [resign(bases[i % len(bases)], m, STAND_IN, registry=k == 0) for i, m, k in muts]
+        made_code = [verify_event(e) for e in made]
+        made_oracle = [ORACLE_STAND_IN(e) for e in made]
+        for e, c, o in zip(made, made_code, made_oracle, strict=True):
+            assert (c.status, c.reason, c.event_id if c.status == "valid" else None) == (
+                o.status,
+                o.reason,
+                o.event_id,
+            ), e
+        code_in = [Entry(events[i], code_v[i]) for i in order] + [Entry(e, v) for e, v in zip(made, made_code)]
+        code = {s: canonical_bytes(d) for s, d in reduce_all(code_in).items()}
+    oracle_in = [(events[i], oracle_v[i]) for i in order] + list(zip(made, made_oracle))
+    assert code == oracle_reduce_all(oracle_in)
