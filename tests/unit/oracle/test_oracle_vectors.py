@@ -15,6 +15,7 @@ import pytest
 from nacl.signing import SigningKey
 from oracle.canon import canon
 from oracle.keccak import keccak256
+from oracle.parse_id import parse_id
 from oracle.reduce import reduce_all
 from oracle.verify import SIGNING_PREFIX, Verifier
 
@@ -123,3 +124,15 @@ def test_vectors_regenerated_by_the_code_in_process_pass_the_oracle() -> None:
         verdicts, states = run(vector)
         assert verdicts == vector["expected"]["verdicts"], name
         assert states == vector["expected"]["states"], name
+
+
+ID_VECTORS = [
+    pytest.param(v, id=f"{kind}-{v['name']}")
+    for kind in ("accepted", "refused")
+    for v in json.loads((ROOT / "spec" / "vectors" / "ids" / f"{kind}.json").read_text())["vectors"]
+]
+
+
+@pytest.mark.parametrize("vector", ID_VECTORS)
+def test_oracle_reads_identifier_vectors(vector: dict[str, Any]) -> None:
+    assert parse_id(vector["input"]) == vector["answer"]
