@@ -231,3 +231,18 @@ def test_carried_headers_on_regtest_give_the_same_verdicts_and_states(
     oracle_v = ORACLE_REGTEST(event)
     assert (code_v.status, code_v.reason) == (oracle_v.status, oracle_v.reason)
     assert code == oracle_reduce_all([(RECORD, ORACLE_REGTEST(RECORD)), (event, oracle_v)])
+
+
+def test_a_digest_of_another_record_is_reported_before_false_headers() -> None:
+    """§3's row read left to right: the proof, its hash op, the digest's suffix, and only then the headers."""
+    proof = proof_with([100])
+    false_headers = bk.run(b"\x44" * 32, 1)  # commits to no attestation: bad-headers on its own
+    wrong_subject = {**anchor(proof, false_headers), "subject_pith_number": "pith:2026:" + "A" * 26}
+    event = signed({k: v for k, v in wrong_subject.items() if k not in ("event_id", "signature_b64", "signer")})
+    assert ORACLE_REGTEST(event).reason == "proof-digest-mismatch"
+    assert ORACLE_REGTEST(anchor(proof, false_headers)).reason == "bad-headers"
+    for e in (event, anchor(proof, false_headers), anchor(proof, b"\x00" * 79)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+            code_v = verify_event(e)
+        assert (code_v.status, code_v.reason) == (ORACLE_REGTEST(e).status, ORACLE_REGTEST(e).reason)

@@ -146,6 +146,12 @@ VALUES: list[Any] = [
     {**REC["canonical_record"], "source": {**REC["canonical_record"]["source"], "version": 0}},
     base64.b64encode(MAGIC + b"\x01\x08" + DIGEST + BITCOIN_900000).decode(),
 ]  # fmt: skip
+SIGNER_FIELDS = ["key_id", "public_key_b64", "public_key_fingerprint", "signer_id", "signer_type", "extra"]
+SIGNER_VALUES: list[Any] = [
+    None, "", " ", 1, "alice", "pith-v1-2026-05", "self_signed", "pith_registry", "registry",
+    keys.b64encode(BOB.public_key), keys.b64encode(BOB.public_key).rstrip("="), keys.fingerprint_hex(BOB.public_key),
+    "stVStoiQhXFxp4s2pdzPNoqVNBMojDU/fJ2db5S3CbM=", "8d4b5ee74e4693bcd1df2446408b0d54", "0" * 32,
+]  # fmt: skip
 mutations = st.one_of(
     st.tuples(st.just("own"), st.integers(0, 5), st.sampled_from(VALUES)),  # one of the base's own fields
     st.tuples(st.just("payload"), st.sampled_from(FIELDS), st.sampled_from(VALUES)),
@@ -158,6 +164,7 @@ mutations = st.one_of(
         st.none(),
     ),
     st.tuples(st.just("subject_pith_number"), st.sampled_from([*P, NUMBER]), st.none()),
+    st.tuples(st.just("signer"), st.sampled_from(SIGNER_FIELDS), st.sampled_from(SIGNER_VALUES)),  # §2.2 step 6
 )
 
 
@@ -171,7 +178,7 @@ def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey, registry:
         event["payload"][name] = copy.deepcopy(value)
     elif what == "drop":
         event["payload"].pop(name, None)
-    else:
+    elif what != "signer":
         event[what] = name
     event["signer"] = {
         "key_id": key.name,
@@ -180,6 +187,11 @@ def resign(base: Event, mutation: tuple[str, Any, Any], key: LocalKey, registry:
         "signer_id": f"ed25519:{keys.fingerprint_hex(key.public_key)}",
         "signer_type": "pith_registry" if registry else "self_signed",
     }
+    if what == "signer":
+        if value is None and name != "extra":
+            event["signer"].pop(name)
+        else:
+            event["signer"][name] = value
     event["signature_b64"] = keys.b64encode(key.sign(signing_message(event)))
     event["event_id"] = compute_event_id(event)
     return event
@@ -310,3 +322,15 @@ def test_streams_under_a_stand_in_registry_and_regtest_give_the_same_state_bytes
         code = {s: canonical_bytes(d) for s, d in reduce_all(code_in).items()}
     oracle_in = [(events[i], oracle_v[i]) for i in order] + list(zip(made, made_oracle))
     assert code == oracle_reduce_all(oracle_in)
+
+
+def test_event_size_bound_on_both_sides() -> None:
+    """§2.2 step 1: canonical bytes at most 1,048,576 — the bound itself allowed, one byte more event-too-large."""
+    finding = {"finding_type": "x", "severity": "info", "description": ""}
+    empty = len(canonical_bytes(signed({"event_type": "integrity_finding", "payload": finding})))
+    for extra, verdict in ((0, ("valid", "")), (1, ("invalid", "event-too-large"))):
+        description = "d" * (1_048_576 - empty + extra)
+        event = signed({"event_type": "integrity_finding", "payload": {**finding, "description": description}})
+        assert len(canonical_bytes(event)) == 1_048_576 + extra
+        assert oracle_verdict(event)[:2] == verdict
+        assert code_verdict(event) == oracle_verdict(event)
