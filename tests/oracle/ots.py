@@ -201,10 +201,12 @@ def header_time(header: bytes) -> str:
     return (datetime(1970, 1, 1) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_headers(value: str, kept: list[tuple[bytes, Attestation]], chain: str) -> dict[str, Any] | None:
+def check_headers(
+    value: str, kept: list[tuple[bytes, Attestation]], chain: str | dict[str, int | bool]
+) -> dict[str, Any] | None:
     """The fact `bitcoin_block`, or None when the attested header's work is under the minimum; HeaderError
-    for false evidence."""
-    rules = CHAINS[chain]
+    for false evidence. `chain`: a name of CHAINS, or rules of the same shape (a test chain)."""
+    rules = CHAINS[chain] if isinstance(chain, str) else chain
     limit = target_of(int(rules["limit_bits"]))
     assert limit is not None
     if len(value) > -(-MAX_HEADERS * 80 // 3) * 4:

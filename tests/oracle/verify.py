@@ -118,7 +118,7 @@ def shape_ok(e: Any, ours: bool) -> bool:
 class Verifier:
     """Classifies events under one registry key set and one Bitcoin chain (both replaceable per vector)."""
 
-    def __init__(self, registry: dict[str, str] | None = None, chain: str = "mainnet") -> None:
+    def __init__(self, registry: dict[str, str] | None = None, chain: str | dict[str, int | bool] = "mainnet") -> None:
         self.registry_b64 = dict(ids.PITH_REGISTRY if registry is None else registry)
         self.registry = {k: ids.b64_canonical(v, 32) for k, v in self.registry_b64.items()}
         self.chain = chain

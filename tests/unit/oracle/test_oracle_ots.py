@@ -246,3 +246,55 @@ def test_a_digest_of_another_record_is_reported_before_false_headers() -> None:
             mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
             code_v = verify_event(e)
         assert (code_v.status, code_v.reason) == (ORACLE_REGTEST(e).status, ORACLE_REGTEST(e).reason)
+
+
+# Mainnet's retarget rule (§3.1.3 step 3) cannot be mined here at mainnet's difficulty, so both sides get a test
+# chain with mainnet's rules and regtest's limit: bits change only where h + i is a multiple of 2016, to a target at
+# most 4 x the previous one (equal allowed, harder allowed). Worked by hand: 0x2000ffff's target is 0xffff * 2^232,
+# 0x2003fffc's exactly 4 x that, 0x2003fffd's just over; 0x20007fff is harder.
+RETARGET_RULES: dict[str, int | bool] = {"limit_bits": 0x207FFFFF, "retarget": True, "min_work": 128}
+CODE_RETARGET = bitcoin.Chain(name="retarget-test", pow_limit=0x7FFFFF << 232, retarget=True, min_work=128)
+RETARGET_CASES = {
+    "4x-easier-at-2016": (2015, [0x2000FFFF, 0x2003FFFC], "valid"),
+    "over-4x-easier-at-2016": (2015, [0x2000FFFF, 0x2003FFFD], "bad-headers"),
+    "harder-at-2016": (2015, [0x2000FFFF, 0x20007FFF], "valid"),
+    "changed-at-2015": (2014, [0x2000FFFF, 0x2001FFFF], "bad-headers"),
+    "third-header-at-2016": (2014, [0x2000FFFF, 0x2000FFFF, 0x2003FFFC], "valid"),
+    "at-4032": (4031, [0x2000FFFF, 0x2003FFFC], "valid"),
+    "first-header-at-2016-has-no-previous": (2016, [0x2003FFFC, 0x2003FFFC], "valid"),
+}
+
+
+def mined_run(root: bytes, bits: list[int]) -> bytes:
+    out, prev = b"", b"\x11" * 32
+    for i, b in enumerate(bits):
+        raw = bk.mine(prev, root if i == 0 else hashlib.sha256(b"block %d" % i).digest(), bk.T0 + 600 * i, b)
+        out, prev = out + raw, bk.dsha(raw)
+    return out
+
+
+@pytest.mark.parametrize("case", RETARGET_CASES, ids=str)
+def test_retargets_under_mainnets_rules_at_an_easy_limit(case: str) -> None:
+    height, bits, expected = RETARGET_CASES[case]
+    event = anchor(proof_with([height]), mined_run(hashlib.sha256(DIGEST + b"\x00").digest(), bits))
+    oracle_v = Verifier(chain=RETARGET_RULES)(event)
+    assert (oracle_v.status if expected == "valid" else oracle_v.reason) == expected
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bitcoin, "CONSENSUS_CHAIN", CODE_RETARGET)
+        code_v = verify_event(event)
+    assert (code_v.status, code_v.reason) == (oracle_v.status, oracle_v.reason)
+    if expected == "valid":  # and the same facts, through the state
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bitcoin, "CONSENSUS_CHAIN", CODE_RETARGET)
+            code = reduce_all([Entry(RECORD, verify_event(RECORD)), Entry(event, code_v)])
+        oracle = oracle_reduce_all([(RECORD, ORACLE_REGTEST(RECORD)), (event, oracle_v)])
+        assert {s: canonical_bytes(d) for s, d in code.items()} == oracle
+
+
+def test_without_retargets_any_change_of_bits_is_false() -> None:
+    height, bits, _ = RETARGET_CASES["4x-easier-at-2016"]
+    event = anchor(proof_with([height]), mined_run(hashlib.sha256(DIGEST + b"\x00").digest(), bits))
+    assert ORACLE_REGTEST(event).reason == "bad-headers"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+        assert verify_event(event).reason == "bad-headers"
