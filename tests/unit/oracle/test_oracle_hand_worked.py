@@ -156,3 +156,26 @@ def test_an_equivocation_is_detected_on_a_pending_record() -> None:
         (doc,) = docs.values()
         assert doc["record_status"] == "pending"
         assert [q["event_ids"] for q in doc["equivocations"]] == [ids(events, 0, 1)]
+
+
+def test_an_anchor_sharing_only_the_suffix_is_valid_and_shown_nowhere() -> None:
+    """spec/merge.md §4: the full 32-byte digest decides; the Pith suffix holds only 130 bits of it."""
+    import base64
+
+    from oracle.ots import MAGIC
+
+    from helpers.consensus import NUMBER, REC, created, signed
+    from helpers.eventpool import ALICE
+
+    digest = bytes.fromhex(REC["canonical_sha256"])
+    other = digest[:-1] + bytes([digest[-1] ^ 1])
+    bitcoin = b"\x00" + bytes.fromhex("0588960d73d71901") + b"\x03\xa0\xf7\x36"  # height 900000
+    proof = base64.b64encode(MAGIC + b"\x01\x08" + other + bitcoin).decode()
+    anchor = signed({"event_type": "timestamp_anchor", "payload": {"ots_proof_b64": proof}})
+    record = created(ALICE)
+    verifier = Verifier()
+    assert verifier(anchor).status == "valid"
+    doc = json.loads(reduce_all([(record, verifier(record)), (anchor, verifier(anchor))])[NUMBER])
+    assert doc["event_count"] == 2
+    assert doc["current"]["timestamp_anchors"] == []
+    assert doc["current"]["badges"]["timestamp"] == "not anchored"

@@ -298,3 +298,18 @@ def test_without_retargets_any_change_of_bits_is_false() -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
         assert verify_event(event).reason == "bad-headers"
+
+
+def test_the_attested_height_is_the_lowest_of_the_kept_bitcoin_attestations_at_the_root() -> None:
+    """§3.1.3 step 2: two Bitcoin attestations at one message (one node, heights 300 and 100): h = 100."""
+    message = hashlib.sha256(DIGEST + b"\x00").digest()
+    node = b"\xf0\x01\x00\x08" + forks([b"\x00" + BITCOIN + varbytes(varuint(h)) for h in (300, 100)])
+    event = anchor(MAGIC + b"\x01\x08" + DIGEST + node, bk.run(message, 1, bits=bk.CHECKED_BITS))
+    oracle_v = ORACLE_REGTEST(event)
+    assert oracle_v.facts["bitcoin_block"]["height"] == 100
+    assert oracle_v.facts["bitcoin_heights"] == [100, 300]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bitcoin, "CONSENSUS_CHAIN", bitcoin.REGTEST)
+        code = reduce_all([Entry(RECORD, verify_event(RECORD)), Entry(event, verify_event(event))])
+    oracle = oracle_reduce_all([(RECORD, ORACLE_REGTEST(RECORD)), (event, oracle_v)])
+    assert {s: canonical_bytes(d) for s, d in code.items()} == oracle

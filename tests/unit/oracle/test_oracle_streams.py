@@ -56,6 +56,39 @@ BOUNDS = {
 }
 
 
+def edges() -> list[Event]:
+    """Rules no vector and no pool event tells apart (found by changing the oracle's rules one at a time)."""
+    other_digest = DIGEST[:-1] + bytes([DIGEST[-1] ^ 1])  # the same Pith suffix (130 bits), another digest
+    url = "https://web.archive.org/web/20260601000000/https://arxiv.org/abs/x"
+
+    def replication(kind: str, outcome: str, url: str = "https://example.org/lean") -> Event:
+        payload = {"replication_type": kind, "outcome": outcome, "artifact_url": url}
+        return signed({"event_type": "replication_record", "payload": payload})
+
+    return [
+        replication("formal_bridge", "failed"),
+        replication("replication", "succeeded"),
+        replication("replication", "partial", "http://a" + "b" * 2040),  # 2,048 characters: allowed
+        replication("replication", "partial", "http://a" + "b" * 2041),  # 2,049: bad-payload
+        signed(
+            {
+                "event_type": "storage_attestation",
+                "payload": {"capture_url": url, "captured_at": "2026-06-01T00:00:01Z"},  # not the URL's 14 digits
+            }
+        ),
+        {**unsigned_pith_event(NUMBER, "record_created", 3), "event_id": 7},  # Pith's envelope, id not a string
+        {**unsigned_pith_event(NUMBER, "record_created", 4), "event_id": None},
+        signed(  # valid, held, and shown nowhere: only the suffix is the record's (spec/merge.md §4)
+            {
+                "event_type": "timestamp_anchor",
+                "payload": {
+                    "ots_proof_b64": base64.b64encode(MAGIC + b"\x01\x08" + other_digest + BITCOIN_900000).decode()
+                },
+            }
+        ),
+    ]
+
+
 def vector_events() -> list[Event]:
     out = []
     for path in sorted(VECTORS.glob("*.json")):
@@ -74,6 +107,7 @@ def stream_pool() -> list[Event]:
         events.append(replay_under(e, P[(i + 1) % len(P)]))
     events.extend(unsigned_pith_event(NUMBER, n=n) for n in range(2))
     events.extend(signed(fields) for fields, _ in ODD_SPELLINGS.values())
+    events.extend(edges())
     # the kinds no pool event or vector holds valid
     finding = {"finding_type": "duplicate", "severity": "warning", "description": ""}
     events.append(signed({"event_type": "integrity_finding", "payload": finding}))
@@ -144,6 +178,8 @@ VALUES: list[Any] = [
     REC["canonical_sha256"], REC["canonical_sha256"].upper(), REC["canonical_record"],
     {**REC["canonical_record"], "extra": 1},
     {**REC["canonical_record"], "source": {**REC["canonical_record"]["source"], "version": 0}},
+    {**REC["canonical_record"], "source": {**REC["canonical_record"]["source"], "version": True}},
+    {**REC["canonical_record"], "metadata": {**REC["canonical_record"]["metadata"], "cross_cats_sorted": [1]}},
     base64.b64encode(MAGIC + b"\x01\x08" + DIGEST + BITCOIN_900000).decode(),
 ]  # fmt: skip
 SIGNER_FIELDS = ["key_id", "public_key_b64", "public_key_fingerprint", "signer_id", "signer_type", "extra"]
