@@ -24,7 +24,7 @@ from oracle.reduce import reduce_all as oracle_reduce_all
 from oracle.verify import KINDS, Verifier
 
 from helpers.adversary import GARBLINGS, garble, replay_under, unsigned_pith_event
-from helpers.consensus import NUMBER, ODD_SPELLINGS, REC, signed
+from helpers.consensus import NUMBER, ODD_SPELLINGS, REC, created, signed
 from helpers.eventpool import ALICE, BOB, MALLORY, P, pool
 from pithledger.merge import Entry, reduce_all
 from pithledger.records import bitcoin, keys
@@ -158,6 +158,14 @@ def test_the_whole_pool_at_once_gives_the_same_state_bytes() -> None:
     code, oracle = states_both(list(range(len(stream_pool()))))
     assert len(code) >= 5
     assert code == oracle
+
+
+def test_each_edge_beside_its_record_alone_gives_the_same_state_bytes() -> None:
+    """Each edge case on its own with the record (in the whole pool another event may mask it)."""
+    record = created(ALICE)
+    for e in edges():
+        code, oracle = states_both([], [record, e])
+        assert code == oracle, e["payload"]
 
 
 def test_depth_and_node_bounds_on_both_sides() -> None:
@@ -320,6 +328,7 @@ def stand_in_pool() -> tuple[list[Event], list[Any], list[Any]]:
         ]
         assert pith
         events += [c for e in pith for c in pith_copies(e)]
+        events += [{**e, "target": "graph"} for e in pith]  # §2.4: wrong-target, after the registry key checks
         events += [resign(b, ("drop", "nothing", None), STAND_IN, registry=True) for b in signed_bases()[:40]]
         seen: dict[bytes, Event] = {}
         for e in events:
@@ -336,6 +345,7 @@ def test_under_a_stand_in_registry_and_regtest_every_event_gets_the_same_verdict
     assert {v.trust for v in oracle_v if v.status == "valid"} == {"registry", "self_signed"}
     assert any(v.status == "valid" and not v.ours for v in oracle_v)  # Pith's envelope
     assert any(v.status == "valid" and v.facts.get("bitcoin_block") for v in oracle_v)  # headers that check
+    assert any(v.reason == "wrong-target" for v in oracle_v)
 
 
 @given(stream_subsets, mutants, st.randoms(use_true_random=False))
