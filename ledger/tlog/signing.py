@@ -15,6 +15,7 @@ both sign different trees), BEFORE the signed note leaves :func:`sign_tree`.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,8 +58,13 @@ def recorded(key_dir: Path, verifier: NoteVerifier) -> tuple[int, bytes] | None:
     """(size, root) the log key ``verifier`` last signed for its origin as ``key_dir`` records it, or None;
     read without the private key (``restore-log`` checks its source against it)."""
     path = record_path(key_dir, verifier.vkey)
-    if not path.exists():
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
         return None
+    except OSError as exc:  # fail closed: only a record that is not there at all means "never signed"
+        raise DamagedSignedRecord(f"cannot look up the signed-checkpoint record {path}: {exc.strerror}") from None
+    # there (a symlink too, dangling or looping): it must read back, else damaged-signed-record
     doc = w.read_small(path, "the signed-checkpoint record", DamagedSignedRecord)
     try:
         if (
