@@ -110,6 +110,7 @@ def restore_log(
                 f"this ledger's log holds {have:,} entries, and its tree at the published size {cp.size:,} is not "
                 f"the published one (root {cp.root.hex()[:16]}…): it has diverged from the log of {cp.origin!r}"
             )
+        ledger.finish()  # a run killed between its last batch and the derivation left it pending
         return report | {"status": "same" if have == cp.size else "extends"}
     try:
         theirs = tree_hash(client, have)
