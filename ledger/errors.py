@@ -768,7 +768,7 @@ class NotTheSignedLog(PithledgerError):
     hint = (
         "nothing was written. Give restore-log the newest copy of this mirror's own published log (serve's URL "
         "while it still runs on the replaced ledger, or a directory that `pithledger --ledger REPLACED publish "
-        "DIR --key NAME` writes from the replaced ledger) and --log-key VKEY, your log key from your own records; "
+        "DIR --key NAME` writes from the replaced ledger, with serve's --base-url or --origin) and --log-key VKEY, your log key from your own records; "
         'if no copy holds the tree the key signed, publish under a new origin (README "Rotating a log key")'
     )
 
