@@ -433,7 +433,9 @@ def restore_log(
     Verifies SOURCE's checkpoint under --log-key (default: the log_key SOURCE's manifest names; the key
     still signs only a tree that extends what it signed, spec/transparency.md §4.1), checks that this
     ledger's log is a prefix of it, then appends the events it lacks in exactly the published log's order
-    (fetched from SOURCE's bundles), so its tree at the published size has the published root. Run it after
+    (fetched from SOURCE's bundles), so its tree at the published size has the published root. SOURCE's tree
+    must extend the one the key directory records the log key last signed (an older copy or another log is
+    not-the-signed-log, nothing written); without --log-key, a key it holds no record of is refused. Run it after
     restoring a backup, before anything else writes the ledger (docs/operating.md §6); a ledger that
     diverged is refused (log-diverged), nothing written.
     """
@@ -441,8 +443,9 @@ def restore_log(
     from pithledger.mirror.restore import restore_log as restore
 
     check_vkeys(log_key, [])  # a mistyped key is named before the ledger is opened
+    key_dir = _store(None).directory  # its record of what the log key signed: SOURCE must extend it
     with _open(ctx, write=True) as ledger:
-        report = restore(ledger, source, log_key, timeout=timeout, deadline=deadline or None)
+        report = restore(ledger, source, log_key, timeout=timeout, deadline=deadline or None, key_dir=key_dir)
     if _json(ctx, as_json):
         emit_json(report)
         return

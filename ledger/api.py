@@ -224,17 +224,26 @@ def restore_log(
     *,
     timeout: float | None = 30.0,
     deadline: Deadline | float | None = 3600.0,
+    key_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Bring a restored ledger's log back to the log this mirror published at ``source`` (its publish
     directory or base URL), appending the events it lacks in exactly the published order (``pithledger
     restore-log SOURCE``, spec/transparency.md §4.1). ``log_key``: the log's verifier key (None: the one
     the source's manifest names). Returns ``{origin, size, root, log_key, before, appended, status}``;
     raises :class:`~pithledger.errors.LogDiverged` when the ledger's log is not a prefix of the published
-    one (nothing written)."""
+    one (nothing written). ``key_dir``: the key directory whose record of what the log key signed SOURCE
+    must extend (:class:`~pithledger.errors.NotTheSignedLog` otherwise; None: not consulted)."""
     from pithledger.mirror.restore import restore_log as restore
 
     with _opened(ledger, write=True) as opened:
-        return restore(opened, source, log_key, timeout=timeout, deadline=deadline)
+        return restore(
+            opened,
+            source,
+            log_key,
+            timeout=timeout,
+            deadline=deadline,
+            key_dir=None if key_dir is None else Path(key_dir),
+        )
 
 
 def pull(

@@ -819,6 +819,19 @@ class LogDiverged(PithledgerError):
     )
 
 
+class NotTheSignedLog(PithledgerError):
+    """restore-log: SOURCE's log is not the tree the log key last signed (an older copy, another log), or
+    nothing in the key directory vouches for the key SOURCE's manifest names."""
+
+    code = "not-the-signed-log"
+    hint = (
+        "nothing was written. Give restore-log the newest copy of this mirror's own published log (serve's URL "
+        "while it still runs on the replaced ledger, or a directory that `pithledger --ledger REPLACED publish "
+        "DIR --key NAME` writes from the replaced ledger, with serve's --base-url or --origin) and --log-key VKEY, your log key from your own records; "
+        'if no copy holds the tree the key signed, publish under a new origin (README "Rotating a log key")'
+    )
+
+
 class NoSuchTile(PithledgerError):
     code = "not-found"
     hint = "tile paths are tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>] within the tree of /checkpoint (C2SP tlog-tiles)"

@@ -14,6 +14,7 @@ An interrupted run leaves the ledger at a prefix of the published log: run it ag
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pithledger.errors import (
@@ -21,6 +22,7 @@ from pithledger.errors import (
     LogCheckFailed,
     LogDiverged,
     NoPublishedLog,
+    NotTheSignedLog,
     PithledgerError,
 )
 from pithledger.mirror.checkpoints import read_source_log, tile_client
@@ -30,10 +32,13 @@ from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.tlog import witness as w
 from pithledger.tlog.proofs import parse_entry, verifier_of
+from pithledger.tlog.signing import record_path, recorded
 from pithledger.tlog.tiles import tree_hash
 
 if TYPE_CHECKING:
     from pithledger.store import Ledger
+    from pithledger.tlog.note import NoteVerifier
+    from pithledger.tlog.tiles import HashReader
 
 #: Entries appended per batch (one durable transaction each): a batch holds its events in memory.
 RESTORE_BATCH = 4096
@@ -48,14 +53,19 @@ def restore_log(
     deadline: Deadline | float | None = 3600.0,
     batch: int = RESTORE_BATCH,
     progress: Callable[[int], None] | None = None,
+    key_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Append to ``ledger`` the events of the log SOURCE publishes (a published directory or an http(s)
     base URL of this mirror) that its log lacks, in log order, so that its log becomes the published one.
-    ``log_key``: the log's verifier key (name+hash+key); None: the one SOURCE's manifest names (safe either
-    way: the log key signs again only a tree that extends what it signed, spec/transparency.md §4.1).
+    ``log_key``: the log's verifier key (name+hash+key); None: the one SOURCE's manifest names.
+    ``key_dir``: the key directory whose record (spec/transparency.md §4.1) of what the log key signed
+    SOURCE's tree must extend — else :class:`NotTheSignedLog`, nothing written: restoring to an older copy
+    or to another log would leave a ledger the key refuses to sign; with no ``log_key``, a key it holds no
+    record of is refused too (the manifest is SOURCE's word only). None: no record is consulted.
     Returns {"origin", "size", "root", "log_key", "before", "appended", "status"} (status "restored",
     "same" or "extends": the ledger already holds the published tree, and more). Raises :class:`LogDiverged` when the ledger's log is not a prefix of the published log
     (nothing written), a named source or checkpoint error when the published log cannot be read or verified."""
+    given = log_key is not None  # the operator named the key: it vouches for SOURCE without a record
     if log_key is not None:
         verifier_of(log_key)  # a mistyped key is named before anything is fetched
     run = as_deadline(deadline)
@@ -80,6 +90,8 @@ def restore_log(
     if cp.origin != verifier.name:
         raise BadCheckpoint(f"{source}: the checkpoint is of the log {cp.origin[:200]!r}, not of {verifier.name!r}")
     client = tile_client(log, cp)
+    if key_dir is not None:  # read after the checkpoint was fetched: a serve SOURCE moves the record as it signs
+        _check_record(key_dir, verifier, cp.size, cp.root, client, source, vouched=given)
     with ledger.snapshot():
         have = ledger.tlog_size()
         ours = ledger.tlog_root()
@@ -98,6 +110,7 @@ def restore_log(
                 f"this ledger's log holds {have:,} entries, and its tree at the published size {cp.size:,} is not "
                 f"the published one (root {cp.root.hex()[:16]}…): it has diverged from the log of {cp.origin!r}"
             )
+        ledger.finish()  # a run killed between its last batch and the derivation left it pending
         return report | {"status": "same" if have == cp.size else "extends"}
     try:
         theirs = tree_hash(client, have)
@@ -122,6 +135,37 @@ def restore_log(
     if size != cp.size or root != cp.root:  # pragma: no cover - every batch appended exactly the published entries
         raise LogDiverged(f"after restoring, this ledger's log ({size:,} entries) is not the published one")
     return report | {"status": "restored"}
+
+
+def _check_record(
+    key_dir: Path, verifier: NoteVerifier, size: int, root: bytes, client: HashReader, source: str, *, vouched: bool
+) -> None:
+    """SOURCE's signed tree (``size``, ``root``) must extend the tree ``key_dir`` records its key last signed
+    (spec/transparency.md §4.1): restored to anything else, the ledger could never be signed again."""
+    last = recorded(key_dir, verifier)
+    if last is None:
+        if not vouched:
+            raise NotTheSignedLog(
+                f"{source}'s manifest names the log key {verifier.vkey[:120]}, and the key directory {key_dir} holds "
+                f"no record of it signing (no {record_path(key_dir, verifier.vkey).name}): nothing vouches that this "
+                "is this mirror's log"
+            )
+        return
+    m, r = last
+    if size < m:
+        raise NotTheSignedLog(
+            f"{source} publishes the log {verifier.name!r} at size {size:,}, but its key signed a tree of size {m:,} "
+            f"(recorded in {key_dir}): an older copy, restored from, would leave a ledger the key refuses to sign"
+        )
+    try:
+        theirs = root if m == size else tree_hash(client, m)
+    except LookupError as exc:
+        raise BadCheckpoint(f"{source}: a tile of the published log is missing: {exc}") from None
+    if theirs != r:
+        raise NotTheSignedLog(
+            f"{source} publishes a log {verifier.name!r} whose tree at size {m:,} is not the one its key signed "
+            f"(root {r.hex()[:16]}…, recorded in {key_dir}): it is another history"
+        )
 
 
 def _append(ledger: Ledger, source: Published, start: int, entries: list[bytes]) -> None:

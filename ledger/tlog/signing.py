@@ -15,6 +15,7 @@ both sign different trees), BEFORE the signed note leaves :func:`sign_tree`.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import nacl.signing
 from pithledger.errors import DamagedSignedRecord, LogWouldFork, PithledgerError
 from pithledger.records.canonical import canonical_bytes
 from pithledger.tlog import witness as w
-from pithledger.tlog.note import Checkpoint, NoteSigner
+from pithledger.tlog.note import Checkpoint, NoteSigner, NoteVerifier
 
 RECORD_DIR = "signed"
 RECORD_TYPE = "pithledger_signed_checkpoint"
@@ -40,20 +41,36 @@ class LogSigner(NoteSigner):
 
     @property
     def record_path(self) -> Path:
-        return self.key_dir / RECORD_DIR / f"{hashlib.sha256(self.vkey.encode()).hexdigest()}.json"
+        return record_path(self.key_dir, self.vkey)
+
+
+def record_path(key_dir: Path, vkey: str) -> Path:
+    """Where ``key_dir`` records what the log key ``vkey`` (name = origin) last signed."""
+    return Path(key_dir) / RECORD_DIR / f"{hashlib.sha256(vkey.encode()).hexdigest()}.json"
 
 
 def last_signed(signer: LogSigner) -> tuple[int, bytes] | None:
     """(size, root) the key last signed for its origin, or None (never signed, or signed before records)."""
-    path = signer.record_path
-    if not path.exists():
+    return recorded(signer.key_dir, signer.verifier)
+
+
+def recorded(key_dir: Path, verifier: NoteVerifier) -> tuple[int, bytes] | None:
+    """(size, root) the log key ``verifier`` last signed for its origin as ``key_dir`` records it, or None;
+    read without the private key (``restore-log`` checks its source against it)."""
+    path = record_path(key_dir, verifier.vkey)
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
         return None
+    except OSError as exc:  # fail closed: only a record that is not there at all means "never signed"
+        raise DamagedSignedRecord(f"cannot look up the signed-checkpoint record {path}: {exc.strerror}") from None
+    # there (a symlink too, dangling or looping): it must read back, else damaged-signed-record
     doc = w.read_small(path, "the signed-checkpoint record", DamagedSignedRecord)
     try:
         if (
             doc["record_type"] != RECORD_TYPE
-            or doc["origin"] != signer.name
-            or doc["log_key"] != signer.vkey
+            or doc["origin"] != verifier.name
+            or doc["log_key"] != verifier.vkey
             or type(doc["size"]) is not int
             or doc["size"] < 0
         ):

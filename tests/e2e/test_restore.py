@@ -255,3 +255,63 @@ def test_export_all_keeps_the_digest_not_the_log_order_and_the_key_refuses_to_si
         assert la.tlog_size() == lb.tlog_size() == 65 and la.tlog_root() != lb.tlog_root()
     proc = pl(tmp_path, "--ledger", b, "checkpoint", "--key", "mirror", check=False)
     assert proc.returncode == 1 and "error[log-would-fork]" in proc.stderr, proc.stdout + proc.stderr
+
+
+def _swap_backup_in(tmp: Path, backup: str) -> None:
+    lib = tmp / "lib"
+    (lib / "ledger").rename(lib / "ledger.broken")
+    subprocess.run(["cp", "-a", str(tmp / "backups" / backup), str(lib / "ledger")], check=True)
+
+
+def test_restore_log_from_an_older_copy_than_the_key_signed_is_refused_and_the_hinted_copy_restores(
+    tmp_path: Path,
+) -> None:
+    """The publish directory holds size 20, the key went on to sign 35 (`checkpoint`, serve): restored from
+    that directory the ledger could never be signed again. Before: restore-log said "already holds exactly the
+    published log", exit 0, and the next checkpoint was log-would-fork (with a hint naming restore-log)."""
+    (tmp_path / "backups").mkdir()
+    site = str(tmp_path / "site")
+    pl(tmp_path, "keys", "new", "mirror")
+    _apply(tmp_path, 19, 0)
+    vkey = json.loads(pl(tmp_path, "publish", site, "--key", "mirror", "--json").stdout)["log_key"]
+    pl(tmp_path, "backup", str(tmp_path / "backups" / "b1"))
+    _apply(tmp_path, 15, 19)
+    assert pl(tmp_path, "checkpoint", "--key", "mirror").stdout.split("\n")[1] == "35"
+    _swap_backup_in(tmp_path, "b1")
+    for args in ((site,), (site, "--log-key", vkey)):
+        proc = pl(tmp_path, "restore-log", *args, check=False)
+        assert proc.returncode == 1 and "error[not-the-signed-log]" in proc.stderr, proc.stdout + proc.stderr
+        assert "size 35" in proc.stderr and "publish DIR --key NAME" in proc.stderr
+    # the hint's newest copy: the replaced ledger published (its tree extends what the key signed)
+    newest = str(tmp_path / "newest")
+    pl(tmp_path, "--ledger", str(tmp_path / "lib" / "ledger.broken"), "publish", newest, "--key", "mirror")
+    out = json.loads(pl(tmp_path, "restore-log", newest, "--json").stdout)
+    assert (out["status"], out["before"], out["appended"], out["size"]) == ("restored", 20, 15, 35)
+    assert pl(tmp_path, "checkpoint", "--key", "mirror").stdout.split("\n")[1] == "35"
+
+
+def test_restore_log_from_another_mirrors_log_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """A source that is not ours (a follower's URL typed by mistake, a hostile one) that holds our first 20
+    entries, then 15 of its own, under its own key: with no --log-key its manifest's key is its word only.
+    Before: restore-log appended its 15 events (exit 0), leaving a ledger our key refuses to sign — or, for a
+    key with no record yet, one it would sign: a fork of our own log."""
+    (tmp_path / "backups").mkdir()
+    pl(tmp_path, "keys", "new", "mirror")
+    _apply(tmp_path, 19, 0)
+    pl(tmp_path, "backup", str(tmp_path / "backups" / "b1"))
+    other = tmp_path / "other"
+    subprocess.run(["cp", "-a", str(tmp_path / "backups" / "b1"), str(other)], check=True)
+    path = tmp_path / "theirs.json"
+    path.write_text(json.dumps(write_bundle(SUBJECT, attestations(15, 100))))
+    pl(tmp_path, "--ledger", str(other), "apply", str(path))
+    theirs = str(tmp_path / "theirs")
+    pl(tmp_path, "--key-dir", str(tmp_path / "other-keys"), "keys", "new", "them")
+    pl(tmp_path, "--key-dir", str(tmp_path / "other-keys"), "--ledger", str(other), "publish", theirs, "--key", "them")
+    _apply(tmp_path, 15, 19)
+    assert pl(tmp_path, "checkpoint", "--key", "mirror").stdout.split("\n")[1] == "35"
+    _swap_backup_in(tmp_path, "b1")
+    proc = pl(tmp_path, "restore-log", theirs, check=False)
+    assert proc.returncode == 1 and "error[not-the-signed-log]" in proc.stderr, proc.stdout + proc.stderr
+    assert "no record" in proc.stderr
+    with Ledger(tmp_path / "lib" / "ledger", readonly=True) as ledger:
+        assert ledger.tlog_size() == 20

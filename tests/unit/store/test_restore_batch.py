@@ -47,3 +47,29 @@ def test_a_batch_appends_exactly_the_expected_entries_or_nothing(tmp_path: Path)
         assert ledger.tlog_size() == 4 and ledger.counts()["events"] == 4  # nothing was written
         _commit(ledger, EVENTS[4:], (4, entries[4:]))
         assert (ledger.tlog_size(), ledger.tlog_root()) == (10, root)
+
+
+def test_restore_log_rerun_after_an_interruption_finishes_the_derivation_left_pending(tmp_path: Path) -> None:
+    """restore-log commits its batches deferred, then derives: killed between the last commit and the
+    derivation, the ledger holds the published tree with states pending. Run again (as the docs say), it
+    answered "same" and left them pending (every reader then: derivation-pending)."""
+    import nacl.signing
+
+    from pithledger import api
+    from pithledger.mirror.restore import restore_log
+    from pithledger.tlog.signing import LogSigner
+
+    signer = LogSigner("example.org/log", nacl.signing.SigningKey(bytes(range(32))), tmp_path / "keys")
+    with Ledger(tmp_path / "published", create=True) as ledger:
+        ledger.apply_batch(_bundles(EVENTS))
+        api.publish(ledger, tmp_path / "site", log=signer)
+    entries, _ = _published(tmp_path / "again")
+    with Ledger(tmp_path / "restored", create=True) as ledger:
+        batch = ledger.batch()
+        for bundle in _bundles(EVENTS):
+            batch.add(bundle)
+        batch.commit(defer=True, expect=(0, entries))  # the last batch, then killed before deriving
+        assert ledger.pending() > 0
+        report = restore_log(ledger, str(tmp_path / "site"), signer.vkey, key_dir=tmp_path / "keys")
+        assert report["status"] == "same"
+        assert ledger.pending() == 0

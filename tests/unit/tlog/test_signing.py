@@ -107,3 +107,25 @@ def test_two_signers_at_once_never_both_sign_a_tree_of_one_size(tmp_path: Path) 
     assert len(signed) == len(refused) == 1
     body = signed[0].split(b"\n\n")[0] + b"\n"
     assert last_signed(signer(tmp_path)) == (35, Checkpoint.parse(body.decode()).root)
+
+
+def test_a_record_path_that_cannot_be_read_refuses_to_sign_rather_than_count_as_no_record(tmp_path: Path) -> None:
+    """A record the key directory holds but that does not resolve (a symlink to an unmounted or moved
+    store, a symlink loop) or cannot be looked at (signed/ not a directory) is no proof the key never signed.
+    Before: Path.exists() said False for each, the key signed a fork and the link was replaced."""
+    s = signer(tmp_path)
+    sign(s, Tree(entries(35)), 35)
+    s.record_path.rename(tmp_path / "moved.json")
+    fork = Tree(entries(20) + entries(15, tag="other"))
+    s.record_path.symlink_to(tmp_path / "absent" / "record.json")  # dangling
+    with pytest.raises(errors.DamagedSignedRecord):
+        sign(s, fork, 35)
+    s.record_path.unlink()
+    s.record_path.symlink_to(s.record_path)  # a loop
+    with pytest.raises(errors.DamagedSignedRecord):
+        sign(s, fork, 35)
+    assert s.record_path.is_symlink()  # nothing replaced it
+    s.record_path.unlink()
+    s.record_path.symlink_to(tmp_path / "moved.json")  # a link that resolves is read through
+    with pytest.raises(errors.LogWouldFork):
+        sign(s, fork, 35)
