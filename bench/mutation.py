@@ -48,7 +48,7 @@ TARGETS = [
     "ledger/audit.py",
 ]
 # The in-process lane's consensus tests: what a wrong rule must fail.
-TESTS = ["tests/unit/records", "tests/unit/merge", "tests/unit/audit"]
+TESTS = ["tests/unit/records", "tests/unit/merge", "tests/unit/audit", "tests/unit/oracle"]
 
 _CMP_SWAPS: dict[type[ast.cmpop], list[type[ast.cmpop]]] = {
     ast.Lt: [ast.LtE, ast.Gt],
