@@ -21,6 +21,8 @@ from helpers.clikit import _env
 from helpers.common import ROOT
 
 BUNDLES = ROOT / "bundles"
+#: The file a backup's staging directory holds while it runs (spec/storage.md §9).
+STAGING_MARK = ".pithledger-backup-staging"
 
 
 @pytest.fixture
@@ -172,6 +174,7 @@ def test_a_killed_backups_directory_is_cleared_by_the_next_backup(tmp_path: Path
     stale = tmp_path / f".old.backup-{dead.pid}-abc123"  # as a killed backup leaves it
     (stale / "checkpoints").mkdir(parents=True)
     (stale / "data.mdb").write_bytes(b"\0" * 4096)
+    (stale / STAGING_MARK).touch()
     live = tmp_path / f".other.backup-{os.getpid()}-xyz789"  # a running backup's (this process is alive)
     live.mkdir()
     foreign = tmp_path / ".notes.backup-kept"  # not named as ours
@@ -181,6 +184,31 @@ def test_a_killed_backups_directory_is_cleared_by_the_next_backup(tmp_path: Path
     assert not stale.exists()
     assert live.is_dir() and foreign.is_dir()
     assert f'"cleared":[".old.backup-{dead.pid}-abc123"]' in done.stdout.replace(" ", "")
+
+
+def test_a_users_directory_named_like_a_killed_backups_is_never_cleared(tmp_path: Path) -> None:
+    """Only what a backup made is cleared: a directory of the user's whose name has the form (a dead pid, a
+    suffix: `.photos.backup-2023-jan`) but no staging mark, and a symlink so named to a marked directory, are
+    left with all they hold. Before, the next backup rmtree'd both user directories (exit 0, "cleared")."""
+    ledger = tmp_path / "L"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES / "demo-1709.09021.json")).returncode == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine = [tmp_path / ".photos.backup-2023-jan", tmp_path / f".bashrc.backup-{dead.pid}-old"]
+    for path in mine:
+        path.mkdir()
+        (path / "kept.txt").write_text("the user's")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / STAGING_MARK).touch()
+    (elsewhere / "kept.txt").write_text("the user's")
+    (tmp_path / f".link.backup-{dead.pid}-abc123").symlink_to(elsewhere)
+    done = _cli(tmp_path, "--ledger", str(ledger), "--json", "backup", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    assert '"cleared":[]' in done.stdout.replace(" ", ""), done.stdout
+    for path in (*mine, elsewhere):
+        assert (path / "kept.txt").read_text() == "the user's"
+    assert not (tmp_path / "copy" / STAGING_MARK).exists()  # the mark never reaches the backup
 
 
 def test_a_read_only_ledger_is_named_so_not_sent_to_fsck(disk: Path, tmp_path: Path) -> None:
