@@ -263,15 +263,25 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
             raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
 
 
-def write_failed(exc: Exception, path: Path, what: str, *, hint: str | None = None) -> LedgerError:
+#: read-only-ledger's hint where a reading command was refused: LMDB's readers write their slot in lock.mdb
+#: (only a read-only file system spares them that), so "reading commands work as they are" is not so here.
+READER_REFUSED_HINT = (
+    "a reading command writes its reader slot in the ledger's lock.mdb (LMDB): run it as the ledger's owner, or "
+    "give this user write access to lock.mdb (and to the directory where there is none); a read-only mount needs neither"
+)
+
+
+def write_failed(
+    exc: Exception, path: Path, what: str, *, hint: str | None = None, readonly: bool = False
+) -> LedgerError:
     """The error for an LMDB environment at ``path`` that could not be opened or written: ``disk-full`` where
-    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes, else ``what`` as a
-    ledger-error (with ``hint``)."""
+    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes (``readonly``: the open
+    of a reading command, refused its lock file), else ``what`` as a ledger-error (with ``hint``)."""
     if full := disk_full(exc, path, what):
         return full
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
         return LedgerDamaged(f"{what}: its file is damaged ({reason})")
     if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
-        return ReadOnlyLedger(f"{what}: {reason}")
+        return ReadOnlyLedger(f"{what}: {reason}", hint=READER_REFUSED_HINT if readonly else None)
     return LedgerError(f"{what}: {reason}", hint=hint)

@@ -96,7 +96,7 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
             str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly
         )
     except (lmdb.Error, OSError) as exc:
-        raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
+        raise write_failed(exc, path, f"cannot open the ledger at {path}", readonly=readonly) from None
 
 
 class _Mapped(Protocol):

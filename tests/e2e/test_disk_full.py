@@ -222,3 +222,29 @@ def test_a_read_only_ledger_is_named_so_not_sent_to_fsck(disk: Path, tmp_path: P
     _named(done, code="read-only-ledger")
     assert "fsck" not in done.stderr
     assert _cli(tmp_path, "--ledger", str(ledger), "log").returncode == 0
+
+
+def test_a_reader_refused_another_users_ledger_is_told_what_a_reader_needs(tmp_path: Path) -> None:
+    """A ledger owned by another user, read by a process without root's file-permission override: LMDB's
+    readers write their slot in lock.mdb, so state and digest are refused too. Before, their hint said
+    "reading commands work as they are" (and to back it up, which opens it the same way); it now says what a
+    reader needs. fsck of it could not check: exit 3, not 1."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to run a command without CAP_DAC_OVERRIDE")
+    ledger = tmp_path / "L"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES / "demo-1709.09021.json")).returncode == 0
+    for path in (ledger, *ledger.rglob("*")):
+        os.chown(path, 65534, 65534)
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    for args, exit in ((("digest",), 1), (("state", "1709.09021"), 1), (("fsck",), 3)):
+        done = subprocess.run(
+            [*drop, sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            timeout=120,
+            check=False,
+        )
+        _named(done, code="read-only-ledger", exit=exit)
+        assert "reader slot" in done.stderr and "reading commands work as they are" not in done.stderr, done.stderr
