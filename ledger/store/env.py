@@ -20,6 +20,7 @@ from pithledger.records import ids
 
 from ..errors import (
     LayoutMismatch,
+    LedgerDamaged,
     LedgerError,
     LedgerFull,
     NoLedger,
@@ -187,6 +188,12 @@ def _rec_key(subject: str) -> bytes:
     return ids.suffix_of_pith_number(subject).encode() + b"\0" + subject.encode()
 
 
+def _seq_text(seq: bytes) -> str:
+    """A log sequence key as a problem names it: decimal, or its hex where damage made it longer than a
+    u64 (a bit flip in a length: int() of thousands of digits raised ValueError, a traceback in fsck)."""
+    return str(int.from_bytes(seq, "big")) if len(seq) <= 8 else f"0x{seq[:8].hex()}... ({len(seq):,} bytes)"
+
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(_U64, "big")
 
@@ -322,9 +329,16 @@ class _Environment:
         """The ledger's layout version, once it is known to be one this version reads (else raise).
         A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
         # A read transaction first: readers must not queue behind a writer just to open the ledger.
-        with self._begin(db=self.db[b"meta"]) as txn:
-            layout = txn.get(b"layout_version")
-            merge = bytes(txn.get(b"merge_version", b"")).decode()
+        try:
+            with self._begin(db=self.db[b"meta"]) as txn:
+                layout = txn.get(b"layout_version")
+                merge = bytes(txn.get(b"merge_version", b"")).decode()
+        except (lmdb.Error, UnicodeDecodeError) as exc:  # its meta table's page, or the version's bytes, damaged
+            self.env.close()
+            raise LedgerDamaged(f"cannot read the layout of the ledger at {self.path}: {exc}") from None
+        if layout is not None and not bytes(layout).isascii():  # no version ever written is: damage
+            self.env.close()
+            raise LedgerDamaged(f"the layout of the ledger at {self.path} is not readable: {bytes(layout)[:40]!r}")
         readonly = self.env.flags()["readonly"]
         if layout is None and readonly:
             self.env.close()
@@ -337,7 +351,7 @@ class _Environment:
                         txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
                         txn.put(b"merge_version", MERGE_VERSION.encode())
                         return LAYOUT_VERSION
-                    merge = bytes(txn.get(b"merge_version", b"")).decode()
+                    merge = bytes(txn.get(b"merge_version", b"")).decode(errors="backslashreplace")
             except lmdb.Error as exc:  # a new ledger's first commit: a full disk, say
                 raise write_failed(exc, self.path, f"cannot create the ledger at {self.path}") from None
         layout = bytes(layout)
