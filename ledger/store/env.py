@@ -188,6 +188,18 @@ def _rec_key(subject: str) -> bytes:
     return ids.suffix_of_pith_number(subject).encode() + b"\0" + subject.encode()
 
 
+#: What LMDB raises where a page it reads is damaged (seeded random damage met each as a table opened or its
+#: first get): never a full reader table or a map another process grew, which are not damage.
+DAMAGE_ERRORS: tuple[type[lmdb.Error], ...] = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.BadValsizeError,
+    lmdb.InvalidError,
+    lmdb.IncompatibleError,
+    lmdb.BadTxnError,
+)
+
+
 def _seq_text(seq: bytes) -> str:
     """A log sequence key as a problem names it: decimal, or its hex where damage made it longer than a
     u64 (a bit flip in a length: int() of thousands of digits raised ValueError, a traceback in fsck)."""
@@ -333,7 +345,7 @@ class _Environment:
             with self._begin(db=self.db[b"meta"]) as txn:
                 layout = txn.get(b"layout_version")
                 merge = bytes(txn.get(b"merge_version", b"")).decode()
-        except (lmdb.Error, UnicodeDecodeError) as exc:  # its meta table's page, or the version's bytes, damaged
+        except (*DAMAGE_ERRORS, UnicodeDecodeError) as exc:  # its meta table's page, or the version's bytes, damaged
             self.env.close()
             raise LedgerDamaged(f"cannot read the layout of the ledger at {self.path}: {exc}") from None
         if layout is not None and not bytes(layout).isascii():  # no version ever written is: damage

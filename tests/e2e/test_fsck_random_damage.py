@@ -99,10 +99,10 @@ def test_fsck_of_randomly_damaged_ledgers_names_the_damage_never_a_traceback(pri
     assert len(killed) <= COPIES // 16, killed
 
 
-#: Copies of 300 seeds per density (8, 40, 200, 1,000 flips) that ended in a traceback (found, not chosen; the
-#: pristine ledger is the same bytes on every run): the meta table's get refused (MDB_BAD_TXN, MDB_INCOMPATIBLE),
+#: Copies of 300 seeds per density (8, 40, 200, 1,000, 3,000 flips) that ended in a traceback (found, not chosen; the
+#: pristine ledger is the same bytes on every run): the meta table's get or a table's open refused (MDB_BAD_TXN, MDB_INCOMPATIBLE),
 #: a merge version no longer UTF-8, an event-id index value thousands of digits long named as a decimal int.
-DENSE = [(40, 16), (40, 113), (200, 260), (1000, 176)]
+DENSE = [(40, 16), (40, 113), (200, 260), (1000, 176), (3000, 33)]
 
 
 @pytest.mark.parametrize(("flips", "seed"), DENSE, ids=[f"{f}-flips-seed-{s}" for f, s in DENSE])
