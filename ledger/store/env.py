@@ -341,13 +341,18 @@ class _Environment:
         """The ledger's layout version, once it is known to be one this version reads (else raise).
         A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
         # A read transaction first: readers must not queue behind a writer just to open the ledger.
+        damaged: Exception | None = None
         try:
             with self._begin(db=self.db[b"meta"]) as txn:
                 layout = txn.get(b"layout_version")
                 merge = bytes(txn.get(b"merge_version", b"")).decode()
-        except (*DAMAGE_ERRORS, UnicodeDecodeError) as exc:  # its meta table's page, or the version's bytes, damaged
+        except DAMAGE_ERRORS as exc:  # its meta table's page damaged
+            damaged = exc
+        except UnicodeDecodeError as exc:  # the version's bytes damaged
+            damaged = exc
+        if damaged is not None:
             self.env.close()
-            raise LedgerDamaged(f"cannot read the layout of the ledger at {self.path}: {exc}") from None
+            raise LedgerDamaged(f"cannot read the layout of the ledger at {self.path}: {damaged}")
         if layout is not None and not bytes(layout).isascii():  # no version ever written is: damage
             self.env.close()
             raise LedgerDamaged(f"the layout of the ledger at {self.path} is not readable: {bytes(layout)[:40]!r}")
