@@ -155,6 +155,21 @@ def test_fsck_that_cannot_check_exits_3_not_1(disk: Path, tmp_path: Path) -> Non
     _named(_cli(tmp_path, "--ledger", str(tmp_path / "none"), "fsck"), code="no-ledger", exit=3)
 
 
+@pytest.mark.parametrize("free_kib", [4, 16, 48])
+def test_verify_log_whose_scratch_disk_fills_is_disk_full_not_a_traceback(
+    disk: Path, tmp_path: Path, free_kib: int
+) -> None:
+    """verify-log's scratch (in TMPDIR) on a disk with 16 KiB left: its second table's open_db commits, and
+    that commit's EIO escaped as `lmdb.Error: mdb_txn_commit: Input/output error`, a traceback; 4 and 48 KiB
+    were named already. Now every step of its opening is named as disk-full."""
+    ledger, tree = tmp_path / "L", tmp_path / "pub"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES)).returncode == 0
+    assert _cli(tmp_path, "keys", "new", "k").returncode == 0
+    assert _cli(tmp_path, "--ledger", str(ledger), "publish", "--key", "k", str(tree)).returncode == 0
+    _fill(disk, free_kib)
+    _named(_cli(tmp_path, "verify-log", str(tree), TMPDIR=str(disk)))
+
+
 def test_backup_to_a_full_disk_is_disk_full_and_leaves_nothing(disk: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "L"
     assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES)).returncode == 0
