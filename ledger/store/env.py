@@ -306,6 +306,8 @@ class _Environment:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet (Ledger says so)
             raise
+        except DAMAGE_ERRORS as exc:  # the meta table's record damaged: a ledger-error sent fsck to exit 3
+            raise LedgerDamaged(f"the ledger at {self.path} is damaged: LMDB cannot read it ({exc})") from None
         except lmdb.Error as exc:
             raise write_failed(exc, self.path, f"cannot open the ledger at {self.path}") from None
         layout = self._check_layout()  # before the other databases: an older layout may lack some

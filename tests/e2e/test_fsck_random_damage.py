@@ -101,8 +101,9 @@ def test_fsck_of_randomly_damaged_ledgers_names_the_damage_never_a_traceback(pri
 
 #: Copies of 300 seeds per density (8, 40, 200, 1,000, 3,000 flips) that ended in a traceback (found, not chosen; the
 #: pristine ledger is the same bytes on every run): the meta table's get or a table's open refused (MDB_BAD_TXN, MDB_INCOMPATIBLE),
-#: a merge version no longer UTF-8, an event-id index value thousands of digits long named as a decimal int.
-DENSE = [(40, 16), (40, 113), (200, 260), (1000, 176), (3000, 33)]
+#: a merge version no longer UTF-8, an event-id index value thousands of digits long named as a decimal int; and
+#: at 10,000 flips the meta table's open refused, a ledger-error (fsck: exit 3, "could not check") not ledger-damaged.
+DENSE = [(40, 16), (40, 113), (200, 260), (1000, 176), (3000, 33), (10000, 229)]
 
 
 @pytest.mark.parametrize(("flips", "seed"), DENSE, ids=[f"{f}-flips-seed-{s}" for f, s in DENSE])
@@ -112,6 +113,26 @@ def test_fsck_of_densely_damaged_ledgers_names_the_damage_never_a_traceback(
     found = _fsck_in_child(_damaged(pristine, tmp_path / "c", seed, flips))
     assert "escaped" not in found and "no answer" not in found, found
     assert found.get("error", "ledger-damaged") in ("ledger-damaged", "no-ledger", "layout-mismatch"), found
+    if flips == 10000:  # through the CLI too: a damaged ledger is a fault found, exit 1
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pithledger.cli",
+                "--ledger",
+                str(tmp_path / "c"),
+                "--json",
+                "fsck",
+                "--workers",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1 and '"ledger-damaged"' in done.stdout + done.stderr, (done.stdout, done.stderr)
 
 
 @pytest.mark.parametrize("seed", [COPIES + n for n in range(4)])
