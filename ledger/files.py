@@ -234,33 +234,55 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
     need = LMDB_NEW_BYTES if not readonly and not (path / "data.mdb").exists() else 0
     if lock:
         lock_file = path / "lock.mdb"
-        try:  # a new lock file is ours until LMDB opens it: allocated whole
-            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except FileExistsError:
-            # another opener's (perhaps in use: never written here), or one a SIGBUS left with no page: the
-            # first page is written when it is opened. A hole further in is a reader slot past the 61st.
-            with contextlib.suppress(OSError):
-                if os.stat(lock_file).st_blocks == 0:
-                    need += 4096
-        except OSError as exc:  # a read-only directory, say: LMDB opens it so, or names why it cannot
-            if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
-                raise full from None
-            return
+        if os.path.lexists(lock_file):
+            need += _count_lock_page(lock_file)
         else:
-            try:
-                os.posix_fallocate(fd, 0, LMDB_LOCK_BYTES)
-            except OSError as exc:  # no room; else (no fallocate here) LMDB makes it as it always did
-                if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
-                    with contextlib.suppress(OSError):
-                        os.unlink(lock_file)
-                    raise full from None
-            finally:
-                os.close(fd)
+            _new_lock_file(path, lock_file, what, need)
     if need:
         free = free_bytes(path)
         if free is not None and free < need:
             has = size_text(free)
             raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
+
+
+def _count_lock_page(lock_file: Path) -> int:
+    """What an existing lock file needs (another opener's, perhaps in use: never written here): one with no
+    page allocated (a SIGBUS left it so) needs one, which its opener writes. A hole further in is a reader
+    slot past the 61st."""
+    with contextlib.suppress(OSError):
+        if os.stat(lock_file).st_blocks == 0:
+            return 4096
+    return 0
+
+
+def _new_lock_file(path: Path, lock_file: Path, what: str, need: int) -> None:
+    """A new lock file, allocated whole under a name of its own and only then linked into place: a lock.mdb
+    another opener can see is always whole, and one it may have opened is never unlinked (when it was created
+    in place, an opener that came between its creation and a failed allocation kept a lock file the next opener
+    no longer saw: two lock tables, two writers at once). Where another opener's link came first, theirs is used."""
+    tmp = path / f".lock.mdb.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:  # a read-only directory, say: LMDB opens it so, or names why it cannot
+        if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+            raise full from None
+        return
+    try:
+        try:
+            os.posix_fallocate(fd, 0, LMDB_LOCK_BYTES)
+        except OSError as exc:  # no room; else (no fallocate here) LMDB makes it as it always did
+            if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+                raise full from None
+        try:
+            os.link(tmp, lock_file)
+        except FileExistsError:  # another opener's came first: it is the one
+            pass
+        except OSError:  # no hard links here (EPERM, ENOTSUP): LMDB makes it as it always did
+            pass
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 #: read-only-ledger's hint where a reading command was refused: LMDB's readers write their slot in lock.mdb
