@@ -200,6 +200,18 @@ DAMAGE_ERRORS: tuple[type[lmdb.Error], ...] = (
 )
 
 
+def lost_layout(env: lmdb.Environment, path: Path) -> LedgerDamaged | None:
+    """A ledger with no layout record (or no meta table) that committed more than its creating writer's first
+    transaction (the meta table's creation; the layout is written in the second) lost it to damage: a ledger
+    being created is "not complete (yet)", this one is damaged (fsck: a fault found, exit 1, not 3)."""
+    committed = int(env.info()["last_txnid"])
+    if committed <= 1:
+        return None
+    return LedgerDamaged(
+        f"the ledger at {path} has no layout record, though it committed {committed:,} transactions: it is damaged"
+    )
+
+
 def _seq_text(seq: bytes) -> str:
     """A log sequence key as a problem names it: decimal, or its hex where damage made it longer than a
     u64 (a bit flip in a length: int() of thousands of digits raised ValueError, a traceback in fsck)."""
@@ -359,6 +371,9 @@ class _Environment:
             self.env.close()
             raise LedgerDamaged(f"the layout of the ledger at {self.path} is not readable: {bytes(layout)[:40]!r}")
         readonly = self.env.flags()["readonly"]
+        if layout is None and (lost := lost_layout(self.env, self.path)):
+            self.env.close()
+            raise lost
         if layout is None and readonly:
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)")

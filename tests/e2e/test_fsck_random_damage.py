@@ -135,6 +135,27 @@ def test_fsck_of_densely_damaged_ledgers_names_the_damage_never_a_traceback(
         assert done.returncode == 1 and '"ledger-damaged"' in done.stdout + done.stderr, (done.stdout, done.stderr)
 
 
+@pytest.mark.parametrize(("flips", "seed"), [(40, 320), (200, 311)], ids=["40-flips-seed-320", "200-flips-seed-311"])
+def test_fsck_of_a_damaged_ledger_that_lost_its_layout_record_exits_1_not_3(
+    pristine: Path, tmp_path: Path, flips: int, seed: int
+) -> None:
+    """Damage that takes the layout record (found, not chosen: 3 of 60 copies through the CLI) made a ledger of
+    51 records read as one being created: `no-ledger`, "no complete ledger (yet)", "apply bundles first", and
+    fsck's exit 3 (could not check). It committed far more than a ledger being created has (its first
+    transaction creates the meta table, the second writes the layout): ledger-damaged, exit 1."""
+    ledger = _damaged(pristine, tmp_path / "L", seed, flips)
+    done = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "error[ledger-damaged]" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("seed", [COPIES + n for n in range(4)])
 def test_fsck_of_a_randomly_damaged_ledger_through_the_cli(pristine: Path, tmp_path: Path, seed: int) -> None:
     ledger = _damaged(pristine, tmp_path / "L", seed)
