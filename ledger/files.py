@@ -234,28 +234,10 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
     need = LMDB_NEW_BYTES if not readonly and not (path / "data.mdb").exists() else 0
     if lock:
         lock_file = path / "lock.mdb"
-        try:  # a new lock file is ours until LMDB opens it: allocated whole
-            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except FileExistsError:
-            # another opener's (perhaps in use: never written here), or one a SIGBUS left with no page: the
-            # first page is written when it is opened. A hole further in is a reader slot past the 61st.
-            with contextlib.suppress(OSError):
-                if os.stat(lock_file).st_blocks == 0:
-                    need += 4096
-        except OSError as exc:  # a read-only directory, say: LMDB opens it so, or names why it cannot
-            if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
-                raise full from None
-            return
+        if os.path.lexists(lock_file):
+            need += _count_lock_page(lock_file)
         else:
-            try:
-                os.posix_fallocate(fd, 0, LMDB_LOCK_BYTES)
-            except OSError as exc:  # no room; else (no fallocate here) LMDB makes it as it always did
-                if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
-                    with contextlib.suppress(OSError):
-                        os.unlink(lock_file)
-                    raise full from None
-            finally:
-                os.close(fd)
+            _new_lock_file(path, lock_file, what, need)
     if need:
         free = free_bytes(path)
         if free is not None and free < need:
@@ -263,15 +245,65 @@ def room_for_lmdb(path: Path, what: str, *, lock: bool = True, readonly: bool = 
             raise DiskFull(f"{what}: the disk holding {path} is full ({has} free, it needs {size_text(need)})")
 
 
-def write_failed(exc: Exception, path: Path, what: str, *, hint: str | None = None) -> LedgerError:
+def _count_lock_page(lock_file: Path) -> int:
+    """What an existing lock file needs (another opener's, perhaps in use: never written here): one with no
+    page allocated (a SIGBUS left it so) needs one, which its opener writes. A hole further in is a reader
+    slot past the 61st."""
+    with contextlib.suppress(OSError):
+        if os.stat(lock_file).st_blocks == 0:
+            return 4096
+    return 0
+
+
+def _new_lock_file(path: Path, lock_file: Path, what: str, need: int) -> None:
+    """A new lock file, allocated whole under a name of its own and only then linked into place: a lock.mdb
+    another opener can see is always whole, and one it may have opened is never unlinked (when it was created
+    in place, an opener that came between its creation and a failed allocation kept a lock file the next opener
+    no longer saw: two lock tables, two writers at once). Where another opener's link came first, theirs is used."""
+    tmp = path / f".lock.mdb.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:  # a read-only directory, say: LMDB opens it so, or names why it cannot
+        if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+            raise full from None
+        return
+    try:
+        try:
+            os.posix_fallocate(fd, 0, LMDB_LOCK_BYTES)
+        except OSError as exc:  # no room; else (no fallocate here) LMDB makes it as it always did
+            if full := disk_full(exc, path, what, need=LMDB_LOCK_BYTES + need):
+                raise full from None
+        try:
+            os.link(tmp, lock_file)
+        except FileExistsError:  # another opener's came first: it is the one
+            pass
+        except OSError:  # no hard links here (EPERM, ENOTSUP): LMDB makes it as it always did
+            pass
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+#: read-only-ledger's hint where a reading command was refused: LMDB's readers write their slot in lock.mdb
+#: (only a read-only file system spares them that), so "reading commands work as they are" is not so here.
+READER_REFUSED_HINT = (
+    "a reading command writes its reader slot in the ledger's lock.mdb (LMDB): run it as the ledger's owner, or "
+    "give this user write access to lock.mdb (and to the directory where there is none); a read-only mount needs neither"
+)
+
+
+def write_failed(
+    exc: Exception, path: Path, what: str, *, hint: str | None = None, readonly: bool = False
+) -> LedgerError:
     """The error for an LMDB environment at ``path`` that could not be opened or written: ``disk-full`` where
-    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes, else ``what`` as a
-    ledger-error (with ``hint``)."""
+    its disk is full, ``read-only-ledger`` where the directory or disk refuses writes (``readonly``: the open
+    of a reading command, refused its lock file), else ``what`` as a ledger-error (with ``hint``)."""
     if full := disk_full(exc, path, what):
         return full
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     if isinstance(exc, (lmdb.InvalidError, lmdb.CorruptedError)):  # its meta pages, say
         return LedgerDamaged(f"{what}: its file is damaged ({reason})")
     if any(says_errno(exc, code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)):
-        return ReadOnlyLedger(f"{what}: {reason}")
+        return ReadOnlyLedger(f"{what}: {reason}", hint=READER_REFUSED_HINT if readonly else None)
     return LedgerError(f"{what}: {reason}", hint=hint)

@@ -304,7 +304,7 @@ class _Wanted:
     def __init__(self, size: int) -> None:
         import lmdb
 
-        directory = tempfile.mkdtemp(prefix="pithledger-verify-log.")
+        directory = _scratch_call(lambda: tempfile.mkdtemp(prefix="pithledger-verify-log."))
         try:
             # sparse: the map only reserves address space; the file grows with what is written
             self._env = _scratch_call(
@@ -324,9 +324,10 @@ class _Wanted:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         self._map: tuple[int, int] | None = None  # (address, length) of the environment's map, once found
-        self._ids = self._env.open_db(b"ids")
-        self._seen = self._env.open_db(b"seen")
-        self._txn = self._env.begin(write=True)
+        # each open_db of a new table commits: a full disk fails here first (a traceback before)
+        self._ids = _scratch_call(lambda: self._env.open_db(b"ids"))
+        self._seen = _scratch_call(lambda: self._env.open_db(b"seen"))
+        self._txn = _scratch_call(lambda: self._env.begin(write=True))
         self._puts = 0
 
     def add(self, event_key: bytes, record: str, ledger_id: str, index: int, sha256: str) -> bool:

@@ -224,7 +224,9 @@ class MetadataStore:
             room_for_lmdb(self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly)
             self.env = lmdb.open(str(self.path), map_size=MAP_SIZE, subdir=True, readonly=self.readonly, max_dbs=0)
         except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
-            raise write_failed(exc, self.path, f"cannot open the display metadata at {self.path}") from None
+            raise write_failed(
+                exc, self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly
+            ) from None
         return True
 
     def put_many(self, items: list[tuple[str, DisplayMetadata]]) -> int:

@@ -169,6 +169,14 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
                 f"cannot create a directory in {parent}: {exc.strerror}"
             ) from None
         held = _hold(tmp)  # until it is renamed or removed: a later backup never clears it as stale
+        try:  # after the lock: a directory marked as ours is one whose lock was taken first
+            os.close(os.open(tmp / _MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644))
+        except OSError as exc:
+            os.close(held)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise disk_full(exc, parent, f"the backup of {source} to {dest} failed") or CannotWrite(
+                f"cannot write in {tmp}: {exc.strerror}"
+            ) from None
         with contextlib.suppress(OSError):  # the ledger directory's mode, not mkdtemp's 0700
             os.chmod(tmp, stat.S_IMODE(os.stat(source).st_mode))
         try:
@@ -196,6 +204,7 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
                 )
             with contextlib.suppress(FileNotFoundError):
                 (tmp / "lock.mdb").unlink()  # made by the verifying reader: a restored ledger makes its own
+            (tmp / _MARK).unlink()
             if os.path.lexists(dest):  # (a rename could only replace an empty directory: never a ledger)
                 raise BackupExists(f"{dest} was created while the backup ran")
             try:
@@ -223,8 +232,11 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
     }
 
 
-#: A backup's temporary directory: ``.<DEST name>.backup-<pid>-<random>`` (spec/storage.md §9).
+#: A backup's temporary directory: ``.<DEST name>.backup-<pid>-<random>`` (spec/storage.md §9), holding
+#: the file _MARK from its first moment (after its lock is taken) until just before its rename: only a
+#: directory with that name and that file is ever cleared (a user's ``.photos.backup-2023-jan`` has the name).
 _STAGING = re.compile(r"\..+\.backup-([0-9]+)-[A-Za-z0-9_]+")
+_MARK = ".pithledger-backup-staging"
 
 
 def _hold(tmp: Path) -> int:
@@ -250,7 +262,8 @@ def _alive(pid: int) -> bool:
 def _clear_stale(parent: Path) -> list[str]:
     """Remove what killed backups left in ``parent`` (their temporary directories, which no one else
     removes): each whose process is gone and whose lock no one holds; the names removed. A directory of a
-    running backup (its process alive, or its lock held) is left, and so is anything not named as ours."""
+    running backup (its process alive, or its lock held) is left, and so is anything not named as ours or
+    not holding the mark a backup leaves in its own (a user's directory of the same form of name)."""
     cleared: list[str] = []
     try:
         names = [entry.name for entry in os.scandir(parent) if entry.name.startswith(".") and ".backup-" in entry.name]
@@ -260,6 +273,11 @@ def _clear_stale(parent: Path) -> list[str]:
         found = _STAGING.fullmatch(name)
         path = parent / name
         if found is None or not path.is_dir() or path.is_symlink() or _alive(int(found.group(1))):
+            continue
+        try:  # made by a backup, not only named like one (not through a symlink)
+            if not stat.S_ISREG(os.lstat(path / _MARK).st_mode):
+                continue
+        except OSError:
             continue
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))

@@ -20,6 +20,7 @@ from pithledger.records import ids
 
 from ..errors import (
     LayoutMismatch,
+    LedgerDamaged,
     LedgerError,
     LedgerFull,
     NoLedger,
@@ -96,7 +97,7 @@ def _open_env(path: Path, *, readonly: bool, map_size: int, create: bool = False
             str(path), max_dbs=len(_DBS) + len(_OPTIONAL), map_size=map_size, subdir=True, readonly=readonly
         )
     except (lmdb.Error, OSError) as exc:
-        raise write_failed(exc, path, f"cannot open the ledger at {path}") from None
+        raise write_failed(exc, path, f"cannot open the ledger at {path}", readonly=readonly) from None
 
 
 class _Mapped(Protocol):
@@ -185,6 +186,36 @@ _MAPPED_BUDGET = 64 * 1024 * 1024
 
 def _rec_key(subject: str) -> bytes:
     return ids.suffix_of_pith_number(subject).encode() + b"\0" + subject.encode()
+
+
+#: What LMDB raises where a page it reads is damaged (seeded random damage met each as a table opened or its
+#: first get): never a full reader table or a map another process grew, which are not damage.
+DAMAGE_ERRORS: tuple[type[lmdb.Error], ...] = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.BadValsizeError,
+    lmdb.InvalidError,
+    lmdb.IncompatibleError,
+    lmdb.BadTxnError,
+)
+
+
+def lost_layout(env: lmdb.Environment, path: Path) -> LedgerDamaged | None:
+    """A ledger with no layout record (or no meta table) that committed more than its creating writer's first
+    transaction (the meta table's creation; the layout is written in the second) lost it to damage: a ledger
+    being created is "not complete (yet)", this one is damaged (fsck: a fault found, exit 1, not 3)."""
+    committed = int(env.info()["last_txnid"])
+    if committed <= 1:
+        return None
+    return LedgerDamaged(
+        f"the ledger at {path} has no layout record, though it committed {committed:,} transactions: it is damaged"
+    )
+
+
+def _seq_text(seq: bytes) -> str:
+    """A log sequence key as a problem names it: decimal, or its hex where damage made it longer than a
+    u64 (a bit flip in a length: int() of thousands of digits raised ValueError, a traceback in fsck)."""
+    return str(int.from_bytes(seq, "big")) if len(seq) <= 8 else f"0x{seq[:8].hex()}... ({len(seq):,} bytes)"
 
 
 def _u64(n: int) -> bytes:
@@ -287,6 +318,8 @@ class _Environment:
             self.db = {b"meta": self.env.open_db(b"meta", create=not readonly)}
         except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet (Ledger says so)
             raise
+        except DAMAGE_ERRORS as exc:  # the meta table's record damaged: a ledger-error sent fsck to exit 3
+            raise LedgerDamaged(f"the ledger at {self.path} is damaged: LMDB cannot read it ({exc})") from None
         except lmdb.Error as exc:
             raise write_failed(exc, self.path, f"cannot open the ledger at {self.path}") from None
         layout = self._check_layout()  # before the other databases: an older layout may lack some
@@ -322,10 +355,25 @@ class _Environment:
         """The ledger's layout version, once it is known to be one this version reads (else raise).
         A writer upgrades a layout that differs only by empty databases in place (_UPGRADABLE_IN_PLACE)."""
         # A read transaction first: readers must not queue behind a writer just to open the ledger.
-        with self._begin(db=self.db[b"meta"]) as txn:
-            layout = txn.get(b"layout_version")
-            merge = bytes(txn.get(b"merge_version", b"")).decode()
+        damaged: Exception | None = None
+        try:
+            with self._begin(db=self.db[b"meta"]) as txn:
+                layout = txn.get(b"layout_version")
+                merge = bytes(txn.get(b"merge_version", b"")).decode()
+        except DAMAGE_ERRORS as exc:  # its meta table's page damaged
+            damaged = exc
+        except UnicodeDecodeError as exc:  # the version's bytes damaged
+            damaged = exc
+        if damaged is not None:
+            self.env.close()
+            raise LedgerDamaged(f"cannot read the layout of the ledger at {self.path}: {damaged}")
+        if layout is not None and not bytes(layout).isascii():  # no version ever written is: damage
+            self.env.close()
+            raise LedgerDamaged(f"the layout of the ledger at {self.path} is not readable: {bytes(layout)[:40]!r}")
         readonly = self.env.flags()["readonly"]
+        if layout is None and (lost := lost_layout(self.env, self.path)):
+            self.env.close()
+            raise lost
         if layout is None and readonly:
             self.env.close()
             raise NoLedger(f"no complete ledger at {self.path} (yet)")
@@ -337,7 +385,7 @@ class _Environment:
                         txn.put(b"layout_version", str(LAYOUT_VERSION).encode())
                         txn.put(b"merge_version", MERGE_VERSION.encode())
                         return LAYOUT_VERSION
-                    merge = bytes(txn.get(b"merge_version", b"")).decode()
+                    merge = bytes(txn.get(b"merge_version", b"")).decode(errors="backslashreplace")
             except lmdb.Error as exc:  # a new ledger's first commit: a full disk, say
                 raise write_failed(exc, self.path, f"cannot create the ledger at {self.path}") from None
         layout = bytes(layout)

@@ -23,7 +23,15 @@ from ..errors import LedgerError, PithledgerError, TlogNotBuilt
 from ..files import disk_full
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
-from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages
+from .env import (
+    _RELEASE_ENTRIES,
+    _RELEASE_EVERY,
+    _event_key,
+    _json_decoder,
+    _rec_key,
+    _release_mapped_pages,
+    _seq_text,
+)
 from .pending import _PendingWork
 from .scratch import Pair as _KV
 from .scratch import Scratch, diff
@@ -66,12 +74,12 @@ def _fsck_log_part(
             # that still verifies; for any other, "valid" is what was stored.
             logged = valid_verdict(event, entry.facts, entry.event_id) if verdict.status == "valid" else None
         except _DAMAGE:  # fsck is run on damaged ledgers: what cannot be read is named, never a traceback
-            out.append((seq, [f"log entry {int.from_bytes(seq, 'big')}: not readable (damaged ledger)"], None, None))
+            out.append((seq, [f"log entry {_seq_text(seq)}: not readable (damaged ledger)"], None, None))
             continue
         where = f"log entry {entry.seq} ({entry.event_id or verdict.event_id})"
         faults = []
         if int.from_bytes(seq, "big") != entry.seq:
-            faults.append(f"{where}: stored under sequence {int.from_bytes(seq, 'big')}")
+            faults.append(f"{where}: stored under sequence {_seq_text(seq)}")
         if logged is None or _verdict_key(verdict) != _verdict_key(logged):
             faults.append(f"{where}: stored verdict valid/ but it verifies as {verdict.status}/{verdict.reason}")
         if verdict.status != "valid":
@@ -336,9 +344,7 @@ class _Fsck(_PendingWork, _Translog):
                         else:
                             tlog.feed(tlog_entry)
                     if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
-                        problems.append(
-                            f"log entry {int.from_bytes(seq, 'big')}: the event_id index does not point at it"
-                        )
+                        problems.append(f"log entry {_seq_text(seq)}: the event_id index does not point at it")
             if txn.stat(self.db[b"ids"])["entries"] != seen:
                 problems.append(
                     f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries"

@@ -9,7 +9,7 @@ import lmdb
 from ..errors import LedgerDamaged, NoLedger, PithledgerError
 from ..fanout import Fanout, current
 from .entries import EvidenceLimits
-from .env import DEFAULT_MAP_SIZE, LAYOUT_VERSION
+from .env import DAMAGE_ERRORS, DEFAULT_MAP_SIZE, LAYOUT_VERSION, lost_layout
 from .fsck import _Fsck
 from .log import _Log
 from .reads import _Reads
@@ -56,10 +56,11 @@ class Ledger(_Log, _Reads, _Fsck):
             self.layout = (
                 LAYOUT_VERSION if not readonly else layout
             )  # a reader's view of an older layout stays as it is
-        except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet
+        except lmdb.NotFoundError:  # read-only, and the creating apply has not committed yet (or damage lost it)
+            lost = lost_layout(self.env, self.path)
             self.env.close()
-            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
-        except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadValsizeError, lmdb.InvalidError) as exc:
+            raise lost or NoLedger(f"no complete ledger at {self.path} (yet)") from None
+        except DAMAGE_ERRORS as exc:
             self.env.close()  # a table's root page damaged: opening it is where LMDB first reads it
             raise LedgerDamaged(f"the ledger at {self.path} is damaged: LMDB cannot read it ({exc})") from None
         except PithledgerError:

@@ -21,7 +21,16 @@ from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..errors import LedgerError
 from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
 from .entries import LogEntry, _entry_decoder
-from .env import _RELEASE_ENTRIES, _RELEASE_EVERY, _event_key, _json_decoder, _rec_key, _release_mapped_pages, _u64
+from .env import (
+    _RELEASE_ENTRIES,
+    _RELEASE_EVERY,
+    _event_key,
+    _json_decoder,
+    _rec_key,
+    _release_mapped_pages,
+    _seq_text,
+    _u64,
+)
 from .lookup import _Lookup
 from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
 
@@ -452,7 +461,7 @@ class _Views(_Lookup):
     def _raw_entry(self, txn: lmdb.Transaction, seq: bytes) -> bytes:
         raw = txn.get(seq, db=self.db[b"log"])
         if raw is None:
-            raise LedgerError(f"log entry {int.from_bytes(seq, 'big')} is missing (damaged ledger)")
+            raise LedgerError(f"log entry {_seq_text(seq)} is missing (damaged ledger)")
         return bytes(raw)  # a copy: the worker's input outlives the transaction
 
     def _store_derived(self, txn: lmdb.Transaction, d: _Derived, packed: bytes) -> None:

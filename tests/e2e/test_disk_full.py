@@ -21,6 +21,8 @@ from helpers.clikit import _env
 from helpers.common import ROOT
 
 BUNDLES = ROOT / "bundles"
+#: The file a backup's staging directory holds while it runs (spec/storage.md §9).
+STAGING_MARK = ".pithledger-backup-staging"
 
 
 @pytest.fixture
@@ -153,6 +155,21 @@ def test_fsck_that_cannot_check_exits_3_not_1(disk: Path, tmp_path: Path) -> Non
     _named(_cli(tmp_path, "--ledger", str(tmp_path / "none"), "fsck"), code="no-ledger", exit=3)
 
 
+@pytest.mark.parametrize("free_kib", [4, 16, 48])
+def test_verify_log_whose_scratch_disk_fills_is_disk_full_not_a_traceback(
+    disk: Path, tmp_path: Path, free_kib: int
+) -> None:
+    """verify-log's scratch (in TMPDIR) on a disk with 16 KiB left: its second table's open_db commits, and
+    that commit's EIO escaped as `lmdb.Error: mdb_txn_commit: Input/output error`, a traceback; 4 and 48 KiB
+    were named already. Now every step of its opening is named as disk-full."""
+    ledger, tree = tmp_path / "L", tmp_path / "pub"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES)).returncode == 0
+    assert _cli(tmp_path, "keys", "new", "k").returncode == 0
+    assert _cli(tmp_path, "--ledger", str(ledger), "publish", "--key", "k", str(tree)).returncode == 0
+    _fill(disk, free_kib)
+    _named(_cli(tmp_path, "verify-log", str(tree), TMPDIR=str(disk)))
+
+
 def test_backup_to_a_full_disk_is_disk_full_and_leaves_nothing(disk: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "L"
     assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES)).returncode == 0
@@ -172,6 +189,7 @@ def test_a_killed_backups_directory_is_cleared_by_the_next_backup(tmp_path: Path
     stale = tmp_path / f".old.backup-{dead.pid}-abc123"  # as a killed backup leaves it
     (stale / "checkpoints").mkdir(parents=True)
     (stale / "data.mdb").write_bytes(b"\0" * 4096)
+    (stale / STAGING_MARK).touch()
     live = tmp_path / f".other.backup-{os.getpid()}-xyz789"  # a running backup's (this process is alive)
     live.mkdir()
     foreign = tmp_path / ".notes.backup-kept"  # not named as ours
@@ -181,6 +199,31 @@ def test_a_killed_backups_directory_is_cleared_by_the_next_backup(tmp_path: Path
     assert not stale.exists()
     assert live.is_dir() and foreign.is_dir()
     assert f'"cleared":[".old.backup-{dead.pid}-abc123"]' in done.stdout.replace(" ", "")
+
+
+def test_a_users_directory_named_like_a_killed_backups_is_never_cleared(tmp_path: Path) -> None:
+    """Only what a backup made is cleared: a directory of the user's whose name has the form (a dead pid, a
+    suffix: `.photos.backup-2023-jan`) but no staging mark, and a symlink so named to a marked directory, are
+    left with all they hold. Before, the next backup rmtree'd both user directories (exit 0, "cleared")."""
+    ledger = tmp_path / "L"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES / "demo-1709.09021.json")).returncode == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine = [tmp_path / ".photos.backup-2023-jan", tmp_path / f".bashrc.backup-{dead.pid}-old"]
+    for path in mine:
+        path.mkdir()
+        (path / "kept.txt").write_text("the user's")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / STAGING_MARK).touch()
+    (elsewhere / "kept.txt").write_text("the user's")
+    (tmp_path / f".link.backup-{dead.pid}-abc123").symlink_to(elsewhere)
+    done = _cli(tmp_path, "--ledger", str(ledger), "--json", "backup", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    assert '"cleared":[]' in done.stdout.replace(" ", ""), done.stdout
+    for path in (*mine, elsewhere):
+        assert (path / "kept.txt").read_text() == "the user's"
+    assert not (tmp_path / "copy" / STAGING_MARK).exists()  # the mark never reaches the backup
 
 
 def test_a_read_only_ledger_is_named_so_not_sent_to_fsck(disk: Path, tmp_path: Path) -> None:
@@ -194,3 +237,29 @@ def test_a_read_only_ledger_is_named_so_not_sent_to_fsck(disk: Path, tmp_path: P
     _named(done, code="read-only-ledger")
     assert "fsck" not in done.stderr
     assert _cli(tmp_path, "--ledger", str(ledger), "log").returncode == 0
+
+
+def test_a_reader_refused_another_users_ledger_is_told_what_a_reader_needs(tmp_path: Path) -> None:
+    """A ledger owned by another user, read by a process without root's file-permission override: LMDB's
+    readers write their slot in lock.mdb, so state and digest are refused too. Before, their hint said
+    "reading commands work as they are" (and to back it up, which opens it the same way); it now says what a
+    reader needs. fsck of it could not check: exit 3, not 1."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to run a command without CAP_DAC_OVERRIDE")
+    ledger = tmp_path / "L"
+    assert _cli(tmp_path, "--ledger", str(ledger), "apply", str(BUNDLES / "demo-1709.09021.json")).returncode == 0
+    for path in (ledger, *ledger.rglob("*")):
+        os.chown(path, 65534, 65534)
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    for args, exit in ((("digest",), 1), (("state", "1709.09021"), 1), (("fsck",), 3)):
+        done = subprocess.run(
+            [*drop, sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            timeout=120,
+            check=False,
+        )
+        _named(done, code="read-only-ledger", exit=exit)
+        assert "reader slot" in done.stderr and "reading commands work as they are" not in done.stderr, done.stderr

@@ -44,11 +44,11 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where / "L" / "data.mdb"
 
 
-def _damaged(pristine: Path, where: Path, seed: int) -> Path:
-    """A copy of the ledger with FLIPS[seed % 3] bits flipped at seeded offsets past its two meta pages."""
+def _damaged(pristine: Path, where: Path, seed: int, flips: int | None = None) -> Path:
+    """A copy of the ledger with ``flips`` (else FLIPS[seed % 3]) bits flipped at seeded offsets past its two meta pages."""
     data = bytearray(pristine.read_bytes())
     rng = random.Random(seed)
-    for _ in range(FLIPS[seed % len(FLIPS)]):
+    for _ in range(flips if flips is not None else FLIPS[seed % len(FLIPS)]):
         data[rng.randrange(2 * 4096, len(data))] ^= 1 << rng.randrange(8)
     where.mkdir(parents=True)
     (where / "data.mdb").write_bytes(bytes(data))
@@ -97,6 +97,63 @@ def test_fsck_of_randomly_damaged_ledgers_names_the_damage_never_a_traceback(pri
     killed = [seed for seed, f in found.items() if "signal" in f]
     assert all(found[s]["signal"] in ("SIGABRT", "SIGBUS") for s in killed), found
     assert len(killed) <= COPIES // 16, killed
+
+
+#: Copies of 300 seeds per density (8, 40, 200, 1,000, 3,000 flips) that ended in a traceback (found, not chosen; the
+#: pristine ledger is the same bytes on every run): the meta table's get or a table's open refused (MDB_BAD_TXN, MDB_INCOMPATIBLE),
+#: a merge version no longer UTF-8, an event-id index value thousands of digits long named as a decimal int; and
+#: at 10,000 flips the meta table's open refused, a ledger-error (fsck: exit 3, "could not check") not ledger-damaged.
+DENSE = [(40, 16), (40, 113), (200, 260), (1000, 176), (3000, 33), (10000, 229)]
+
+
+@pytest.mark.parametrize(("flips", "seed"), DENSE, ids=[f"{f}-flips-seed-{s}" for f, s in DENSE])
+def test_fsck_of_densely_damaged_ledgers_names_the_damage_never_a_traceback(
+    pristine: Path, tmp_path: Path, flips: int, seed: int
+) -> None:
+    found = _fsck_in_child(_damaged(pristine, tmp_path / "c", seed, flips))
+    assert "escaped" not in found and "no answer" not in found, found
+    assert found.get("error", "ledger-damaged") in ("ledger-damaged", "no-ledger", "layout-mismatch"), found
+    if flips == 10000:  # through the CLI too: a damaged ledger is a fault found, exit 1
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pithledger.cli",
+                "--ledger",
+                str(tmp_path / "c"),
+                "--json",
+                "fsck",
+                "--workers",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1 and '"ledger-damaged"' in done.stdout + done.stderr, (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(("flips", "seed"), [(40, 320), (200, 311)], ids=["40-flips-seed-320", "200-flips-seed-311"])
+def test_fsck_of_a_damaged_ledger_that_lost_its_layout_record_exits_1_not_3(
+    pristine: Path, tmp_path: Path, flips: int, seed: int
+) -> None:
+    """Damage that takes the layout record (found, not chosen: 3 of 60 copies through the CLI) made a ledger of
+    51 records read as one being created: `no-ledger`, "no complete ledger (yet)", "apply bundles first", and
+    fsck's exit 3 (could not check). It committed far more than a ledger being created has (its first
+    transaction creates the meta table, the second writes the layout): ledger-damaged, exit 1."""
+    ledger = _damaged(pristine, tmp_path / "L", seed, flips)
+    done = subprocess.run(
+        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "error[ledger-damaged]" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("seed", [COPIES + n for n in range(4)])

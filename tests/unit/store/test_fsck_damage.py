@@ -52,6 +52,14 @@ def event_id_index_entry_deleted(ledger: Ledger, txn: lmdb.Transaction) -> str:
     return "the event_id index does not point at it"
 
 
+def event_id_index_value_far_longer_than_a_sequence(ledger: Ledger, txn: lmdb.Transaction) -> str:
+    """A flipped length bit (seeded random damage found it): naming the entry as a decimal int of 16,000 bits
+    raised ValueError (Python's 4,300-digit limit), a traceback in fsck."""
+    _, digest = _first(txn, ledger.db[b"inbound"])
+    txn.put(digest, b"\x01" * 2000, db=ledger.db[b"ids"])
+    return "log entry 0x0101010101010101... (2,000 bytes) is missing (damaged ledger)"
+
+
 def undecodable_digest_node(ledger: Ledger, txn: lmdb.Transaction) -> str:
     key, value = _first(txn, ledger.db[b"node"])
     txn.put(key, bytes(len(value)), db=ledger.db[b"node"])
@@ -94,6 +102,7 @@ DAMAGES = [
     log_entry_without_event_id,
     inbound_citation_of_no_event,
     event_id_index_entry_deleted,
+    event_id_index_value_far_longer_than_a_sequence,
     undecodable_digest_node,
     undecodable_digest_leaf,
     undecodable_outbound_citations,
@@ -169,3 +178,22 @@ def test_an_unreadable_evidence_usage_counter_is_named_and_repaired(tmp_path: Pa
         assert any(p.startswith(f"evidence usage of {key.decode()} counts 0 copies") for p in problems), problems
         assert ledger.repair_evidence_usage() != []
         assert ledger.fsck() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(b"merge_version", b"pithledger-mer\xe7e-v3"), (b"layout_version", b"\xff5")],
+    ids=["merge-version-not-utf8", "layout-version-not-ascii"],
+)
+def test_a_layout_record_damaged_past_reading_is_ledger_damaged(tmp_path: Path, key: bytes, value: bytes) -> None:
+    """The meta table's version strings, damaged (seeded random damage flipped a bit of the merge version's
+    'g'): every open of the ledger, fsck's too, is ledger-damaged (fsck: a fault found). Before, a
+    UnicodeDecodeError escaped Ledger() (a traceback)."""
+    from pithledger.errors import LedgerDamaged
+
+    with Ledger(tmp_path, create=True) as ledger:
+        ledger.apply_batch(example_bundles()[:1])
+        with ledger.env.begin(write=True) as txn:
+            txn.put(key, value, db=ledger.db[b"meta"])
+    with pytest.raises(LedgerDamaged):
+        Ledger(tmp_path, readonly=True)
