@@ -26,6 +26,7 @@ from oracle.verify import KINDS, Verifier
 from helpers.adversary import GARBLINGS, garble, replay_under, unsigned_pith_event
 from helpers.consensus import NUMBER, ODD_SPELLINGS, REC, created, signed
 from helpers.eventpool import ALICE, BOB, MALLORY, P, pool
+from helpers.statediff import difference
 from pithledger.merge import Entry, reduce_all
 from pithledger.records import bitcoin, keys
 from pithledger.records.canonical import canonical_bytes
@@ -157,7 +158,7 @@ def test_every_pool_event_gets_the_same_verdict_from_both() -> None:
 def test_the_whole_pool_at_once_gives_the_same_state_bytes() -> None:
     code, oracle = states_both(list(range(len(stream_pool()))))
     assert len(code) >= 5
-    assert code == oracle
+    assert not difference(code, oracle), difference(code, oracle)
 
 
 def test_each_edge_beside_its_record_alone_gives_the_same_state_bytes() -> None:
@@ -165,7 +166,7 @@ def test_each_edge_beside_its_record_alone_gives_the_same_state_bytes() -> None:
     record = created(ALICE)
     for e in edges():
         code, oracle = states_both([], [record, e])
-        assert code == oracle, e["payload"]
+        assert not difference(code, oracle), (difference(code, oracle), e["payload"])
 
 
 def test_depth_and_node_bounds_on_both_sides() -> None:
@@ -264,7 +265,7 @@ def test_streams_with_resigned_mutants_give_the_same_verdicts_and_state_bytes(pi
     order = [i % n for i in picks]
     rnd.shuffle(order)
     code, oracle = states_both(order, made)  # the mutants after the pool's events: the set decides, not the order
-    assert code == oracle
+    assert not difference(code, oracle), difference(code, oracle)
 
 
 def test_every_one_field_change_of_one_event_per_kind_gets_the_same_verdict() -> None:
@@ -367,7 +368,8 @@ def test_streams_under_a_stand_in_registry_and_regtest_give_the_same_state_bytes
         code_in = [Entry(events[i], code_v[i]) for i in order] + [Entry(e, v) for e, v in zip(made, made_code)]
         code = {s: canonical_bytes(d) for s, d in reduce_all(code_in).items()}
     oracle_in = [(events[i], oracle_v[i]) for i in order] + list(zip(made, made_oracle))
-    assert code == oracle_reduce_all(oracle_in)
+    oracle = oracle_reduce_all(oracle_in)
+    assert not difference(code, oracle), difference(code, oracle)
 
 
 def test_event_size_bound_on_both_sides() -> None:
