@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,21 @@ def pytest_configure(config: pytest.Config) -> None:
         from helpers.ci_skips import CISkipGuard
 
         config.pluginmanager.register(CISkipGuard(), "pithledger-ci-skip-guard")
+
+
+@pytest.fixture(autouse=True)
+def _verifier_caches_do_not_outlive_a_test() -> Iterator[None]:
+    """The verifier remembers signer checks (records/events.py's lru_caches), which read the registry keys: a test
+    that puts a stand-in in place of Pith's key (the vectors, the oracle's streams) left results that made a later
+    test in the same process judge a stand-in-signed event valid (the oracle's whole-pool test, after
+    test_merge_vectors.py on one xdist worker). Production never changes the registry; tests start clean."""
+    from pithledger.records import events
+
+    events._signer_key_of.cache_clear()
+    events._self_signed_key.cache_clear()
+    yield
+    events._signer_key_of.cache_clear()
+    events._self_signed_key.cache_clear()
 
 
 @pytest.fixture
