@@ -204,7 +204,7 @@ def covered_lines(python: str) -> dict[str, set[int]]:
     return lines
 
 
-def run_one(m: Mutant, python: str, timeout: float) -> tuple[str, float]:
+def run_one(m: Mutant, python: str, timeout: float, workers: int = 0) -> tuple[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         pkg = _copy_package(Path(tmp))
         target = pkg / Path(m.path).relative_to("ledger")
@@ -213,7 +213,8 @@ def run_one(m: Mutant, python: str, timeout: float) -> tuple[str, float]:
         began = time.monotonic()
         try:
             proc = subprocess.run(
-                [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *TESTS],
+                [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *(["-n", str(workers)] if workers else []),
+                 *TESTS],
                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
@@ -229,6 +230,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--workers", type=int, default=0, help="pytest-xdist workers for each mutant's run (-n N)")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
     ap.add_argument("--no-coverage", action="store_true", help="run every mutant, even on lines the lane never runs")
     ap.add_argument("--out", type=Path)
@@ -255,13 +257,16 @@ def main() -> None:
     for m in chosen:
         if lines and not set(range(m.line, m.end_line + 1)) & lines.get(m.path, set()):
             results.append({**asdict(m), "outcome": "not run", "seconds": 0.0})
+            print(f"{'not run':18} {0.0:6.1f}s  {m.where}  {m.change}  -> {m.replacement[:60]!r}", flush=True)
         else:
             to_run.append(m)
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for m, (outcome, took) in zip(to_run, pool.map(lambda m: run_one(m, python, args.timeout), to_run)):
+        for m, (outcome, took) in zip(
+            to_run, pool.map(lambda m: run_one(m, python, args.timeout, args.workers), to_run)
+        ):
             results.append({**asdict(m), "outcome": outcome, "seconds": round(took, 1)})
-            print(f"{outcome:18} {took:6.1f}s  {m.where}  {m.change}", flush=True)
+            print(f"{outcome:18} {took:6.1f}s  {m.where}  {m.change}  -> {m.replacement[:60]!r}", flush=True)
     counts: dict[str, int] = {}
     for r in results:
         counts[str(r["outcome"])] = counts.get(str(r["outcome"]), 0) + 1
