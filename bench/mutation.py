@@ -73,6 +73,7 @@ class Mutant:
     end_col: int
     replacement: str
     change: str
+    stmt_line: int = 0  # the first line of the innermost statement holding it: what coverage records as run
 
     @property
     def where(self) -> str:
@@ -117,6 +118,11 @@ def mutants_of(rel: str) -> Iterator[Mutant]:
     source = (ROOT / rel).read_text()
     tree = ast.parse(source)
     skip = _docstring_nodes(tree) | _annotation_nodes(tree)
+    statement_of: dict[int, int] = {}
+    for stmt in ast.walk(tree):  # breadth first: an inner statement comes later and wins
+        if isinstance(stmt, ast.stmt):
+            for child in ast.walk(stmt):
+                statement_of[id(child)] = stmt.lineno
 
     def at(node: ast.AST, replacement: str, change: str) -> Mutant:
         return Mutant(
@@ -127,6 +133,7 @@ def mutants_of(rel: str) -> Iterator[Mutant]:
             node.end_col_offset,  # type: ignore[attr-defined]
             replacement,
             change,
+            statement_of.get(id(node), node.lineno),  # type: ignore[attr-defined]
         )
 
     for node in ast.walk(tree):
@@ -255,7 +262,7 @@ def main() -> None:
     results: list[dict[str, object]] = []
     to_run = []
     for m in chosen:
-        if lines and not set(range(m.line, m.end_line + 1)) & lines.get(m.path, set()):
+        if lines and m.stmt_line not in lines.get(m.path, set()):
             results.append({**asdict(m), "outcome": "not run", "seconds": 0.0})
             print(f"{'not run':18} {0.0:6.1f}s  {m.where}  {m.change}  -> {m.replacement[:60]!r}", flush=True)
         else:
