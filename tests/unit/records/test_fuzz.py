@@ -262,11 +262,10 @@ def pick(data: st.DataObject, seq: Any, label: str | None = None) -> Any:
     return seq[data.draw(st.integers(0, len(seq) - 1), label=label)]
 
 
-#: Why the reach floors sit well under the figures measured: the 150 derandomized examples are the same for one
-#: interpreter state but not across all (the same file run alone, after test_limits.py in one process, or from a
-#: scratch copy of the package drew different examples: byte mutations reached 66, 75 and 84 of 150), so a floor at
-#: the figure of one run fails in another order. The floors still fail the fuzzers of before (0, 28, 48 of 150).
-VARIES = True
+# Why the reach floors sit well under the figures measured: the 150 derandomized examples are the same for one
+# interpreter state but not across all (the same file run alone, after test_limits.py in one process, or from a
+# scratch copy of the package drew different examples: byte mutations reached 66, 75 and 84 of 150), so a floor at
+# the figure of one run fails in another order. The floors still fail the fuzzers of before (0, 28, 48 of 150).
 
 
 def reach(case: Callable[[st.DataObject], str], examples: int = 150) -> Counter[str]:
@@ -378,7 +377,7 @@ def test_random_bytes(data: st.DataObject) -> None:
 
 def test_random_bytes_reach() -> None:
     """Measured (150 derandomized examples): 79-80 of 150 reach verification (before: 0 of 150); required: 40 %
-    (see VARIES)."""
+    (see the note above reach())."""
     stages = reach(random_bytes_case)
     assert verified(stages) >= 0.4, stages
 
@@ -439,7 +438,7 @@ def test_byte_mutations_of_real_bundles(data: st.DataObject) -> None:
 
 def test_byte_mutations_reach() -> None:
     """Measured (150 derandomized examples): 66-84 of 150 reach verification (before: 28 of 150); required: a third
-    (see VARIES)."""
+    (see the note above reach())."""
     stages = reach(byte_mutations_case)
     assert verified(stages) >= 1 / 3, stages
 
@@ -658,7 +657,7 @@ def test_structural_mutations_never_make_a_changed_event_valid(data: st.DataObje
 def test_structural_mutations_reach() -> None:
     """Measured (150 derandomized examples): 115 of 150 reach verification, and in 30 of 150 a changed event
     gets past every check before the signature's (its id recomputed) to be judged by Ed25519 (or the receipt);
-    required: 60 % and a tenth (see VARIES); measured 108-115 and 23-30."""
+    required: 60 % and a tenth (see the note above reach()); measured 108-115 and 23-30."""
     stages = reach(structural_case)
     assert verified(stages) >= 0.6, stages
     assert signature_checked(stages) >= 0.1, stages
@@ -678,7 +677,7 @@ def test_type_confusion_anywhere_in_real_bundles(data: st.DataObject) -> None:
 
 def test_type_confusion_reach() -> None:
     """Measured (150 derandomized examples): 111 of 150 reach verification (before: 48 of 150), 24 of 150 a
-    changed event at the signature check (100-111 and 20-24 by VARIES); required: 55 % and 8 %."""
+    changed event at the signature check (100-111 and 20-24: see the note above reach()); required: 55 % and 8 %."""
     stages = reach(type_confusion_case)
     assert verified(stages) >= 0.55, stages
     assert signature_checked(stages) >= 0.08, stages
