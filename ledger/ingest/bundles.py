@@ -41,7 +41,8 @@ from pithledger.fanout import Fanout, current
 from pithledger.records.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.records.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.records.display import DisplayMetadata
-from pithledger.store import Prepared, Rejection, prepare
+from pithledger.records.fast import read_line
+from pithledger.store import Prepared, Rejection, prepare, prepare_line
 
 from .inputs import Input, cannot_read, lines_framed, located, read_bytes
 
@@ -294,7 +295,7 @@ def _check_part(part: tuple[bytes, int, str]) -> _Found:
 def _check_region(region: bytes, lineno: int, label: str) -> _Found:
     """One region's digest and what each of its documents is (pure: runs on a worker, or here)."""
     return hashlib.sha256(region).digest(), [
-        (where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)
+        (where, _check_line(line, where, where)) for where, line in _lines(region, lineno, label)
     ]
 
 
@@ -307,7 +308,7 @@ def _check_span(part: tuple[str, int, int, str]) -> _Spanned:
     region = _read_at(path, offset, length)
     if region is None:
         return offset, length, None
-    docs = [(n, _checked(_raw(line, nonce), len(line))) for n, line in _numbered(region)]
+    docs = [(n, _check_line(line, nonce)) for n, line in _numbered(region)]
     return offset, length, (hashlib.sha256(region).digest(), _line_count(region), docs)
 
 
@@ -323,6 +324,16 @@ def _read_at(path: str, offset: int, length: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _check_line(line: bytes, what: str, where: str = "") -> Checked | PithledgerError:
+    """Pass 1 of one line: read on the fast path when it takes it (records/fast.py: its one typed decode
+    stands for the strict reading, spec/adr/0020), else strictly; its error names it ``what``, placed at
+    ``where`` if given (:func:`_strict`), else as raised (:func:`_raw`)."""
+    fast = read_line(line)
+    if fast is not None:
+        return Checked(len(fast.events), len(line))
+    return _checked(_strict(line, where) if where else _raw(line, what), len(line))
 
 
 def _checked(result: Bundle | PithledgerError, size: int) -> Checked | PithledgerError:
@@ -484,7 +495,13 @@ def _reread_region(
     out: list[tuple[str, Prepared | None]] = []
     for where, line in _lines(region, lineno, label):
         if expected.clean:
-            out.append((where, prepare(_fast(line, where), check=check)))
+            fast = read_line(line)  # the fast path (spec/adr/0020), else the plain reading of checked bytes
+            out.append(
+                (
+                    where,
+                    prepare_line(fast, len(line), check=check) if fast else prepare(_fast(line, where), check=check),
+                )
+            )
             continue
         result = _strict(line, where)
         if isinstance(result, PithledgerError):

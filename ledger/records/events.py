@@ -461,6 +461,15 @@ def _signer_key(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
     return _signer_key_of(fields, signer.get("public_key_b64"), "public_key_b64" in signer)
 
 
+def typed_signer_key(
+    key_id: str, public_key_fingerprint: str, signer_id: str, signer_type: str, public_key_b64: str | None
+) -> tuple[bytes, Trust, str]:
+    """Step 6 for a typed signer (the fast path's, ledger/records/fast.py; ``public_key_b64`` None: absent):
+    :func:`_signer_key`'s outcome, remembered the same way."""
+    fields = (key_id, public_key_fingerprint, signer_id, signer_type)
+    return _signer_key_of(fields, public_key_b64, public_key_b64 is not None)
+
+
 @functools.lru_cache(maxsize=1024)
 def _signer_key_of(fields: tuple[str, ...], public_key_b64: str | None, has_key: bool) -> tuple[bytes, Trust, str]:
     signer: dict[str, Any] = dict(zip(_SIGNER_FIELDS, fields))
@@ -558,7 +567,12 @@ def _utc(seconds: int) -> str:
 
 def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
     """Check a known kind's payload and return the facts the reducer folds (all JSON values)."""
-    p = _payload(kind, payload)
+    return payload_rules(kind, subject, _payload(kind, payload), trust)
+
+
+def payload_rules(kind: str, subject: str, p: Any, trust: Trust) -> dict[str, Any]:
+    """Step 10 on a known kind's typed payload ``p`` (its PAYLOAD_TYPES struct, or a subclass of it: the
+    fast path's, ledger/records/fast.py): raise :class:`EventInvalid`, else the facts the reducer folds."""
     if kind == "record_created":
         try:
             rec_ids = record_ids(p.canonical_record)

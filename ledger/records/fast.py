@@ -1,0 +1,256 @@
+"""Apply's fast path: one typed decode per event where it is certain to read what the slow path reads.
+Pure: no IO. The rules are spec/adr/0020-one-decode-fast-path.md.
+
+A bundle line is decoded once with msgspec into typed Structs (the top level, each event's envelope, its
+payload as its kind's Struct) and taken on the fast path only when encoding that typed value again, with
+keys sorted, gives the input back byte for byte at every level. Then the line is canonical JSON, and the
+one decode stands for the strict reading (canonical.strict_decode: no duplicate key, float, integer out
+of range, lone surrogate, escape other than the canonical ones, nesting too deep, invalid UTF-8 or
+trailing byte) and each event's bytes in the line are its canonical bytes. The event id and the signing
+message are cut from those bytes, and the payload rules run on the typed payload. Anything else — Pith's
+envelope, unknown fields or kinds, a null where a field may be absent, a non-canonical line, any step
+of spec/events.md §2.2 that fails — returns None here, and the caller takes today's path for the whole
+line (reading) or the event (verifying), so refusals, codes and messages are always the slow path's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, NamedTuple
+
+import msgspec
+
+from pithledger.errors import PithledgerError
+from pithledger.records import events as ev
+from pithledger.records import ids, keys
+from pithledger.records.bundle import read_bundle
+from pithledger.records.canonical import MAX_DEPTH, MAX_SAFE_INTEGER
+from pithledger.records.model import TIME_RE, check_time
+
+#: False: every line and event takes today's path. Tests only (the differential tests compare both
+#: ways); the environment variable is read when the module is imported, by every worker process too.
+ENABLED = not os.environ.get("PITHLEDGER_SLOW_PATH")
+#: Lines and events taken on the fast path by this process (tests read it: a differential test that
+#: only ever ran the slow path would prove nothing).
+taken = {"lines": 0, "events": 0}
+
+
+class _Float(Exception):
+    """A JSON number with a fraction or an exponent (never leaves this module)."""
+
+
+def _no_float(text: str) -> Any:
+    raise _Float
+
+
+# Only values a line can carry: absent fields stay absent (UNSET, or omit_defaults for a None default),
+# unknown ones are refused, so re-encoding gives back exactly the members that were read.
+class _Signer(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True):
+    key_id: str
+    public_key_b64: str | None = None  # an explicit null re-encodes as absent: not the input, slow path
+    public_key_fingerprint: str
+    signer_id: str
+    signer_type: str
+
+
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Our envelope (event_version and signature_b64 present), every field with its JSON type."""
+
+    created_at: str
+    event_id: str
+    event_type: str
+    event_version: str
+    payload: msgspec.Raw  # decoded as its kind's Struct, and checked the same way
+    signature_b64: str
+    signer: _Signer
+    subject_pith_number: str
+    target: str
+
+
+class _Top(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A bundle's top level: the keys bundle.read_bundle knows (an unknown one: slow path)."""
+
+    bundle_type: Any = msgspec.UNSET
+    bundle_version: Any = msgspec.UNSET
+    canonical_record: Any = msgspec.UNSET
+    canonical_sha256: Any = msgspec.UNSET
+    events: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+    pith_number: Any = msgspec.UNSET
+    short_pith_number: Any = msgspec.UNSET
+    source: Any = msgspec.UNSET
+    source_aliases: Any = msgspec.UNSET
+
+
+def _strict_payload(base: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """The kind's payload Struct (events.PAYLOAD_TYPES, which admits unknown fields), refusing unknown
+    fields and leaving absent optional fields absent, so the rules read it unchanged."""
+    return type(f"Fast{base.__name__}", (base,), {}, forbid_unknown_fields=True, omit_defaults=True)
+
+
+_PAYLOAD_DECODERS = {
+    kind: msgspec.json.Decoder(_strict_payload(typ), float_hook=_no_float) for kind, typ in ev.PAYLOAD_TYPES.items()
+}
+#: The untyped parts of each kind's payload (held to the admitted value space: integers, depth).
+_UNTYPED = {"record_created": "canonical_record", "graph_snapshot": "graph_snapshot"}
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_top_decoder = msgspec.json.Decoder(_Top, float_hook=_no_float)
+_encoder = msgspec.json.Encoder(order="sorted")  # canonical.canonical_bytes' encoder
+_DECODE_ERRORS = (msgspec.DecodeError, _Float, RecursionError)
+_TOP_FIELDS = _Top.__struct_fields__
+
+
+class Event(NamedTuple):
+    """One event read on the fast path: its canonical bytes (the input's), envelope and typed payload."""
+
+    data: bytes
+    envelope: _Envelope
+    payload: Any  # the kind's payload Struct (a subclass of events.PAYLOAD_TYPES[kind])
+
+
+class Line(NamedTuple):
+    """A bundle line read on the fast path: what bundle.read_bundle gives of it, its events read."""
+
+    pith_number: str
+    canonical_record: dict[str, Any] | None
+    events: list[Event]
+
+
+def _admitted(value: Any, max_depth: int) -> bool:
+    """Whether an untyped part lies in the admitted value space: no float, every integer within
+    +/-MAX_SAFE_INTEGER, containers nested at most ``max_depth`` deep (the part itself counting one)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        t = type(item)
+        if t is dict or t is list:
+            if depth > max_depth:
+                return False
+            stack.extend((sub, depth + 1) for sub in (item.values() if t is dict else item))
+        elif t is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return False
+        elif t is float:
+            return False
+    return True
+
+
+def read_event(data: bytes, depth: int = 1) -> Event | None:
+    """``data`` (one event's bytes) read on the fast path, or None: then today's path reads it.
+    ``depth``: how deep the event sits in its document (1: it is the document; 3: in a bundle line)."""
+    try:
+        envelope = _envelope_decoder.decode(data)
+        if _encoder.encode(envelope) != data:
+            return None
+        kind = envelope.event_type
+        decoder = _PAYLOAD_DECODERS.get(kind)
+        if decoder is None:  # a kind this version does not fold: today's path
+            return None
+        raw = bytes(envelope.payload)
+        payload = decoder.decode(raw)
+        if _encoder.encode(payload) != raw:
+            return None
+    except _DECODE_ERRORS:
+        return None
+    untyped = _UNTYPED.get(kind)
+    # the untyped part sits two levels under the event (event, payload, part)
+    if untyped is not None and not _admitted(getattr(payload, untyped), MAX_DEPTH - depth - 1):
+        return None
+    return Event(data, envelope, payload)
+
+
+def read_line(line: bytes) -> Line | None:
+    """A bundle line read on the fast path, or None (then today's reading decides, and names any fault).
+    Not None only when the strict reading and read_bundle accept the line: the line is then canonical
+    JSON (its re-encoding is the line, spec/adr/0020), read_bundle accepts its top level, and every
+    event is about the bundle's record, within the size limit and read by :func:`read_event`."""
+    if not ENABLED:
+        return None
+    try:
+        top = _top_decoder.decode(line)
+        if _encoder.encode(top) != line or top.events is msgspec.UNSET:
+            return None
+    except _DECODE_ERRORS:
+        return None
+    value: dict[str, Any] = {}
+    for name in _TOP_FIELDS:
+        got = getattr(top, name)
+        if got is not msgspec.UNSET and name != "events":
+            if not _admitted(got, MAX_DEPTH - 1):
+                return None
+            value[name] = got
+    value["events"] = []
+    try:
+        bundle = read_bundle(value)  # the top level's checks, as today (events: below)
+    except PithledgerError:
+        return None
+    number = bundle.pith_number
+    events = []
+    for raw in top.events:
+        data = bytes(raw)
+        event = read_event(data, depth=3)
+        if event is None or event.envelope.subject_pith_number != number or len(data) > ev.MAX_EVENT_BYTES:
+            return None
+        events.append(event)
+    taken["lines"] += 1
+    return Line(number, bundle.canonical_record, events)
+
+
+def _segment(name: bytes, value: str) -> bytes:
+    return b',"' + name + b'":' + _encoder.encode(value)
+
+
+def event_id(event: Event) -> str:
+    """The recomputed id (events.compute_event_id): the hash of the event's bytes without its event_id
+    member. Sorted, that member follows created_at's, and no string's bytes can hold ``,"event_id":``
+    (a quote inside a string is escaped), so the first such run is the member."""
+    data = event.data
+    cut = _segment(b"event_id", event.envelope.event_id)
+    at = data.find(cut)
+    return "sha256:" + hashlib.sha256(data[:at] + data[at + len(cut) :]).hexdigest()
+
+
+def _signing_message(event: Event) -> bytes | None:
+    """events.signing_message: the bytes without the event_id and signature_b64 members. Sorted,
+    signature_b64 follows the payload (which may hold such a key: a receipt's) and only the signer,
+    subject and target follow it, whose keys are known and whose strings cannot hold a bare quote: its
+    member is the last ``,"signature_b64":`` run."""
+    data = event.data
+    cut = _segment(b"event_id", event.envelope.event_id)
+    at = data.find(cut)
+    body = data[:at] + data[at + len(cut) :]
+    sig = _segment(b"signature_b64", event.envelope.signature_b64)
+    at = body.rfind(b',"signature_b64":')
+    if body[at : at + len(sig)] != sig:  # pragma: no cover - the argument above
+        return None
+    return ev.SIGNING_DOMAIN + body[:at] + body[at + len(sig) :]
+
+
+def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None:
+    """The facts of an event that passes every step of spec/events.md §2.2 (``eid``: :func:`event_id`;
+    ``known``: its signature verified before, as events.check_event's ``signature_known_good``), or
+    None when any step fails: then today's path verifies it, and says why."""
+    e = event.envelope
+    if len(event.data) > ev.MAX_EVENT_BYTES or not ids.PITH_NUMBER_RE.match(e.subject_pith_number):  # 1, 2
+        return None
+    if not TIME_RE.match(e.created_at) or e.event_version != ev.EVENT_VERSION or e.event_id != eid:  # 3, 4, 5
+        return None
+    kind = e.event_type
+    if e.target != ev.TARGETS[kind]:  # 9 (known kind: read_event)
+        return None
+    s = e.signer
+    try:
+        check_time(e.created_at, "created_at")  # 3
+        public_key, trust, _ = ev.typed_signer_key(  # 6
+            s.key_id, s.public_key_fingerprint, s.signer_id, s.signer_type, s.public_key_b64
+        )
+        signature = keys.b64decode_strict(e.signature_b64, length=keys.SIGNATURE_LEN, what="signature_b64")  # 7
+        facts = ev.payload_rules(kind, e.subject_pith_number, event.payload, trust)  # 10
+    except PithledgerError:
+        return None
+    if not known:
+        message = _signing_message(event)
+        if message is None or not keys.signature_ok(public_key, message, signature):  # 7
+            return None
+    taken["events"] += 1
+    return facts
