@@ -352,9 +352,12 @@ def reread_bundles(
     ``precheck``: asked as each region is handed to a worker, whether the worker also verifies its
     events (:func:`pithledger.store.prepare`'s ``check``), so that the batch need not hand them to a
     worker again: the caller answers no once most copies turn out to be held already (verifying those
-    is wasted). Never in place (there the batch verifies on threads)."""
+    is wasted). In place (``--workers 0``) too, where the batch would verify in the writer's thread as well:
+    verified as it is read, a copy is not decoded again nor handed over (spec/adr/0020). Never where a
+    small input is read in the writer's thread beside worker processes: there the batch verifies on
+    threads while the reading goes on."""
     fan, owned, parallel = _fan_for(files)
-    check: Callable[[], bool] = precheck if parallel and fan.kind != "in-place" else (lambda: False)
+    check: Callable[[], bool] = precheck if parallel or fan.kind == "in-place" else (lambda: False)
     try:
         for item, seen in zip(files, plan.files, strict=True):
             if seen is None:

@@ -439,7 +439,7 @@ def _verify(
         return eid, trust, signer_key, {"unknown_kind": True}
     if event["target"] != TARGETS[kind]:  # 9
         raise EventInvalid("wrong-target", f"a {kind} event has target {TARGETS[kind]!r}, not {event['target'][:40]!r}")
-    facts = _payload_facts(kind, event["subject_pith_number"], event["payload"], trust)  # 10
+    facts = payload_facts(kind, event["subject_pith_number"], event["payload"], trust)  # 10
     return eid, trust, signer_key, facts
 
 
@@ -517,7 +517,7 @@ def _verify_pith(event: dict[str, Any]) -> tuple[str, Trust, str, dict[str, Any]
     if not (isinstance(receipt, dict) and isinstance(receipt.get("signature_b64"), str)):
         # Pith's receipt format is only partly public: one we cannot read is not evidence of forgery.
         raise _Unverified("unreadable-receipt", "the receipt has no signature_b64 string this version can check")
-    facts = _payload_facts("record_created", event["subject_pith_number"], event["payload"], "registry")
+    facts = payload_facts("record_created", event["subject_pith_number"], event["payload"], "registry")
     eid = pith_record_event_id(facts["canonical_sha256"], facts["receipt_key"], receipt["signature_b64"])
     return eid, "registry", f"registry:{facts['receipt_key']}", facts
 
@@ -565,14 +565,10 @@ def _utc(seconds: int) -> str:
     return (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
-    """Check a known kind's payload and return the facts the reducer folds (all JSON values)."""
-    return payload_rules(kind, subject, _payload(kind, payload), trust)
-
-
-def payload_rules(kind: str, subject: str, p: Any, trust: Trust) -> dict[str, Any]:
-    """Step 10 on a known kind's typed payload ``p`` (its PAYLOAD_TYPES struct, or a subclass of it: the
-    fast path's, ledger/records/fast.py): raise :class:`EventInvalid`, else the facts the reducer folds."""
+def payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
+    """Check a known kind's payload and return the facts the reducer folds (all JSON values): step 10,
+    on both paths (the fast path's too: ledger/records/fast.py)."""
+    p = _payload(kind, payload)
     if kind == "record_created":
         try:
             rec_ids = record_ids(p.canonical_record)

@@ -1,16 +1,16 @@
 """Apply's fast path: one typed decode per event where it is certain to read what the slow path reads.
 Pure: no IO. The rules are spec/adr/0020-one-decode-fast-path.md.
 
-A bundle line is decoded once with msgspec into typed Structs (the top level, each event's envelope, its
-payload as its kind's Struct) and taken on the fast path only when encoding that typed value again, with
-keys sorted, gives the input back byte for byte at every level. Then the line is canonical JSON, and the
-one decode stands for the strict reading (canonical.strict_decode: no duplicate key, float, integer out
-of range, lone surrogate, escape other than the canonical ones, nesting too deep, invalid UTF-8 or
-trailing byte) and each event's bytes in the line are its canonical bytes. The event id and the signing
-message are cut from those bytes, and the payload rules run on the typed payload. Anything else — Pith's
-envelope, unknown fields or kinds, a null where a field may be absent, a non-canonical line, any step
-of spec/events.md §2.2 that fails — returns None here, and the caller takes today's path for the whole
-line (reading) or the event (verifying), so refusals, codes and messages are always the slow path's.
+A bundle line is decoded once with msgspec into typed Structs (the top level, each event's envelope with
+its signer; the payload an object, which the payload rules convert to its kind's Struct as they do on
+today's path) and taken on the fast path only when encoding that value again, with keys sorted, gives the
+line back byte for byte. Then the line is canonical JSON, and the one decode stands for the strict reading
+(canonical.strict_decode: no duplicate key, float, integer out of range, lone surrogate, escape other than
+the canonical ones, nesting too deep, invalid UTF-8 or trailing byte) and each event's encoding is its
+canonical bytes. The event id and the signing message are cut from those bytes. Anything else — Pith's
+envelope, an unknown field or kind, a null where a field may be absent, a non-canonical line, any step of
+spec/events.md §2.2 that fails — returns None here, and the caller takes today's path for the whole line
+(reading) or the event (verifying), so refusals, codes and messages are always the slow path's.
 """
 
 from __future__ import annotations
@@ -54,14 +54,15 @@ class _Signer(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw
     signer_type: str
 
 
-class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Our envelope (event_version and signature_b64 present), every field with its JSON type."""
+class Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Our envelope (event_version and signature_b64 present), every field with its JSON type; the
+    payload is converted to its kind's Struct by the payload rules (events.payload_facts)."""
 
     created_at: str
     event_id: str
     event_type: str
     event_version: str
-    payload: msgspec.Raw  # decoded as its kind's Struct, and checked the same way
+    payload: dict[str, Any]
     signature_b64: str
     signer: _Signer
     subject_pith_number: str
@@ -75,25 +76,14 @@ class _Top(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     bundle_version: Any = msgspec.UNSET
     canonical_record: Any = msgspec.UNSET
     canonical_sha256: Any = msgspec.UNSET
-    events: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+    events: list[Envelope] | msgspec.UnsetType = msgspec.UNSET
     pith_number: Any = msgspec.UNSET
     short_pith_number: Any = msgspec.UNSET
     source: Any = msgspec.UNSET
     source_aliases: Any = msgspec.UNSET
 
 
-def _strict_payload(base: type[msgspec.Struct]) -> type[msgspec.Struct]:
-    """The kind's payload Struct (events.PAYLOAD_TYPES, which admits unknown fields), refusing unknown
-    fields and leaving absent optional fields absent, so the rules read it unchanged."""
-    return type(f"Fast{base.__name__}", (base,), {}, forbid_unknown_fields=True, omit_defaults=True)
-
-
-_PAYLOAD_DECODERS = {
-    kind: msgspec.json.Decoder(_strict_payload(typ), float_hook=_no_float) for kind, typ in ev.PAYLOAD_TYPES.items()
-}
-#: The untyped parts of each kind's payload (held to the admitted value space: integers, depth).
-_UNTYPED = {"record_created": "canonical_record", "graph_snapshot": "graph_snapshot"}
-_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_event_decoder = msgspec.json.Decoder(Envelope, float_hook=_no_float)
 _top_decoder = msgspec.json.Decoder(_Top, float_hook=_no_float)
 _encoder = msgspec.json.Encoder(order="sorted")  # canonical.canonical_bytes' encoder
 _DECODE_ERRORS = (msgspec.DecodeError, _Float, RecursionError)
@@ -101,19 +91,18 @@ _TOP_FIELDS = _Top.__struct_fields__
 
 
 class Event(NamedTuple):
-    """One event read on the fast path: its canonical bytes (the input's), envelope and typed payload."""
+    """One event read on the fast path: its canonical bytes (the input's) and its envelope."""
 
     data: bytes
-    envelope: _Envelope
-    payload: Any  # the kind's payload Struct (a subclass of events.PAYLOAD_TYPES[kind])
+    envelope: Envelope
 
 
 class Line(NamedTuple):
-    """A bundle line read on the fast path: what bundle.read_bundle gives of it, its events read."""
+    """A bundle line read on the fast path: what bundle.read_bundle gives of it, its events' envelopes."""
 
     pith_number: str
     canonical_record: dict[str, Any] | None
-    events: list[Event]
+    events: list[Envelope]
 
 
 def _admitted(value: Any, max_depth: int) -> bool:
@@ -135,40 +124,39 @@ def _admitted(value: Any, max_depth: int) -> bool:
     return True
 
 
-def read_event(data: bytes, depth: int = 1) -> Event | None:
-    """``data`` (one event's bytes) read on the fast path, or None: then today's path reads it.
-    ``depth``: how deep the event sits in its document (1: it is the document; 3: in a bundle line)."""
+def _taken(envelope: Envelope, depth: int) -> bool:
+    """Whether a decoded envelope stays on the fast path: a kind this version folds, and a payload in the
+    admitted value space (``depth``: where the event sits in its document; its payload one level below)."""
+    return envelope.event_type in ev.KNOWN_KINDS and _admitted(envelope.payload, MAX_DEPTH - depth)
+
+
+def event_bytes(envelope: Envelope) -> bytes:
+    """The canonical bytes of an event of a line read on the fast path: those of the line."""
+    return _encoder.encode(envelope)
+
+
+def read_event(data: bytes) -> Event | None:
+    """``data`` (one event's canonical bytes, a document of its own) read on the fast path, or None:
+    then today's path reads it."""
     try:
-        envelope = _envelope_decoder.decode(data)
+        envelope = _event_decoder.decode(data)
         if _encoder.encode(envelope) != data:
-            return None
-        kind = envelope.event_type
-        decoder = _PAYLOAD_DECODERS.get(kind)
-        if decoder is None:  # a kind this version does not fold: today's path
-            return None
-        raw = bytes(envelope.payload)
-        payload = decoder.decode(raw)
-        if _encoder.encode(payload) != raw:
             return None
     except _DECODE_ERRORS:
         return None
-    untyped = _UNTYPED.get(kind)
-    # the untyped part sits two levels under the event (event, payload, part)
-    if untyped is not None and not _admitted(getattr(payload, untyped), MAX_DEPTH - depth - 1):
-        return None
-    return Event(data, envelope, payload)
+    return Event(data, envelope) if _taken(envelope, 1) else None
 
 
 def read_line(line: bytes) -> Line | None:
     """A bundle line read on the fast path, or None (then today's reading decides, and names any fault).
     Not None only when the strict reading and read_bundle accept the line: the line is then canonical
     JSON (its re-encoding is the line, spec/adr/0020), read_bundle accepts its top level, and every
-    event is about the bundle's record, within the size limit and read by :func:`read_event`."""
+    event is of our envelope and a known kind, about the bundle's record and within the size limit."""
     if not ENABLED:
         return None
     try:
         top = _top_decoder.decode(line)
-        if _encoder.encode(top) != line or top.events is msgspec.UNSET:
+        if top.events is msgspec.UNSET or _encoder.encode(top) != line:
             return None
     except _DECODE_ERRORS:
         return None
@@ -185,15 +173,13 @@ def read_line(line: bytes) -> Line | None:
     except PithledgerError:
         return None
     number = bundle.pith_number
-    events = []
-    for raw in top.events:
-        data = bytes(raw)
-        event = read_event(data, depth=3)
-        if event is None or event.envelope.subject_pith_number != number or len(data) > ev.MAX_EVENT_BYTES:
+    for envelope in top.events:
+        if envelope.subject_pith_number != number or not _taken(envelope, 3):
             return None
-        events.append(event)
+    if len(line) > ev.MAX_EVENT_BYTES and any(len(event_bytes(e)) > ev.MAX_EVENT_BYTES for e in top.events):
+        return None
     taken["lines"] += 1
-    return Line(number, bundle.canonical_record, events)
+    return Line(number, bundle.canonical_record, top.events)
 
 
 def _segment(name: bytes, value: str) -> bytes:
@@ -236,7 +222,7 @@ def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None
     if not TIME_RE.match(e.created_at) or e.event_version != ev.EVENT_VERSION or e.event_id != eid:  # 3, 4, 5
         return None
     kind = e.event_type
-    if e.target != ev.TARGETS[kind]:  # 9 (known kind: read_event)
+    if e.target != ev.TARGETS[kind]:  # 9 (a known kind: _taken)
         return None
     s = e.signer
     try:
@@ -245,7 +231,7 @@ def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None
             s.key_id, s.public_key_fingerprint, s.signer_id, s.signer_type, s.public_key_b64
         )
         signature = keys.b64decode_strict(e.signature_b64, length=keys.SIGNATURE_LEN, what="signature_b64")  # 7
-        facts = ev.payload_rules(kind, e.subject_pith_number, event.payload, trust)  # 10
+        facts = ev.payload_facts(kind, e.subject_pith_number, e.payload, trust)  # 10: today's function
     except PithledgerError:
         return None
     if not known:

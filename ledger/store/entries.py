@@ -145,15 +145,16 @@ def prepare_line(line: fast.Line, size: int, *, check: bool = False) -> Prepared
     each event's bytes, id and (``check``) verification taken from the one decode of the line.
     ``size``: the line's bytes."""
     copies = []
-    for event in line.events:
+    for envelope in line.events:
+        data = fast.event_bytes(envelope)
+        event = fast.Event(data, envelope)
         cid = fast.event_id(event)
-        data = event.data
         copies.append(
             Copy(
                 hashlib.sha256(data).digest(),
                 data,
                 cid,
-                _event_key(cid) if event.envelope.event_id == cid else None,
+                _event_key(cid) if envelope.event_id == cid else None,
                 _check_copy(data, cid, False, event) if check else None,
             )
         )
