@@ -182,7 +182,7 @@ def _check_copy(data: bytes, cid: str, known: bool, decoded: fast.Event | None =
     if cid and fast.ENABLED:
         read = decoded or fast.read_event(data)
         facts = fast.verify(read, cid, known) if read is not None else None
-        if facts is not None:  # valid, our envelope: served as held (tlog_tables.served_bytes)
+        if read is not None and facts is not None:  # valid, our envelope: served as held (tlog_tables.served_bytes)
             return _Checked(
                 _event_key(cid),
                 _entry_encoder.encode(LogEntry(seq=0, event=data, facts=facts)),
