@@ -15,18 +15,22 @@ spec/events.md §2.2 that fails — returns None here, and the caller takes toda
 
 from __future__ import annotations
 
+import datetime
+import functools
 import hashlib
 import os
 from typing import Any, NamedTuple
 
 import msgspec
+import nacl.exceptions
+import nacl.signing
 
 from pithledger.errors import PithledgerError
 from pithledger.records import events as ev
 from pithledger.records import ids, keys
 from pithledger.records.bundle import read_bundle
 from pithledger.records.canonical import MAX_DEPTH, MAX_SAFE_INTEGER
-from pithledger.records.model import TIME_RE, check_time
+from pithledger.records.model import TIME_RE
 
 #: False: every line and event takes today's path. Tests only (the differential tests compare both
 #: ways); the environment variable is read when the module is imported, by every worker process too.
@@ -90,11 +94,16 @@ _DECODE_ERRORS = (msgspec.DecodeError, _Float, RecursionError)
 _TOP_FIELDS = _Top.__struct_fields__
 
 
-class Event(NamedTuple):
-    """One event read on the fast path: its canonical bytes (the input's) and its envelope."""
+class Event:
+    """One event read on the fast path: its canonical bytes (the input's) and its envelope; the cuts of
+    its id and signing message, and the SHA-256 of its bytes, made once (:func:`event_id`, :func:`verify`)."""
 
-    data: bytes
-    envelope: Envelope
+    __slots__ = ("_at", "data", "envelope", "sha256")
+
+    def __init__(self, data: bytes, envelope: Envelope) -> None:
+        self.data, self.envelope = data, envelope
+        self.sha256 = hashlib.sha256(data).digest()  # its copy digest (evidence key), and its tlog entry's
+        self._at = -1  # where its event_id member starts (:func:`event_id`)
 
 
 class Line(NamedTuple):
@@ -190,26 +199,55 @@ def event_id(event: Event) -> str:
     """The recomputed id (events.compute_event_id): the hash of the event's bytes without its event_id
     member. Sorted, that member follows created_at's, and no string's bytes can hold ``,"event_id":``
     (a quote inside a string is escaped), so the first such run is the member."""
-    data = event.data
-    cut = _segment(b"event_id", event.envelope.event_id)
-    at = data.find(cut)
-    return "sha256:" + hashlib.sha256(data[:at] + data[at + len(cut) :]).hexdigest()
+    data, cut = event.data, _segment(b"event_id", event.envelope.event_id)
+    event._at = at = data.find(cut)
+    return "sha256:" + hashlib.sha256(b"".join((data[:at], data[at + len(cut) :]))).hexdigest()
 
 
 def _signing_message(event: Event) -> bytes | None:
     """events.signing_message: the bytes without the event_id and signature_b64 members. Sorted,
-    signature_b64 follows the payload (which may hold such a key: a receipt's) and only the signer,
-    subject and target follow it, whose keys are known and whose strings cannot hold a bare quote: its
-    member is the last ``,"signature_b64":`` run."""
-    data = event.data
-    cut = _segment(b"event_id", event.envelope.event_id)
-    at = data.find(cut)
-    body = data[:at] + data[at + len(cut) :]
+    signature_b64 follows the payload (which may hold such a key: a receipt's, any other) and only the
+    signer, subject and target follow it, whose keys are known and whose strings cannot hold a bare quote:
+    its member is the last ``,"signature_b64":`` run."""
+    data, cut = event.data, _segment(b"event_id", event.envelope.event_id)
+    at = event._at if event._at >= 0 else data.find(cut)
     sig = _segment(b"signature_b64", event.envelope.signature_b64)
-    at = body.rfind(b',"signature_b64":')
-    if body[at : at + len(sig)] != sig:  # pragma: no cover - the argument above
+    to = data.rfind(b',"signature_b64":')
+    if to < at or data[to : to + len(sig)] != sig:  # pragma: no cover - the argument above
         return None
-    return ev.SIGNING_DOMAIN + body[:at] + body[at + len(sig) :]
+    return b"".join((ev.SIGNING_DOMAIN, data[:at], data[at + len(cut) : to], data[to + len(sig) :]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _verifier(public_key: bytes) -> nacl.signing.VerifyKey:
+    # a ledger meets the same few signers over and over: their keys are parsed once (keys.signature_ok's check)
+    return nacl.signing.VerifyKey(public_key)
+
+
+def _signature_ok(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """keys.signature_ok, with the key object remembered."""
+    if len(public_key) != keys.PUBLIC_KEY_LEN or len(signature) != keys.SIGNATURE_LEN:
+        return False
+    try:
+        _verifier(public_key).verify(message, signature)
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, nacl.exceptions.TypeError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_day(day: str) -> bool:
+    try:
+        datetime.date(int(day[0:4]), int(day[5:7]), int(day[8:10]))
+    except ValueError:
+        return False
+    return True
+
+
+def _time_ok(value: str) -> bool:
+    """model.check_time of a value TIME_RE matched: a real calendar day (remembered: events of a run
+    share few days), hours below 24, minutes and seconds below 60."""
+    return _real_day(value[:10]) and value[11:13] < "24" and value[14:16] < "60" and value[17:19] < "60"
 
 
 def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None:
@@ -219,14 +257,15 @@ def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None
     e = event.envelope
     if len(event.data) > ev.MAX_EVENT_BYTES or not ids.PITH_NUMBER_RE.match(e.subject_pith_number):  # 1, 2
         return None
-    if not TIME_RE.match(e.created_at) or e.event_version != ev.EVENT_VERSION or e.event_id != eid:  # 3, 4, 5
+    if not TIME_RE.match(e.created_at) or not _time_ok(e.created_at):  # 3
+        return None
+    if e.event_version != ev.EVENT_VERSION or e.event_id != eid:  # 4, 5
         return None
     kind = e.event_type
     if e.target != ev.TARGETS[kind]:  # 9 (a known kind: _taken)
         return None
     s = e.signer
     try:
-        check_time(e.created_at, "created_at")  # 3
         public_key, trust, _ = ev.typed_signer_key(  # 6
             s.key_id, s.public_key_fingerprint, s.signer_id, s.signer_type, s.public_key_b64
         )
@@ -236,7 +275,7 @@ def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None
         return None
     if not known:
         message = _signing_message(event)
-        if message is None or not keys.signature_ok(public_key, message, signature):  # 7
+        if message is None or not _signature_ok(public_key, message, signature):  # 7
             return None
     taken["events"] += 1
     return facts

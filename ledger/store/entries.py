@@ -151,7 +151,7 @@ def prepare_line(line: fast.Line, size: int, *, check: bool = False) -> Prepared
         cid = fast.event_id(event)
         copies.append(
             Copy(
-                hashlib.sha256(data).digest(),
+                event.sha256,
                 data,
                 cid,
                 _event_key(cid) if envelope.event_id == cid else None,
@@ -187,7 +187,7 @@ def _check_copy(data: bytes, cid: str, known: bool, decoded: fast.Event | None =
                 _event_key(cid),
                 _entry_encoder.encode(LogEntry(seq=0, event=data, facts=facts)),
                 "cited" in facts or "revokes" in facts,
-                tlog=translog.entry_bytes(cid, read.envelope.subject_pith_number, hashlib.sha256(data).hexdigest()),
+                tlog=translog.entry_bytes(cid, read.envelope.subject_pith_number, read.sha256.hex()),
             )
     event = _json_decoder.decode(data)
     v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)

@@ -31,7 +31,7 @@ from pithledger.ingest.bundles import _check_line, _prepared_decoder, _Region, _
 from pithledger.records import fast, keys
 from pithledger.records.bundle import write_bundle
 from pithledger.records.canonical import canonical_bytes
-from pithledger.records.events import compute_event_id, signing_message
+from pithledger.records.events import compute_event_id, signing_message, verify_event
 from pithledger.store.entries import _checked_decoder
 from pithledger.store.workers import _verify_offers
 
@@ -94,7 +94,15 @@ def resign(event: dict[str, Any]) -> dict[str, Any]:
 
 
 OURS = [e for e in pool() if "event_version" in e]
-EVENTS = pool() + [garble(e, how) for e in OURS[:4] for how in GARBLINGS] + [replay_under(OURS[5], P[2])]
+#: The kinds the pool lacks, signed by alice.
+MORE_KINDS = [
+    resign({**OURS[5], "event_type": kind, "target": "record", "payload": payload})
+    for kind, payload in (
+        ("integrity_finding", {"description": "d", "finding_type": "figure_reuse", "severity": "warning"}),
+        ("challenge", {"challenged_event_id": "sha256:" + "cd" * 32, "reason": "r"}),
+    )
+]
+EVENTS = [*pool(), *MORE_KINDS, *(garble(e, how) for e in OURS[:4] for how in GARBLINGS), replay_under(OURS[5], P[2])]
 ODD_VALUES: list[Any] = [
     None,
     "",
@@ -395,7 +403,7 @@ def test_the_hostile_lines_reach_the_fast_path() -> None:
     assert seen["read fast"] >= seen["lines"] / 10 and seen["verified fast"] >= seen["lines"] / 10, seen
 
 
-ONE_OF_EACH_KIND = list({e["event_type"]: e for e in OURS}.values())
+ONE_OF_EACH_KIND = list({e["event_type"]: e for e in OURS + MORE_KINDS if verify_event(e).status == "valid"}.values())
 ENVELOPE_FIELDS = ["target", "event_type", "created_at", "event_version", "subject_pith_number"]
 SIGNER_FIELDS = ["signer_type", "key_id", "signer_id", "public_key_fingerprint"]
 
@@ -441,3 +449,22 @@ def test_values_out_of_the_admitted_space_in_a_top_level_field_leave_the_fast_pa
     line = json.dumps(bundle, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     assert fast.read_line(line) is None
     both_ways(line)
+
+
+def test_bad_signatures_under_recomputed_ids_on_both_paths() -> None:
+    """Copies whose only fault is their signature (their ids recomputed: a replay under another record, a
+    flipped byte, another signer's signature), in canonical lines: the same outcome both ways, invalid."""
+    for e in ONE_OF_EACH_KIND:
+        other = next(p for p in P if p != e["subject_pith_number"])
+        flipped = copy.deepcopy(e)
+        sig = bytearray(keys.b64decode_strict(e["signature_b64"]))
+        sig[7] ^= 1
+        flipped["signature_b64"] = keys.b64encode(bytes(sig))
+        borrowed = {
+            **copy.deepcopy(e),
+            "signature_b64": OURS[0]["signature_b64"] if e is not OURS[0] else OURS[1]["signature_b64"],
+        }
+        for bad in (replay_under(e, other), flipped, borrowed):
+            bad["event_id"] = compute_event_id(bad)
+            slow, _ = both_ways(canonical_bytes(write_bundle(bad["subject_pith_number"], [bad])))
+            assert slow[0] == "read" and b"bad-signature" in slow[2], slow
