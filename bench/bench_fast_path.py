@@ -7,7 +7,9 @@ run (bench_suite.raw_verify, before and after: the best of each), and the CPU of
 sys of the command and its children) per event in units of one raw 1-thread verification. `--before BIN`
 adds another pithledger executable (main's) as a third configuration.
 
-    python bench/bench_fast_path.py [--papers 1000] [--reps 2] [--before /path/to/main/.venv/bin/pithledger]
+`--shape events`: the same events one to a line (each its own bundle; a record_created one with its record).
+
+    python bench/bench_fast_path.py [--papers 1000] [--reps 2] [--shape papers|events] [--before BIN]
 """
 
 from __future__ import annotations
@@ -47,10 +49,24 @@ def _apply(binary: str, path: Path, work: Path, workers: str | None, slow: bool)
     return wall, cpu, int(json.loads(done.stdout)["new"])
 
 
+def workload(papers: int, shape: str) -> tuple[bytes, list[tuple[int, bytes, bytes]]]:
+    """The workload's lines and (signer, signing message, signature) of each event (bench_suite's)."""
+    if shape == "papers":
+        return bench_suite.papers_workload(papers)
+    bench_suite.numbers_for("main", papers)
+    gen = bench_suite.Gen()
+    try:
+        parts = gen.run([("papers", "main", a, b, True) for a, b in bench_suite.chunks(0, papers, 50)])
+    finally:
+        gen.close()
+    return b"".join(x for p in parts for x in p["events"]), [x for p in parts for x in p["verify"]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--papers", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--shape", choices=("papers", "events"), default="papers")
     ap.add_argument("--before", help="another pithledger executable to measure beside this one (main's)")
     args = ap.parse_args()
     configs = [("fast path", str(HERE), False), ("forced off", str(HERE), True)]
@@ -58,7 +74,7 @@ def main() -> None:
         configs.insert(0, ("before", args.before, False))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data, items = bench_suite.papers_workload(args.papers)
+        data, items = workload(args.papers, args.shape)
         path = work / "papers.jsonl"
         path.write_bytes(data)
         raws = [bench_suite.raw_verify(items)]
@@ -75,7 +91,9 @@ def main() -> None:
         raws.append(bench_suite.raw_verify(items))
     r1 = max(r["rate_1t"] for r in raws)
     r2 = max(r["rate_2t"] for r in raws)
-    print(f"{len(items):,} events; raw verify {r1:,.0f} ev/s 1 thread, {r2:,.0f} ev/s 2 threads (best of the run)")
+    print(
+        f"{len(items):,} events ({args.shape}); raw verify {r1:,.0f} ev/s 1 thread, {r2:,.0f} ev/s 2 threads (best of the run)"
+    )
     print(f"{'configuration':<12} {'workers':<8} {'ev/s':>8} {'x raw 1T':>9} {'x raw 2T':>9} {'CPU units/ev':>13}")
     for (name, workers), (rate, seconds) in best.items():
         print(f"{name:<12} {workers:<8} {rate:8,.0f} {rate / r1:9.2f} {rate / r2:9.2f} {seconds * r1:13.2f}")

@@ -28,7 +28,7 @@ import nacl.signing
 from pithledger.errors import PithledgerError
 from pithledger.records import events as ev
 from pithledger.records import ids, keys
-from pithledger.records.bundle import read_bundle
+from pithledger.records.bundle import BUNDLE_TYPE, BUNDLE_VERSION, read_bundle
 from pithledger.records.canonical import MAX_DEPTH, MAX_SAFE_INTEGER
 from pithledger.records.model import TIME_RE
 
@@ -92,6 +92,7 @@ _top_decoder = msgspec.json.Decoder(_Top, float_hook=_no_float)
 _encoder = msgspec.json.Encoder(order="sorted")  # canonical.canonical_bytes' encoder
 _DECODE_ERRORS = (msgspec.DecodeError, _Float, RecursionError)
 _TOP_FIELDS = _Top.__struct_fields__
+_PLAIN_TOP = {"bundle_type", "bundle_version", "pith_number"}
 
 
 class Event:
@@ -117,6 +118,8 @@ class Line(NamedTuple):
 def _admitted(value: Any, max_depth: int) -> bool:
     """Whether an untyped part lies in the admitted value space: no float, every integer within
     +/-MAX_SAFE_INTEGER, containers nested at most ``max_depth`` deep (the part itself counting one)."""
+    if type(value) is str:  # most top-level fields
+        return True
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -176,19 +179,26 @@ def read_line(line: bytes) -> Line | None:
             if not _admitted(got, MAX_DEPTH - 1):
                 return None
             value[name] = got
-    value["events"] = []
-    try:
-        bundle = read_bundle(value)  # the top level's checks, as today (events: below)
-    except PithledgerError:
-        return None
-    number = bundle.pith_number
+    if value.keys() == _PLAIN_TOP:  # read_bundle's checks of a bundle without a record (the most common line)
+        number, record = value["pith_number"], None
+        if value["bundle_type"] != BUNDLE_TYPE or value["bundle_version"] != BUNDLE_VERSION:
+            return None
+        if type(number) is not str or not ids.PITH_NUMBER_RE.match(number):
+            return None
+    else:
+        value["events"] = []
+        try:
+            bundle = read_bundle(value)  # the top level's checks, as today (events: below)
+        except PithledgerError:
+            return None
+        number, record = bundle.pith_number, bundle.canonical_record
     for envelope in top.events:
         if envelope.subject_pith_number != number or not _taken(envelope, 3):
             return None
     if len(line) > ev.MAX_EVENT_BYTES and any(len(event_bytes(e)) > ev.MAX_EVENT_BYTES for e in top.events):
         return None
     taken["lines"] += 1
-    return Line(number, bundle.canonical_record, top.events)
+    return Line(number, record, top.events)
 
 
 def _segment(name: bytes, value: str) -> bytes:
