@@ -7,7 +7,9 @@ on worker processes for a big input; it records the SHA-256 of each region it re
 regions, and only after a region's digest equals the one recorded does it decode the region's
 documents, with msgspec's plain decoder: the bytes are those the strict decoder accepted, and for
 every document the strict decoder accepts the plain one yields the same value
-(tests/test_cli_apply_reading.py proves it), at a third of the cost. A region that held a fault in
+(tests/test_cli_apply_reading.py proves it), at a third of the cost. A line in canonical form takes the
+fast path in both passes instead (ledger/records/fast.py, spec/adr/0020): one typed decode, which stands for
+the strict reading in pass 1 and gives the prepared bundle and its copies' verification in pass 2. A region that held a fault in
 the first pass is read strictly again, its faulty documents skipped. An input that changed between
 the passes is refused where it changed (``input-changed``): what was written before came from
 checked bytes. Both passes run on the run's fan-out for a big input (ledger/fanout.py): the second
@@ -41,7 +43,8 @@ from pithledger.fanout import Fanout, current
 from pithledger.records.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.records.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.records.display import DisplayMetadata
-from pithledger.store import Prepared, Rejection, prepare
+from pithledger.records.fast import read_line
+from pithledger.store import Prepared, Rejection, prepare, prepare_line
 
 from .inputs import Input, cannot_read, lines_framed, located, read_bytes
 
@@ -294,7 +297,7 @@ def _check_part(part: tuple[bytes, int, str]) -> _Found:
 def _check_region(region: bytes, lineno: int, label: str) -> _Found:
     """One region's digest and what each of its documents is (pure: runs on a worker, or here)."""
     return hashlib.sha256(region).digest(), [
-        (where, _checked(_strict(line, where), len(line))) for where, line in _lines(region, lineno, label)
+        (where, _check_line(line, where, where)) for where, line in _lines(region, lineno, label)
     ]
 
 
@@ -307,7 +310,7 @@ def _check_span(part: tuple[str, int, int, str]) -> _Spanned:
     region = _read_at(path, offset, length)
     if region is None:
         return offset, length, None
-    docs = [(n, _checked(_raw(line, nonce), len(line))) for n, line in _numbered(region)]
+    docs = [(n, _check_line(line, nonce)) for n, line in _numbered(region)]
     return offset, length, (hashlib.sha256(region).digest(), _line_count(region), docs)
 
 
@@ -323,6 +326,16 @@ def _read_at(path: str, offset: int, length: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _check_line(line: bytes, what: str, where: str = "") -> Checked | PithledgerError:
+    """Pass 1 of one line: read on the fast path when it takes it (records/fast.py: its one typed decode
+    stands for the strict reading, spec/adr/0020), else strictly; its error names it ``what``, placed at
+    ``where`` if given (:func:`_strict`), else as raised (:func:`_raw`)."""
+    fast = read_line(line)
+    if fast is not None:
+        return Checked(len(fast.events), len(line))
+    return _checked(_strict(line, where) if where else _raw(line, what), len(line))
 
 
 def _checked(result: Bundle | PithledgerError, size: int) -> Checked | PithledgerError:
@@ -341,9 +354,12 @@ def reread_bundles(
     ``precheck``: asked as each region is handed to a worker, whether the worker also verifies its
     events (:func:`pithledger.store.prepare`'s ``check``), so that the batch need not hand them to a
     worker again: the caller answers no once most copies turn out to be held already (verifying those
-    is wasted). Never in place (there the batch verifies on threads)."""
+    is wasted). In place (``--workers 0``) too, where the batch would verify in the writer's thread as well:
+    verified as it is read, a copy is not decoded again nor handed over (spec/adr/0020). Never where a
+    small input is read in the writer's thread beside worker processes: there the batch verifies on
+    threads while the reading goes on."""
     fan, owned, parallel = _fan_for(files)
-    check: Callable[[], bool] = precheck if parallel and fan.kind != "in-place" else (lambda: False)
+    check: Callable[[], bool] = precheck if parallel or fan.kind == "in-place" else (lambda: False)
     try:
         for item, seen in zip(files, plan.files, strict=True):
             if seen is None:
@@ -484,7 +500,13 @@ def _reread_region(
     out: list[tuple[str, Prepared | None]] = []
     for where, line in _lines(region, lineno, label):
         if expected.clean:
-            out.append((where, prepare(_fast(line, where), check=check)))
+            fast = read_line(line)  # the fast path (spec/adr/0020), else the plain reading of checked bytes
+            out.append(
+                (
+                    where,
+                    prepare_line(fast, len(line), check=check) if fast else prepare(_fast(line, where), check=check),
+                )
+            )
             continue
         result = _strict(line, where)
         if isinstance(result, PithledgerError):

@@ -439,7 +439,7 @@ def _verify(
         return eid, trust, signer_key, {"unknown_kind": True}
     if event["target"] != TARGETS[kind]:  # 9
         raise EventInvalid("wrong-target", f"a {kind} event has target {TARGETS[kind]!r}, not {event['target'][:40]!r}")
-    facts = _payload_facts(kind, event["subject_pith_number"], event["payload"], trust)  # 10
+    facts = payload_facts(kind, event["subject_pith_number"], event["payload"], trust)  # 10
     return eid, trust, signer_key, facts
 
 
@@ -459,6 +459,15 @@ def _signer_key(signer: dict[str, Any]) -> tuple[bytes, Trust, str]:
     over and over, so the outcome is remembered per the fields it reads (an error is not remembered)."""
     fields = tuple(signer[name] for name in _SIGNER_FIELDS)
     return _signer_key_of(fields, signer.get("public_key_b64"), "public_key_b64" in signer)
+
+
+def typed_signer_key(
+    key_id: str, public_key_fingerprint: str, signer_id: str, signer_type: str, public_key_b64: str | None
+) -> tuple[bytes, Trust, str]:
+    """Step 6 for a typed signer (the fast path's, ledger/records/fast.py; ``public_key_b64`` None: absent):
+    :func:`_signer_key`'s outcome, remembered the same way."""
+    fields = (key_id, public_key_fingerprint, signer_id, signer_type)
+    return _signer_key_of(fields, public_key_b64, public_key_b64 is not None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -508,7 +517,7 @@ def _verify_pith(event: dict[str, Any]) -> tuple[str, Trust, str, dict[str, Any]
     if not (isinstance(receipt, dict) and isinstance(receipt.get("signature_b64"), str)):
         # Pith's receipt format is only partly public: one we cannot read is not evidence of forgery.
         raise _Unverified("unreadable-receipt", "the receipt has no signature_b64 string this version can check")
-    facts = _payload_facts("record_created", event["subject_pith_number"], event["payload"], "registry")
+    facts = payload_facts("record_created", event["subject_pith_number"], event["payload"], "registry")
     eid = pith_record_event_id(facts["canonical_sha256"], facts["receipt_key"], receipt["signature_b64"])
     return eid, "registry", f"registry:{facts['receipt_key']}", facts
 
@@ -556,8 +565,9 @@ def _utc(seconds: int) -> str:
     return (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
-    """Check a known kind's payload and return the facts the reducer folds (all JSON values)."""
+def payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
+    """Check a known kind's payload and return the facts the reducer folds (all JSON values): step 10,
+    on both paths (the fast path's too: ledger/records/fast.py)."""
     p = _payload(kind, payload)
     if kind == "record_created":
         try:

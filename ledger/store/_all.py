@@ -20,6 +20,7 @@ from .entries import (
     _log_value,
     _usage_decoder,
     prepare,
+    prepare_line,
 )
 from .env import (
     _DBS,
@@ -138,6 +139,7 @@ __all__ = [
     "default_tuning",
     "open_settled",
     "prepare",
+    "prepare_line",
     "rebuild",
     "tuned",
 ]
