@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
@@ -672,6 +672,116 @@ def fold(
         unknown=unknown,
     )
     return _render(pith_number, work)
+
+
+# --- inbound citations only (spec/storage.md §3.5) ---------------------------------------------------------
+#
+# A record's standing inbound citations are read by :func:`reduce` into one place: ``current.inbound_citations``
+# of a present record, the views of those citations sorted by (created_at, event_id). Nothing else in the state
+# reads them (verification_status and badges read the record's own lists; a pending record ignores them), so
+# when only they changed, the state is the stored one with that list re-made and state_sha256 recomputed.
+
+
+class _ViewKey(msgspec.Struct):
+    """What orders a view in a list (§4): the rest of it is copied as stored, not decoded."""
+
+    created_at: str
+    event_id: str
+
+
+_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+_view_key = msgspec.json.Decoder(_ViewKey)
+
+
+def _joined(pieces: dict[str, Any]) -> bytes:
+    """:func:`_obj`'s bytes (values: bytes or msgspec.Raw, joined without copying them first), for keys
+    that need no escaping (any other key gives other bytes than the canonical ones: the state is then
+    refused by the checks of :func:`with_inbound` and derived in full)."""
+    parts: list[Any] = []
+    for key in sorted(pieces):
+        parts += (b',"', key.encode(), b'":', pieces[key])
+    parts[0] = b'{"'
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def with_inbound(
+    pith_number: str, state: bytes, standing: set[str], new: Callable[[set[str]], Iterable[Entry]]
+) -> tuple[bytes, str, str] | None:
+    """``reduce(pith_number, entries, inbound)`` from the record's stored state ``state`` (what ``reduce`` gave
+    for the same ``entries`` and other inbound citations) when only its standing inbound citations changed,
+    to the set of event ids ``standing``; ``new(ids)``: the entries of those ids (the citations the stored
+    state lacks). Returns (the state's canonical bytes, its state_sha256, the stored state's state_sha256);
+    the stored bytes themselves for a pending record (reduce ignores inbound citations there). None where
+    ``state`` is not a canonical state document of this record and merge version whose state_sha256 is its
+    own (derive in full then)."""
+    try:
+        top: dict[str, Any] = _raw_object.decode(state)
+        if set(top) != _TOP_KEYS or bytes(top["pith_number"]) != canonical_bytes(pith_number):
+            return None
+        if bytes(top["merge_version"]) != canonical_bytes(MERGE_VERSION):  # derived by other rules: in full
+            return None
+        old_sha = _json.decode(top.pop("state_sha256"))
+        body = _joined(top)
+        # the stored bytes are the canonical ones (sorted keys, no space, no key twice) and hash as they say
+        if not isinstance(old_sha, str) or hashlib.sha256(body).hexdigest() != old_sha:
+            return None
+        if _joined(top | {"state_sha256": canonical_bytes(old_sha)}) != state:
+            return None
+        status = bytes(top["record_status"])
+        if status == b'"pending"':
+            return state, old_sha, old_sha
+        if status != b'"present"':
+            return None
+        current: dict[str, Any] = _raw_object.decode(top["current"])
+        if "inbound_citations" not in current or _joined(current) != bytes(top["current"]):
+            return None
+        views = _raw_list.decode(current["inbound_citations"])
+        if b"[" + b",".join(views) + b"]" != bytes(current["inbound_citations"]):
+            return None
+        items: list[tuple[str, str, Any]] = []  # (created_at, event_id, view bytes: msgspec.Raw or bytes)
+        for raw in views:
+            key = _view_key.decode(raw)
+            if key.event_id in standing:  # still standing: the view is the same bytes (a function of the event)
+                items.append((key.created_at, key.event_id, raw))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    have = {item[1] for item in items}
+    items += [
+        (e.event["created_at"], e.event_id, canonical_bytes(_view(e) | {"citing_pith_number": e.verdict.subject}))
+        for e in dedup(new(standing - have))
+        if e.event_id in standing and e.event_id not in have
+    ]
+    if len(items) != len(standing) or len({item[1] for item in items}) != len(items):
+        return None  # a standing citation whose entry was not given: the list would not be reduce's
+    items.sort(key=lambda item: (item[0], item[1]))  # reduce's order; (created_at, event_id) is unique
+    current["inbound_citations"] = b"[" + b",".join(item[2] for item in items) + b"]"
+    top["current"] = _joined(current)
+    sha = hashlib.sha256(_joined(top)).hexdigest()
+    top["state_sha256"] = b'"' + sha.encode() + b'"'
+    return _joined(top), sha, old_sha
+
+
+_json = msgspec.json.Decoder()
+#: the keys of every state document (:func:`reduce`)
+_TOP_KEYS = {
+    "current",
+    "equivocation_count",
+    "equivocations",
+    "event_count",
+    "ineffective_revocations",
+    "merge_version",
+    "pending_event_ids",
+    "pith_number",
+    "record_status",
+    "revoked_event_ids",
+    "state_sha256",
+    "state_type",
+    "state_version",
+    "unknown_kinds",
+    "valid_event_count",
+}
 
 
 class FoldCitations(msgspec.Struct):

@@ -22,6 +22,11 @@ from .workers import _Workers
 
 #: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
 _snapshot_stats = {"read": 0, "fallback": 0}
+#: Records a finishing step updated for their inbound citations alone (spec/storage.md §3.5), found unchanged
+#: (a pending record), or derived in full because the update fell back (tests look: the update path is taken).
+_inbound_stats = {"updated": 0, "unchanged": 0, "fell_back": 0}
+#: pendstate's mark of a record whose inbound citations alone changed (§3.1); b"": derive it in full
+_INBOUND_ONLY = b"i"
 
 
 def _worth_handing_over(part: list[_Inputs], tuning: StoreTuning) -> bool:
@@ -93,21 +98,32 @@ class _PendingWork(_Views, _Workers):
             for n, (subject, flag) in enumerate(cites, 1):
                 if n % _RELEASE_EVERY == 0:
                     _release_mapped_pages(self)
-                # Only a new citation or revocation can change which of a record's citations stand.
+                # Only a new citation or revocation can change which of a record's citations stand. A cited
+                # record is marked "inbound only" unless it is (or was, in an earlier step) marked for its
+                # own events, which always wins: b"" overwrites the mark, the mark never overwrites b"".
                 for cited in sorted(self._update_citations(txn, subject, outbound.get(subject))) if flag else ():
-                    txn.put(cited.encode(), b"", db=self.db[b"pendstate"])
+                    txn.put(cited.encode(), _INBOUND_ONLY, db=self.db[b"pendstate"], overwrite=False)
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
-        states = [subject for subject, _ in self._take(txn, b"pendstate", limit)]
-        if not states:
+        taken = self._take(txn, b"pendstate", limit)
+        if not taken:
             return None
-        for results in self._derived_parts(txn, states, committed):
+        states = [subject for subject, _ in taken]
+        only = {subject for subject, mark in taken if mark == _INBOUND_ONLY}
+        for results in self._derived_parts(txn, states, committed, only):
             # each state stored puts to random leaves of several tables (state, fold, rec, indexes): a
             # step of 2,048 records would otherwise map hundreds of MiB of the file (spec/storage.md §10)
             _release_mapped_pages(self)
             for subject, derived, packed in results:
-                if derived is None:  # the fold fell back (spec/merge.md §10): from the record's whole inputs
+                if derived is None:  # the fold or the update fell back (spec/merge.md §10): from the whole inputs
+                    if subject in only:
+                        _inbound_stats["fell_back"] += 1
                     derived, packed = self._derive_whole(txn, subject)
+                elif derived.how == "unchanged":
+                    _inbound_stats["unchanged"] += 1
+                    continue
+                elif derived.how == "inbound":
+                    _inbound_stats["updated"] += 1
                 self._store_derived(txn, derived, packed)
         self._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
@@ -159,16 +175,18 @@ class _PendingWork(_Views, _Workers):
         self.env.reader_check()
 
     def _derived_parts(
-        self, txn: lmdb.Transaction, states: list[str], committed: bool
+        self, txn: lmdb.Transaction, states: list[str], committed: bool, only: set[str]
     ) -> Iterator[list[tuple[str, _Derived | None, bytes]]]:
         """What ``tuning.derive`` (views._derive_part) makes of each part of a states step, in order: read
         and derived on the workers from the snapshot where they can, else gathered here and derived here or
-        on the workers."""
-        tasks = self._snapshot_parts(txn, states) if committed else None
+        on the workers. ``only``: the records marked for their inbound citations alone (the mark travels
+        with the record in the task: a worker does not read ``pendstate``, which this step has emptied)."""
+        parts = self._snapshot_parts(txn, states) if committed else None
+        tasks = [(snap, part, [s in only for s in part]) for snap, part in parts or ()]
         done = 0
         # the workers derive with this handle's function (a test's hook, else views._derive_part)
-        with closing(self._fanout.map(partial(derive_states, derive=self.tuning.derive), iter(tasks or ()))) as results:
-            for (_, part), got in zip(tasks or (), results, strict=False):
+        with closing(self._fanout.map(partial(derive_states, derive=self.tuning.derive), iter(tasks))) as results:
+            for (_, part, _), got in zip(tasks, results, strict=False):
                 if got is None:  # not read there: this part and the rest go the usual way
                     self._refuse_snapshots()
                     break
@@ -178,11 +196,11 @@ class _PendingWork(_Views, _Workers):
         rest = states[done:]
         if rest:
             tuning = self.tuning
-            parts = self._input_parts(
-                txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True
+            gathered = self._input_parts(
+                txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True, inbound_only=only
             )
             yield from self._fanout.map(
-                tuning.derive, parts, parallel=len(rest) >= tuning.parallel_states or self._hand_over_big
+                tuning.derive, gathered, parallel=len(rest) >= tuning.parallel_states or self._hand_over_big
             )
 
     def _hand_over_big(self, part: list[_Inputs]) -> bool:

@@ -125,16 +125,22 @@ def _read(
 
 
 def derive_states(
-    task: tuple[Snapshot, list[str]],
+    task: tuple[Snapshot, list[str], list[bool]],
     *,
     derive: Callable[[list[_Inputs]], list[tuple[str, _Derived | None, bytes]]] = _derive_part,
 ) -> list[tuple[str, _Derived | None, bytes]] | None:
     """A states step's part, on a worker: each record's inputs read from the snapshot (incrementally,
     as the writer gathers them), derived and compressed by ``derive`` (the handle's StoreTuning.derive:
-    views._derive_part); None: not read here."""
-    # one record at a time: a worker holds one record's inputs, whatever the part holds (a hot record)
-    rows = _read(task, lambda handle, txn, subject: derive([handle._gather(txn, subject, incremental=True)])[0])
-    return rows
+    views._derive_part); None: not read here. The flags: which records are marked for their inbound
+    citations alone (spec/storage.md §3.5), as the writer took them from ``pendstate``."""
+    snap, subjects, flags = task
+    only = {s for s, flag in zip(subjects, flags, strict=True) if flag}
+
+    def one(handle: _ViewsHandle, txn: lmdb.Transaction, subject: str) -> tuple[str, _Derived | None, bytes]:
+        # one record at a time: a worker holds one record's inputs, whatever the part holds (a hot record)
+        return derive([handle._gather(txn, subject, incremental=True, inbound_only=subject in only)])[0]
+
+    return _read((snap, subjects), one)
 
 
 def outbound_citations(task: tuple[Snapshot, list[str]]) -> list[list[tuple[str, str]]] | None:

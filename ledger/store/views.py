@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import lmdb
@@ -19,7 +19,17 @@ from pithledger.records.canonical import canonical_bytes
 
 from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
 from ..errors import LedgerError
-from ..merge import Entry, Fold, FoldCitations, fold, fold_all, fold_outbound, outbound_citations, reduce
+from ..merge import (
+    Entry,
+    Fold,
+    FoldCitations,
+    fold,
+    fold_all,
+    fold_outbound,
+    outbound_citations,
+    reduce,
+    with_inbound,
+)
 from .entries import LogEntry, _entry_decoder
 from .env import (
     _RELEASE_ENTRIES,
@@ -47,6 +57,7 @@ class _Derived(NamedTuple):
     old_keys: list[tuple[bytes, bytes]]  # lookup index entries of the state it replaces
     new_keys: list[tuple[bytes, bytes]]
     fold: bytes | None = None  # the _FoldEntry to keep beside the state (None: delete any); see _packed
+    how: str = "derived"  # "inbound": updated from the stored state (_update_inbound); "unchanged": nothing to store
 
 
 class _Inputs(NamedTuple):
@@ -64,6 +75,7 @@ class _Inputs(NamedTuple):
     last_seq: int = -1  # the record's last log entry read
     inbound_ids: bytes = b""  # the 32-byte id digests of every standing inbound citation, sorted
     segments: list[tuple[bytes, int]] = []  # how ``old_state`` is segmented (_pack_state), if it is
+    pair: bytes | None = None  # inbound only (_update_inbound): its stored digest leaf; ``own`` is then empty
 
 
 class _FoldEntry(msgspec.Struct, array_like=True):
@@ -172,13 +184,47 @@ def _packed(inputs: _Inputs, derived: _Derived) -> tuple[_Derived, bytes]:
     return derived._replace(fold=_fold_encoder.encode(entry)), packed
 
 
+def _update_inbound(inputs: _Inputs) -> _Derived | None:
+    """A record whose own events did not change and whose standing inbound citations did (spec/storage.md
+    §3.5), from its stored state and digest leaf (``inputs.pair``), the ids of its standing inbound citations
+    and their log entries (``inputs.inbound``, in that order): merge.with_inbound, the events root kept.
+    None where it cannot be (a damaged stored state or leaf): the writer derives it in full."""
+    if inputs.old_state is None or inputs.pair is None:
+        return None
+    try:
+        data = _unpack_state(inputs.old_state)
+        pair = _pair_decoder.decode(inputs.pair)
+    except (LedgerError, msgspec.DecodeError):
+        return None
+    digests = [inputs.inbound_ids[i : i + 32] for i in range(0, len(inputs.inbound_ids), 32)]
+    if len(digests) != len(inputs.inbound):
+        return None
+    raw = {"sha256:" + d.hex(): entry for d, entry in zip(digests, inputs.inbound, strict=True)}
+    got = with_inbound(
+        inputs.subject, data, set(raw), lambda ids: [_entry_decoder.decode(raw[i]).entry() for i in sorted(ids)]
+    )
+    if got is None or pair.states != bytes.fromhex(got[2]):  # a leaf that is not the stored state's: in full
+        return None
+    state, sha, _ = got
+    if state == data:  # nothing a full derivation would change (a pending record): nothing to store
+        return _Derived(inputs.subject, b"", b"", [], [], None, "unchanged")
+    # the events root is a function of the record's own events, which did not change; the lookup index
+    # entries follow record_status and the aliases, which inbound citations never change
+    return _Derived(
+        inputs.subject, state, _pair_encoder.encode(Pair(pair.events, bytes.fromhex(sha))), [], [], None, "inbound"
+    )
+
+
 def _derive_part(part: list[_Inputs]) -> list[tuple[str, _Derived | None, bytes]]:
-    """Worker process: derive and compress a part of a finishing step's records (None: a fold fell back)."""
+    """Worker process: derive and compress a part of a finishing step's records (None: a fold or an
+    inbound update fell back: the writer derives it from its whole inputs)."""
     out: list[tuple[str, _Derived | None, bytes]] = []
     for inputs in part:
-        derived = _derive(inputs)
+        derived = _update_inbound(inputs) if inputs.pair is not None else _derive(inputs)
         if derived is None:
             out.append((inputs.subject, None, b""))
+        elif derived.how == "unchanged":
+            out.append((inputs.subject, derived, b""))
         else:
             packed_as, packed = _packed(inputs, derived)
             # the writer stores the compressed state only: the canonical bytes (5 x as many) stay here
@@ -333,6 +379,7 @@ class _Views(_Lookup):
         *,
         incremental: bool = False,
         gather: Callable[[lmdb.Transaction, str], _Inputs] | None = None,
+        inbound_only: Collection[str] = (),
     ) -> Iterator[list[_Inputs]]:
         """The stored inputs of ``subjects`` (:meth:`_gather`, or ``gather``: fsck's, which names damage), in
         parts of ``records`` records or ``log_entries`` log entries (StoreTuning), for :func:`_derive` here or
@@ -341,7 +388,11 @@ class _Views(_Lookup):
         part: list[_Inputs] = []
         entries = read = 0
         for subject in subjects:
-            inputs = self._gather(txn, subject, incremental=incremental) if gather is None else gather(txn, subject)
+            inputs = (
+                self._gather(txn, subject, incremental=incremental, inbound_only=subject in inbound_only)
+                if gather is None
+                else gather(txn, subject)
+            )
             part.append(inputs)
             entries += len(inputs.own) + len(inputs.inbound)
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
@@ -411,12 +462,19 @@ class _Views(_Lookup):
                     )
                 yield bytes(seq)
 
-    def _gather(self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False) -> _Inputs:
+    def _gather(
+        self, txn: lmdb.Transaction, subject: str, *, incremental: bool = False, inbound_only: bool = False
+    ) -> _Inputs:
         """What :func:`_derive` needs of one record, as stored: no decoding here (the writer's thread
         only reads; the workers decode). ``incremental``: where the record has a Fold, only what came
-        since it was made (spec/storage.md §3.3)."""
+        since it was made (spec/storage.md §3.3). ``inbound_only``: only its standing inbound citations
+        changed; where the update applies (§3.5), what :func:`_update_inbound` needs, not its own events."""
         raw = txn.get(subject.encode(), db=self.db[b"state"])
         old = bytes(raw) if raw is not None else None
+        if inbound_only and old is not None:
+            got = self._gather_inbound(txn, subject, old)
+            if got is not None:
+                return got
         stored = self._fold_entry(txn, subject) if incremental and old is not None else None
         seqs = list(self._subject_seqs(txn, subject, after=stored.last_seq if stored is not None else -1))
         own = [self._raw_entry(txn, seq) for seq in seqs]
@@ -431,6 +489,23 @@ class _Views(_Lookup):
         # the stored state's segments are reused only if it is the state they describe
         segments = stored.segments if old is not None and hashlib.sha256(old).digest() == stored.packed_sha256 else []
         return _Inputs(subject, own, inbound, old, stored.fold, removed, last, b"".join(digests), segments)
+
+    def _gather_inbound(self, txn: lmdb.Transaction, subject: str, old: bytes) -> _Inputs | None:
+        """:meth:`_gather` for the inbound update (spec/storage.md §3.5), or None where its preconditions do
+        not hold: a fold entry (the fold takes inbound changes itself), no digest leaf, or a record that a full
+        derivation would give a fold entry (it keeps one from 256 events, own and inbound: §3.3)."""
+        if b"fold" in self.db and txn.get(subject.encode(), db=self.db[b"fold"]) is not None:
+            return None
+        pair = txn.get(_rec_key(subject), db=self.db[b"rec"])
+        if pair is None:
+            return None
+        cursor = txn.cursor(db=self.db[b"subject"])
+        own = cursor.count() if cursor.set_key(subject.encode()) else 0
+        digests = sorted(self._inbound_digests(txn, subject))
+        if _keeps_fold(own, len(digests)):
+            return None
+        inbound = [self._inbound_entry(txn, subject, d) for d in digests]
+        return _Inputs(subject, [], inbound, old, inbound_ids=b"".join(digests), pair=bytes(pair))
 
     def _subject_seqs(self, txn: lmdb.Transaction, subject: str, *, after: int = -1) -> Iterator[bytes]:
         """The log keys of the record's events, in log order; ``after``: only those past that entry (the
