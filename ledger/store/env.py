@@ -201,15 +201,45 @@ DAMAGE_ERRORS: tuple[type[lmdb.Error], ...] = (
 
 
 def lost_layout(env: lmdb.Environment, path: Path) -> LedgerDamaged | None:
-    """A ledger with no layout record (or no meta table) that committed more than its creating writer's first
-    transaction (the meta table's creation; the layout is written in the second) lost it to damage: a ledger
-    being created is "not complete (yet)", this one is damaged (fsck: a fault found, exit 1, not 3)."""
-    committed = int(env.info()["last_txnid"])
-    if committed <= 1:
-        return None
+    """A ledger with no layout record (or no meta table, or without a table its layout has) that committed more
+    than its creating writer's first transactions (the meta table's creation, then the layout, then the tables)
+    lost it to damage: a ledger being created is "not complete (yet)", this one is damaged (fsck: a fault found,
+    exit 1, not 3).
+
+    Read in one fresh snapshot: the caller's read may predate the creating writer's later commits, and counting
+    the commits made since would call a ledger being created damaged (a reader racing `apply`'s creation: found
+    by CI). So a ledger complete in the fresh snapshot was being created: None, and the caller's reader retries."""
+    try:
+        with env.begin() as txn:
+            committed = txn.id()
+            if committed <= 1:
+                return None
+            meta = _table_in(env, txn, b"meta")
+            layout = bytes(txn.get(b"layout_version", b"", db=meta)) if meta is not None else b""
+            if layout and committed <= 2:
+                return None  # its tables are created in the next commit
+            if layout.isdigit() and all(_table_in(env, txn, name) is not None for name in _tables_of(int(layout))):
+                return None  # complete now: the caller read an older snapshot
+    except lmdb.Error:  # the snapshot cannot be read: what the environment says it committed
+        committed = int(env.info()["last_txnid"])
+        if committed <= 1:
+            return None
     return LedgerDamaged(
         f"the ledger at {path} has no layout record, though it committed {committed:,} transactions: it is damaged"
     )
+
+
+def _table_in(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> Any:
+    try:
+        return env.open_db(name, txn=txn, create=False, dupsort=_DBS.get(name, False))
+    except lmdb.NotFoundError:
+        return None
+
+
+def _tables_of(layout: int) -> list[bytes]:
+    """The tables a ledger of ``layout`` holds (layout 4 lacks the transparency log, 3 the pending sets too)."""
+    absent = () if layout >= LAYOUT_VERSION else _TLOG + (_PENDING if layout <= 3 else ())
+    return [name for name in _DBS if name not in absent]
 
 
 def _seq_text(seq: bytes) -> str:

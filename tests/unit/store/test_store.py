@@ -211,6 +211,52 @@ def test_other_layout_version_is_refused(tmp_path: Path) -> None:
         Ledger(tmp_path)
 
 
+def _creating(path: Path, *, layout: bool) -> lmdb.Environment:
+    """A ledger as its creating writer leaves it after two commits: the meta table (1), then the layout (2),
+    or another write that lost it (damage)."""
+    env = lmdb.open(str(path), max_dbs=16)
+    env.open_db(b"meta")
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.put(b"layout_version" if layout else b"other", b"5")
+    return env
+
+
+def test_a_ledger_whose_layout_was_written_after_the_readers_snapshot_is_not_damaged(tmp_path: Path) -> None:
+    # A reader of a ledger being created read the layout before the writer's second commit, then counted the
+    # commits made since (found by CI: a reader racing apply's creation got ledger-damaged).
+    from pithledger.store.env import lost_layout
+
+    env = _creating(tmp_path, layout=True)
+    try:
+        assert env.info()["last_txnid"] == 2
+        assert lost_layout(env, tmp_path) is None
+    finally:
+        env.close()
+
+
+def test_a_ledger_that_lost_its_layout_record_is_damaged(tmp_path: Path) -> None:
+    from pithledger.store.env import lost_layout
+
+    env = _creating(tmp_path, layout=False)
+    try:
+        lost = lost_layout(env, tmp_path)
+    finally:
+        env.close()
+    assert lost is not None and "has no layout record, though it committed 2 transactions" in lost.message
+
+
+def test_a_ledger_with_its_layout_but_without_its_tables_after_its_creation_is_damaged(tmp_path: Path) -> None:
+    from pithledger.store.env import lost_layout
+
+    env = _creating(tmp_path, layout=True)
+    try:
+        with env.begin(write=True, db=env.open_db(b"meta")) as txn:  # a third commit: creation made the tables
+            txn.put(b"other", b"")
+        assert lost_layout(env, tmp_path) is not None
+    finally:
+        env.close()
+
+
 def test_map_grows_when_full(tmp_path: Path) -> None:
     with Ledger(tmp_path, create=True, map_size=64 * 1024) as ledger:
         ledger.apply_batch(example_bundles())
