@@ -16,9 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from helpers.adversary import garble
-from helpers.eventpool import ALICE, BOB, EVE, FAKE, FAKE_REC, IDS, MALLORY, ORPHAN, RECS, P, t
-from pithledger.records.events import make_event
-from pithledger.records.keys import LocalKey
+from helpers.eventpool import ALICE, BOB, EVE, FAKE, FAKE_REC, IDS, MALLORY, ORPHAN, RECS, P, collecting, t
 from pithledger.records.model import record_ids
 from pithledger.store import Ledger
 from pithledger.store.views import _FOLD_FROM
@@ -33,11 +31,7 @@ A_OWN = _FOLD_FROM - 14
 def cite_pool() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(A's record_created and filler events, every other valid event, junk)."""
     ev: list[dict[str, Any]] = []
-
-    def sign(kind: str, subject: str, payload: dict[str, Any], k: LocalKey, when: str) -> dict[str, Any]:
-        e = make_event(kind, subject, payload, k, created_at=when)
-        ev.append(e)
-        return e
+    sign = collecting(ev)
 
     for i, rec in enumerate(RECS):
         sign(

@@ -10,6 +10,7 @@ import base64
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -41,15 +42,24 @@ def t(day: int, hour: int = 0) -> str:
     return f"2026-06-{day:02d}T{hour:02d}:00:00Z"
 
 
-@lru_cache(maxsize=1)
-def pool() -> list[dict[str, Any]]:
-    ev: list[dict[str, Any]] = []
+Sign = Callable[[str, str, dict[str, Any], LocalKey, str], dict[str, Any]]
+
+
+def collecting(ev: list[dict[str, Any]]) -> Sign:
+    """sign(kind, subject, payload, key, created_at): an event made and appended to ``ev`` (the pools' signer)."""
 
     def sign(kind: str, subject: str, payload: dict[str, Any], k: LocalKey, when: str) -> dict[str, Any]:
         e = make_event(kind, subject, payload, k, created_at=when)
         ev.append(e)
         return e
 
+    return sign
+
+
+@lru_cache(maxsize=1)
+def pool() -> list[dict[str, Any]]:
+    ev: list[dict[str, Any]] = []
+    sign = collecting(ev)
     for i, rec in enumerate(RECS):
         sign(
             "record_created",

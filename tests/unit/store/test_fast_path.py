@@ -214,8 +214,7 @@ def _reordered(value: Any) -> Any:
 
 #: How a line is written: canonically, or in ways a strict reader accepts but that are not canonical, or with
 #: what the strict reader refuses, each at one place of the line.
-WRITINGS = [
-    *["canonical"] * 24,
+NOT_CANONICAL = [
     "reordered keys",
     "ascii escapes",
     "escaped solidus",
@@ -231,6 +230,7 @@ WRITINGS = [
     "deep nesting",
     "invalid utf-8",
 ]
+WRITINGS = [*["canonical"] * 24, *NOT_CANONICAL]
 
 
 def write(value: dict[str, Any], how: str, at: int) -> bytes:
@@ -326,25 +326,7 @@ def test_the_fast_path_takes_the_well_formed_lines() -> None:
     assert taken >= 2 * len(valid)  # pass 2 on the worker and the batch's verification: each verified fast
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        "reordered keys",
-        "ascii escapes",
-        "escaped solidus",
-        "white space",
-        "duplicate key",
-        "float",
-        "exponent",
-        "minus zero",
-        "huge integer",
-        "lone surrogate",
-        "surrogate pair",
-        "trailing data",
-        "deep nesting",
-        "invalid utf-8",
-    ],
-)
+@pytest.mark.parametrize("how", NOT_CANONICAL)
 @pytest.mark.parametrize("at", [0, 3, 17, 40])
 def test_every_fault_of_the_strict_reading_leaves_the_fast_path(how: str, at: int) -> None:
     """Each thing the strict decoder refuses (or reads, but is not canonical) at several places of a line
