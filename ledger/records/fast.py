@@ -22,8 +22,6 @@ import os
 from typing import Any, NamedTuple
 
 import msgspec
-import nacl.exceptions
-import nacl.signing
 
 from pithledger.errors import PithledgerError
 from pithledger.records import events as ev
@@ -229,23 +227,6 @@ def _signing_message(event: Event) -> bytes | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _verifier(public_key: bytes) -> nacl.signing.VerifyKey:
-    # a ledger meets the same few signers over and over: their keys are parsed once (keys.signature_ok's check)
-    return nacl.signing.VerifyKey(public_key)
-
-
-def _signature_ok(public_key: bytes, message: bytes, signature: bytes) -> bool:
-    """keys.signature_ok, with the key object remembered."""
-    if len(public_key) != keys.PUBLIC_KEY_LEN or len(signature) != keys.SIGNATURE_LEN:
-        return False
-    try:
-        _verifier(public_key).verify(message, signature)
-    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, nacl.exceptions.TypeError):
-        return False
-    return True
-
-
-@functools.lru_cache(maxsize=4096)
 def _real_day(day: str) -> bool:
     try:
         datetime.date(int(day[0:4]), int(day[5:7]), int(day[8:10]))
@@ -285,7 +266,7 @@ def verify(event: Event, eid: str, known: bool = False) -> dict[str, Any] | None
         return None
     if not known:
         message = _signing_message(event)
-        if message is None or not _signature_ok(public_key, message, signature):  # 7
+        if message is None or not keys.signature_ok(public_key, message, signature):  # 7
             return None
     taken["events"] += 1
     return facts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -66,10 +67,17 @@ def signature_ok(public_key: bytes, message: bytes, signature: bytes) -> bool:
     if len(public_key) != PUBLIC_KEY_LEN or len(signature) != SIGNATURE_LEN:
         return False
     try:
-        nacl.signing.VerifyKey(public_key).verify(message, signature)
+        _verifier(public_key).verify(message, signature)
     except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, nacl.exceptions.TypeError):
         return False
     return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _verifier(public_key: bytes) -> nacl.signing.VerifyKey:
+    # a ledger meets the same few signers over and over: each key is parsed once (a pure function of its bytes;
+    # a key that cannot be parsed raises every time, uncached)
+    return nacl.signing.VerifyKey(public_key)
 
 
 # --- the Pith registry -----------------------------------------------------------------------------
