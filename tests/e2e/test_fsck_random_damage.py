@@ -99,6 +99,28 @@ def test_fsck_of_randomly_damaged_ledgers_names_the_damage_never_a_traceback(pri
     assert len(killed) <= COPIES // 16, killed
 
 
+def _cli_fsck(ledger: Path, tmp_path: Path, *, json: bool = False) -> subprocess.CompletedProcess[str]:
+    """`pithledger --ledger LEDGER [--json] fsck --workers 0` in a process of its own (what a user runs)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pithledger.cli",
+            "--ledger",
+            str(ledger),
+            *(["--json"] if json else []),
+            "fsck",
+            "--workers",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+
+
 #: Copies of 300 seeds per density (8, 40, 200, 1,000, 3,000 flips) that ended in a traceback (found, not chosen; the
 #: pristine ledger is the same bytes on every run): the meta table's get or a table's open refused (MDB_BAD_TXN, MDB_INCOMPATIBLE),
 #: a merge version no longer UTF-8, an event-id index value thousands of digits long named as a decimal int; and
@@ -114,24 +136,7 @@ def test_fsck_of_densely_damaged_ledgers_names_the_damage_never_a_traceback(
     assert "escaped" not in found and "no answer" not in found, found
     assert found.get("error", "ledger-damaged") in ("ledger-damaged", "no-ledger", "layout-mismatch"), found
     if flips == 10000:  # through the CLI too: a damaged ledger is a fault found, exit 1
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pithledger.cli",
-                "--ledger",
-                str(tmp_path / "c"),
-                "--json",
-                "fsck",
-                "--workers",
-                "0",
-            ],
-            capture_output=True,
-            text=True,
-            env=_env(tmp_path),
-            timeout=120,
-            check=False,
-        )
+        done = _cli_fsck(tmp_path / "c", tmp_path, json=True)
         assert done.returncode == 1 and '"ledger-damaged"' in done.stdout + done.stderr, (done.stdout, done.stderr)
 
 
@@ -144,14 +149,7 @@ def test_fsck_of_a_damaged_ledger_that_lost_its_layout_record_exits_1_not_3(
     fsck's exit 3 (could not check). It committed far more than a ledger being created has (its first
     transaction creates the meta table, the second writes the layout): ledger-damaged, exit 1."""
     ledger = _damaged(pristine, tmp_path / "L", seed, flips)
-    done = subprocess.run(
-        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck", "--workers", "0"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path),
-        timeout=120,
-        check=False,
-    )
+    done = _cli_fsck(ledger, tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1 and "error[ledger-damaged]" in done.stderr, done.stderr
 
@@ -159,14 +157,7 @@ def test_fsck_of_a_damaged_ledger_that_lost_its_layout_record_exits_1_not_3(
 @pytest.mark.parametrize("seed", [COPIES + n for n in range(4)])
 def test_fsck_of_a_randomly_damaged_ledger_through_the_cli(pristine: Path, tmp_path: Path, seed: int) -> None:
     ledger = _damaged(pristine, tmp_path / "L", seed)
-    done = subprocess.run(
-        [sys.executable, "-m", "pithledger.cli", "--ledger", str(ledger), "fsck", "--workers", "0"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path),
-        timeout=120,
-        check=False,
-    )
+    done = _cli_fsck(ledger, tmp_path)
     if done.returncode in (-signal.SIGABRT, -signal.SIGBUS):  # LMDB's C code (see above): not Python's to catch
         pytest.skip(f"killed in LMDB by {signal.Signals(-done.returncode).name}: {done.stderr.strip()[:200]}")
     assert "Traceback" not in done.stderr, done.stderr
@@ -184,13 +175,6 @@ def test_fsck_of_a_ledger_lmdb_refuses_to_open_is_a_fault_found_exit_1(pristine:
         shutil.rmtree(where)
     else:
         pytest.fail("no copy of 400 was refused at its opening")
-    done = subprocess.run(
-        [sys.executable, "-m", "pithledger.cli", "--ledger", str(where), "fsck", "--workers", "0"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path),
-        timeout=120,
-        check=False,
-    )
+    done = _cli_fsck(where, tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     assert "error[ledger-damaged]" in done.stderr and done.returncode == 1, done.stderr
