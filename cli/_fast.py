@@ -2,7 +2,7 @@
 
 `state` is the read people and scripts run most; typer (with pydantic) costs ~4x the rest of the
 start. This path accepts exactly that shape and gives byte-identical output, errors and exit codes
-(tests/test_cli_fast.py compares it with the full parser); any other argument list returns None and
+(tests/e2e/cli/test_fast_state.py compares it with the full parser); any other argument list returns None and
 goes to the full command line. Imports nothing beyond the standard library and the ledger.
 """
 

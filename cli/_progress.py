@@ -68,7 +68,7 @@ def fit(detail: str, room: int) -> str:
 
 
 def checking_detail(done_bytes: int, total_bytes: int, files_done: int, files: int, elapsed: float) -> str:
-    """What the checking line says after the bar (a pure function: tests/test_hardening_cli.py)."""
+    """What the checking line says after the bar (a pure function)."""
     return _join(
         f"{_size(done_bytes)}/{_size(total_bytes)}",
         _eta(done_bytes, total_bytes, elapsed),

@@ -39,7 +39,7 @@ if _sys.argv and (
 import importlib  # noqa: E402 - after the Ctrl-C handler above
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-#: Kept equal to pyproject.toml's version by tests/test_packaging.py; a literal, because asking
+#: Kept equal to pyproject.toml's version by tests/unit/test_packaging.py; a literal, because asking
 #: importlib.metadata costs ~40 ms on every command's start.
 __version__ = "0.2.0"
 

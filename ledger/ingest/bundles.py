@@ -7,7 +7,7 @@ on worker processes for a big input; it records the SHA-256 of each region it re
 regions, and only after a region's digest equals the one recorded does it decode the region's
 documents, with msgspec's plain decoder: the bytes are those the strict decoder accepted, and for
 every document the strict decoder accepts the plain one yields the same value
-(tests/test_cli_apply_reading.py proves it), at a third of the cost. A line in canonical form takes the
+(tests/e2e/cli/test_cli_apply_reading.py proves it), at a third of the cost. A line in canonical form takes the
 fast path in both passes instead (ledger/records/fast.py, spec/adr/0020): one typed decode, which stands for
 the strict reading in pass 1 and gives the prepared bundle and its copies' verification in pass 2. A region that held a fault in
 the first pass is read strictly again, its faulty documents skipped. An input that changed between

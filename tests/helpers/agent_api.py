@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of agent api share (cut from tests/e2e/test_agent_api.py,
+"""What the in-process and the end-to-end tests of agent api share (cut from tests/e2e/web/test_agent_api.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

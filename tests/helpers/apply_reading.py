@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of cli apply reading share (cut from tests/e2e/test_cli_apply_reading.py,
+"""What the in-process and the end-to-end tests of cli apply reading share (cut from tests/e2e/cli/test_cli_apply_reading.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Debian's Chromium as the browser tests start it (cut from tests/e2e/test_browser.py)."""
+"""Debian's Chromium as the browser tests start it (cut from tests/e2e/render/test_record_page.py)."""
 
 from __future__ import annotations
 

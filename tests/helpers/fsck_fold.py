@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of fsck fold share (cut from tests/e2e/test_fsck_fold.py,
+"""What the in-process and the end-to-end tests of fsck fold share (cut from tests/e2e/store/test_fsck_fold.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

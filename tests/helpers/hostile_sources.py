@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of hostile sources share (cut from tests/e2e/test_hostile_sources.py,
+"""What the in-process and the end-to-end tests of hostile sources share (cut from tests/e2e/mirror/test_hostile_sources.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A record and hand-made state documents for the pure page builders (cut from tests/unit/render/test_record_page.py,
-which tests/e2e/test_agent_api.py shares)."""
+which tests/e2e/web/test_agent_api.py shares)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of pull share (cut from tests/e2e/test_pull.py,
+"""What the in-process and the end-to-end tests of pull share (cut from tests/e2e/mirror/test_pull.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of served bytes share (cut from tests/e2e/test_served_bytes.py,
+"""What the in-process and the end-to-end tests of served bytes share (cut from tests/e2e/web/test_served_bytes.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A real `pithledger serve` over the example bundles, and the real command line beside it
-(cut from tests/e2e/test_serve_http.py, which the page, badge, browser, agent and witness tests share)."""
+(cut from tests/e2e/web/test_serve_http.py, which the page, badge, browser, agent and witness tests share)."""
 
 from __future__ import annotations
 

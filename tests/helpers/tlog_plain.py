@@ -1,4 +1,4 @@
-"""What the in-process and the end-to-end tests of tlog plain share (cut from tests/e2e/test_tlog_plain.py,
+"""What the in-process and the end-to-end tests of tlog plain share (cut from tests/e2e/tlog/test_tlog_plain.py,
 now split between tests/unit/ and tests/e2e/)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared by tests/e2e/test_tlog_publish.py and tests/e2e/test_tlog_cli.py: the real command line in
+"""Shared by tests/e2e/mirror/test_tlog_publish.py and tests/e2e/tlog/test_tlog_commands.py: the real command line in
 subprocesses with a private key directory, ledgers grown batch by batch with really signed events,
 a real `serve` on loopback, and a tampering proxy in front of one."""
 

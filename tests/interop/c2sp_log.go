@@ -1,5 +1,5 @@
 // A plain C2SP tlog-tiles log written by other code than pithledger's: Go's golang.org/x/mod/sumdb/tlog
-// (hashes, tiles) and sumdb/note (the signed checkpoint). Used by tests/test_tlog_plain.py.
+// (hashes, tiles) and sumdb/note (the signed checkpoint). Used by tests/e2e/tlog/test_tlog_plain.py.
 //
 //	go run c2sp_log.go DIR ORIGIN OLD NEW
 //

@@ -1,7 +1,7 @@
 """ledger/fanout.py alone: order kept under random delays, the look-ahead bound, a lost worker's part
 redone, the function's own exception raised again; on every executor kind (spec/storage.md §7).
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_fanout.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/test_fanout.py."""
 
 from __future__ import annotations
 

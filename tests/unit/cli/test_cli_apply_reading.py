@@ -1,7 +1,7 @@
 """apply reads its inputs twice: a strict checking pass that records a digest per region, then a
 guarded pass that decodes checked bytes with msgspec's plain decoder (ledger/ingest/bundles.py, spec/storage.md §3).
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_cli_apply_reading.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/cli/test_cli_apply_reading.py."""
 
 from __future__ import annotations
 

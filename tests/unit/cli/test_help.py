@@ -1,6 +1,6 @@
 """Help, usage and version text, as a user reads it: in this process (this folder's `cli` fixture runs the
 entry point in-process), the text being what they check; one real process prints --help in
-tests/e2e/tests/e2e/test_cli_identifiers.py::test_version_and_help."""
+tests/e2e/cli/test_identifiers.py::test_version_and_help."""
 
 from __future__ import annotations
 

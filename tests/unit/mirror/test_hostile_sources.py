@@ -3,7 +3,7 @@
 Broken HTTP comes from raw socket servers on 127.0.0.1 in threads (every wait bounded: socket
 timeouts, stop events, joins with timeouts); broken directories are real published trees, damaged.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_hostile_sources.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/mirror/test_hostile_sources.py."""
 
 from __future__ import annotations
 

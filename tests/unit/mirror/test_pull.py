@@ -1,7 +1,7 @@
 """`pull` from Pith-shaped mirrors (spec/pull.md): a real loopback server exposing only Pith's paths,
 real LMDB ledgers, the real records and demo events of bundles/.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_pull.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/mirror/test_pull.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the C2SP tiles, incrementally and never over a differing tile; `serve --key` ans
 tiles and checks every named event, and names every tampering. Real CLI subprocesses, real keys, real
 LMDB, a real server on loopback (and a tampering proxy in front of it).
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_tlog_publish.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/mirror/test_tlog_publish.py."""
 
 from __future__ import annotations
 

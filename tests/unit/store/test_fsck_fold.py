@@ -4,7 +4,7 @@ else than the log would give a state no other mirror holding the same events der
 after the mutation they carry; each corrupts one entry of a real ledger (really signed records of 700 events,
 segmented states) and runs the real ``pithledger``.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_fsck_fold.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/store/test_fsck_fold.py."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ a malformed one is ``bad-verifier-key``, one of a type pithledger cannot check (
 ``unsupported-key-type``, never a checkpoint that "does not verify" (which reads as tampering).
 Real CLI subprocesses throughout.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_tlog_plain.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tlog/test_tlog_plain.py."""
 
 from __future__ import annotations
 

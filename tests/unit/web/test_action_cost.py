@@ -2,7 +2,7 @@
 decoded, so one client cannot hold the event loop (and every reader) for a third of a second per request
 with a megabyte of empty arrays. A real server on 127.0.0.1, real signed events.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_action_cost.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/web/test_action_cost.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ only the host — on a served ledger (a real `pithledger serve`) and on a publis
 `python -m http.server`. Real data: Pith's record document for arXiv 2502.21231 (tests/vectors/), whose
 receipt verifies under Pith's registry key, and the example bundles.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_agent_api.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/web/test_agent_api.py."""
 
 from __future__ import annotations
 

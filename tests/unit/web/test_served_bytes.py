@@ -3,7 +3,7 @@ holding the same valid events, reached by different copies of Pith's record_crea
 fields Pith's receipt does not sign), serve and export the same bytes, and nothing unauthenticated is
 shown as Pith's. Every check runs the real command line and real `serve` processes on 127.0.0.1.
 
-The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/tests/e2e/test_served_bytes.py."""
+The tests of this feature that run in-process; those that start processes or servers are in tests/e2e/web/test_served_bytes.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from helpers.site import BUNDLES
 from pithledger.records import ots as _ots
 
 NUMBER = "pith:2026:FZ7AO632HBV3FATAUUZ6Y44Y3P"
-HEADER_358391 = (Path(__file__).parent.parent / "fixtures" / "ots" / "block-358391.header.hex").read_text().split()[0]
+HEADER_358391 = (Path(__file__).parents[2] / "fixtures" / "ots" / "block-358391.header.hex").read_text().split()[0]
 
 
 def test_headers_are_checked_before_anything_is_signed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

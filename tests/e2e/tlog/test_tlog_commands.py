@@ -285,7 +285,7 @@ def test_a_fork_is_named_from_a_ledger_and_from_published_tiles(grown: Grown, tm
     path.write_text(json.dumps(write_bundle(SUBJECT, attestations(600, 0, signer=BOB))))
     pl(grown.tmp, "--ledger", str(other), "apply", str(path))
     # a copy of the key in another key directory (where the key's record of what it signed is not:
-    # from the same directory the key refuses to sign the fork, tests/e2e/test_restore.py)
+    # from the same directory the key refuses to sign the fork, tests/e2e/store/test_restore.py)
     keys = tmp_path / "copied-keys"
     keys.mkdir(mode=0o700)
     shutil.copy2(grown.tmp / "keys" / f"{KEY}.key.json", keys)

@@ -22,7 +22,7 @@ from helpers.tlogkit import SUBJECT, attestations
 from pithledger.records.bundle import write_bundle
 from pithledger.store import Ledger
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "operating.md"
 BIN = Path(sys.executable).parent
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
+BUNDLES = Path(__file__).resolve().parents[3] / "bundles"
 MEMORY = "a" * 64  # a remembered checkpoint's file name stem (checkpoints/<sha256 hex>.json)
 
 

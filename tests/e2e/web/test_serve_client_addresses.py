@@ -14,7 +14,7 @@ import pytest
 from helpers import servekit
 from helpers.site import _env
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
 ACTION = "/pith/FHIBFT2FCAH6TNYKWKJEBOYM4L/action/author_attestation"
 

@@ -28,7 +28,7 @@ from pithledger.records.events import make_event
 from pithledger.records.keys import LocalKey
 from pithledger.web.ops import Proxies, escaped
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
 SUFFIX = "FHIBFT2FCAH6TNYKWKJEBOYM4L"
 NUMBER = "pith:2025:" + SUFFIX

@@ -19,7 +19,7 @@ from helpers.eventpool import ALICE, BOB, P, pool, t
 from pithledger.records.bundle import write_bundle
 from pithledger.records.events import make_event
 
-BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
+BUNDLES = Path(__file__).resolve().parents[3] / "bundles"
 
 
 def write_jsonl(path: Path, bundles: list[dict[str, Any]]) -> Path:

@@ -1,6 +1,6 @@
 """Crashes, concurrency, a full disk and hostile input: nothing lost, nothing half-written, nothing forged.
 
-The long variants run by hand:  PITHLEDGER_LONG_TESTS=1 pytest tests/e2e/test_apply_atomicity.py
+The long variants run by hand:  PITHLEDGER_LONG_TESTS=1 pytest tests/e2e/store/test_apply_atomicity.py
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import servekit
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 RECORD_DOC = VECTORS / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
 SUFFIX = "FHIBFT2FCAH6TNYKWKJEBOYM4L"
 ACTION = f"/pith/{SUFFIX}/action/author_attestation"

@@ -340,7 +340,7 @@ def test_fork_through_real_processes(tmp_path: Path) -> None:
         )
         assert first.returncode == 0 and f"witness {server.base}: cosigned" in first.stdout, first.stdout + first.stderr
         # the key copied to another key directory: from its own, where its record of what it signed is, the
-        # key refuses to sign the fork at all (log-would-fork, tests/e2e/test_restore.py)
+        # key refuses to sign the fork at all (log-would-fork, tests/e2e/store/test_restore.py)
         copied = tmp_path / "copied-keys"
         copied.mkdir(mode=0o700)
         shutil.copy2(tmp_path / "xdg-config" / "pithledger" / "keys" / "mirror.key.json", copied)

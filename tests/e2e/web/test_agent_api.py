@@ -216,7 +216,7 @@ def test_an_agent_reads_pith_paper_block_of_an_applied_record_document_marked_un
     hash) and the excerpt (a cut abstract cannot match the hash of the whole) are unchecked. Before: both ""."""
     tmp = tmp_path_factory.mktemp("agent-paper")
     ledger = tmp / "ledger"
-    vector = Path(__file__).resolve().parents[1] / "vectors" / f"pith-record-{FHI}.json"
+    vector = Path(__file__).resolve().parents[2] / "vectors" / f"pith-record-{FHI}.json"
     assert json.loads(vector.read_text()) == PITH_DOC
     assert pl(tmp, "--ledger", str(ledger), "apply", str(vector)).returncode == 0
     server = Server(ledger, tmp)
