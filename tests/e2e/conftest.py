@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fanout import local  # the fanout tests' fixture (test_fanout.py of this folder)
+
 HERE = Path(__file__).parent
 
 
@@ -15,3 +17,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.e2e)
+
+
+__all__ = ["local"]

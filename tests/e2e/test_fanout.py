@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from helpers.common import ROOT
-from helpers.fanout import _fails_on_seven, _parts, _slow_square, local  # noqa: F401 (fixtures)
+from helpers.fanout import _fails_on_seven, _parts, _slow_square
 from helpers.site import BUNDLES
 from pithledger.fanout import Fanout
 

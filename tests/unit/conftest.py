@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from helpers.fanout import local  # the fanout tests' fixture (test_fanout.py of this folder)
+
 WRONG_LANE = "the in-process lane (tests/unit) started {what}: move this test to tests/e2e"
 
 
@@ -33,3 +35,6 @@ def _in_process_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     if seen:
         pytest.fail(WRONG_LANE.format(what=seen[0]), pytrace=False)
+
+
+__all__ = ["local"]

@@ -12,7 +12,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest
 
-from helpers.fanout import _fails_on_seven, _parts, _slow_square, local  # noqa: F401 (fixtures)
+from helpers.fanout import _fails_on_seven, _parts, _slow_square
 from pithledger.fanout import Fanout
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.hostile_sources import buckets, chain, get, published  # noqa: F401 (fixtures)
+from helpers.hostile_sources import buckets, chain, get
 from pithledger.audit import compare
 from pithledger.errors import (
     RedirectRefused,

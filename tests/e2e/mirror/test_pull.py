@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers.pith_site import PithSite
-from helpers.pull import same_as_truth, truth  # noqa: F401 (fixtures)
+from helpers.pull import same_as_truth
 from pithledger.errors import NotFound, RedirectRefused, SourceProtocolError, SourceTooLarge
 from pithledger.mirror.http11 import Client
 from pithledger.mirror.pull import RateLimit, pull, targets_of_args

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers.pull import same_as_truth, truth  # noqa: F401 (fixtures)
+from helpers.pull import same_as_truth
 from pithledger.records import ids
 from pithledger.store import Ledger
 
@@ -43,7 +43,7 @@ def static_host() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def records(truth: dict[str, Any]) -> dict[str, tuple[str, int]]:  # noqa: F811
+def records(truth: dict[str, Any]) -> dict[str, tuple[str, int]]:
     """Each record's long Pith Number -> (arXiv id, version)."""
     out = {}
     for body in truth["bundles"].values():
@@ -79,7 +79,7 @@ def latest(records: dict[str, tuple[str, int]]) -> dict[str, str]:
     return {number: arxiv for arxiv, (_, number) in top.items()}
 
 
-def publish(cli: Any, truth: dict[str, Any], tree: Path) -> None:  # noqa: F811
+def publish(cli: Any, truth: dict[str, Any], tree: Path) -> None:
     r = cli("--ledger", str(truth["path"]), "publish", str(tree), "--json")
     assert r.code == 0, r.err
 
@@ -87,7 +87,7 @@ def publish(cli: Any, truth: dict[str, Any], tree: Path) -> None:  # noqa: F811
 def test_every_id_form_pulls_from_a_published_tree_as_a_directory_and_on_a_static_http_host(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
     records: dict[str, tuple[str, int]],
     static_host: Any,
 ) -> None:
@@ -114,7 +114,7 @@ def test_every_id_form_pulls_from_a_published_tree_as_a_directory_and_on_a_stati
 def test_an_id_not_in_the_index_and_a_lying_index_are_named_and_exit_1(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
     records: dict[str, tuple[str, int]],
     static_host: Any,
 ) -> None:
@@ -141,7 +141,7 @@ def test_an_id_not_in_the_index_and_a_lying_index_are_named_and_exit_1(
 def test_an_unusable_index_is_named_and_bounded(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
     records: dict[str, tuple[str, int]],
     static_host: Any,
 ) -> None:
@@ -169,7 +169,7 @@ def test_an_unusable_index_is_named_and_bounded(
 def test_a_republish_rebuilds_the_shards_of_what_changed_from_the_ledger(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
     records: dict[str, tuple[str, int]],
 ) -> None:
     ledger = tmp_path / "l"
@@ -210,7 +210,7 @@ def test_a_republish_rebuilds_the_shards_of_what_changed_from_the_ledger(
 def test_a_record_no_longer_present_leaves_the_index_on_the_next_publish(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
 ) -> None:
     ledger, tree = tmp_path / "l", tmp_path / "tree"
     shutil.copytree(truth["path"], ledger)
@@ -245,7 +245,7 @@ def test_a_record_no_longer_present_leaves_the_index_on_the_next_publish(
 def test_a_static_host_that_never_answers_for_the_index_is_cut_off_and_named(
     cli: Any,
     tmp_path: Path,
-    truth: dict[str, Any],  # noqa: F811
+    truth: dict[str, Any],
     records: dict[str, tuple[str, int]],
 ) -> None:
     tree = tmp_path / "tree"

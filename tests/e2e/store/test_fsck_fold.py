@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from helpers.eventpool import ALICE, BOB, EVE, IDS, RECS, P, bundles_of, t
-from helpers.fsck_fold import (  # noqa: F401 (fixtures)
+from helpers.fsck_fold import (
     BIG,
     SMALL,
     B,
@@ -29,8 +29,6 @@ from helpers.fsck_fold import (  # noqa: F401 (fixtures)
     _fold_of,
     _put,
     _with_fold,
-    full_after_later,
-    sound,
 )
 from pithledger.records.bundle import write_bundle
 from pithledger.records.events import make_event

@@ -22,18 +22,16 @@ import pytest
 from helpers.eventpool import pool  # noqa: E402
 from helpers.ledgers import ledger_with  # noqa: E402
 from helpers.site import BUNDLES, Server, pl  # noqa: E402
-from helpers.witness import (  # noqa: F401 (fixtures)
+from helpers.witness import (
     LOG,
     Tree,
     _forked_sources,
     checkpoint,
     cosigned,
     entries,
-    log_signer,
     post,
     publish_log,
     rollback_doc,
-    witness,
 )
 from pithledger import errors
 from pithledger.mirror import checkpoints as logcheck  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from helpers.eventpool import pool
-from helpers.hostile_sources import buckets, chain, get, pair_of, published  # noqa: F401 (fixtures)
+from helpers.hostile_sources import buckets, chain, get, pair_of
 from helpers.ledgers import ledger_with
 from pithledger.audit import Pair, bucket_pair, compare, inner_pair
 from pithledger.errors import MalformedSource, SourceError, SourceFileMissing, UnsafePath

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from helpers.common import VECTORS
-from helpers.pull import BUNDLES, same_as_truth, truth  # noqa: F401 (fixtures)
+from helpers.pull import BUNDLES, same_as_truth
 from pithledger.errors import BadManifest, MalformedId
 from pithledger.mirror import resolveindex
 from pithledger.mirror.publish import publish

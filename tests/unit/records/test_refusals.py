@@ -35,7 +35,6 @@ from helpers.eventkit import (
     sized,
     storage,
 )
-from helpers.eventkit import registry as registry  # noqa: F401 - the fixture
 from pithledger import verify_bundle
 from pithledger.records import keys, ots
 from pithledger.records.bundle import write_bundle

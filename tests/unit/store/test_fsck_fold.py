@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.eventpool import bundles_of
-from helpers.fsck_fold import BIG, B, _dbs, _entries, _events, _fold_of, _put, _with_fold, full_after_later, sound  # noqa: F401 (fixtures)
+from helpers.fsck_fold import BIG, B, _dbs, _entries, _events, _fold_of, _put, _with_fold
 from pithledger.store import Ledger, views
 
 #: entries a sound writer may leave, which mean a full derivation next (spec/storage.md §3.3): no fault

@@ -16,18 +16,16 @@ from typing import Any
 import nacl.signing
 import pytest
 
-from helpers.witness import (  # noqa: F401 (fixtures)
+from helpers.witness import (
     LOG,
     Tree,
     _forked_sources,
     checkpoint,
     cosigned,
     entries,
-    log_signer,
     post,
     publish_log,
     rollback_doc,
-    witness,
 )
 from pithledger import errors
 from pithledger.tlog import merkle
