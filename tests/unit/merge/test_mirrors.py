@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -123,5 +124,5 @@ def entries_of(events: list[dict[str, Any]], picks: set[int]) -> list[Any]:
     return base + [Entry(e, verify_event(e)) for e in extra]
 
 
-TestMirrors = Mirrors.TestCase
+TestMirrors = pytest.mark.slow(Mirrors.TestCase)  # ~14 s on one core: out of the quick lane
 TestMirrors.settings = settings(max_examples=LMDB_EXAMPLES, stateful_step_count=25, deadline=None)

@@ -359,6 +359,7 @@ def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
 MUTATIONS: list[Any] = [None, True, 0, -1, 2**53, "", "x", "ab" * 32, "../../etc/passwd", [], [1], {}, {"a": "b"}]
 
 
+@pytest.mark.slow  # every leaf of every file, ~8 s
 def test_every_leaf_of_every_node_file_mutated_gives_only_named_errors(published: tuple[Ledger, Path]) -> None:
     """Each value (and each key) of digest.json and every node file, replaced by other JSON types: the
     reader refuses the source with a named SourceError, or it reads exactly what was published (the same

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,8 @@ def _stats() -> dict[str, int]:
     return dict(pending._inbound_stats)
 
 
-# the pool is fixed and whole (the threshold needs A's 242 events): the smallest example is big by design
+# the pool is fixed and whole (the threshold needs A's 242 events): the smallest example is big by design (~25 s)
+@pytest.mark.slow
 @settings(max_examples=LMDB_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.large_base_example])
 @given(
     st.sets(st.sampled_from([i for i, e in enumerate(REST) if e["event_type"] == "revocation"])),
