@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of agent api share (cut from tests/e2e/web/test_agent_api.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/web/test_agent_api.py and tests/e2e/web/test_agent_api.py share: Pith's own record document
+(tests/vectors) and `shape_problems`, which names every key path whose JSON type ours does not match."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of badge share (cut from tests/unit/render/test_badge.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/render/test_badge.py and tests/e2e/render/test_badge.py share: A safe XML reading of the badge SVG:
+no DTD, only the tags a badge may hold."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of consensus share (cut from tests/unit/merge/test_consensus.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/merge/test_consensus.py and tests/e2e/merge/test_consensus.py share: Real Pith records and events
+signed over them: record_created, citations, a mirror's bundle, a fake record, odd spellings of one value."""
 
 from __future__ import annotations
 

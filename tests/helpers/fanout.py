@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of fanout share (cut from tests/e2e/test_fanout.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/test_fanout.py and tests/e2e/test_fanout.py share: Worker functions with known timing and faults
+(`_slow_square`, `_fails_on_seven`), seeded parts, and the `local` executor fixture."""
 
 from __future__ import annotations
 

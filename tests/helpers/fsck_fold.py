@@ -1,5 +1,6 @@
-"""What the in-process and the end-to-end tests of fsck fold share (cut from tests/e2e/store/test_fsck_fold.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/store/test_fsck_fold.py and tests/e2e/store/test_fsck_fold.py share: Two records of 700 events
+(with a fold entry) and a small one, the `sound` and `full_after_later` ledgers, and raw access to a ledger's tables
+to damage a fold entry."""
 
 from __future__ import annotations
 

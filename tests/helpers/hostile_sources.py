@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of hostile sources share (cut from tests/e2e/mirror/test_hostile_sources.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/mirror/test_hostile_sources.py and tests/e2e/mirror/test_hostile_sources.py share: A published
+mirror of the event pool (`published`), and the paths of its node and bucket files to corrupt."""
 
 from __future__ import annotations
 

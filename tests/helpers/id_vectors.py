@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of id vectors share (cut from tests/unit/records/test_id_vectors.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/records/test_id_vectors.py and tests/e2e/records/test_id_vectors.py share: spec/vectors/ids/: every
+typed identifier vector, accepted and refused."""
 
 from __future__ import annotations
 

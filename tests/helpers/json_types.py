@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of json types share (cut from tests/unit/records/test_json_types.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/records/test_json_types.py and tests/e2e/records/test_json_types.py share: A real version-1 record
+and its events (`demo`), whose integers must stay integers."""
 
 from __future__ import annotations
 

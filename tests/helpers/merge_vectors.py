@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of merge vectors share (cut from tests/unit/merge/test_merge_vectors.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/merge/test_merge_vectors.py and tests/e2e/merge/test_merge_vectors.py share: spec/vectors/merge/:
+the conformance vector files."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of pending share (cut from tests/unit/store/test_pending.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/store/test_pending.py and tests/e2e/store/test_pending.py share: A ledger of the whole event pool
+derived in one batch (`reference`) and every state of a ledger (`states`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of pith document share (cut from tests/unit/records/test_pith_document.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/records/test_pith_document.py and tests/e2e/records/test_pith_document.py share: Pith's record
+document for FHIBFT2F… (tests/vectors), its record, event id and the bundle built from it, and its named mutations."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of pull share (cut from tests/e2e/mirror/test_pull.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/mirror/test_pull.py and tests/e2e/mirror/test_pull.py share: The `truth` fixture (a ledger of
+bundles/ and every record's bytes) and `same_as_truth`, which compares a pulled ledger with it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of rebuild share (cut from tests/unit/store/test_rebuild.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/store/test_rebuild.py and tests/e2e/store/test_rebuild.py share: `write_v1_ledger`: what pithledger
+0.1 (layout 1, merge v1) left on disk."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of served bytes share (cut from tests/e2e/web/test_served_bytes.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/web/test_served_bytes.py and tests/e2e/web/test_served_bytes.py share: Pith's record document and
+`_relayed`, the record_created a hostile relay delivers with every unsigned field rewritten."""
 
 from __future__ import annotations
 

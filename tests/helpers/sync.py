@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of sync share (cut from tests/unit/mirror/test_sync.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/mirror/test_sync.py and tests/e2e/mirror/test_sync.py share: A published pool with one citation
+garbled (a lying source) and the path of a record's published bundle."""
 
 from __future__ import annotations
 

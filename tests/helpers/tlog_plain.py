@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of tlog plain share (cut from tests/e2e/tlog/test_tlog_plain.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/tlog/test_tlog_plain.py and tests/e2e/tlog/test_tlog_plain.py share: `mldsa_vkey`: a well-formed
+C2SP verifier key of type 0x06 (ML-DSA-44), built from the spec."""
 
 from __future__ import annotations
 

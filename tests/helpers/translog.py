@@ -1,5 +1,6 @@
-"""What the in-process and the end-to-end tests of translog share (cut from tests/unit/store/test_translog.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/store/test_translog.py and tests/e2e/store/test_translog.py share: Real records and attestations,
+raw writes into a ledger's tables, and `assert_tlog_is_the_log`: the transparency log holds the log's entries in
+order."""
 
 from __future__ import annotations
 

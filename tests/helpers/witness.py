@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of witness share (cut from tests/unit/tlog/test_witness.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/unit/tlog/test_witness.py and tests/e2e/tlog/test_witness.py share: An in-memory log tree, its
+checkpoints and entries, the `log_signer` and `witness` fixtures, and posting a checkpoint to a witness."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers.apply_reading import FIFTY
+from helpers.cli_apply_reading import FIFTY
 from helpers.common import ROOT
 
 # --- the plain decoder reads what the strict one accepts as the strict one does ---------------------

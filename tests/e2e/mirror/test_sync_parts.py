@@ -14,7 +14,7 @@ import pytest
 
 from helpers.adversary import garble
 from helpers.eventpool import P, pool
-from helpers.sync_parts import ledger_with
+from helpers.ledgers import ledger_with
 from pithledger.errors import SourceProtocolError
 from pithledger.mirror import transport as _transport
 from pithledger.mirror.publish import publish, record_dir

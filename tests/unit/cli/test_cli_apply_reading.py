@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers.apply_reading import FIFTY, lines
+from helpers.cli_apply_reading import FIFTY, lines
 from helpers.clikit import _lines
 from pithledger.ingest import bundles as _bundles
 from pithledger.ingest.inputs import Input

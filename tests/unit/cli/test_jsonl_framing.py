@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.apply_reading import FIFTY
+from helpers.cli_apply_reading import FIFTY
 from pithledger.errors import PithledgerError
 from pithledger.ingest import bundles as _bundles
 from pithledger.ingest.inputs import Input

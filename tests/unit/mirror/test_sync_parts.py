@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from helpers.common import LMDB_EXAMPLES, PITH_RECORDS
 from helpers.eventpool import ALICE, BOB, EVE, P, bundles_of, pool
-from helpers.sync_parts import ledger_with
+from helpers.ledgers import ledger_with
 from pithledger.audit import LISTED_IDS, compare
 from pithledger.errors import SourceError
 from pithledger.mirror.publish import PART_INDEX_FILE, Published, publish, record_dir, sync

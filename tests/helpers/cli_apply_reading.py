@@ -1,5 +1,5 @@
-"""What the in-process and the end-to-end tests of cli apply reading share (cut from tests/e2e/cli/test_cli_apply_reading.py,
-now split between tests/unit/ and tests/e2e/)."""
+"""What tests/e2e/cli/test_cli_apply_reading.py and tests/unit/cli/test_cli_apply_reading.py share: The example
+bundles, the 50-record demo file, and a Hypothesis strategy for JSON-lines framing (blank, CR and junk lines)."""
 
 from __future__ import annotations
 
