@@ -11,7 +11,6 @@ checkpoint whose tiles are absent.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import struct
@@ -590,7 +589,3 @@ def _check_entries(
                     "message": "the record's published bundle does not carry the event the log names",
                 }
             )
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

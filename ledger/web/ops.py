@@ -167,7 +167,8 @@ def escaped(text: str, limit: int = 2048) -> str:
     return out + ("..." if len(text) > limit else "")
 
 
-def now_iso() -> str:
+def now_iso_ms() -> str:
+    """The access log's timestamp: UTC to the millisecond (the witness's `now_iso` is to the second)."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -465,7 +466,7 @@ class Ops:
         self.duration.labels(route).observe(seconds)
         via = f" peer={peer}" if peer != client else ""
         self.log.write(
-            f'ts={now_iso()} client={escaped(client, 64)}{via} method={escaped(method, 16)} path="{escaped(path)}" '
+            f'ts={now_iso_ms()} client={escaped(client, 64)}{via} method={escaped(method, 16)} path="{escaped(path)}" '
             f"status={status} bytes={size} seconds={seconds:.6f}"
         )
 
@@ -488,14 +489,14 @@ class Ops:
                 self.refused.labels(reason).inc()
                 word, why = "refused", f" reason={escaped(reason, 80)}"
             self.log.write(
-                f"ts={now_iso()} client={escaped(client, 64)} event={word} id={escaped(str(doc.get('event_id', '')), 80)} "
+                f"ts={now_iso_ms()} client={escaped(client, 64)} event={word} id={escaped(str(doc.get('event_id', '')), 80)} "
                 f"kind={escaped(str(doc.get('event_type', kind)), 60)} subject={escaped(str(doc.get('subject', subject)), 80)}{why}"
             )
 
     def refused_submission(self, *, client: str, kind: str, subject: str, reason: str) -> None:
         self.refused.labels(reason).inc()
         self.log.write(
-            f"ts={now_iso()} client={escaped(client, 64)} event=refused id=- kind={escaped(kind, 60)} "
+            f"ts={now_iso_ms()} client={escaped(client, 64)} event=refused id=- kind={escaped(kind, 60)} "
             f"subject={escaped(subject, 80)} reason={escaped(reason, 80)}"
         )
 
@@ -503,7 +504,7 @@ class Ops:
         """An answer of the connection guard or of the HTTP parser (outside the application: no route, method or
         path known)."""
         self.refused_connections.labels(code).inc()
-        self.log.write(f"ts={now_iso()} client={escaped(peer, 64)} guard={code} status={status}")
+        self.log.write(f"ts={now_iso_ms()} client={escaped(peer, 64)} guard={code} status={status}")
 
 
 def replaced(ledger: Ledger) -> str | None:
