@@ -80,7 +80,9 @@ def split(papers: int) -> None:
         with Ledger(tmp / "L", readonly=True) as ledger, ledger._core._begin() as txn:
             inputs = []
             for subject in list(ledger.subjects())[:400]:
-                got = ledger._views._gather_inbound(txn, subject, bytes(txn.get(subject.encode(), db=ledger.db[b"state"])))
+                got = ledger._views._gather_inbound(
+                    txn, subject, bytes(txn.get(subject.encode(), db=ledger.db[b"state"]))
+                )
                 if got is not None and len(got.inbound) >= 2:
                     inputs.append(got._replace(inbound=got.inbound[1:], inbound_ids=got.inbound_ids[32:]))
         packed = [i.old_state for i in inputs]
