@@ -77,10 +77,12 @@ def split(papers: int) -> None:
     try:
         (tmp / "base.jsonl").write_bytes(base_lines(papers))
         subprocess.run([PITHLEDGER, "--ledger", str(tmp / "L"), "apply", str(tmp / "base.jsonl"), "-q"], check=True)
-        with Ledger(tmp / "L", readonly=True) as ledger, ledger._begin() as txn:
+        with Ledger(tmp / "L", readonly=True) as ledger, ledger._core._begin() as txn:
             inputs = []
             for subject in list(ledger.subjects())[:400]:
-                got = ledger._gather_inbound(txn, subject, bytes(txn.get(subject.encode(), db=ledger.db[b"state"])))
+                got = ledger._views._gather_inbound(
+                    txn, subject, bytes(txn.get(subject.encode(), db=ledger.db[b"state"]))
+                )
                 if got is not None and len(got.inbound) >= 2:
                     inputs.append(got._replace(inbound=got.inbound[1:], inbound_ids=got.inbound_ids[32:]))
         packed = [i.old_state for i in inputs]
@@ -106,8 +108,8 @@ def split(papers: int) -> None:
         )
         print(f"  deflate        {per(lambda: [zlib.compress(m, 1) for m in made]):7.1f} us")
         print(f"  update, whole  {per(lambda: _derive_part(inputs)):7.1f} us (views._derive_part: all of the above)")
-        with Ledger(tmp / "L", readonly=True) as ledger, ledger._begin() as txn:
-            full = [ledger._gather(txn, i.subject) for i in inputs]
+        with Ledger(tmp / "L", readonly=True) as ledger, ledger._core._begin() as txn:
+            full = [ledger._views._gather(txn, i.subject) for i in inputs]
         print(f"  full derivation{per(lambda: _derive_part(full)):7.1f} us (views._derive_part of the whole inputs)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

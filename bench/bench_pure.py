@@ -90,9 +90,9 @@ def main() -> None:
         f.write_bytes(data)
         subprocess.run([PITHLEDGER, "--ledger", str(ledger), "apply", str(f), "-q", "--workers", "0"], check=True)
         with Ledger(ledger, readonly=True) as led:
-            txn = led._begin()
+            txn = led._core._begin()
             subjects = list(led.subjects())
-            inputs = [led._gather(txn, s) for s in subjects]
+            inputs = [led._views._gather(txn, s) for s in subjects]
             txn.abort()
         derive_events = sum(len(i.own) for i in inputs)
 

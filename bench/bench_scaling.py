@@ -241,7 +241,8 @@ def dask_probe(f: Path, events: int) -> dict[str, Any]:
     from distributed import Client
 
     from pithledger.records.bundle import checked_bundle
-    from pithledger.store import _verify_offers, prepare
+    from pithledger.store import prepare
+    from pithledger.store.workers import _verify_offers
 
     items: list[tuple[bytes, str, bool]] = []
     with f.open("rb") as fh:

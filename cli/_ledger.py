@@ -239,7 +239,7 @@ def rebuild(
     unless --reverify. A ledger already at this version is left as it is, unless --force.
     """
     from pithledger.merge import MERGE_VERSION
-    from pithledger.store import rebuild as rebuild_ledger
+    from pithledger.store.rebuild import rebuild as rebuild_ledger
 
     where = settings(ctx).ledger
     with _fanout(workers, scheduler):

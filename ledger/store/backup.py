@@ -126,8 +126,8 @@ def _verify(tmp: Path, facts: _Facts, memory: dict[str, bytes], tuning: StoreTun
     log entries, transparency log (size and root) and digest root; the memory files their bytes."""
     with Ledger(tmp, readonly=True, tuning=tuning) as copy:
         problems = copy.fsck()
-        copy._open_tlog()
-        copy._pending_dbs()
+        copy._tlog._open_tlog()
+        copy._lookup._pending_dbs()
         with copy.snapshot():
             got = _facts(copy)
     if facts.pending:  # fsck names it; the next writer of the restored ledger finishes it
@@ -181,11 +181,11 @@ def backup(source: Path, dest: Path, *, tuning: StoreTuning | None = None) -> di
             os.chmod(tmp, stat.S_IMODE(os.stat(source).st_mode))
         try:
             try:
-                ledger._open_tlog()  # both before the snapshot's transaction begins (LMDB)
-                ledger._pending_dbs()
+                ledger._tlog._open_tlog()  # both before the snapshot's transaction begins (LMDB)
+                ledger._lookup._pending_dbs()
                 with ledger.snapshot():
                     facts = _facts(ledger)
-                    ledger.env.copy(str(tmp), compact=True, txn=ledger._pinned.txn)
+                    ledger.env.copy(str(tmp), compact=True, txn=ledger._core._pinned.txn)
                 sidecars = _copy_sidecars(source, tmp)
                 memory = _copy_memory(source, tmp)
                 _fsync_tree(tmp)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, Self, cast
@@ -302,33 +302,31 @@ class _Pinned:
 
 
 class _Environment:
-    """Opening, checking and reading the LMDB environment: transactions for every other part."""
+    """The core every part of a handle shares: the LMDB environment at ``path``, its tables (``db``), the
+    layout it reads, transactions for every part (:meth:`_begin`, :meth:`snapshot`), map growth and the
+    release of mapped pages. Opened here; its tables are opened by the handle (:meth:`_open_dbs`)."""
 
-    path: Path
-    env: lmdb.Environment
     db: dict[bytes, Any]
-    _data_file: Path
-    _opened_file: tuple[int, int] | None  # (st_dev, st_ino) of the data.mdb this handle opened (None: not known)
-    _map_ranges: tuple[int, list[tuple[int, int]]] | None  # (map size, address ranges): _release_mapped_pages
-    _mapped_floor: int | None  # file-backed resident bytes when _release_mapped_pages first looked
-    _companions: list[
-        _Mapped
-    ]  # maps released with this handle's, under its budget (fsck's scratch, rebuild's old ledger)
-    _pinned: threading.local  # the read transaction of a snapshot() in progress, per thread
+    layout: int  # the layout this handle reads: LAYOUT_VERSION, or an older one a reader reads as it is
 
-    def _open_handle(self, path: Path, *, readonly: bool, map_size: int, create: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool, map_size: int, create: bool = False) -> None:
         """Open the environment at ``path`` and set what every handle holds (Ledger, StateReader)."""
         self.path = Path(path)
         self._data_file = self.path.resolve() / "data.mdb"
-        self._map_ranges = None
-        self._mapped_floor = None
-        self._companions = []
+        # (map size, address ranges): _release_mapped_pages
+        self._map_ranges: tuple[int, list[tuple[int, int]]] | None = None
+        self._mapped_floor: int | None = None  # file-backed resident bytes when _release_mapped_pages first looked
+        # maps released with this handle's, under its budget (fsck's scratch, rebuild's old ledger)
+        self._companions: list[_Mapped] = []
         before = _file_id(self.path / "data.mdb")
         self.env = _open_env(self.path, readonly=readonly, map_size=map_size, create=create)
         after = _file_id(self.path / "data.mdb")
-        # the file this handle has open, if nothing replaced it while it opened (snapshot.py compares it)
+        # (st_dev, st_ino) of the data.mdb this handle has open, if nothing replaced it while it opened
+        # (snapshot.py compares it; None: not known)
         self._opened_file = after if before in (None, after) else None
-        self._pinned = threading.local()
+        self._pinned = threading.local()  # the read transaction of a snapshot() in progress, per thread
+        #: held while the map grows (a server's reads hold it: no transaction of the process may be open then)
+        self.grow_gate: AbstractContextManager[object] = nullcontext()
 
     def close(self) -> None:
         self._map_ranges = None
@@ -478,9 +476,10 @@ class _Environment:
         )
 
     def _grow(self) -> None:
-        self._map_ranges = None
-        size = self.env.info()["map_size"] * 2
-        try:
-            self.env.set_mapsize(size)
-        except lmdb.Error as exc:
-            raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None
+        with self.grow_gate:
+            self._map_ranges = None
+            size = self.env.info()["map_size"] * 2
+            try:
+                self.env.set_mapsize(size)
+            except lmdb.Error as exc:
+                raise LedgerFull(f"the ledger cannot grow to {size:,} bytes: {exc}") from None

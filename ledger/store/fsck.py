@@ -20,22 +20,25 @@ from pithledger.records.events import Verdict, check_event, valid_verdict, verif
 
 from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from ..errors import LedgerError, PithledgerError, TlogNotBuilt
+from ..fanout import Fanout
 from ..files import disk_full
 from ..merge import FOLD_VERSION, Fold, describes
 from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
 from .env import (
     _RELEASE_ENTRIES,
     _RELEASE_EVERY,
+    _Environment,
     _event_key,
     _json_decoder,
     _rec_key,
     _release_mapped_pages,
     _seq_text,
 )
-from .pending import _PendingWork
+from .lookup import _Lookup
 from .scratch import Pair as _KV
 from .scratch import Scratch, diff
 from .translog import _Translog
+from .tuning import StoreTuning
 from .views import (
     _FINAL_BLOCK,
     _ZLIB_HEADER,
@@ -48,6 +51,7 @@ from .views import (
     _outbound_of,
     _pair_decoder,
     _unpack_state,
+    _Views,
 )
 
 #: How fsck reads a stored key as text: a damaged one (not UTF-8) is named with its bytes escaped, never a traceback.
@@ -287,8 +291,43 @@ class _Citations:
         self.odd: set[_KV] = set()
 
 
-class _Fsck(_PendingWork, _Translog):
-    """Checking a ledger against its log, and repairing the evidence accounting."""
+class _StateChecks:
+    """What fsck's walk of the stored states found, held until each check names it in its turn (only faults
+    are held in memory; what the ledger should hold is in the scratch)."""
+
+    def __init__(self) -> None:
+        self.citations = _Citations()
+        self.index_unreadable: list[str] = []
+        self.index_lacks: set[tuple[bytes, bytes, bytes]] = set()
+        self.state_faults: list[str] = []
+        self.leaf_faults: list[str] = []  # named where the tree is checked, as before
+        self.odd: dict[str, dict[str, Pair]] = {}  # leaves the scratch cannot hold (a subject too long to be a key)
+        # the buckets in the order their first record comes in the state table (at most 32^DEPTH): the
+        # order the tree's faults were always named in (the scratch gives them in bucket order)
+        self.order: dict[str, None] = {}
+
+
+class _Fsck:
+    """Checking a ledger against its log, and repairing the evidence accounting: a part of a handle over
+    its core, reading through its lookup, views and tlog parts, checking on its fan-out."""
+
+    def __init__(
+        self,
+        core: _Environment,
+        lookup: _Lookup,
+        views: _Views,
+        tlog: _Translog,
+        fanout: Fanout,
+        tuning: StoreTuning,
+    ) -> None:
+        self._core = core
+        self.db = core.db
+        self.path = core.path
+        self._lookup = lookup
+        self._views = views
+        self._tlog = tlog
+        self._fanout = fanout
+        self.tuning = tuning
 
     def fsck(self, *, reverify: bool = False) -> list[str]:
         """Re-verify every logged event and recompute every state; return every mismatch found.
@@ -313,44 +352,12 @@ class _Fsck(_PendingWork, _Translog):
         return problems
 
     def _fsck_into(self, problems: list[str], *, reverify: bool) -> None:
-        """:meth:`fsck`, each fault appended to ``problems`` as it is found."""
-        dbs = self._pending_dbs()
-        opened = self._open_tlog()
-        with self._begin() as txn:
-            seen = 0
-            try:  # the tlog is checked against the log as it streams by (a reader of a layout-4 ledger has none yet)
-                tlog: translog.Checker | None = translog.Checker(txn, self._tlog_read(txn, opened))
-            except TlogNotBuilt:
-                tlog = None
-            log = txn.cursor(db=self.db[b"log"]).iternext()
-
-            def log_part() -> list[tuple[bytes, bytes]]:
-                _release_mapped_pages(self)  # a reader of the whole file would otherwise map all of it
-                return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, self.tuning.fsck_part)]
-
-            parts = iter(log_part, [])
-            check = functools.partial(_fsck_log_part, reverify=reverify)
-            many = txn.stat(self.db[b"log"])["entries"] >= 2 * self.tuning.fsck_part
-            for checked in self._fanout.map(check, parts, parallel=many):
-                for seq, faults, key, tlog_entry in checked:
-                    seen += 1
-                    if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
-                        _release_mapped_pages(self)
-                    problems += faults
-                    if tlog is not None:
-                        if tlog_entry is None:  # the log cannot say what the tlog should hold
-                            problems += tlog.abandon(int.from_bytes(seq, "big"))
-                            tlog = None
-                        else:
-                            tlog.feed(tlog_entry)
-                    if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
-                        problems.append(f"log entry {_seq_text(seq)}: the event_id index does not point at it")
-            if txn.stat(self.db[b"ids"])["entries"] != seen:
-                problems.append(
-                    f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries"
-                )
-            if tlog is not None:
-                problems += tlog.finish()
+        """:meth:`fsck`, each fault appended to ``problems`` as it is found: the log (and the tlog and the
+        event_id index beside it), then, once nothing is pending, the derived views against the log."""
+        dbs = self._lookup._pending_dbs()
+        opened = self._tlog._open_tlog()
+        with self._core._begin() as txn:
+            self._fsck_log(txn, problems, reverify=reverify, opened=opened)
             pending = sum(txn.stat(db)["entries"] for db in dbs)
             if pending:  # the derived views are checked once derived: open_settled() / finish() first
                 problems.append(
@@ -360,84 +367,121 @@ class _Fsck(_PendingWork, _Translog):
                 return
             # what the whole ledger should hold is kept in a scratch table on disk, never per record in
             # memory: each check then walks it beside the stored table (spec/storage.md §6)
-            with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self) as scratch:
-                citations = _Citations()
-                index_unreadable: list[str] = []  # only faults are held in memory
-                index_lacks: set[tuple[bytes, bytes, bytes]] = set()
-                state_faults: list[str] = []
-                # each record's inputs as stored, its stored state as "old": compared with, not replaced
-                subjects = (
-                    bytes(key).decode(errors=_KEPT) for key in txn.cursor(db=self.db[b"state"]).iternext(values=False)
-                )
-                many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
-                leaf_faults: list[str] = []  # named where the tree is checked, as before
-                odd: dict[str, dict[str, Pair]] = {}  # leaves the scratch cannot hold (a subject too long to be a key)
-                # the buckets in the order their first record comes in the state table (at most 32^DEPTH): the
-                # order the tree's faults were always named in (the scratch gives them in bucket order)
-                order: dict[str, None] = {}
-                for found in self._fanout.map(_fsck_state_part, self._state_inputs(txn, subjects), parallel=many):
-                    for k, (subject, same, pair, fold_fault, outbound, index, damage) in enumerate(found):
-                        if (
-                            k % _RELEASE_EVERY == 0
-                        ):  # each record's checks read random pages (outcite, rec, the scratch)
-                            _release_mapped_pages(self)
-                        if damage is not None:  # its leaf is unknown: the tree differs
-                            state_faults.append(f"state of {subject} cannot be recomputed: {damage}")
-                            order.setdefault(bucket_of(subject), None)
-                            if txn.get(subject.encode(), db=self.db[b"subject"]) is not None:
-                                try:  # its own events may be readable (an inbound citation was the damage)
-                                    outbound = self._outbound(txn, subject)
-                                except _DAMAGE:
-                                    outbound = None
-                        if outbound is not None:
-                            self._expect_citations(txn, scratch, subject, outbound, citations)
-                        if isinstance(index, str):
-                            index_unreadable.append(index)
-                        else:
-                            for ikey, db in index:
-                                if not scratch.add(db, ikey, subject.encode()):  # no LMDB table can hold it: lacking
-                                    index_lacks.add((db, ikey, subject.encode()))
-                        if damage is not None:
-                            continue
-                        if not same:
-                            state_faults.append(f"state of {subject} differs from its recomputation from the log")
-                        if fold_fault is not None:
-                            state_faults.append(
-                                f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
-                            )
-                        leaf = _pair_decoder.decode(pair)
-                        raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
-                        if raw is None or _stored_pair(raw) != leaf:
-                            leaf_faults.append(f"digest entry of {subject} differs from its recomputation")
-                        bucket = bucket_of(subject)
-                        order.setdefault(bucket, None)
-                        if not scratch.add(
-                            b"leaf", b"b" + bucket.encode(), bytes([len(pair)]) + pair + subject.encode()
-                        ):
-                            odd.setdefault(bucket, {})[subject] = leaf
-                cursor = txn.cursor(db=self.db[b"subject"])
-                for n, subject_key in enumerate(cursor.iternext_nodup(values=False), 1):
-                    if txn.get(subject_key, db=self.db[b"state"]) is None:
-                        subject = bytes(subject_key).decode(errors=_KEPT)
-                        state_faults.append(f"{subject} has events but no stored state")
-                        # not among the states: its citations are recomputed here
-                        try:
-                            outbound = self._outbound(txn, subject)
-                        except _DAMAGE:  # its log entries are damaged (named where the log is checked)
-                            continue
-                        self._expect_citations(txn, scratch, subject, outbound, citations)
-                    if n % _RELEASE_ENTRIES == 0:
-                        _release_mapped_pages(self)
-                problems += self._fsck_citations(txn, scratch, citations) + state_faults
-                problems += self._fsck_indexes(txn, scratch, index_unreadable, index_lacks)
+            with Scratch((b"inbound", b"suffix", b"alias", b"leaf"), near=self.path, owner=self._core) as scratch:
+                found = _StateChecks()
+                self._fsck_states(txn, scratch, found)
+                self._fsck_unstated(txn, scratch, found)
+                problems += self._fsck_citations(txn, scratch, found.citations) + found.state_faults
+                problems += self._fsck_indexes(txn, scratch, found.index_unreadable, found.index_lacks)
                 problems += self._fsck_evidence(txn)
-                problems += leaf_faults + self._fsck_tree(txn, self._buckets(scratch, odd), order)
+                problems += found.leaf_faults + self._fsck_tree(txn, self._buckets(scratch, found.odd), found.order)
+
+    def _fsck_log(self, txn: lmdb.Transaction, problems: list[str], *, reverify: bool, opened: bool) -> None:
+        """Every log entry checked (on the workers), the transparency log fed as the log streams by, and the
+        event_id index checked against it; ``opened``: the tlog's databases were opened now (_tlog_read)."""
+        seen = 0
+        try:  # the tlog is checked against the log as it streams by (a reader of a layout-4 ledger has none yet)
+            tlog: translog.Checker | None = translog.Checker(txn, self._tlog._tlog_read(txn, opened))
+        except TlogNotBuilt:
+            tlog = None
+        log = txn.cursor(db=self.db[b"log"]).iternext()
+
+        def log_part() -> list[tuple[bytes, bytes]]:
+            _release_mapped_pages(self._core)  # a reader of the whole file would otherwise map all of it
+            return [(bytes(seq), bytes(raw)) for seq, raw in islice(log, self.tuning.fsck_part)]
+
+        parts = iter(log_part, [])
+        check = functools.partial(_fsck_log_part, reverify=reverify)
+        many = txn.stat(self.db[b"log"])["entries"] >= 2 * self.tuning.fsck_part
+        for checked in self._fanout.map(check, parts, parallel=many):
+            for seq, faults, key, tlog_entry in checked:
+                seen += 1
+                if seen % 64 == 0:  # each id looked up faults in its leaf and up to 15 neighbours (64 KiB)
+                    _release_mapped_pages(self._core)
+                problems += faults
+                if tlog is not None:
+                    if tlog_entry is None:  # the log cannot say what the tlog should hold
+                        problems += tlog.abandon(int.from_bytes(seq, "big"))
+                        tlog = None
+                    else:
+                        tlog.feed(tlog_entry)
+                if key is not None and txn.get(key, db=self.db[b"ids"]) != seq:
+                    problems.append(f"log entry {_seq_text(seq)}: the event_id index does not point at it")
+        if txn.stat(self.db[b"ids"])["entries"] != seen:
+            problems.append(
+                f"the event_id index holds {txn.stat(self.db[b'ids'])['entries']} ids for {seen} log entries"
+            )
+        if tlog is not None:
+            problems += tlog.finish()
+
+    def _fsck_states(self, txn: lmdb.Transaction, scratch: Scratch, found: _StateChecks) -> None:
+        """Each stored state recomputed from the log (on the workers; its inputs as stored, its stored state
+        as "old": compared with, not replaced), and what the ledger should hold kept in ``scratch``."""
+        subjects = (bytes(key).decode(errors=_KEPT) for key in txn.cursor(db=self.db[b"state"]).iternext(values=False))
+        many = txn.stat(self.db[b"state"])["entries"] >= self.tuning.parallel_states
+        for part in self._fanout.map(_fsck_state_part, self._state_inputs(txn, subjects), parallel=many):
+            for k, one in enumerate(part):
+                if k % _RELEASE_EVERY == 0:  # each record's checks read random pages (outcite, rec, the scratch)
+                    _release_mapped_pages(self._core)
+                self._fsck_record(txn, scratch, found, one)
+
+    def _fsck_record(self, txn: lmdb.Transaction, scratch: Scratch, found: _StateChecks, one: _StateFound) -> None:
+        """One record's recomputation (:func:`_fsck_state`) held against what it stores."""
+        subject, same, pair, fold_fault, outbound, index, damage = one
+        if damage is not None:  # its leaf is unknown: the tree differs
+            found.state_faults.append(f"state of {subject} cannot be recomputed: {damage}")
+            found.order.setdefault(bucket_of(subject), None)
+            if txn.get(subject.encode(), db=self.db[b"subject"]) is not None:
+                try:  # its own events may be readable (an inbound citation was the damage)
+                    outbound = self._views._outbound(txn, subject)
+                except _DAMAGE:
+                    outbound = None
+        if outbound is not None:
+            self._expect_citations(txn, scratch, subject, outbound, found.citations)
+        if isinstance(index, str):
+            found.index_unreadable.append(index)
+        else:
+            for ikey, db in index:
+                if not scratch.add(db, ikey, subject.encode()):  # no LMDB table can hold it: lacking
+                    found.index_lacks.add((db, ikey, subject.encode()))
+        if damage is not None:
+            return
+        if not same:
+            found.state_faults.append(f"state of {subject} differs from its recomputation from the log")
+        if fold_fault is not None:
+            found.state_faults.append(
+                f"the fold entry of {subject} {fold_fault}: `pithledger rebuild --force` rebuilds it"
+            )
+        leaf = _pair_decoder.decode(pair)
+        raw = txn.get(_rec_key(subject), db=self.db[b"rec"])
+        if raw is None or _stored_pair(raw) != leaf:
+            found.leaf_faults.append(f"digest entry of {subject} differs from its recomputation")
+        bucket = bucket_of(subject)
+        found.order.setdefault(bucket, None)
+        if not scratch.add(b"leaf", b"b" + bucket.encode(), bytes([len(pair)]) + pair + subject.encode()):
+            found.odd.setdefault(bucket, {})[subject] = leaf
+
+    def _fsck_unstated(self, txn: lmdb.Transaction, scratch: Scratch, found: _StateChecks) -> None:
+        """The records with events but no stored state: named, their citations recomputed here."""
+        cursor = txn.cursor(db=self.db[b"subject"])
+        for n, subject_key in enumerate(cursor.iternext_nodup(values=False), 1):
+            if txn.get(subject_key, db=self.db[b"state"]) is None:
+                subject = bytes(subject_key).decode(errors=_KEPT)
+                found.state_faults.append(f"{subject} has events but no stored state")
+                # not among the states: its citations are recomputed here
+                try:
+                    outbound = self._views._outbound(txn, subject)
+                except _DAMAGE:  # its log entries are damaged (named where the log is checked)
+                    continue
+                self._expect_citations(txn, scratch, subject, outbound, found.citations)
+            if n % _RELEASE_ENTRIES == 0:
+                _release_mapped_pages(self._core)
 
     def _pairs(self, txn: lmdb.Transaction, name: bytes) -> Iterator[_KV]:
         """Every (key, value) of one of the ledger's tables, in order, its pages released as it goes."""
         for n, (key, value) in enumerate(txn.cursor(db=self.db[name]).iternext(), 1):
             if n % (8 * _RELEASE_ENTRIES) == 0:
-                _release_mapped_pages(self)
+                _release_mapped_pages(self._core)
             yield bytes(key), bytes(value)
 
     @staticmethod
@@ -467,13 +511,13 @@ class _Fsck(_PendingWork, _Translog):
 
         def gather(txn: lmdb.Transaction, subject: str) -> _Inputs:
             try:
-                return self._gather(txn, subject)
+                return self._views._gather(txn, subject)
             except LedgerError as exc:
                 damaged[subject] = exc.message
                 return _Inputs(subject, [], [], _copy(txn.get(subject.encode(), db=self.db[b"state"])))
 
         tuning = self.tuning
-        for part in self._input_parts(
+        for part in self._views._input_parts(
             txn, subjects, tuning.derive_part_records, tuning.derive_part_entries, gather=gather
         ):
             yield [
@@ -494,7 +538,7 @@ class _Fsck(_PendingWork, _Translog):
         """One record's recomputed outbound citations (a record with events of its own): compared with its
         stored ``outcite`` entry, and the inbound entries they imply gathered in ``scratch``."""
         try:
-            stored: list[tuple[str, str]] | None = self._stored_outbound(txn, subject)
+            stored: list[tuple[str, str]] | None = self._views._stored_outbound(txn, subject)
         except _DAMAGE:  # not a list of pairs: differs
             stored = None
         if outbound != stored:
@@ -559,7 +603,7 @@ class _Fsck(_PendingWork, _Translog):
         problems: list[str] = []
         for n, (key, raw) in enumerate(txn.cursor(db=self.db[b"evidence"]).iternext(), 1):
             if n % _RELEASE_ENTRIES == 0:
-                _release_mapped_pages(self)
+                _release_mapped_pages(self._core)
             where = f"evidence {bytes(key).hex()}"
             try:
                 held = _evidence_decoder.decode(raw)
@@ -622,7 +666,7 @@ class _Fsck(_PendingWork, _Translog):
         checks is derived from the log, which ``rebuild`` re-derives."""
         while True:
             try:
-                with self._begin(write=True) as txn:
+                with self._core._begin(write=True) as txn:
                     found = self._fsck_evidence_usage(txn)
                     if not found:
                         return []
@@ -633,7 +677,7 @@ class _Fsck(_PendingWork, _Translog):
                     txn.put(b"evidence_usage", _entry_encoder.encode(total), db=self.db[b"meta"])
                     return found
             except lmdb.MapFullError:
-                self._grow()
+                self._core._grow()
             except lmdb.Error as exc:
                 raise disk_full(exc, self.path, "the evidence usage was not repaired") or LedgerError(
                     f"the evidence usage was not repaired: {exc}",

@@ -25,6 +25,7 @@ from pithledger.records.canonical import check_value
 from pithledger.records.events import Verdict
 
 from ..errors import LedgerError, LogDiverged
+from ..fanout import Fanout
 from ..files import disk_full
 from .entries import (
     BatchResult,
@@ -40,9 +41,10 @@ from .entries import (
     _usage_decoder,
     prepare,
 )
-from .env import _RELEASE_EVERY, _release_mapped_pages, _u64
+from .env import _RELEASE_EVERY, _Environment, _release_mapped_pages, _u64
 from .pending import _PendingWork
 from .translog import _Translog
+from .tuning import StoreTuning
 from .workers import _verify_offers
 
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
@@ -72,10 +74,51 @@ def _rejection(copy: str, verdict: Verdict, kept: bool) -> Rejection:
     )
 
 
-class _Log(_PendingWork, _Translog):
-    """Appending batches: the log, its event index, the evidence area and the pending marks."""
+def _answer_offers(
+    result: BatchResult, offers: list[bytes], outcome: dict[bytes, Rejection | bool], held: dict[bytes, Verdict]
+) -> None:
+    """The batch's answer to each of its offers (every offer is answered, not only the first), from the
+    outcome of each copy written and the stored verdicts of the ``held`` evidence offered again."""
+    for copy, verdict in held.items():
+        outcome[copy] = _rejection(copy.hex(), verdict, True)
+    counted: set[bytes] = set()
+    for copy in offers:
+        done = outcome[copy]
+        if isinstance(done, Rejection):
+            result.rejected.append(done)
+            if done.status == "invalid":
+                result.invalid += 1
+            else:
+                result.unverified += 1
+        elif done and copy not in counted:
+            result.new += 1
+            counted.add(copy)
+        else:
+            result.duplicate += 1
 
-    evidence_limits: EvidenceLimits
+
+class _Log:
+    """Appending batches: the log, its event index, the evidence area and the pending marks. A part of a
+    handle over its core, appending to the transparency log (``tlog``) and finishing (``pending``) in the
+    batch's transaction; its batches verify on its fan-out."""
+
+    def __init__(
+        self,
+        core: _Environment,
+        pending: _PendingWork,
+        tlog: _Translog,
+        fanout: Fanout,
+        tuning: StoreTuning,
+        evidence_limits: EvidenceLimits,
+    ) -> None:
+        self._core = core
+        self.db = core.db
+        self.path = core.path
+        self._pending = pending
+        self._tlog = tlog
+        self._fanout = fanout
+        self.tuning = tuning
+        self.evidence_limits = evidence_limits
 
     # --- writing -----------------------------------------------------------------------------------
 
@@ -138,16 +181,16 @@ class _Log(_PendingWork, _Translog):
         tlog_entries: list[bytes] = []
         ids_db = self.db[b"ids"]
         try:
-            with self._begin(write=True) as txn:
+            with self._core._begin(write=True) as txn:
                 if admit is not None and not admit(txn):  # the writer lock is held: last chance to withdraw
                     raise BatchWithdrawn()
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 # the tlog's index is the log's seq: both count the events appended, in this transaction
-                tlog = translog.Appender(txn, self._tlog_dbs(), expected_size=seq)
+                tlog = translog.Appender(txn, self._tlog._tlog_dbs(), expected_size=seq)
                 put = txn.put
                 for n, ((copy, (subject, data)), c) in enumerate(zip(candidates.items(), checked, strict=True), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
-                        _release_mapped_pages(self)
+                        _release_mapped_pages(self._core)
                     if c.key is None:
                         assert c.verdict is not None
                         outcome[copy] = _rejection(
@@ -166,47 +209,14 @@ class _Log(_PendingWork, _Translog):
                     touched.add(subject)
                     if c.citing:
                         citing.add(subject)
-                # in sequence order: appended at the end of the log's B-tree, in one call each
-                txn.cursor(db=self.db[b"log"]).putmulti(log, append=True)
-                cursor = txn.cursor(db=self.db[b"subject"])
-                step = 32 * _RELEASE_EVERY  # the same puts in the same order; a batch's records land on random leaves
-                for at in range(0, len(subjects), step):
-                    cursor.putmulti(subjects[at : at + step], dupdata=True)
-                    _release_mapped_pages(self)
-                if expect is not None and (tlog.size != expect[0] or tlog_entries != expect[1]):
-                    raise LogDiverged(
-                        f"the batch would append {len(tlog_entries):,} entries at index {tlog.size:,}, not the "
-                        f"{len(expect[1]):,} given at index {expect[0]:,}: nothing was written"
-                    )  # raised in the transaction: it aborts
-                tlog.extend(tlog_entries)
-                for copy, verdict in held.items():
-                    outcome[copy] = _rejection(copy.hex(), verdict, True)
-                counted: set[bytes] = set()
-                for copy in offers:  # every offer is answered, not only the first
-                    done = outcome[copy]
-                    if isinstance(done, Rejection):
-                        result.rejected.append(done)
-                        if done.status == "invalid":
-                            result.invalid += 1
-                        else:
-                            result.unverified += 1
-                    elif done and copy not in counted:
-                        result.new += 1
-                        counted.add(copy)
-                    else:
-                        result.duplicate += 1
+                self._append(txn, log, subjects, tlog, tlog_entries, expect)
+                _answer_offers(result, offers, outcome, held)
                 for subject, blob in extras:
                     self._keep_extra(txn, subject, blob)
                 txn.put(b"next_seq", str(seq).encode(), db=self.db[b"meta"])
-                for subject in sorted(
-                    touched
-                ):  # (in key order: the same pages in every process) b"c": it received a citation or a revocation, which may change what it cites
-                    if subject in citing:
-                        txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
-                    else:
-                        txn.put(subject.encode(), b"", db=self.db[b"pendcite"], overwrite=False)
+                self._mark_pending(txn, touched, citing)
                 if not defer:
-                    while self._finish_some(txn, None) is not None:
+                    while self._pending._finish_some(txn, None) is not None:
                         pass
                 result.touched = sorted(touched)
         except lmdb.MapFullError:
@@ -219,6 +229,40 @@ class _Log(_PendingWork, _Translog):
                 hint="the ledger is as it was before this batch; if the disk is full, free space, then run the same command again",
             ) from None
         return result
+
+    def _append(
+        self,
+        txn: lmdb.Transaction,
+        log: list[tuple[bytes, bytes]],
+        subjects: list[tuple[bytes, bytes]],
+        tlog: translog.Appender,
+        tlog_entries: list[bytes],
+        expect: tuple[int, list[bytes]] | None,
+    ) -> None:
+        """:meth:`_write`'s new log entries appended: the log, the subject index, the transparency log
+        (unless they are not the ``expect``-ed ones: then it raises in the transaction, which aborts)."""
+        # in sequence order: appended at the end of the log's B-tree, in one call each
+        txn.cursor(db=self.db[b"log"]).putmulti(log, append=True)
+        cursor = txn.cursor(db=self.db[b"subject"])
+        step = 32 * _RELEASE_EVERY  # the same puts in the same order; a batch's records land on random leaves
+        for at in range(0, len(subjects), step):
+            cursor.putmulti(subjects[at : at + step], dupdata=True)
+            _release_mapped_pages(self._core)
+        if expect is not None and (tlog.size != expect[0] or tlog_entries != expect[1]):
+            raise LogDiverged(
+                f"the batch would append {len(tlog_entries):,} entries at index {tlog.size:,}, not the "
+                f"{len(expect[1]):,} given at index {expect[0]:,}: nothing was written"
+            )  # raised in the transaction: it aborts
+        tlog.extend(tlog_entries)
+
+    def _mark_pending(self, txn: lmdb.Transaction, touched: set[str], citing: set[str]) -> None:
+        """The records a batch touched, marked for derivation (spec/storage.md §3.1), in key order (the same
+        pages in every process): b"c": it received a citation or a revocation, which may change what it cites."""
+        for subject in sorted(touched):
+            if subject in citing:
+                txn.put(subject.encode(), b"c", db=self.db[b"pendcite"])
+            else:
+                txn.put(subject.encode(), b"", db=self.db[b"pendcite"], overwrite=False)
 
     def _keep_extra(self, txn: lmdb.Transaction, subject: str, blob: bytes) -> None:
         """Keep a bundle's unknown top-level fields for export, within caps (spec/storage.md §2): only
@@ -282,7 +326,7 @@ class Batch:
 
     def __init__(self, ledger: _Log) -> None:
         self._ledger = ledger
-        self._txn = ledger._begin()  # lookups; ended before the write transaction begins
+        self._txn = ledger._core._begin()  # lookups; ended before the write transaction begins
         self._extras: list[
             tuple[str, bytes]
         ] = []  # (pith number, canonical unknown top-level fields) of the bundles with some
@@ -313,7 +357,7 @@ class Batch:
         self.bytes += p.size
         txn, ids_db, evidence_db = self._txn, self._ledger.db[b"ids"], self._ledger.db[b"evidence"]
         if self.events - self._released >= 32 * _RELEASE_EVERY:  # lookups fault in index pages (and their neighbours)
-            _release_mapped_pages(self._ledger)
+            _release_mapped_pages(self._ledger._core)
             self._released = self.events
         candidates, held = self._candidates, self._held
         for c in p.events:
@@ -383,10 +427,10 @@ class Batch:
                     admit,
                     expect,
                 )
-                _release_mapped_pages(self._ledger)
+                _release_mapped_pages(self._ledger._core)
                 return result
             except lmdb.MapFullError:
-                self._ledger._grow()
+                self._ledger._core._grow()
 
     def abandon(self) -> None:
         """Drop the batch unwritten (the caller was interrupted)."""

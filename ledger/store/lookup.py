@@ -7,6 +7,7 @@ merge algorithm, the log's writing or the transparency log (issue #23: `state` <
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +86,25 @@ _CANDIDATES_HELD = 4096
 _leaf_decoder = msgspec.msgpack.Decoder(tuple[bytes, bytes])
 
 
-class _Lookup(_Environment):
-    """Resolution and state reads, over the databases that hold them."""
+class _Lookup:
+    """Resolution and state reads, over the databases that hold them (a part of a handle: the core's
+    tables; with ``compute_state``, a record whose derivation is pending is computed from its events, else it
+    raises :class:`StatePending`)."""
+
+    def __init__(
+        self, core: _Environment, compute_state: Callable[[lmdb.Transaction, str], dict[str, Any]] | None = None
+    ) -> None:
+        self._core = core
+        self.db = core.db
+        self.env = core.env
+        self._compute_state = compute_state
 
     def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
-        """The state of a record whose derivation is pending, from its events (ledger handles: reads.py)."""
-        raise StatePending(subject)
+        """The state of a record whose derivation is pending, from its events (a Ledger's views compute it:
+        views.py); a handle without views raises :class:`StatePending`."""
+        if self._compute_state is None:
+            raise StatePending(subject)
+        return self._compute_state(txn, subject)
 
     def _pending_dbs(self) -> list[Any]:
         """The pending sets; on a handle opened on a layout-3 ledger, opened once a writer has
@@ -115,7 +129,7 @@ class _Lookup(_Environment):
         sync is running or was killed), the state is computed here from its events as held: citations
         made by other records still pending are counted once the run is finished (spec/storage.md §3.1)."""
         self._pending_dbs()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             if self.is_pending(txn, subject):
                 return canonical_bytes(self.compute_state(txn, subject))
             data = txn.get(subject.encode(), db=self.db[b"state"])
@@ -131,7 +145,7 @@ class _Lookup(_Environment):
         (``ambiguous-id``) rather than picked from."""
         self._pending_dbs()
         q = parse_id(text)
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             if q.kind == "pith_number":
                 if txn.get(q.value.encode(), db=self.db[b"state"]) is None and not self.is_pending(txn, q.value):
                     raise NotFound(f"no record {q.value} in this ledger" + self._evidence_note(txn, q.value))
@@ -198,7 +212,7 @@ class _Lookup(_Environment):
         ``prefix``, sorted: what resolving a short form chooses from (``publish``'s resolve index,
         spec/serve.md §7.1)."""
         self._pending_dbs()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return [
                 (c.pith_number, c.registry)
                 for p in self._by_suffix(txn, prefix)
@@ -209,7 +223,7 @@ class _Lookup(_Environment):
         """The (lower-case) arXiv ids of present records starting with ``prefix``, sorted, each once."""
         found: list[str] = []
         start = f"arxiv:{prefix}".encode()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             cursor = txn.cursor(db=self.db[b"alias"])
             if cursor.set_range(start):
                 for key in cursor.iternext_nodup(keys=True, values=False):
@@ -224,7 +238,7 @@ class _Lookup(_Environment):
         records), ``"N"`` for ``vN``; None where the answer is ``ambiguous-id``. Empty when no present
         record has that id. The same choice as :meth:`resolve`, so a static index answers as ``serve``."""
         self._pending_dbs()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             cands = self._candidates(txn, f"arxiv:{arxiv_id}")
         out: dict[str, str | None] = {}
         if not cands:
@@ -244,7 +258,7 @@ class _Lookup(_Environment):
         None while its derivation is pending (the state is then computed from its events when read) or
         when none is stored."""
         self._pending_dbs()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return self._stored_sha(txn, subject)
 
     def _stored_sha(self, txn: lmdb.Transaction, subject: str) -> bytes | None:
@@ -282,23 +296,37 @@ class _Lookup(_Environment):
         return state
 
 
-class StateReader(_Lookup):
+class StateReader:
     """A read-only handle that resolves identifiers and reads stored states, and nothing else (``pithledger
     state``). Opened and checked as a ledger handle is (the same errors); a record whose derivation is
     pending raises :class:`StatePending`, for the caller to ask a full :class:`~pithledger.store.Ledger`."""
 
     def __init__(self, path: Path) -> None:
-        self._open_handle(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+        core = _Environment(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+        self._core = core
+        self.path = core.path
         try:
-            self.db = {b"meta": self.env.open_db(b"meta", create=False)}
-            self.layout = self._check_layout()
+            core.db = {b"meta": core.env.open_db(b"meta", create=False)}
+            core.layout = core._check_layout()
             for name in (b"state", b"suffix", b"alias", b"evsize", b"rec"):
-                self.db[name] = self.env.open_db(name, dupsort=_DBS[name], create=False)
+                core.db[name] = core.env.open_db(name, dupsort=_DBS[name], create=False)
         except lmdb.NotFoundError:
-            self.env.close()
+            core.env.close()
             from ..errors import NoLedger
 
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
         except BaseException:
-            self.env.close()
+            core.env.close()
             raise
+        self._lookup = _Lookup(core)
+        self.resolve = self._lookup.resolve
+        self.state_bytes = self._lookup.state_bytes
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __enter__(self) -> StateReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

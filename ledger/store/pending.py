@@ -13,12 +13,13 @@ import lmdb
 
 from ..audit import bucket_of
 from ..errors import LedgerError
+from ..fanout import Fanout
 from ..files import disk_full
-from .env import _RELEASE_EVERY, _release_mapped_pages
+from .env import _RELEASE_EVERY, _Environment, _release_mapped_pages
+from .lookup import _Lookup
 from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
 from .tuning import StoreTuning
 from .views import _Derived, _Inputs, _Views
-from .workers import _Workers
 
 #: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
 _snapshot_stats = {"read": 0, "fallback": 0}
@@ -38,23 +39,34 @@ def _worth_handing_over(part: list[_Inputs], tuning: StoreTuning) -> bool:
     )
 
 
-class _PendingWork(_Views, _Workers):
-    """The pending sets, and finishing them."""
+class _PendingWork:
+    """The pending sets, and finishing them: a part of a handle, over its core, lookup and views parts,
+    finishing on its fan-out (ledger/fanout.py) as its tuning cuts the work."""
 
-    _snapshot_refused = False  # a worker could not read this ledger's snapshot: hand the inputs over (snapshot.py)
-    tuning: StoreTuning  # set when the handle opens (Ledger.__init__)
+    def __init__(self, core: _Environment, lookup: _Lookup, views: _Views, fanout: Fanout, tuning: StoreTuning) -> None:
+        self._core = core
+        self.db = core.db
+        self.env = core.env
+        self.path = core.path
+        self._lookup = lookup
+        self._views = views
+        self._fanout = fanout
+        self.tuning = tuning
+        self._snapshot_refused = (
+            False  # a worker could not read this ledger's snapshot: hand the inputs over (snapshot.py)
+        )
 
     def pending(self) -> int:
         """How many records have derivation pending (0 once every apply and sync has finished)."""
-        dbs = self._pending_dbs()
-        with self._begin() as txn:
+        dbs = self._lookup._pending_dbs()
+        with self._core._begin() as txn:
             return sum(txn.stat(db)["entries"] for db in dbs)
 
     def pending_among(self, subjects: Iterable[str]) -> list[str]:
         """Those of ``subjects`` whose derivation is pending, in order."""
-        self._pending_dbs()
-        with self._begin() as txn:
-            return [s for s in subjects if self.is_pending(txn, s)]
+        self._lookup._pending_dbs()
+        with self._core._begin() as txn:
+            return [s for s in subjects if self._lookup.is_pending(txn, s)]
 
     def finish(self, progress: Callable[[int], None] | None = None, *, steps: int | None = None) -> int:
         """Derive everything pending (spec/storage.md §3.1), in transactions of ``finish_chunk`` records:
@@ -66,10 +78,10 @@ class _PendingWork(_Views, _Workers):
         done = 0
         for _ in count() if steps is None else range(steps):
             try:
-                with self._begin(write=True) as txn:
+                with self._core._begin(write=True) as txn:
                     n = self._finish_some(txn, self.tuning.finish_chunk, committed=True)
             except lmdb.MapFullError:
-                self._grow()
+                self._core._grow()
                 continue
             except lmdb.Error as exc:
                 raise disk_full(exc, self.path, "deriving pending states failed") or LedgerError(
@@ -77,7 +89,7 @@ class _PendingWork(_Views, _Workers):
                     hint="nothing is lost: the events are in the log; free space if the disk is full, then run "
                     "`pithledger apply` again (with no new input it only finishes the pending work)",
                 ) from None
-            _release_mapped_pages(self)
+            _release_mapped_pages(self._core)
             if n is None:
                 return done
             done += n
@@ -97,11 +109,11 @@ class _PendingWork(_Views, _Workers):
             outbound = self._outbound_on_workers(txn, flagged) if committed else {}
             for n, (subject, flag) in enumerate(cites, 1):
                 if n % _RELEASE_EVERY == 0:
-                    _release_mapped_pages(self)
+                    _release_mapped_pages(self._core)
                 # Only a new citation or revocation can change which of a record's citations stand. A cited
                 # record is marked "inbound only" unless it is (or was, in an earlier step) marked for its
                 # own events, which always wins: b"" overwrites the mark, the mark never overwrites b"".
-                for cited in sorted(self._update_citations(txn, subject, outbound.get(subject))) if flag else ():
+                for cited in sorted(self._views._update_citations(txn, subject, outbound.get(subject))) if flag else ():
                     txn.put(cited.encode(), _INBOUND_ONLY, db=self.db[b"pendstate"], overwrite=False)
                 txn.put(subject.encode(), b"", db=self.db[b"pendstate"])
             return 0
@@ -113,7 +125,7 @@ class _PendingWork(_Views, _Workers):
         for results in self._derived_parts(txn, states, committed, only):
             # each state stored puts to random leaves of several tables (state, fold, rec, indexes): a
             # step of 2,048 records would otherwise map hundreds of MiB of the file (spec/storage.md §10)
-            _release_mapped_pages(self)
+            _release_mapped_pages(self._core)
             for subject, derived, packed in results:
                 if derived is None:  # the fold or the update fell back (spec/merge.md §10): from the whole inputs
                     if subject in only:
@@ -124,14 +136,14 @@ class _PendingWork(_Views, _Workers):
                     continue
                 elif derived.how == "inbound":
                     _inbound_stats["updated"] += 1
-                self._store_derived(txn, derived, packed)
-        self._update_tree(txn, {bucket_of(s) for s in states})
+                self._views._store_derived(txn, derived, packed)
+        self._views._update_tree(txn, {bucket_of(s) for s in states})
         return len(states)
 
     def _derive_whole(self, txn: lmdb.Transaction, subject: str) -> tuple[_Derived, bytes]:
         """A record derived from its whole inputs (no fold), on a worker: a record whose fold fell back
         is a big one."""
-        part = [self._gather(txn, subject)]
+        part = [self._views._gather(txn, subject)]
         [(_, derived, packed)] = next(self._fanout.map(self.tuning.derive, iter([part]), parallel=self._hand_over_big))
         assert derived is not None  # without a Fold, a full derivation
         return derived, packed
@@ -146,7 +158,7 @@ class _PendingWork(_Views, _Workers):
             or self._snapshot_refused
         ):
             return None
-        snap = snapshot_of(self, txn)
+        snap = snapshot_of(self._core, txn)
         if snap is None:
             return None
         step = self.tuning.snapshot_part
@@ -196,7 +208,7 @@ class _PendingWork(_Views, _Workers):
         rest = states[done:]
         if rest:
             tuning = self.tuning
-            gathered = self._input_parts(
+            gathered = self._views._input_parts(
                 txn, rest, tuning.derive_part_records, tuning.derive_part_entries, incremental=True, inbound_only=only
             )
             yield from self._fanout.map(

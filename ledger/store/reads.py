@@ -16,18 +16,27 @@ from pithledger.records.events import is_pithledger_envelope
 
 from ..audit import Pair, inner_pair
 from ..errors import LedgerError, NotFound
-from ..merge import Entry, reduce
+from ..merge import Entry
 from .entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
-from .env import _event_key, _json_decoder, _release_mapped_pages, _u64
-from .pending import _PendingWork
-from .views import _pair_decoder
+from .env import _Environment, _event_key, _json_decoder, _release_mapped_pages, _u64
+from .lookup import _Lookup
+from .tuning import StoreTuning
+from .views import _pair_decoder, _Views
 
 #: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
 #: the 64 MiB a reader accepts, whatever a record holds).
 
 
-class _Reads(_PendingWork):
-    """Answering queries from one ledger handle."""
+class _Reads:
+    """Answering queries from one ledger handle: a part over its core, lookup and views parts."""
+
+    def __init__(self, core: _Environment, lookup: _Lookup, views: _Views, tuning: StoreTuning) -> None:
+        self._core = core
+        self.db = core.db
+        self.path = core.path
+        self._lookup = lookup
+        self._views = views
+        self.tuning = tuning
 
     # --- the audit Source interface -----------------------------------------------------------------
 
@@ -36,37 +45,33 @@ class _Reads(_PendingWork):
         return str(self.path)
 
     def root(self) -> Pair:
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             raw = txn.get(b"/", db=self.db[b"node"])
         return _pair_decoder.decode(raw) if raw is not None else inner_pair("", {})
 
     def children(self, prefix: str) -> dict[str, Pair]:
-        with self._begin() as txn:
-            return self._children(txn, prefix)
+        with self._core._begin() as txn:
+            return self._views._children(txn, prefix)
 
     def bucket(self, prefix: str) -> dict[str, Pair]:
-        with self._begin() as txn:
-            return self._bucket(txn, prefix)
+        with self._core._begin() as txn:
+            return self._views._bucket(txn, prefix)
 
     def holds(self, txn: lmdb.Transaction, event_id: str) -> bool:
         """Whether a valid event with this ledger id is held, read in ``txn``."""
         return txn.get(_event_key(event_id), db=self.db[b"ids"]) is not None
 
     def record_events(self, pith_number: str) -> list[str]:
-        with self._begin() as txn:
-            return sorted(e.event_id for e in self._entries(txn, pith_number))
-
-    def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
-        """The state of ``subject`` from the log: its own entries and its indexed inbound citations."""
-        return reduce(subject, self._entries(txn, subject), self._inbound(txn, subject))
+        with self._core._begin() as txn:
+            return sorted(e.event_id for e in self._views._entries(txn, pith_number))
 
     def subjects(self) -> Iterator[str]:
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             for key in txn.cursor(db=self.db[b"state"]).iternext(values=False):
                 yield bytes(key).decode()
 
     def log(self, since: int = 0) -> Iterator[LogEntry]:
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             cursor = txn.cursor(db=self.db[b"log"])
             if cursor.set_range(_u64(since)):
                 for _, raw in cursor.iternext():
@@ -84,19 +89,21 @@ class _Reads(_PendingWork):
         a part): the first carries the record and the unknown fields, the others events only. A record
         flooded with events then still travels in documents every reader accepts (spec/storage.md §5).
         ``part_bytes``: 0 for the handle's ``tuning.part_bytes``, None for one bundle whatever its size."""
-        self._pending_dbs()
-        _release_mapped_pages(self)  # export --all and publish read every record: the file's pages past the budget
+        self._lookup._pending_dbs()
+        _release_mapped_pages(
+            self._core
+        )  # export --all and publish read every record: the file's pages past the budget
         part_bytes = self.tuning.part_bytes if part_bytes == 0 else part_bytes
-        with self._begin() as txn:
-            entries = sorted(self._entries(txn, subject), key=lambda e: e.verdict.event_id)
+        with self._core._begin() as txn:
+            entries = sorted(self._views._entries(txn, subject), key=lambda e: e.verdict.event_id)
             if not entries:
-                raise NotFound(f"no events for {subject} in this ledger" + self._evidence_note(txn, subject))
+                raise NotFound(f"no events for {subject} in this ledger" + self._lookup._evidence_note(txn, subject))
             unverified = [
                 _json_decoder.decode(held.event)
                 for _, held in self._evidence(txn, subject)
                 if held.verdict.status == "unverified"
             ]
-            state = self._stored_state(txn, subject)
+            state = self._lookup._stored_state(txn, subject)
             extra: dict[str, Any] = {}
             cursor = txn.cursor(db=self.db[b"extra"])
             prefix = subject.encode() + b"\0"
@@ -140,9 +147,9 @@ class _Reads(_PendingWork):
         the ledger). A record's citations are its own events, so each event is written once, and the
         lines applied to an empty ledger give the same digest (spec/storage.md §5). Consume it in the
         thread that began it: the snapshot is that thread's."""
-        self._pending_dbs()  # (opened before the snapshot's transaction begins)
-        with self.snapshot():
-            with self._begin() as txn:
+        self._lookup._pending_dbs()  # (opened before the snapshot's transaction begins)
+        with self._core.snapshot():
+            with self._core._begin() as txn:
                 for key in txn.cursor(db=self.db[b"subject"]).iternext_nodup(keys=True, values=False):
                     yield from self.export_parts(bytes(key).decode())
                 for key in txn.cursor(db=self.db[b"evsubj"]).iternext_nodup(keys=True, values=False):
@@ -159,15 +166,15 @@ class _Reads(_PendingWork):
 
     def lacking(self, event_ids: Iterable[str]) -> list[str]:
         """The ids among ``event_ids`` that this ledger holds no valid event under."""
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return sorted(i for i in event_ids if txn.get(_event_key(i), db=self.db[b"ids"]) is None)
 
     def inbound_bundles(self, subject: str) -> list[dict[str, Any]]:
         """One event bundle per record citing ``subject``, holding exactly its standing citations of it
         (citing Pith Number order): with :meth:`export`, what reproduces ``subject``'s state anywhere."""
         by_citing: dict[str, list[Entry]] = {}
-        with self._begin() as txn:
-            for e in self._inbound(txn, subject):
+        with self._core._begin() as txn:
+            for e in self._views._inbound(txn, subject):
                 by_citing.setdefault(e.verdict.subject, []).append(e)
         return [
             write_bundle(citing, [e.event for e in sorted(group, key=lambda e: e.event_id)])
@@ -189,23 +196,23 @@ class _Reads(_PendingWork):
 
     def evidence(self, subject: str) -> list[tuple[str, EvidenceEntry]]:
         """(copy sha256, entry) of every rejected input held about ``subject``, in copy digest order."""
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return self._evidence(txn, subject)
 
     def evidence_subjects(self) -> Iterator[tuple[str, Usage]]:
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             for key, raw in txn.cursor(db=self.db[b"evsize"]).iternext():
                 yield bytes(key).decode(), _usage_decoder.decode(raw)
 
     def evidence_usage(self) -> Usage:
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             raw = txn.get(b"evidence_usage", db=self.db[b"meta"])
         return _usage_decoder.decode(raw) if raw is not None else Usage()
 
     def counts(self) -> dict[str, int]:
         """Events in the log, records with a derived state, records whose derivation is pending."""
-        dbs = self._pending_dbs()
-        with self._begin() as txn:
+        dbs = self._lookup._pending_dbs()
+        with self._core._begin() as txn:
             return {
                 "events": txn.stat(self.db[b"log"])["entries"],
                 "records": txn.stat(self.db[b"state"])["entries"],

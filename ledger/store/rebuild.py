@@ -159,9 +159,11 @@ def rebuild(
                 # on the workers, each copy is verified where it is prepared (the new ledger is empty:
                 # every copy is a candidate), so the batch hands nothing over again
                 # the old file's pages are released as it is read, with the new one's, under one budget
-                new._companions.append(_MappedEnv(env, path / "data.mdb"))
-                parts = ((part, big, reverify) for part in _parts_of(_old_raw(env, txn, new), tuning.rebuild_part))
-                for encoded in new._fanout.map(_prepare_received, parts, parallel=big):
+                new._core._companions.append(_MappedEnv(env, path / "data.mdb"))
+                parts = (
+                    (part, big, reverify) for part in _parts_of(_old_raw(env, txn, new._core), tuning.rebuild_part)
+                )
+                for encoded in new._workers.fanout.map(_prepare_received, parts, parallel=big):
                     for prepared, was_valid in _received_decoder.decode(encoded):
                         counts["events_read"] += 1
                         reuse = was_valid and not reverify
@@ -207,7 +209,7 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
     under a new origin. An old ledger of a layout before 5 had no tlog (``old_size`` None)."""
     meta = env.open_db(b"meta", txn=txn, create=False)
     with new.env.begin() as new_txn:
-        mine = new._tlog_dbs()
+        mine = new._tlog._tlog_dbs()
         if bytes(txn.get(b"layout_version", b"", db=meta)) != str(LAYOUT_VERSION).encode():
             return {
                 "old_size": None,
@@ -217,7 +219,7 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
             }
         old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
 
-        return translog.compare(txn, old, new_txn, mine, lambda: _release_mapped_pages(new))  # and the old file's
+        return translog.compare(txn, old, new_txn, mine, lambda: _release_mapped_pages(new._core))  # and the old file's
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:

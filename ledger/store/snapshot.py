@@ -53,28 +53,27 @@ def snapshot_of(ledger: _Environment, txn: lmdb.Transaction) -> Snapshot | None:
     return Snapshot(str(ledger.path), opened, txn.id(), b"fold" in ledger.db)
 
 
-class _ViewsHandle(_Views):
-    """A read-only handle on a ledger's views, what a worker reads finishing's inputs with: opened and
-    checked as a read-only Ledger is (the same databases, the same errors), without the rest of a Ledger
-    (no writer, no fan-out of its own)."""
-
-    def __init__(self, path: Path) -> None:
-        self._open_handle(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
-        try:
-            self.layout = self._open_dbs(readonly=True)
-        except lmdb.NotFoundError:  # the creating apply has not committed yet
-            self.env.close()
-            raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
-        except PithledgerError:
-            self.env.close()
-            raise
+def _views_handle(path: Path) -> _Views:
+    """A read-only handle on a ledger's views, what a worker reads finishing's inputs with: the views part
+    over a read-only core, opened and checked as a read-only Ledger's is (the same databases, the same
+    errors), without the rest of a Ledger (no writer, no fan-out of its own). Closed by its core."""
+    core = _Environment(path, readonly=True, map_size=DEFAULT_MAP_SIZE)
+    try:
+        core.layout = core._open_dbs(readonly=True)
+    except lmdb.NotFoundError:  # the creating apply has not committed yet
+        core.env.close()
+        raise NoLedger(f"no complete ledger at {core.path} (yet)") from None
+    except PithledgerError:
+        core.env.close()
+        raise
+    return _Views(core)
 
 
 # One read-only handle per worker process and ledger, opened on the first part (the process's life).
-_handles: dict[str, tuple[tuple[int, int], _ViewsHandle]] = {}
+_handles: dict[str, tuple[tuple[int, int], _Views]] = {}
 
 
-def _reader(snap: Snapshot) -> _ViewsHandle | None:
+def _reader(snap: Snapshot) -> _Views | None:
     held = _handles.get(snap.path)
     if held is not None and held[0] == snap.files:
         return held[1]
@@ -82,24 +81,22 @@ def _reader(snap: Snapshot) -> _ViewsHandle | None:
         return None
     if held is not None:  # another ledger at that path since (rebuild swapped it in)
         del _handles[snap.path]
-        held[1].close()
+        held[1]._core.close()
     try:
-        handle = _ViewsHandle(Path(snap.path))
+        handle = _views_handle(Path(snap.path))
     except (PithledgerError, OSError, lmdb.Error):  # e.g. py-lmdb's "already open in this process": the writer reads it
         return None
-    if handle._opened_file != snap.files:  # replaced while it opened: not the writer's file
-        handle.close()
+    if handle._core._opened_file != snap.files:  # replaced while it opened: not the writer's file
+        handle._core.close()
         return None
     _handles[snap.path] = (snap.files, handle)
     # the budget counts from what the process maps before its first part (its libraries): counted from
     # after one, a worker kept what that part had touched on top of the budget (181 MiB at 1 M events)
-    _release_mapped_pages(handle)
+    _release_mapped_pages(handle._core)
     return handle
 
 
-def _read(
-    task: tuple[Snapshot, list[str]], read: Callable[[_ViewsHandle, lmdb.Transaction, str], _T]
-) -> list[_T] | None:
+def _read(task: tuple[Snapshot, list[str]], read: Callable[[_Views, lmdb.Transaction, str], _T]) -> list[_T] | None:
     """``read(handle, txn, subject)`` of each record of a part, in a read transaction on exactly the
     writer's snapshot; None where this process cannot read it (the writer then does)."""
     snap, subjects = task
@@ -107,7 +104,7 @@ def _read(
     if handle is None:
         return None
     try:
-        txn = handle._begin()
+        txn = handle._core._begin()
     except (PithledgerError, lmdb.Error):  # e.g. no reader slot free, or a map that kept growing: the writer reads it
         return None
     try:
@@ -117,11 +114,11 @@ def _read(
         for n, subject in enumerate(subjects, 1):
             out.append(read(handle, txn, subject))
             if n % _RELEASE_EVERY == 0:  # a part's records read random pages (their inbound citations)
-                _release_mapped_pages(handle)
+                _release_mapped_pages(handle._core)
         return out
     finally:
         txn.abort()
-        _release_mapped_pages(handle)  # as the writer's: what a part touched of the file is not kept mapped
+        _release_mapped_pages(handle._core)  # as the writer's: what a part touched of the file is not kept mapped
 
 
 def derive_states(
@@ -136,7 +133,7 @@ def derive_states(
     snap, subjects, flags = task
     only = {s for s, flag in zip(subjects, flags, strict=True) if flag}
 
-    def one(handle: _ViewsHandle, txn: lmdb.Transaction, subject: str) -> tuple[str, _Derived | None, bytes]:
+    def one(handle: _Views, txn: lmdb.Transaction, subject: str) -> tuple[str, _Derived | None, bytes]:
         # one record at a time: a worker holds one record's inputs, whatever the part holds (a hot record)
         return derive([handle._gather(txn, subject, incremental=True, inbound_only=subject in only)])[0]
 

@@ -14,12 +14,16 @@ from .env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_p
 from .tuning import StoreTuning
 
 
-class _Translog(_Environment):
-    """The tlog's methods (spec/storage.md §2.2). Every read reads the committed snapshot (inside
-    :meth:`snapshot`, the same one as every other read)."""
+class _Translog:
+    """The tlog's methods (spec/storage.md §2.2), a part of a handle over its core. Every read reads the
+    committed snapshot (inside the core's :meth:`~_Environment.snapshot`, the same one as every other read)."""
 
-    layout: int  # the layout this handle reads: LAYOUT_VERSION, or an older one a reader reads as it is
-    tuning: StoreTuning  # set when the handle opens (Ledger.__init__)
+    def __init__(self, core: _Environment, tuning: StoreTuning) -> None:
+        self._core = core
+        self.db = core.db
+        self.env = core.env
+        self.path = core.path
+        self.tuning = tuning
 
     def _upgrade(self) -> None:
         """Upgrade a layout-3 or -4 ledger in place (its missing databases were just created empty):
@@ -30,14 +34,14 @@ class _Translog(_Environment):
         dbs = translog.TlogDbs(self.db[translog.ENTRIES_DB], self.db[translog.HASHES_DB])
         while True:
             try:
-                with self._begin(write=True) as txn:
+                with self._core._begin(write=True) as txn:
                     if bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) == str(LAYOUT_VERSION).encode():
                         return  # another writer finished it
                     if translog.build(txn, self.db[b"log"], dbs, self.tuning.upgrade_chunk):
                         txn.put(b"layout_version", str(LAYOUT_VERSION).encode(), db=self.db[b"meta"])
                         return
             except lmdb.MapFullError:
-                self._grow()
+                self._core._grow()
             except lmdb.Error as exc:
                 raise disk_full(
                     exc, self.path, f"the upgrade of the ledger at {self.path} to layout {LAYOUT_VERSION} failed"
@@ -46,7 +50,7 @@ class _Translog(_Environment):
                     hint="nothing is lost (an interrupted upgrade goes on where it stopped): free space if the "
                     "disk is full, then run the same command again",
                 ) from None
-            _release_mapped_pages(self)
+            _release_mapped_pages(self._core)
 
     def _tlog_dbs(self) -> translog.TlogDbs:
         """The tlog's databases (a writer's handle, or a reader's once :meth:`_open_tlog` found them)."""
@@ -67,13 +71,15 @@ class _Translog(_Environment):
         return True
 
     def _tlog_not_built(self) -> TlogNotBuilt:
-        return TlogNotBuilt(f"the ledger at {self.path} has layout {self.layout}, which holds no transparency log yet")
+        return TlogNotBuilt(
+            f"the ledger at {self.path} has layout {self._core.layout}, which holds no transparency log yet"
+        )
 
     def _tlog_read(self, txn: lmdb.Transaction, opened_now: bool) -> translog.TlogDbs:
         """The tlog's databases for a read in ``txn``: on a handle opened before the upgrade, only once
         the upgrade is committed in that snapshot (until then the tlog is partial), and not in a
         :meth:`snapshot` that began before the databases were opened here (``opened_now``)."""
-        if self.layout != LAYOUT_VERSION and (
+        if self._core.layout != LAYOUT_VERSION and (
             (opened_now and isinstance(txn, _Pinned))
             or bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) != str(LAYOUT_VERSION).encode()
         ):
@@ -83,15 +89,15 @@ class _Translog(_Environment):
     def tlog_size(self) -> int:
         """Entries in the transparency log: the events this mirror logged (the log's size)."""
         opened = self._open_tlog()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return translog.size(txn, self._tlog_read(txn, opened))
 
     def tlog_hashes(self, level: int, start: int, end: int) -> list[bytes]:
         """The complete-subtree hashes at ``level`` for indices [start, end) (tlog.HashReader);
         TlogOutOfRange, a LookupError, for any not complete at the current size."""
         opened = self._open_tlog()
-        _release_mapped_pages(self)  # publish reads every tile: the file's pages past the budget
-        with self._begin() as txn:
+        _release_mapped_pages(self._core)  # publish reads every tile: the file's pages past the budget
+        with self._core._begin() as txn:
             return translog.read_hashes(txn, self._tlog_read(txn, opened), level, start, end)
 
     read_hashes = tlog_hashes
@@ -99,8 +105,8 @@ class _Translog(_Environment):
     def tlog_entries(self, start: int, end: int) -> list[bytes]:
         """The entry bytes of indices [start, end)."""
         opened = self._open_tlog()
-        _release_mapped_pages(self)  # publish reads every tile: the file's pages past the budget
-        with self._begin() as txn:
+        _release_mapped_pages(self._core)  # publish reads every tile: the file's pages past the budget
+        with self._core._begin() as txn:
             return translog.read_entries(txn, self._tlog_read(txn, opened), start, end)
 
     def tlog_index(self, event_id: str) -> int | None:
@@ -110,7 +116,7 @@ class _Translog(_Environment):
         if len(digest) != 64 or digest.strip("0123456789abcdef"):
             return None
         opened = self._open_tlog()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             dbs = self._tlog_read(txn, opened)
             seq = txn.get(bytes.fromhex(digest), db=self.db[b"ids"])
             index = int.from_bytes(seq, "big") if seq is not None else None
@@ -119,5 +125,5 @@ class _Translog(_Environment):
     def tlog_root(self, size: int | None = None) -> bytes:
         """The root of the transparency log at ``size`` (default: its current size)."""
         opened = self._open_tlog()
-        with self._begin() as txn:
+        with self._core._begin() as txn:
             return translog.tree_hash(txn, self._tlog_read(txn, opened), size)

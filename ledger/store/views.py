@@ -34,6 +34,7 @@ from .entries import LogEntry, _entry_decoder
 from .env import (
     _RELEASE_ENTRIES,
     _RELEASE_EVERY,
+    _Environment,
     _event_key,
     _json_decoder,
     _rec_key,
@@ -41,7 +42,6 @@ from .env import (
     _seq_text,
     _u64,
 )
-from .lookup import _Lookup
 from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
 
 _pair_encoder = msgspec.msgpack.Encoder()
@@ -339,8 +339,18 @@ def _index_keys(subject: str, state: dict[str, Any]) -> list[tuple[bytes, bytes]
     return out
 
 
-class _Views(_Lookup):
-    """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes."""
+class _Views:
+    """Gathering derivation inputs and storing derived states, indexes and digest-tree nodes: a part of a
+    handle over its core (a Ledger's, or a worker's read-only one: snapshot.py)."""
+
+    def __init__(self, core: _Environment) -> None:
+        self._core = core
+        self.db = core.db
+
+    def compute_state(self, txn: lmdb.Transaction, subject: str) -> dict[str, Any]:
+        """The state of ``subject`` from the log: its own entries and its indexed inbound citations (what a
+        Ledger's lookup reads for a record whose derivation is pending)."""
+        return reduce(subject, self._entries(txn, subject), self._inbound(txn, subject))
 
     def _update_citations(
         self, txn: lmdb.Transaction, subject: str, new: list[tuple[str, str]] | None = None
@@ -396,7 +406,7 @@ class _Views(_Lookup):
             part.append(inputs)
             entries += len(inputs.own) + len(inputs.inbound)
             if entries - read >= _RELEASE_ENTRIES:  # reading faults in log pages (and their neighbours)
-                _release_mapped_pages(self)
+                _release_mapped_pages(self._core)
                 read = entries
             if len(part) >= records or entries >= log_entries:
                 yield part
@@ -559,7 +569,7 @@ class _Views(_Lookup):
         # follows the interpreter's string hashing), so equal ledgers are equal files too
         for n, bucket in enumerate(sorted(buckets), 1):
             if n % _RELEASE_EVERY == 0:  # each bucket reads its records' digest leaves
-                _release_mapped_pages(self)
+                _release_mapped_pages(self._core)
             txn.put(
                 b"/" + bucket.encode(),
                 _pair_encoder.encode(bucket_pair(self._bucket(txn, bucket))),

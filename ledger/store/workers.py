@@ -7,7 +7,7 @@ gets bytes and returns bytes.
 
 from __future__ import annotations
 
-from ..fanout import Fanout
+from ..fanout import Fanout, current
 from .entries import _check_copy, _checked_encoder
 
 # How the work is cut (chunk and part sizes, when the workers start): StoreTuning (tuning.py).
@@ -22,6 +22,15 @@ def _verify_offers(items: list[tuple[bytes, str, bool]]) -> bytes:
 
 
 class _Workers:
-    """A ledger handle's fan-out (set when it opens: see Ledger.__init__)."""
+    """A handle's fan-out, set when it opens: the one given, else the running command's
+    (``fanout.current()``: --workers, --scheduler), else the handle's own local workers on all cores,
+    started when first needed and closed with the handle. The parts that hand work out hold its ``fanout``."""
 
-    _fanout: Fanout
+    def __init__(self, fanout: Fanout | None) -> None:
+        shared = fanout or current()
+        self._own = shared is None
+        self.fanout = shared or Fanout.processes()
+
+    def close(self) -> None:
+        if self._own:
+            self.fanout.close()

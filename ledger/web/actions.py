@@ -164,11 +164,7 @@ class ServingLedger(Ledger):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.gate = threading.RLock()
         kwargs.setdefault("fanout", Fanout.in_place())
-        super().__init__(*args, **kwargs)
-
-    def _grow(self) -> None:
-        with self.gate:
-            super()._grow()
+        super().__init__(*args, grow_gate=self.gate, **kwargs)
 
 
 @dataclass

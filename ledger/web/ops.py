@@ -511,7 +511,7 @@ def replaced(ledger: Ledger) -> str | None:
     """Why the server must not answer from its ledger handle, or None: the file at ``<ledger>/data.mdb`` is not the
     one it opened (a restore swapped the directory, another ledger was copied in, or the file was removed), so what
     it would read is a file nobody else sees. One ``stat`` (spec/serve.md §9.2)."""
-    opened = ledger._opened_file
+    opened = ledger.opened_file
     if opened is None:
         return None
     data = os.path.join(ledger.path, "data.mdb")  # as given, not resolved: a restore swaps the directory

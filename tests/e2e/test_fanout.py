@@ -554,7 +554,7 @@ def test_a_worker_killed_inside_its_read_transaction_leaves_no_reader_slot(
 from pithledger.store import views
 _gather = views._Views._gather
 def _dies_once(self, txn, subject, **kw):
-    if self.env.flags()["readonly"]:  # a worker's own handle, inside its read transaction
+    if self._core.env.flags()["readonly"]:  # a worker's own handle, inside its read transaction
         try:
             os.close(os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL))
             os._exit(1)

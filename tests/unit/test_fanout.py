@@ -90,10 +90,10 @@ def test_a_ledger_swapped_in_under_the_writer_is_not_handed_to_the_workers(tmp_p
 
     path = tmp_path / "l"
     with Ledger(path, create=True, fanout=Fanout.in_place()) as ledger:
-        with ledger._begin() as txn:
-            snap = snapshot_of(ledger, txn)
+        with ledger._core._begin() as txn:
+            snap = snapshot_of(ledger._core, txn)
         assert snap is not None and snap.files == (os.stat(path / "data.mdb").st_dev, os.stat(path / "data.mdb").st_ino)
         shutil.copyfile(path / "data.mdb", tmp_path / "other.mdb")
         os.replace(tmp_path / "other.mdb", path / "data.mdb")  # another file at the path now
-        with ledger._begin() as txn:
-            assert snapshot_of(ledger, txn) is None
+        with ledger._core._begin() as txn:
+            assert snapshot_of(ledger._core, txn) is None

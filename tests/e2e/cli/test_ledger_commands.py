@@ -171,7 +171,8 @@ def test_readme_first_command_works(tmp_path: Path) -> None:
 
 def _miscount(path: Path) -> None:
     """What the old code left after a race: counters above what is held (no entry changed)."""
-    from pithledger.store import Usage, _entry_encoder
+    from pithledger.store import Usage
+    from pithledger.store.entries import _entry_encoder
 
     env = lmdb.open(str(path), max_dbs=32, subdir=True)
     with env.begin(write=True) as txn:

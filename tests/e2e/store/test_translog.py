@@ -24,7 +24,8 @@ from helpers.translog import NUMBER, REMEDY, assert_tlog_is_the_log, attestation
 from pithledger import store  # noqa: E402
 from pithledger.errors import TlogNotBuilt
 from pithledger.records.canonical import canonical_bytes  # noqa: E402
-from pithledger.store import Ledger, rebuild  # noqa: E402
+from pithledger.store import Ledger  # noqa: E402
+from pithledger.store.rebuild import rebuild  # noqa: E402
 
 
 def test_bad_input_through_the_cli_writes_no_tlog_entry(tmp_path: Path, cli: Any) -> None:

@@ -75,11 +75,12 @@ def test_a_tampered_state_is_a_suspected_merge_bug(tmp_path: Path) -> None:
             state = json.loads(zlib.decompress(txn.get(NUMBER.encode(), db=b.db[b"state"])))
             state["state_sha256"] = "00" * 32
             txn.put(NUMBER.encode(), zlib.compress(json.dumps(state).encode()), db=b.db[b"state"])
-            ids_ = [e.event_id for e in b._entries(txn, NUMBER)]
-            from pithledger.store import _pair_encoder, _rec_key
+            ids_ = [e.event_id for e in b._views._entries(txn, NUMBER)]
+            from pithledger.store.env import _rec_key
+            from pithledger.store.views import _pair_encoder
 
             txn.put(_rec_key(NUMBER), _pair_encoder.encode(record_pair(ids_, "00" * 32)), db=b.db[b"rec"])
-            b._update_tree(txn, {bucket_of(NUMBER)})
+            b._views._update_tree(txn, {bucket_of(NUMBER)})
         result = compare(a, b)
         assert [(d.pith_number, d.kind) for d in result.divergent] == [(NUMBER, "state-differs-with-equal-events")]
         assert result.merge_bug_suspected

@@ -191,7 +191,7 @@ def test_a_damaged_stored_state_is_derived_in_full_not_updated(tmp_path: Path) -
     with _small(tmp_path, "l") as ledger:
         ledger.apply_batch(bundles_of(_records()))
         state = msgspec.json.decode(ledger.state_bytes(B))
-        with ledger._begin(write=True) as txn:
+        with ledger._core._begin(write=True) as txn:
             txn.put(B.encode(), zlib.compress(msgspec.json.encode(state).replace(b",", b", ")), db=ledger.db[b"state"])
         before = _stats()
         ledger.apply_batch(bundles_of([_cites(C, B, t(9))]))
@@ -206,10 +206,10 @@ def test_a_folded_record_offered_inbound_citations_it_holds_folds_each_once(tmp_
     events = BIG + [e for e in REST if e["event_type"] != "revocation"]  # A over the threshold: a fold entry
     with _small(tmp_path, "l") as ledger:
         ledger.apply_batch(bundles_of(events))
-        with ledger._begin() as txn:
+        with ledger._core._begin() as txn:
             entry = _fold_entry_decoder.decode(txn.get(A.encode(), db=ledger.db[b"fold"]))
             state = _unpack_state(bytes(txn.get(A.encode(), db=ledger.db[b"state"])))
-            inbound = ledger._inbound(txn, A)
+            inbound = ledger._views._inbound(txn, A)
     assert len(inbound) >= 14
     own = [e for e in entries(events) if e.verdict.subject == A]
     got = fold(A, state, _fold_decoder.decode(entry.fold), [], inbound, [])

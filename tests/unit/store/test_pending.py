@@ -125,7 +125,7 @@ def test_a_worker_that_dies_while_deriving_changes_nothing(tmp_path: Path) -> No
     with Ledger(tmp_path / "l", create=True, tuning=derive_on_workers(derive=_dies_in_a_worker)) as ledger:
         ledger.apply_batch(bundles_of(events), defer=True)
         ledger.finish()
-        assert ledger._fanout.lost  # the handle works in place from then on
+        assert ledger._workers.fanout.lost  # the handle works in place from then on
         assert (states(ledger), ledger.root()) == want and ledger.fsck() == []
 
 

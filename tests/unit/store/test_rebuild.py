@@ -11,7 +11,8 @@ from helpers.eventpool import ALICE, P, pool
 from helpers.rebuild import write_v1_ledger
 from pithledger.errors import LayoutMismatch
 from pithledger.records.events import compute_event_id, make_event, verify_event
-from pithledger.store import Ledger, rebuild
+from pithledger.store import Ledger
+from pithledger.store.rebuild import rebuild
 
 
 def forged() -> dict[str, Any]:

@@ -174,7 +174,7 @@ def test_fsck_names_a_tampered_state(tmp_path: Path, on_workers: bool) -> None:
                 db=ledger.db[b"state"],
             )
         assert ledger.fsck() == [f"state of {subject} differs from its recomputation from the log"]
-        assert bool(ledger._fanout.worker_pids()) is on_workers
+        assert bool(ledger._workers.fanout.worker_pids()) is on_workers
 
 
 @pytest.mark.parametrize("on_workers", [False, True], ids=["in-place", "on-workers"])

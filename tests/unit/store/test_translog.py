@@ -380,7 +380,7 @@ def test_a_failed_batch_leaves_the_tlog_as_it_was(tmp_path: Path, monkeypatch: p
         def cannot_grow() -> None:
             raise LedgerFull("the ledger cannot grow (test)")
 
-        monkeypatch.setattr(ledger, "_grow", cannot_grow)
+        monkeypatch.setattr(ledger._core, "_grow", cannot_grow)
         with pytest.raises(LedgerFull):
             ledger.apply_batch([Bundle(pith_number=NUMBER, events=attestations(400, 200))])  # more than 256 KiB holds
         assert (ledger.tlog_size(), ledger.tlog_root(), ledger.counts()) == before
