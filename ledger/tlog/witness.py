@@ -62,7 +62,6 @@ CONFIG_TYPE = "pithledger_witness_config"
 STATE_TYPE = "pithledger_witness_state"
 EVIDENCE_TYPE = "pithledger_log_inconsistency"
 VERSION = "1"
-SIZE_MEDIA_TYPE = SizeConflict.content_type  # "text/x.tlog.size", the 409 answer's (C2SP tlog-witness)
 _OLD_LINE = re.compile(rb"old (0|[1-9][0-9]{0,18})\Z")
 
 
