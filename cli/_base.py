@@ -281,11 +281,6 @@ def _json_requested(argv: list[str]) -> bool:
     return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
 
 
-def is_usage_error(exc: BaseException) -> bool:
-    """A click usage error (typer vendors click in new versions, uses click in old ones)."""
-    return any(cls.__name__ == "UsageError" for cls in type(exc).__mro__)
-
-
 def is_click_error(exc: BaseException) -> bool:
     return any(cls.__name__ == "ClickException" for cls in type(exc).__mro__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -29,6 +29,10 @@ from ._options import (
     _store,
 )
 from ._output import emit_json, iter_documents, report, say, write_file_atomically
+
+if TYPE_CHECKING:
+    from pithledger.audit import AuditResult
+    from pithledger.mirror.checkpoints import Check
 
 command = Commands()
 
@@ -243,28 +247,34 @@ def audit(
             }
         )
     else:
-        for c in checks:
-            say(c.line())
-        if result.consistent:
-            typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
-        for d in result.divergent:
-            line = f"DIVERGENT {d.pith_number} {d.kind}"
-            for label, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
-                if count:
-                    more = f" and {count - len(listed):,} more" if count > len(listed) else ""
-                    line += f"; {label} lacks {', '.join(listed)}{more}"
-            say(line)
-        if result.merge_bug_suspected:
-            typer.echo(
-                "both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
-                "(run `pithledger fsck` on each ledger)"
-            )
-        if not result.consistent:
-            typer.echo(
-                f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)"
-            )
+        _say_audit(result, checks)
     if not result.consistent:
         raise typer.Exit(1)
+
+
+def _say_audit(result: AuditResult, checks: list[Check]) -> None:
+    """`audit A B`'s text output: each checkpoint check, then consistent, or each divergent record and what each
+    side lacks."""
+    for c in checks:
+        say(c.line())
+    if result.consistent:
+        typer.echo(f"consistent: events_root {result.a_root['events']} states_root {result.a_root['states']}")
+    for d in result.divergent:
+        line = f"DIVERGENT {d.pith_number} {d.kind}"
+        for label, listed, count in (("A", d.a_lacks, d.a_lacks_count), ("B", d.b_lacks, d.b_lacks_count)):
+            if count:
+                more = f" and {count - len(listed):,} more" if count > len(listed) else ""
+                line += f"; {label} lacks {', '.join(listed)}{more}"
+        say(line)
+    if result.merge_bug_suspected:
+        typer.echo(
+            "both mirrors hold the same events yet states differ: a merge bug or a tampered stored state "
+            "(run `pithledger fsck` on each ledger)"
+        )
+    if not result.consistent:
+        typer.echo(
+            f"{_plural(len(result.divergent), 'divergent record')} ({_plural(result.digests_read, 'digest')} read)"
+        )
 
 
 def _audit_bundles(

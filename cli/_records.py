@@ -129,24 +129,36 @@ def verify(
     as_json: JsonOption = False,
 ) -> None:
     """Check bundles offline, or one receipt signature (--digest --signature) against the registry keys."""
-    from pithledger.records import keys as keys_
-
     json_out = _json(ctx, as_json)
     if digest is not None or signature is not None:
         if files:
             raise UsageProblem("give either FILE... or --digest/--signature, not both")
         if digest is None or signature is None:
             raise UsageProblem("--digest and --signature go together")
-        raw_digest = keys_.digest_from_hex(digest)
-        raw_sig = keys_.b64decode_strict(signature, length=keys_.SIGNATURE_LEN, what="--signature")
-        key = keys_.verify_receipt_signature(raw_digest, raw_sig, key_id)
-        if json_out:
-            emit_json({"status": "valid", "key_id": key.key_id, "fingerprint": key.fingerprint})
-        else:
-            typer.echo(f"valid: signed by {key.key_id} (fingerprint {key.fingerprint})")
+        _verify_receipt(digest, signature, key_id, json_out)
         return
     if not files:
         raise UsageProblem("name at least one FILE, or give --digest and --signature")
+    if _verify_files(files, json_out):
+        raise typer.Exit(1)
+
+
+def _verify_receipt(digest: str, signature: str, key_id: str | None, json_out: bool) -> None:
+    """`verify --digest --signature`: one receipt signature checked against the registry keys."""
+    from pithledger.records import keys as keys_
+
+    raw_digest = keys_.digest_from_hex(digest)
+    raw_sig = keys_.b64decode_strict(signature, length=keys_.SIGNATURE_LEN, what="--signature")
+    key = keys_.verify_receipt_signature(raw_digest, raw_sig, key_id)
+    if json_out:
+        emit_json({"status": "valid", "key_id": key.key_id, "fingerprint": key.fingerprint})
+    else:
+        typer.echo(f"valid: signed by {key.key_id} (fingerprint {key.fingerprint})")
+
+
+def _verify_files(files: list[str], json_out: bool) -> int:
+    """`verify FILE...`: each bundle or signed audit report checked offline, a line (or JSON line) per result;
+    how many were bad (invalid events, unreadable inputs and documents)."""
     bad = 0
 
     def skipped(exc: PithledgerError) -> None:
@@ -176,8 +188,7 @@ def verify(
                     named = len(inputs) > 1 or where != item.label
                     say((f"{where}: " if named else "") + _verify_line(result))
             bad += invalid
-    if bad:
-        raise typer.Exit(1)
+    return bad
 
 
 def _verify_line(r: dict[str, Any]) -> str:

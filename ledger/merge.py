@@ -617,6 +617,45 @@ def fold(
         elif kind in SLOTS and (kind != "timestamp_anchor" or e.verdict.facts["digest"] == stored.digest):
             added[SLOTS[kind]].append(_item(e, _view(e) | _extra(e)))
     dropped: dict[str, set[str]] = defaultdict(set)
+    _repick(stored, members, touched, added, dropped)
+    gone = set(inbound_removed)
+    have_in = {m[1] for m in stored.lists["inbound_citations"]} - gone
+    for e in dedup(inbound_added):
+        if e.event_id not in have_in:
+            added["inbound_citations"].append(_inbound_item(e))
+            have_in.add(e.event_id)
+    if gone:
+        dropped["inbound_citations"] |= gone
+    lists = _spliced_lists(state, stored, added, dropped)
+    if lists is None:
+        return None
+    event_ids, leaves = _merged_ids(stored, fresh_ids)
+    ineffective.sort()
+    unknown.sort()
+    work = _Work(
+        digest=stored.digest,
+        receipts=stored.receipts,
+        ids=event_ids,
+        leaves=leaves,
+        lists=lists,
+        members=members,
+        static=stored.static,
+        revoked=stored.revoked,
+        ineffective=ineffective,
+        unknown=unknown,
+    )
+    return _render(pith_number, work)
+
+
+def _repick(
+    stored: Fold,
+    members: dict[str, list[tuple[str, str]]],
+    touched: dict[str, Entry],
+    added: dict[str, list[_Item]],
+    dropped: dict[str, set[str]],
+) -> None:
+    """:func:`fold`'s single-valued slots that fresh events joined: where the slot's pick changed, the new pick's
+    view is added to its list and the old pick's dropped (into ``added`` and ``dropped``)."""
     for key in {_slot_key(e) for e in touched.values()}:
         assert key is not None
         old = stored.members.get(key)
@@ -628,14 +667,13 @@ def fold(
         if old:
             dropped[lst].add(_chosen(old)[1])
         added[lst].append(_item(e, _view(e)))
-    gone = set(inbound_removed)
-    have_in = {m[1] for m in stored.lists["inbound_citations"]} - gone
-    for e in dedup(inbound_added):
-        if e.event_id not in have_in:
-            added["inbound_citations"].append(_inbound_item(e))
-            have_in.add(e.event_id)
-    if gone:
-        dropped["inbound_citations"] |= gone
+
+
+def _spliced_lists(
+    state: bytes, stored: Fold, added: dict[str, list[_Item]], dropped: dict[str, set[str]]
+) -> dict[str, _List] | None:
+    """:func:`fold`'s lists: each changed one spliced, each other one cut out of ``state`` as it is; None where a
+    splice falls back."""
     lists: dict[str, _List] = {}
     for key in FOLD_LISTS:
         metas, start = stored.lists[key], stored.starts[key]
@@ -646,7 +684,11 @@ def fold(
             lists[key] = spliced
         else:
             lists[key] = (state[start : start + sum(m[3] for m in metas) + max(len(metas) - 1, 0) + 2], metas)
-    # the id list and its leaf hashes, with the fresh ones inserted in id order
+    return lists
+
+
+def _merged_ids(stored: Fold, fresh_ids: set[str]) -> tuple[list[str], bytes]:
+    """:func:`fold`'s id list and its leaf hashes, with the fresh ones inserted in id order."""
     at, event_ids, leaves = 0, [], []
     for eid in sorted(fresh_ids):
         i = bisect_left(stored.ids, eid)
@@ -657,21 +699,7 @@ def fold(
         at = i
     event_ids += stored.ids[at:]
     leaves.append(stored.leaves[32 * at :])
-    ineffective.sort()
-    unknown.sort()
-    work = _Work(
-        digest=stored.digest,
-        receipts=stored.receipts,
-        ids=event_ids,
-        leaves=b"".join(leaves),
-        lists=lists,
-        members=members,
-        static=stored.static,
-        revoked=stored.revoked,
-        ineffective=ineffective,
-        unknown=unknown,
-    )
-    return _render(pith_number, work)
+    return event_ids, b"".join(leaves)
 
 
 # --- inbound citations only (spec/storage.md §3.5) ---------------------------------------------------------

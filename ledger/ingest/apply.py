@@ -187,78 +187,97 @@ class Apply:
         batch in flight is abandoned, the report marked ``interrupted``, and the interruption re-raised."""
         files, plan, report, batch_size = self._files, self._plan, self.report, self.batch_size
         progress = progress or NoProgress()
-        total, total_batches = report.events, report.batches_total
-        touched, rejected = report.touched, report.rejected
-        logged_before = ledger.counts()["events"]
-        progress.applying(total)
-        batch: Batch | None = None
-        documents: list[Prepared] = []  # record documents of the batch: their paper blocks are kept once it commits
-        seen = [0, 0]  # of the committed batches: events, and those that were neither held nor duplicates
-
-        def precheck() -> bool:
-            """Whether the reading workers verify the next region's events too (spec/storage.md §3.2):
-            into an empty ledger, and later while most events were new (verifying what the ledger holds
-            already would be wasted: a region's events are looked up only once it is read)."""
-            events, new = seen[0] + (batch.events if batch else 0), seen[1] + (batch.candidates if batch else 0)
-            return 2 * new >= events if events else logged_before == 0
-
-        def flush() -> None:
-            nonlocal batch, documents
-            if batch is None:
-                return
-            seen[0] += batch.events
-            seen[1] += batch.candidates
-            result = batch.commit(defer=True)  # one durable transaction; states derived once, below
-            if documents:
-                keep_display(ledger.path, committed_display(documents, result.rejected))
-                documents = []
-            report.new += result.new
-            report.duplicate += result.duplicate
-            report.invalid += result.invalid
-            report.unverified += result.unverified
-            report.batches += 1
-            report.committed_events += batch.events
-            batch = None
-            touched.update(result.touched)
-            rejected.extend(result.rejected)
-            progress.applied(report.committed_events, len(touched), report.batches, total_batches)
-
+        run = _Pass2(ledger, report, progress)
+        progress.applying(report.events)
         try:
-            for _, sound in reread_bundles(files, plan, precheck):
+            for _, sound in reread_bundles(files, plan, run.precheck):
                 if sound is None:
                     continue  # reported in pass 1 (keep_going)
-                if batch is None:
-                    batch = ledger.batch()
-                batch.add(sound)
+                if run.batch is None:
+                    run.batch = ledger.batch()
+                run.batch.add(sound)
                 if sound.display is not None:
-                    documents.append(sound)
-                if batch.fill >= batch_size or batch.bytes >= BATCH_BYTES:
-                    flush()
-            flush()
+                    run.documents.append(sound)
+                if run.batch.fill >= batch_size or run.batch.bytes >= BATCH_BYTES:
+                    run.flush()
+            run.flush()
             progress.deriving(ledger.pending())
             ledger.finish(progress.derived)  # once per record however many batches touched it
         except InputChanged as changed:
-            if batch is not None:
-                batch.abandon()
-            changed.message += (
-                f"; {report.batches} of {_plural(total_batches, 'batch', 'batches')} committed "
-                f"({_plural(report.committed_events, 'event')}), all from the bytes checked before"
-            )
-            if report.batches:  # what was committed is derived as usual
-                ledger.finish()
+            run.changed(changed)
             raise
         except KeyboardInterrupt:
-            report.interrupted = True
-            report.committed_batches = report.batches
-            # Ctrl-C can land after a batch's commit but before commit() returned: the log tells.
-            if batch is not None:
-                batch.abandon()
-                if ledger.counts()["events"] - logged_before > report.new:
-                    report.committed_batches += 1
-                    report.committed_events += batch.events
+            run.interrupted()
             raise
         report.committed_batches = report.batches
         return report
+
+
+class _Pass2:
+    """:meth:`Apply.apply`'s state: the batch being filled, the record documents in it (their paper blocks are
+    kept once it commits), and what the committed batches held; each commit counted into the report."""
+
+    def __init__(self, ledger: Ledger, report: ApplyReport, progress: ApplyProgress) -> None:
+        self.ledger, self.report, self.progress = ledger, report, progress
+        self.logged_before = ledger.counts()["events"]
+        self.batch: Batch | None = None
+        self.documents: list[Prepared] = []
+        self.seen_events = 0  # of the committed batches: events,
+        self.seen_new = 0  # and those that were neither held nor duplicates
+
+    def precheck(self) -> bool:
+        """Whether the reading workers verify the next region's events too (spec/storage.md §3.2):
+        into an empty ledger, and later while most events were new (verifying what the ledger holds
+        already would be wasted: a region's events are looked up only once it is read)."""
+        batch = self.batch
+        events = self.seen_events + (batch.events if batch else 0)
+        new = self.seen_new + (batch.candidates if batch else 0)
+        return 2 * new >= events if events else self.logged_before == 0
+
+    def flush(self) -> None:
+        batch, report = self.batch, self.report
+        if batch is None:
+            return
+        self.seen_events += batch.events
+        self.seen_new += batch.candidates
+        result = batch.commit(defer=True)  # one durable transaction; states derived once, below
+        if self.documents:
+            keep_display(self.ledger.path, committed_display(self.documents, result.rejected))
+            self.documents = []
+        report.new += result.new
+        report.duplicate += result.duplicate
+        report.invalid += result.invalid
+        report.unverified += result.unverified
+        report.batches += 1
+        report.committed_events += batch.events
+        self.batch = None
+        report.touched.update(result.touched)
+        report.rejected.extend(result.rejected)
+        self.progress.applied(report.committed_events, len(report.touched), report.batches, report.batches_total)
+
+    def changed(self, changed: InputChanged) -> None:
+        """An input changed since pass 1: the batch in flight is abandoned, the message says what was committed
+        (and derived)."""
+        report = self.report
+        if self.batch is not None:
+            self.batch.abandon()
+        changed.message += (
+            f"; {report.batches} of {_plural(report.batches_total, 'batch', 'batches')} committed "
+            f"({_plural(report.committed_events, 'event')}), all from the bytes checked before"
+        )
+        if report.batches:  # what was committed is derived as usual
+            self.ledger.finish()
+
+    def interrupted(self) -> None:
+        report = self.report
+        report.interrupted = True
+        report.committed_batches = report.batches
+        # Ctrl-C can land after a batch's commit but before commit() returned: the log tells.
+        if self.batch is not None:
+            self.batch.abandon()
+            if self.ledger.counts()["events"] - self.logged_before > report.new:
+                report.committed_batches += 1
+                report.committed_events += self.batch.events
 
 
 def _plural(n: int, word: str, plural: str = "") -> str:

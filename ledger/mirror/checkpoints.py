@@ -17,7 +17,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pithledger.errors import (
     BadCheckpoint,
@@ -49,6 +49,9 @@ from pithledger.mirror.transport import (
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.tlog import merkle
 from pithledger.tlog import witness as w
+
+if TYPE_CHECKING:
+    from pithledger.tlog.note import NoteVerifier
 
 MANIFEST_FILE = "pith-mirrors.json"
 MAX_MANIFEST = 1024 * 1024
@@ -394,22 +397,7 @@ def verify_source(
         raise BadCheckpoint(
             f"{source}: the manifest names origin {log.manifest_origin[:200]!r}, its checkpoint {origin[:200]!r}"
         )
-    if log_key is not None:
-        key = log_key
-    elif pinned is not None:
-        if log.manifest_key is not None and log.manifest_key != pinned.log_key:
-            raise LogKeyChanged(
-                f"{source}: the log {origin[:200]!r} now names the key {log.manifest_key[:200]}, but this "
-                f"ledger pinned {pinned.log_key[:200]} for it"
-            )
-        key = pinned.log_key
-    elif log.manifest_key is not None:
-        key = log.manifest_key  # trust on first use: pinned once the run commits
-    else:
-        raise BadCheckpoint(
-            f"{source} publishes a checkpoint, but no manifest names its log_key, and none is pinned or given",
-            hint="give the log's key with --log-key VKEY",
-        )
+    key = _log_key(log, source, origin, log_key, pinned)
     check_vkeys(log_key, witness_keys)
     try:
         NoteVerifier.from_vkey(key)
@@ -420,24 +408,7 @@ def verify_source(
             f"{source}: the manifest's log_key {key[:120]!r} is no verifier key: {exc.message}"
         ) from None
     witnesses = [NoteVerifier.from_vkey(v) for v in witness_keys]
-    try:
-        cp = w.open_checkpoint(log.note, [key])  # the log key's signature alone: its failure is the log's
-    except BadRequest as exc:
-        raise BadCheckpoint(f"{source}: {exc.message}") from None
-    except PithledgerError as exc:
-        raise BadCheckpoint(
-            f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}"
-        ) from None
-    for witness in witnesses:  # then each witness's: a cosignature that fails is that witness's, named
-        try:
-            w.open_checkpoint(log.note, [key], [witness])
-        except PithledgerError as exc:
-            raise NotWitnessed(
-                f"{source}: the cosignature by the witness {witness.name} on the checkpoint of {origin[:200]!r} "
-                f"size {cp.size} does not verify ({exc.message})"
-            ) from None
-    if witnesses:
-        cp = w.open_checkpoint(log.note, [key], witnesses)
+    cp = _open_cosigned(log, source, origin, key, witnesses)
     if cp.origin != origin:  # pragma: no cover - the origin is the note's first line
         raise BadCheckpoint(f"{source}: the checkpoint's origin is not its first line")
     if cp.size == 0 and cp.root != merkle.EMPTY_ROOT:  # remembered, it would pass any later tree as extending it
@@ -452,6 +423,50 @@ def verify_source(
             f"{source}: the checkpoint of {origin[:200]!r} size {cp.size} is not cosigned by {', '.join(missing)}"
         )
     return cp, key, cosigned
+
+
+def _log_key(log: SourceLog, source: str, origin: str, log_key: str | None, pinned: Seen | None) -> str:
+    """The key the source's checkpoint is verified under: the one given, else the one pinned (the manifest may not
+    name another), else the manifest's (trust on first use: pinned once the run commits)."""
+    if log_key is not None:
+        return log_key
+    if pinned is not None:
+        if log.manifest_key is not None and log.manifest_key != pinned.log_key:
+            raise LogKeyChanged(
+                f"{source}: the log {origin[:200]!r} now names the key {log.manifest_key[:200]}, but this "
+                f"ledger pinned {pinned.log_key[:200]} for it"
+            )
+        return pinned.log_key
+    if log.manifest_key is not None:
+        return log.manifest_key
+    raise BadCheckpoint(
+        f"{source} publishes a checkpoint, but no manifest names its log_key, and none is pinned or given",
+        hint="give the log's key with --log-key VKEY",
+    )
+
+
+def _open_cosigned(log: SourceLog, source: str, origin: str, key: str, witnesses: Sequence[NoteVerifier]) -> w.Signed:
+    """The source's checkpoint opened under the log key alone (its failure is the log's), then under each
+    witness's (a cosignature that fails is that witness's, named), then under all of them."""
+    try:
+        cp = w.open_checkpoint(log.note, [key])
+    except BadRequest as exc:
+        raise BadCheckpoint(f"{source}: {exc.message}") from None
+    except PithledgerError as exc:
+        raise BadCheckpoint(
+            f"{source}: the checkpoint does not verify under the log key {key[:120]}: {exc.message}"
+        ) from None
+    for witness in witnesses:
+        try:
+            w.open_checkpoint(log.note, [key], [witness])
+        except PithledgerError as exc:
+            raise NotWitnessed(
+                f"{source}: the cosignature by the witness {witness.name} on the checkpoint of {origin[:200]!r} "
+                f"size {cp.size} does not verify ({exc.message})"
+            ) from None
+    if witnesses:
+        cp = w.open_checkpoint(log.note, [key], witnesses)
+    return cp
 
 
 def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, where: Path, observer: str) -> str:

@@ -199,99 +199,133 @@ class Client:
     ) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
         """Send one GET (or ``post``: method, body, content type) and read its whole answer: (status,
         header fields, body, connection reusable). A POST's answer body is kept whatever its status."""
-        _, host, port = conn.origin
-        default = 443 if parts.scheme == "https" else 80
-        host_field = f"[{host}]" if ":" in host else host
-        if port != default:
-            host_field += f":{port}"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        fields = [
-            ("Host", host_field),
-            ("User-Agent", USER_AGENT),
-            ("Accept", "application/json, */*"),
-            ("Accept-Encoding", "identity"),
-        ]
-        if etag is not None:
-            fields.append(("If-None-Match", etag.decode("latin-1")))
-        h = conn.h11
-        received_any = False
+        exchange = _Exchange(url, conn, clock, max_bytes, keep_all=post is not None)
         with read_errors(url, clock):
             try:
-                try:
-                    if post is None:
-                        data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
-                    else:
-                        fields += [("Content-Type", post[2]), ("Content-Length", str(len(post[1])))]
-                        data = h.send(h11.Request(method=post[0], target=target, headers=fields)) or b""
-                        data += h.send(h11.Data(data=post[1])) or b""
-                    data += h.send(h11.EndOfMessage()) or b""
-                    conn.sock.settimeout(clock.remaining())
-                    conn.sock.sendall(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    if conn.used:
-                        raise _Reset() from None
-                    raise
-                budget = _Budget(url)
-                keep_all = post is not None
-                status = 0
-                headers: dict[bytes, list[bytes]] = {}
-                body = bytearray()
-                dropped = 0
-                while True:
-                    event = h.next_event()
-                    if event is h11.NEED_DATA:
-                        conn.sock.settimeout(clock.remaining())
-                        try:
-                            chunk = conn.sock.recv(_RECV)
-                        except ConnectionResetError:
-                            if conn.used and not received_any:
-                                raise _Reset() from None
-                            raise
-                        if not chunk and conn.used and not received_any:
-                            raise _Reset()
-                        received_any = received_any or bool(chunk)
-                        h.receive_data(chunk)
-                        continue
-                    if isinstance(event, h11.InformationalResponse):
-                        if event.status_code == 101:
-                            raise SourceProtocolError(f"{url}: the server switched protocols (HTTP 101), unasked")
-                        budget.take(list(event.headers), 15 + len(event.reason))
-                        continue
-                    if isinstance(event, h11.Response):
-                        status = event.status_code
-                        budget.take(list(event.headers), 15 + len(event.reason))
-                        for name, value in event.headers:
-                            headers.setdefault(bytes(name), []).append(bytes(value))
-                        _check_framing(url, headers, 200 if keep_all else status, max_bytes)
-                        continue
-                    if isinstance(event, h11.Data):
-                        if status == 200 or keep_all:
-                            if len(body) + len(event.data) > max_bytes:
-                                raise SourceTooLarge(f"{url}: the body is larger than {max_bytes:,} bytes")
-                            body += event.data
-                        else:
-                            dropped += len(event.data)
-                            if dropped > MAX_DRAIN:  # not worth reading: the connection goes instead
-                                return status, headers, b"", False
-                        continue
-                    if isinstance(event, h11.EndOfMessage):
-                        budget.take(list(event.headers))
-                        break
-                    if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
-                        raise SourceProtocolError(f"{url}: the connection closed before the response was complete")
-                    raise SourceProtocolError(
-                        f"{url}: unexpected HTTP event {type(event).__name__}"
-                    )  # pragma: no cover
-                reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
-                if reusable:
-                    h.start_next_cycle()
-                return status, headers, bytes(body), reusable
+                exchange.send(_request(parts, conn, etag, post))
+                return exchange.read()
             except h11.RemoteProtocolError as exc:
-                if conn.used and not received_any:
+                if conn.used and not exchange.received_any:
                     raise _Reset() from None
                 raise SourceProtocolError(f"{url}: not a valid HTTP/1.1 response ({exc})") from None
             except h11.LocalProtocolError as exc:  # pragma: no cover - our requests are well-formed
                 raise SourceProtocolError(f"{url}: cannot send the request ({exc})") from None
+
+
+def _request(parts: SplitResult, conn: _Conn, etag: bytes | None, post: _Post | None) -> bytes:
+    """The bytes of one GET (or ``post``: method, body, content type) on ``conn``, through its h11 state."""
+    _, host, port = conn.origin
+    default = 443 if parts.scheme == "https" else 80
+    host_field = f"[{host}]" if ":" in host else host
+    if port != default:
+        host_field += f":{port}"
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    fields = [
+        ("Host", host_field),
+        ("User-Agent", USER_AGENT),
+        ("Accept", "application/json, */*"),
+        ("Accept-Encoding", "identity"),
+    ]
+    if etag is not None:
+        fields.append(("If-None-Match", etag.decode("latin-1")))
+    h = conn.h11
+    if post is None:
+        data = h.send(h11.Request(method="GET", target=target, headers=fields)) or b""
+    else:
+        fields += [("Content-Type", post[2]), ("Content-Length", str(len(post[1])))]
+        data = h.send(h11.Request(method=post[0], target=target, headers=fields)) or b""
+        data += h.send(h11.Data(data=post[1])) or b""
+    data += h.send(h11.EndOfMessage()) or b""
+    return data
+
+
+class _Exchange:
+    """One request sent on a connection and its answer read, event by event as h11 parses them: more data
+    needed, interim 1xx heads, the head, the body, the end. A reset of a used connection before any byte of
+    the answer is :class:`_Reset` (the request is sent again on a new connection)."""
+
+    def __init__(self, url: str, conn: _Conn, clock: _Clock, max_bytes: int, *, keep_all: bool) -> None:
+        self.url, self.conn, self.clock, self.max_bytes = url, conn, clock, max_bytes
+        self.keep_all = keep_all  # a POST's answer body is kept whatever its status
+        self.received_any = False
+        self.budget = _Budget(url)
+        self.status = 0
+        self.headers: dict[bytes, list[bytes]] = {}
+        self.body = bytearray()
+        self.dropped = 0  # bytes of a body not kept (drained so the connection may be reused)
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.conn.sock.settimeout(self.clock.remaining())
+            self.conn.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            if self.conn.used:
+                raise _Reset() from None
+            raise
+
+    def read(self) -> tuple[int, dict[bytes, list[bytes]], bytes, bool]:
+        h = self.conn.h11
+        while True:
+            event = h.next_event()
+            if event is h11.NEED_DATA:
+                self._receive()
+                continue
+            if isinstance(event, h11.InformationalResponse):
+                self._interim(event)
+                continue
+            if isinstance(event, h11.Response):
+                self._head(event)
+                continue
+            if isinstance(event, h11.Data):
+                if not self._data(event):  # not worth reading: the connection goes instead
+                    return self.status, self.headers, b"", False
+                continue
+            if isinstance(event, h11.EndOfMessage):
+                self.budget.take(list(event.headers))
+                break
+            if isinstance(event, h11.ConnectionClosed):  # pragma: no cover - h11 raises on a cut message
+                raise SourceProtocolError(f"{self.url}: the connection closed before the response was complete")
+            raise SourceProtocolError(f"{self.url}: unexpected HTTP event {type(event).__name__}")  # pragma: no cover
+        reusable = h.our_state is h11.DONE and h.their_state is h11.DONE
+        if reusable:
+            h.start_next_cycle()
+        return self.status, self.headers, bytes(self.body), reusable
+
+    def _receive(self) -> None:
+        conn = self.conn
+        conn.sock.settimeout(self.clock.remaining())
+        try:
+            chunk = conn.sock.recv(_RECV)
+        except ConnectionResetError:
+            if conn.used and not self.received_any:
+                raise _Reset() from None
+            raise
+        if not chunk and conn.used and not self.received_any:
+            raise _Reset()
+        self.received_any = self.received_any or bool(chunk)
+        conn.h11.receive_data(chunk)
+
+    def _interim(self, event: h11.InformationalResponse) -> None:
+        if event.status_code == 101:
+            raise SourceProtocolError(f"{self.url}: the server switched protocols (HTTP 101), unasked")
+        self.budget.take(list(event.headers), 15 + len(event.reason))
+
+    def _head(self, event: h11.Response) -> None:
+        self.status = event.status_code
+        self.budget.take(list(event.headers), 15 + len(event.reason))
+        for name, value in event.headers:
+            self.headers.setdefault(bytes(name), []).append(bytes(value))
+        _check_framing(self.url, self.headers, 200 if self.keep_all else self.status, self.max_bytes)
+
+    def _data(self, event: h11.Data) -> bool:
+        """Keep (or drain) a piece of the body; False once a drained body passed MAX_DRAIN."""
+        if self.status == 200 or self.keep_all:
+            if len(self.body) + len(event.data) > self.max_bytes:
+                raise SourceTooLarge(f"{self.url}: the body is larger than {self.max_bytes:,} bytes")
+            self.body += event.data
+            return True
+        self.dropped += len(event.data)
+        return self.dropped <= MAX_DRAIN
 
 
 class _Budget:

@@ -492,34 +492,7 @@ def _check_entries(
 ) -> None:
     """Recompute the root from the entry tiles, noting what each entry names in ``wanted``; then check each
     record's named events against its published bundle."""
-    from pithledger.mirror.published import ledger_id, record_parts
-    from pithledger.records.events import verify_event
-
-    def leaves() -> Iterator[bytes]:
-        for start in range(0, checkpoint.size, TILE_WIDTH * 16):
-            for offset, data in enumerate(
-                client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size), keep=False)
-            ):
-                index = start + offset
-                try:
-                    entry = parse_entry(data, f"entry {index}")
-                except BadProof as exc:
-                    report.fault({"index": index, "reason": "malformed-entry", "message": exc.message})
-                else:
-                    if not wanted.add(
-                        bytes.fromhex(entry.event_id), entry.record, entry.ledger_id, index, entry.sha256
-                    ):
-                        report.fault(
-                            {
-                                "index": index,
-                                "event_id": entry.ledger_id,
-                                "reason": "duplicate-entry",
-                                "message": "the log names this event twice",
-                            }
-                        )
-                yield leaf_hash(data)
-
-    root, count = _root_of_stream(leaves())
+    root, count = _root_of_stream(_entry_leaves(client, checkpoint, report, wanted))
     if count != checkpoint.size or root != checkpoint.root:
         raise LogCheckFailed(
             f"the entry tiles of {location} hash to {root.hex()} over {count:,} entries, not to the "
@@ -532,60 +505,100 @@ def _check_entries(
             last = number
         if number == unreadable:  # named once, at its first chunk
             continue
-        found: set[str] = set()
-        try:
-            for bundle, _ in record_parts(source, number, sorted(ids)):
-                for event in bundle.events:
-                    eid = ledger_id(event)
-                    if eid is None or eid not in ids or eid in found:
-                        continue
-                    index, sha = ids[eid]
-                    verdict = verify_event(event)
-                    if verdict.status != "valid" or verdict.event_id != eid:
-                        report.fault(
-                            {
-                                "index": index,
-                                "event_id": eid,
-                                "record": number,
-                                "reason": "invalid-event",
-                                "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip(),
-                            }
-                        )
-                    elif verdict.subject != number:
-                        report.fault(
-                            {
-                                "index": index,
-                                "event_id": eid,
-                                "record": number,
-                                "reason": "wrong-record",
-                                "message": f"the event is about {verdict.subject}, not the entry's record",
-                            }
-                        )
-                    elif event_sha256(event) == sha:
-                        report.events_matched += 1
-                    else:
-                        report.fault(
-                            {
-                                "index": index,
-                                "event_id": eid,
-                                "record": number,
-                                "reason": "event-mismatch",
-                                "message": "the published event's bytes do not hash to the entry's sha256",
-                            }
-                        )
-                    found.add(eid)
-                del bundle
-        except PithledgerError as exc:
-            report.fault({"record": number, "reason": exc.code, "message": exc.message})
+        if not _check_chunk(source, number, ids, report):
             unreadable = number
-            continue
-        for eid in sorted(set(ids) - found):
-            report.fault(
-                {
-                    "index": ids[eid][0],
-                    "event_id": eid,
-                    "record": number,
-                    "reason": "event-missing",
-                    "message": "the record's published bundle does not carry the event the log names",
-                }
-            )
+
+
+def _entry_leaves(client: TileClient, checkpoint: Checkpoint, report: LogReport, wanted: _Wanted) -> Iterator[bytes]:
+    """The leaf hashes of the log's entries, read off its entry tiles; each entry's names noted in ``wanted``
+    (a malformed entry or an event named twice is a fault)."""
+    for start in range(0, checkpoint.size, TILE_WIDTH * 16):
+        for offset, data in enumerate(client.entries(start, min(start + TILE_WIDTH * 16, checkpoint.size), keep=False)):
+            index = start + offset
+            try:
+                entry = parse_entry(data, f"entry {index}")
+            except BadProof as exc:
+                report.fault({"index": index, "reason": "malformed-entry", "message": exc.message})
+            else:
+                if not wanted.add(bytes.fromhex(entry.event_id), entry.record, entry.ledger_id, index, entry.sha256):
+                    report.fault(
+                        {
+                            "index": index,
+                            "event_id": entry.ledger_id,
+                            "reason": "duplicate-entry",
+                            "message": "the log names this event twice",
+                        }
+                    )
+            yield leaf_hash(data)
+
+
+def _check_chunk(source: Published, number: str, ids: dict[str, tuple[int, str]], report: LogReport) -> bool:
+    """Check one chunk of a record's named events (ledger id: (index, sha256)) against its published bundle;
+    False when the record's parts cannot be read (a fault, named once for the record)."""
+    from pithledger.mirror.published import ledger_id, record_parts
+
+    found: set[str] = set()
+    try:
+        for bundle, _ in record_parts(source, number, sorted(ids)):
+            for event in bundle.events:
+                eid = ledger_id(event)
+                if eid is None or eid not in ids or eid in found:
+                    continue
+                _check_event(event, eid, number, ids[eid], report)
+                found.add(eid)
+            del bundle
+    except PithledgerError as exc:
+        report.fault({"record": number, "reason": exc.code, "message": exc.message})
+        return False
+    for eid in sorted(set(ids) - found):
+        report.fault(
+            {
+                "index": ids[eid][0],
+                "event_id": eid,
+                "record": number,
+                "reason": "event-missing",
+                "message": "the record's published bundle does not carry the event the log names",
+            }
+        )
+    return True
+
+
+def _check_event(event: dict[str, Any], eid: str, number: str, named: tuple[int, str], report: LogReport) -> None:
+    """One published event against the log entry naming it (index, sha256): valid, of the entry's record, and
+    hashing to the entry's sha256; a fault where not."""
+    from pithledger.records.events import verify_event
+
+    index, sha = named
+    verdict = verify_event(event)
+    if verdict.status != "valid" or verdict.event_id != eid:
+        report.fault(
+            {
+                "index": index,
+                "event_id": eid,
+                "record": number,
+                "reason": "invalid-event",
+                "message": f"the published event is not valid: {verdict.reason} {verdict.message}".strip(),
+            }
+        )
+    elif verdict.subject != number:
+        report.fault(
+            {
+                "index": index,
+                "event_id": eid,
+                "record": number,
+                "reason": "wrong-record",
+                "message": f"the event is about {verdict.subject}, not the entry's record",
+            }
+        )
+    elif event_sha256(event) == sha:
+        report.events_matched += 1
+    else:
+        report.fault(
+            {
+                "index": index,
+                "event_id": eid,
+                "record": number,
+                "reason": "event-mismatch",
+                "message": "the published event's bytes do not hash to the entry's sha256",
+            }
+        )

@@ -44,6 +44,7 @@ from pithledger.mirror.transport import (
     DEFAULT_TIMEOUT,
     Deadline,
 )
+from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import MetadataStore
 from pithledger.records.events import verify_event
@@ -591,75 +592,100 @@ def sync(
         "skipped": [],
         "lying": [],
     }
-    batch: Batch | None = None  # filled as parts arrive: their copies are verified while the next ones are fetched
-    expected: dict[str, list[str]] = {}  # records whose every wanted part is in the batch -> the ids they must yield
-    size = [0, 0, 0]  # events, bytes, ids expected
-
-    def flush() -> None:
-        nonlocal batch
-        if batch is not None:
-            commit_counted(batch, counts)
-            batch = None
-        for number, advertised in expected.items():
-            if missing := ledger.lacking(advertised):
-                counts["lying"].append(
-                    {"pith_number": number, "missing_event_ids": missing[:LISTED_IDS], "missing_count": len(missing)}
-                )
-        expected.clear()
-        size[:] = [0, 0, 0]
-
-    def full() -> bool:
-        return size[0] >= batch_events or size[1] >= batch_bytes or size[2] >= batch_events
-
+    writer = _SyncWriter(ledger, counts, batch_events=batch_events, batch_bytes=batch_bytes)
     try:
         for div in walk.divergences():
             if not div.a_lacks:
                 continue
             number = div.pith_number
-            try:
-                for bundle, nbytes in record_parts(source, number, div.a_lacks):
-                    if size[1] and size[1] + nbytes > batch_bytes:
-                        flush()  # the batch would pass its bytes with this part: it holds one large part, not two
-                    if batch is None:
-                        batch = ledger.batch()
-                    batch.add(bundle)
-                    size[0] += len(bundle.events) + 1  # a bundle without events still counts: batches always close
-                    size[1] += nbytes
-                    del bundle
-                    if full():
-                        flush()
-            except SourceTimeout:
-                if source.deadline.remaining() <= 0:
-                    raise  # the run's deadline: stop here (what was applied stays)
-                counts["skipped"].append(
-                    {
-                        "pith_number": number,
-                        "reason": "bad-source",
-                        "message": "the bundle did not arrive within the request timeout",
-                    }
-                )
-                continue
-            except PithledgerError as exc:
-                counts["skipped"].append({"pith_number": number, "reason": exc.code, "message": exc.message})
+            if not _sync_parts(source, number, div.a_lacks, writer, counts):
                 continue
             counts["records_fetched"] += 1
-            expected[number] = div.a_lacks
-            size[2] += len(div.a_lacks)
+            writer.expect(number, div.a_lacks)
             del div
-            if full():
-                flush()
+            if writer.full():
+                writer.flush()
     except KeyboardInterrupt:
         counts["digests_read"] = walk.reads
-        flush()
+        writer.flush()
         raise  # what is pending is finished by the next writer or settled reader (spec/storage.md §3.1)
     except BaseException:
-        flush()
+        writer.flush()
         ledger.finish()
         raise
     counts["digests_read"] = walk.reads
-    flush()
+    writer.flush()
     ledger.finish()
     return counts
+
+
+def _sync_parts(source: Published, number: str, lacks: list[str], writer: _SyncWriter, counts: dict[str, Any]) -> bool:
+    """:func:`sync`'s fetch of one divergent record: the parts that carry ids this ledger lacks, each added to the
+    batch as it arrives; False (the record named in ``skipped``) when they cannot be fetched or read."""
+    try:
+        for bundle, nbytes in record_parts(source, number, lacks):
+            writer.add(bundle, nbytes)
+            del bundle
+            if writer.full():
+                writer.flush()
+    except SourceTimeout:
+        if source.deadline.remaining() <= 0:
+            raise  # the run's deadline: stop here (what was applied stays)
+        counts["skipped"].append(
+            {
+                "pith_number": number,
+                "reason": "bad-source",
+                "message": "the bundle did not arrive within the request timeout",
+            }
+        )
+        return False
+    except PithledgerError as exc:
+        counts["skipped"].append({"pith_number": number, "reason": exc.code, "message": exc.message})
+        return False
+    return True
+
+
+class _SyncWriter:
+    """:func:`sync`'s writer: parts are added to a batch as they arrive (their copies are verified while the next
+    ones are fetched), committed when it holds ``batch_events`` events or ids expected, or ``batch_bytes`` bytes;
+    after each commit, each record whose every wanted part was in it is checked for the ids it must yield."""
+
+    def __init__(self, ledger: Ledger, counts: dict[str, Any], *, batch_events: int, batch_bytes: int) -> None:
+        self.ledger, self.counts = ledger, counts
+        self.batch_events, self.batch_bytes = batch_events, batch_bytes
+        self.batch: Batch | None = None
+        self.expected: dict[str, list[str]] = {}  # records whose every wanted part is in the batch -> their ids
+        self.events = 0
+        self.nbytes = 0
+        self.ids = 0  # ids expected
+
+    def add(self, bundle: Bundle, nbytes: int) -> None:
+        if self.nbytes and self.nbytes + nbytes > self.batch_bytes:
+            self.flush()  # the batch would pass its bytes with this part: it holds one large part, not two
+        if self.batch is None:
+            self.batch = self.ledger.batch()
+        self.batch.add(bundle)
+        self.events += len(bundle.events) + 1  # a bundle without events still counts: batches always close
+        self.nbytes += nbytes
+
+    def expect(self, number: str, advertised: list[str]) -> None:
+        self.expected[number] = advertised
+        self.ids += len(advertised)
+
+    def full(self) -> bool:
+        return self.events >= self.batch_events or self.nbytes >= self.batch_bytes or self.ids >= self.batch_events
+
+    def flush(self) -> None:
+        if self.batch is not None:
+            commit_counted(self.batch, self.counts)
+            self.batch = None
+        for number, advertised in self.expected.items():
+            if missing := self.ledger.lacking(advertised):
+                self.counts["lying"].append(
+                    {"pith_number": number, "missing_event_ids": missing[:LISTED_IDS], "missing_count": len(missing)}
+                )
+        self.expected.clear()
+        self.events = self.nbytes = self.ids = 0
 
 
 # --- checking a source's bundles against its own digests -----------------------------------------------

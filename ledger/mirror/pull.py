@@ -153,6 +153,23 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
     """Check a ``pith-mirrors.json`` strictly (spec/pull.md §1). Pure. ``location``: the manifest's
     URL (relative patterns are resolved against it) or file name; ``local_root``: for a local manifest,
     its directory (patterns may then also be paths inside it)."""
+    entries = _manifest_entries(data, location)
+    usable: list[tuple[bool, Mirror]] = []
+    ignored: list[str] = []
+    for i, entry in enumerate(entries):
+        mirror = _manifest_mirror(entry, i, location, local_root, ignored)
+        if mirror is not None:
+            usable.append(mirror)
+    if not usable:
+        raise BadManifest(
+            f"{location} names no mirror this version can read" + (f" ({'; '.join(ignored)})" if ignored else "")
+        )
+    ordered = [m for primary, m in usable if primary] + [m for primary, m in usable if not primary]
+    return Manifest(location, tuple(ordered), tuple(ignored))
+
+
+def _manifest_entries(data: bytes, location: str) -> list[Any]:
+    """A manifest's head checked (JSON object, type, version): its list of mirror entries."""
     try:
         doc = strict_decode(data, max_bytes=MAX_MANIFEST, what=location)
     except PithledgerError as exc:
@@ -172,48 +189,48 @@ def parse_manifest(data: bytes, location: str, *, local_root: str | None = None)
         raise BadManifest(f"{location}: mirrors is not a non-empty list")
     if len(entries) > MAX_MIRRORS:
         raise BadManifest(f"{location} lists {len(entries)} mirrors; at most {MAX_MIRRORS} are read")
-    usable: list[tuple[bool, Mirror]] = []
-    ignored: list[str] = []
-    for i, entry in enumerate(entries):
-        where = f"{location}: mirrors[{i}]"
-        if not isinstance(entry, dict):
-            raise BadManifest(f"{where} is not an object")
-        name = entry.get("name")
-        name = name[:200] if isinstance(name, str) and name else f"mirrors[{i}]"
-        found: list[Pattern] = []
-        for key in ("bundle_pattern", "well_known_pattern"):
-            if key not in entry and key == "well_known_pattern":
-                continue
-            got = _pattern(entry.get(key), f"{where}: {key}", location, local_root)
-            if isinstance(got, str):
-                ignored.append(got)
-            elif got not in found:
-                found.append(got)
-        index = None
-        if "resolve_pattern" in entry:  # a pithledger tree's static resolve index (spec/pull.md §2.1)
-            got_index = _pattern(entry["resolve_pattern"], f"{where}: resolve_pattern", location, local_root, "{shard}")
-            if isinstance(got_index, str):
-                ignored.append(got_index)
-            else:
-                index = got_index
-        resolver = None
-        base = entry.get("base_url")
-        if isinstance(base, str) and base.startswith(("http://", "https://")) and len(base) <= MAX_PATTERN:
-            try:
-                parts = check_url(base)
-            except SourceError as exc:
-                raise BadManifest(f"{where}: base_url: {exc.message}") from None
-            if parts.query:
-                raise BadManifest(f"{where}: base_url {base[:200]!r} has a query")
-            resolver = base.rstrip("/") + RESOLVER_PATH
-        if found:
-            usable.append((entry.get("status") == "primary", Mirror(name, tuple(found), resolver, index)))
-    if not usable:
-        raise BadManifest(
-            f"{location} names no mirror this version can read" + (f" ({'; '.join(ignored)})" if ignored else "")
-        )
-    ordered = [m for primary, m in usable if primary] + [m for primary, m in usable if not primary]
-    return Manifest(location, tuple(ordered), tuple(ignored))
+    return entries
+
+
+def _manifest_mirror(
+    entry: Any, i: int, location: str, local_root: str | None, ignored: list[str]
+) -> tuple[bool, Mirror] | None:
+    """One entry of a manifest's mirrors: (is it primary, the mirror), or None when it has no pattern this
+    version reads; why a pattern is not read is appended to ``ignored``."""
+    where = f"{location}: mirrors[{i}]"
+    if not isinstance(entry, dict):
+        raise BadManifest(f"{where} is not an object")
+    name = entry.get("name")
+    name = name[:200] if isinstance(name, str) and name else f"mirrors[{i}]"
+    found: list[Pattern] = []
+    for key in ("bundle_pattern", "well_known_pattern"):
+        if key not in entry and key == "well_known_pattern":
+            continue
+        got = _pattern(entry.get(key), f"{where}: {key}", location, local_root)
+        if isinstance(got, str):
+            ignored.append(got)
+        elif got not in found:
+            found.append(got)
+    index = None
+    if "resolve_pattern" in entry:  # a pithledger tree's static resolve index (spec/pull.md §2.1)
+        got_index = _pattern(entry["resolve_pattern"], f"{where}: resolve_pattern", location, local_root, "{shard}")
+        if isinstance(got_index, str):
+            ignored.append(got_index)
+        else:
+            index = got_index
+    resolver = None
+    base = entry.get("base_url")
+    if isinstance(base, str) and base.startswith(("http://", "https://")) and len(base) <= MAX_PATTERN:
+        try:
+            parts = check_url(base)
+        except SourceError as exc:
+            raise BadManifest(f"{where}: base_url: {exc.message}") from None
+        if parts.query:
+            raise BadManifest(f"{where}: base_url {base[:200]!r} has a query")
+        resolver = base.rstrip("/") + RESOLVER_PATH
+    if not found:
+        return None
+    return entry.get("status") == "primary", Mirror(name, tuple(found), resolver, index)
 
 
 def _is_url(text: str) -> bool:
@@ -888,14 +905,7 @@ def pull(
     run = deadline if isinstance(deadline, Deadline) else Deadline(deadline)
     limit = limit or RateLimit(rate)
     boot = Client()
-    try:
-        limit.acquire(run)
-        raw: list[bytes] = []
-        manifest = load_manifest(source, boot, timeout=timeout, deadline=run, keep=raw)
-    finally:
-        boot.close()
-    if check is not None:  # the source's log (its manifest's bytes), before any record is fetched (spec/pull.md §5.1)
-        check(raw[0])
+    manifest = _pull_manifest(source, boot, limit, timeout=timeout, deadline=run, check=check)
     ledger.finish()
     if targets is None:
         targets = [Target(n, "ledger", n, ids.suffix_of_pith_number(n)) for n in ledger.subjects()]
@@ -904,32 +914,7 @@ def pull(
     digest_note, digests_read = "not read (--no-digests)", 0
     if digests:
         todo, same, digest_note, digests_read = _by_digest(ledger, manifest, todo, timeout=timeout, deadline=run)
-    counts: dict[str, Any] = {
-        "source": manifest.location,
-        "mirrors": [m.name for m in manifest.mirrors],
-        "mirrors_ignored": list(manifest.ignored),
-        "ids": len(todo),
-        "records_fetched": 0,
-        "new": 0,
-        "duplicate": 0,
-        "invalid": 0,
-        "unverified": 0,
-        "batches": 0,
-        "unchanged": 0,
-        "repeated": 0,
-        "not_published": [],
-        "unresolved": [],
-        "skipped": [],
-        "lying": [],
-        "rejected": [],
-        "requests": 0,
-        "connections_opened": 0,
-        "stopped": None,
-        "not_tried": 0,
-        "digest": digest_note,
-        "digests_read": digests_read,
-        "unchanged_by_digest": len(same),
-    }
+    counts = _pull_counts(manifest, todo, same, digest_note, digests_read)
     for unchanged in same:
         _count(counts, unchanged)
     counts["ids"] += len(same)
@@ -955,36 +940,12 @@ def pull(
             shards=shards,
         )
         workers.append(worker)
-        try:
-            while not stop.is_set():
-                with feed_lock:
-                    target = next(feed, None)
-                if target is None:
-                    break
-                try:
-                    results.put(worker.run(target))  # blocks while the writer is busy: bounded memory
-                except BaseException as exc:  # pragma: no cover - a bug: say which record, stop the run
-                    results.put(Outcome(target, "skipped", target.number, "internal-error", repr(exc)[:300]))
-        finally:
-            worker.client.close()
-            results.put(None)  # the writer drains until every worker has said so
+        _work(worker, feed, feed_lock, stop, results)
 
     threads = [
         threading.Thread(target=work, name=f"pull-{i}", daemon=True) for i in range(min(connections, max(1, len(todo))))
     ]
-    batch: Batch | None = None
-    pending: list[tuple[str, CacheEntry]] = []
-    size = [0, 0]
-
-    def flush() -> None:
-        nonlocal batch
-        if batch is not None:
-            commit_counted(batch, counts)
-            batch = None
-        cache.put_many(pending)  # only once what they describe is committed
-        pending.clear()
-        size[:] = [0, 0]
-
+    writer = _PullWriter(ledger, cache, counts, batch_events=batch_events, batch_bytes=batch_bytes)
     done = 0
     try:
         for t in threads:
@@ -996,22 +957,8 @@ def pull(
                 running -= 1
                 continue
             done += 1
-            if isinstance(item, Fetched):
-                counts["records_fetched"] += 1
-                if batch is None:
-                    batch = ledger.batch()
-                batch.add(item.bundle)
-                pending.append((item.url, item.entry))
-                size[0] += len(item.bundle.events) + 1  # a bundle without events still counts: batches always close
-                size[1] += item.nbytes
-                if size[0] >= batch_events or size[1] >= batch_bytes:
-                    flush()
-            else:
-                _count(counts, item)
-                if item.entry is not None and item.url is not None:
-                    pending.append((item.url, item.entry))
-                if item.kind == "stopped":
-                    stop.set()
+            if writer.take(item):
+                stop.set()
             if progress is not None:
                 progress(
                     {
@@ -1023,14 +970,14 @@ def pull(
                         "batches": counts["batches"],
                     }
                 )
-        flush()
+        writer.flush()
     except KeyboardInterrupt:
         stop.set()
-        flush()
+        writer.flush()
         raise  # what is pending is finished by the next writer or settled reader (spec/storage.md §3.1)
     except BaseException:
         stop.set()
-        flush()
+        writer.flush()
         ledger.finish()
         raise
     finally:
@@ -1044,6 +991,125 @@ def pull(
     for key in ("not_published", "unresolved", "skipped", "lying"):
         counts[key].sort(key=lambda d: (d["id"], d.get("pith_number") or ""))
     return counts
+
+
+def _pull_manifest(
+    source: str,
+    boot: Client,
+    limit: RateLimit,
+    *,
+    timeout: float | None,
+    deadline: Deadline,
+    check: Callable[[bytes], None] | None,
+) -> Manifest:
+    """:func:`pull`'s first step: SOURCE's manifest, read through ``boot`` (closed after), and checked by
+    ``check`` (the source's log: its manifest's bytes) before any record is fetched (spec/pull.md §5.1)."""
+    try:
+        limit.acquire(deadline)
+        raw: list[bytes] = []
+        manifest = load_manifest(source, boot, timeout=timeout, deadline=deadline, keep=raw)
+    finally:
+        boot.close()
+    if check is not None:
+        check(raw[0])
+    return manifest
+
+
+def _pull_counts(
+    manifest: Manifest, todo: list[Target], same: list[Outcome], digest_note: str, digests_read: int
+) -> dict[str, Any]:
+    """:func:`pull`'s report (spec/pull.md §5), before any record is fetched."""
+    return {
+        "source": manifest.location,
+        "mirrors": [m.name for m in manifest.mirrors],
+        "mirrors_ignored": list(manifest.ignored),
+        "ids": len(todo),
+        "records_fetched": 0,
+        "new": 0,
+        "duplicate": 0,
+        "invalid": 0,
+        "unverified": 0,
+        "batches": 0,
+        "unchanged": 0,
+        "repeated": 0,
+        "not_published": [],
+        "unresolved": [],
+        "skipped": [],
+        "lying": [],
+        "rejected": [],
+        "requests": 0,
+        "connections_opened": 0,
+        "stopped": None,
+        "not_tried": 0,
+        "digest": digest_note,
+        "digests_read": digests_read,
+        "unchanged_by_digest": len(same),
+    }
+
+
+def _work(
+    worker: _Worker,
+    feed: Iterator[Target],
+    feed_lock: threading.Lock,
+    stop: threading.Event,
+    results: queue.Queue[Fetched | Outcome | None],
+) -> None:
+    """One of :func:`pull`'s fetching threads: takes targets off ``feed`` until it is empty or the run stops,
+    and puts each one's result on ``results`` for the writer, then None."""
+    try:
+        while not stop.is_set():
+            with feed_lock:
+                target = next(feed, None)
+            if target is None:
+                break
+            try:
+                results.put(worker.run(target))  # blocks while the writer is busy: bounded memory
+            except BaseException as exc:  # pragma: no cover - a bug: say which record, stop the run
+                results.put(Outcome(target, "skipped", target.number, "internal-error", repr(exc)[:300]))
+    finally:
+        worker.client.close()
+        results.put(None)  # the writer drains until every worker has said so
+
+
+class _PullWriter:
+    """:func:`pull`'s writer: fetched bundles are added to a batch, committed when it holds ``batch_events`` events
+    or ``batch_bytes`` bytes; the cache entries of what was fetched are written only once that is committed."""
+
+    def __init__(
+        self, ledger: Ledger, cache: PullCache, counts: dict[str, Any], *, batch_events: int, batch_bytes: int
+    ) -> None:
+        self.ledger, self.cache, self.counts = ledger, cache, counts
+        self.batch_events, self.batch_bytes = batch_events, batch_bytes
+        self.batch: Batch | None = None
+        self.pending: list[tuple[str, CacheEntry]] = []
+        self.events = 0
+        self.nbytes = 0
+
+    def take(self, item: Fetched | Outcome) -> bool:
+        """One worker's result, counted (and its bundle batched); True when it stops the run."""
+        if isinstance(item, Fetched):
+            self.counts["records_fetched"] += 1
+            if self.batch is None:
+                self.batch = self.ledger.batch()
+            self.batch.add(item.bundle)
+            self.pending.append((item.url, item.entry))
+            self.events += len(item.bundle.events) + 1  # a bundle without events still counts: batches always close
+            self.nbytes += item.nbytes
+            if self.events >= self.batch_events or self.nbytes >= self.batch_bytes:
+                self.flush()
+            return False
+        _count(self.counts, item)
+        if item.entry is not None and item.url is not None:
+            self.pending.append((item.url, item.entry))
+        return item.kind == "stopped"
+
+    def flush(self) -> None:
+        if self.batch is not None:
+            commit_counted(self.batch, self.counts)
+            self.batch = None
+        self.cache.put_many(self.pending)  # only once what they describe is committed
+        self.pending.clear()
+        self.events = self.nbytes = 0
 
 
 def _count(counts: dict[str, Any], item: Outcome) -> None:

@@ -16,7 +16,6 @@ The pure part (:func:`check`, :func:`from_arxiv`, :func:`from_pith_json`, :func:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -292,7 +291,3 @@ class MetadataStore:
         if self.env is not None:
             self.env.close()
             self.env = None
-
-
-def default_exists(ledger_path: Path) -> bool:
-    return os.path.exists(Path(ledger_path) / SIDECAR / "data.mdb")

@@ -11,6 +11,7 @@ import datetime
 import functools
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -565,115 +566,152 @@ def _utc(seconds: int) -> str:
     return (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _record_created_facts(p: RecordCreated, subject: str, trust: Trust) -> dict[str, Any]:
+    try:
+        rec_ids = record_ids(p.canonical_record)
+    except PithledgerError as exc:
+        raise EventInvalid("bad-record", exc.message) from None
+    if p.canonical_sha256 != rec_ids.canonical_sha256:
+        raise EventInvalid(
+            "hash-mismatch", f"canonical_sha256 is not the hash of canonical_record ({rec_ids.canonical_sha256})"
+        )
+    if subject != rec_ids.pith_number:
+        raise EventInvalid(
+            "record-subject-mismatch",
+            f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}",
+        )
+    receipt_key = ""
+    if p.receipt is not None:
+        reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
+        if reg is None:
+            raise EventInvalid(
+                "unknown-receipt-key",
+                f"the receipt names key {p.receipt.key_id[:60]!r}, which is no Pith registry key",
+            )
+        try:
+            sig = keys.b64decode_strict(
+                p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64"
+            )
+        except PithledgerError as exc:
+            raise EventInvalid("bad-receipt", exc.message) from None
+        if not keys.signature_ok(reg.public_key, bytes.fromhex(rec_ids.canonical_sha256), sig):
+            raise EventInvalid("bad-receipt", f"the receipt signature does not verify under {reg.key_id}")
+        receipt_key = reg.key_id
+    return {"canonical_sha256": rec_ids.canonical_sha256, "receipt_key": receipt_key}
+
+
+def _graph_snapshot_facts(p: GraphSnapshot, subject: str, trust: Trust) -> dict[str, Any]:
+    return {}
+
+
+def _timestamp_anchor_facts(p: TimestampAnchor, subject: str, trust: Trust) -> dict[str, Any]:
+    try:
+        raw = keys.b64decode_strict(p.ots_proof_b64, what="ots_proof_b64")
+        proof = _ots.parse(raw, strict=True)  # the reference's reading (merge v3, §3.1.1)
+    except PithledgerError as exc:  # OtsError among them
+        raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
+    if proof.hash_op != "sha256":
+        raise EventInvalid("bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256")
+    suffix = ids.suffix_of_pith_number(subject)
+    if ids.suffix_of_digest(proof.digest) != suffix:
+        raise EventInvalid("proof-digest-mismatch", "the proof does not commit to the subject's canonical digest")
+    heights = sorted({a.height for a in proof.attestations if a.kind == "bitcoin" and a.height is not None})
+    calendars = sorted({a.calendar for a in proof.attestations if a.kind == "pending" and a.calendar})
+    return {
+        "digest": proof.digest.hex(),
+        "bitcoin_heights": heights,
+        "pending_calendars": calendars,
+        "bitcoin_block": _anchor_block(proof, p.bitcoin_headers_b64),
+    }
+
+
+def _storage_attestation_facts(p: StorageAttestation, subject: str, trust: Trust) -> dict[str, Any]:
+    m = WAYBACK_RE.match(p.capture_url)
+    if not m:
+        raise EventInvalid("bad-payload", "capture_url must be https://web.archive.org/web/<14-digit time>/<url>")
+    try:
+        check_time(p.captured_at, "captured_at")
+    except PithledgerError as exc:
+        raise EventInvalid("bad-payload", exc.message) from None
+    if "".join(ch for ch in p.captured_at if ch in "0123456789") != m[1]:
+        raise EventInvalid("bad-payload", "captured_at does not match the time in capture_url")
+    if p.content_sha256 is not None and not HEX64_RE.match(p.content_sha256):
+        raise EventInvalid("bad-payload", "content_sha256 must be 64 lowercase hex characters")
+    return {}
+
+
+def _author_attestation_facts(p: AuthorAttestation, subject: str, trust: Trust) -> dict[str, Any]:
+    if is_blank(p.author_name):
+        raise EventInvalid("bad-payload", "author_name is empty")
+    if p.orcid is not None and not (ORCID_RE.match(p.orcid) and orcid_checksum_ok(p.orcid)):
+        raise EventInvalid(
+            "bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)"
+        )
+    strong = trust == "registry" and p.orcid is not None
+    return {"strength": "strong" if strong else "weak"}
+
+
+def _citation_signature_facts(p: CitationSignature, subject: str, trust: Trust) -> dict[str, Any]:
+    if not ids.PITH_NUMBER_RE.match(p.cited_pith_number):
+        raise EventInvalid("bad-payload", "cited_pith_number must be a long Pith Number")
+    if p.cited_pith_number == subject:
+        raise EventInvalid("bad-payload", "a record cannot cite itself")
+    if p.relation not in RELATIONS:
+        raise EventInvalid("bad-relation", f"relation {p.relation!r} is not one of {', '.join(RELATIONS)}")
+    return {"cited": p.cited_pith_number, "relation": p.relation}
+
+
+def _replication_record_facts(p: ReplicationRecord, subject: str, trust: Trust) -> dict[str, Any]:
+    if p.replication_type not in REPLICATION_TYPES:
+        raise EventInvalid("bad-payload", f"replication_type must be one of {', '.join(REPLICATION_TYPES)}")
+    if p.outcome not in OUTCOMES:
+        raise EventInvalid("bad-payload", f"outcome must be one of {', '.join(OUTCOMES)}")
+    _http_url(p.artifact_url, "artifact_url")
+    return {"replication_type": p.replication_type}
+
+
+def _integrity_finding_facts(p: IntegrityFinding, subject: str, trust: Trust) -> dict[str, Any]:
+    if p.severity not in SEVERITIES:
+        raise EventInvalid("bad-payload", f"severity must be one of {', '.join(SEVERITIES)}")
+    return {"severity": p.severity}
+
+
+def _challenge_facts(p: Challenge, subject: str, trust: Trust) -> dict[str, Any]:
+    if not EVENT_ID_RE.match(p.challenged_event_id):
+        raise EventInvalid("bad-payload", "challenged_event_id must be sha256:<64 hex>")
+    return {"challenged": p.challenged_event_id}
+
+
+def _revocation_facts(p: Revocation, subject: str, trust: Trust) -> dict[str, Any]:
+    if not EVENT_ID_RE.match(p.revoked_event_id):
+        raise EventInvalid("bad-payload", "revoked_event_id must be sha256:<64 hex>")
+    return {"revokes": p.revoked_event_id}
+
+
+#: Step 10's payload rules, per kind: each checks its kind's payload (converted to its Struct) against the
+#: event's subject and the signer's trust, and returns the facts the reducer folds. One dict lookup per event.
+_FACTS: dict[str, Callable[[Any, str, Trust], dict[str, Any]]] = {
+    "record_created": _record_created_facts,
+    "graph_snapshot": _graph_snapshot_facts,
+    "timestamp_anchor": _timestamp_anchor_facts,
+    "storage_attestation": _storage_attestation_facts,
+    "author_attestation": _author_attestation_facts,
+    "citation_signature": _citation_signature_facts,
+    "replication_record": _replication_record_facts,
+    "integrity_finding": _integrity_finding_facts,
+    "challenge": _challenge_facts,
+    "revocation": _revocation_facts,
+}
+
+
 def payload_facts(kind: str, subject: str, payload: dict[str, Any], trust: Trust) -> dict[str, Any]:
     """Check a known kind's payload and return the facts the reducer folds (all JSON values): step 10,
     on both paths (the fast path's too: ledger/records/fast.py)."""
     p = _payload(kind, payload)
-    if kind == "record_created":
-        try:
-            rec_ids = record_ids(p.canonical_record)
-        except PithledgerError as exc:
-            raise EventInvalid("bad-record", exc.message) from None
-        if p.canonical_sha256 != rec_ids.canonical_sha256:
-            raise EventInvalid(
-                "hash-mismatch", f"canonical_sha256 is not the hash of canonical_record ({rec_ids.canonical_sha256})"
-            )
-        if subject != rec_ids.pith_number:
-            raise EventInvalid(
-                "record-subject-mismatch",
-                f"the record's Pith Number is {rec_ids.pith_number}, not the subject {subject}",
-            )
-        receipt_key = ""
-        if p.receipt is not None:
-            reg = keys.PITH_REGISTRY_KEYS.get(p.receipt.key_id)
-            if reg is None:
-                raise EventInvalid(
-                    "unknown-receipt-key",
-                    f"the receipt names key {p.receipt.key_id[:60]!r}, which is no Pith registry key",
-                )
-            try:
-                sig = keys.b64decode_strict(
-                    p.receipt.signature_b64, length=keys.SIGNATURE_LEN, what="receipt signature_b64"
-                )
-            except PithledgerError as exc:
-                raise EventInvalid("bad-receipt", exc.message) from None
-            if not keys.signature_ok(reg.public_key, bytes.fromhex(rec_ids.canonical_sha256), sig):
-                raise EventInvalid("bad-receipt", f"the receipt signature does not verify under {reg.key_id}")
-            receipt_key = reg.key_id
-        return {"canonical_sha256": rec_ids.canonical_sha256, "receipt_key": receipt_key}
-    if kind == "graph_snapshot":
-        return {}
-    if kind == "timestamp_anchor":
-        try:
-            raw = keys.b64decode_strict(p.ots_proof_b64, what="ots_proof_b64")
-            proof = _ots.parse(raw, strict=True)  # the reference's reading (merge v3, §3.1.1)
-        except PithledgerError as exc:  # OtsError among them
-            raise EventInvalid("bad-proof", f"ots_proof_b64: {exc}") from None
-        if proof.hash_op != "sha256":
-            raise EventInvalid(
-                "bad-proof", f"the proof stamps a {proof.hash_op} digest; a Pith record's digest is sha256"
-            )
-        suffix = ids.suffix_of_pith_number(subject)
-        if ids.suffix_of_digest(proof.digest) != suffix:
-            raise EventInvalid("proof-digest-mismatch", "the proof does not commit to the subject's canonical digest")
-        heights = sorted({a.height for a in proof.attestations if a.kind == "bitcoin" and a.height is not None})
-        calendars = sorted({a.calendar for a in proof.attestations if a.kind == "pending" and a.calendar})
-        return {
-            "digest": proof.digest.hex(),
-            "bitcoin_heights": heights,
-            "pending_calendars": calendars,
-            "bitcoin_block": _anchor_block(proof, p.bitcoin_headers_b64),
-        }
-    if kind == "storage_attestation":
-        m = WAYBACK_RE.match(p.capture_url)
-        if not m:
-            raise EventInvalid("bad-payload", "capture_url must be https://web.archive.org/web/<14-digit time>/<url>")
-        try:
-            check_time(p.captured_at, "captured_at")
-        except PithledgerError as exc:
-            raise EventInvalid("bad-payload", exc.message) from None
-        if "".join(ch for ch in p.captured_at if ch in "0123456789") != m[1]:
-            raise EventInvalid("bad-payload", "captured_at does not match the time in capture_url")
-        if p.content_sha256 is not None and not HEX64_RE.match(p.content_sha256):
-            raise EventInvalid("bad-payload", "content_sha256 must be 64 lowercase hex characters")
-        return {}
-    if kind == "author_attestation":
-        if is_blank(p.author_name):
-            raise EventInvalid("bad-payload", "author_name is empty")
-        if p.orcid is not None and not (ORCID_RE.match(p.orcid) and orcid_checksum_ok(p.orcid)):
-            raise EventInvalid(
-                "bad-orcid", f"orcid {p.orcid!r} is not a valid ORCID iD (NNNN-NNNN-NNNN-NNNX with its check digit)"
-            )
-        strong = trust == "registry" and p.orcid is not None
-        return {"strength": "strong" if strong else "weak"}
-    if kind == "citation_signature":
-        if not ids.PITH_NUMBER_RE.match(p.cited_pith_number):
-            raise EventInvalid("bad-payload", "cited_pith_number must be a long Pith Number")
-        if p.cited_pith_number == subject:
-            raise EventInvalid("bad-payload", "a record cannot cite itself")
-        if p.relation not in RELATIONS:
-            raise EventInvalid("bad-relation", f"relation {p.relation!r} is not one of {', '.join(RELATIONS)}")
-        return {"cited": p.cited_pith_number, "relation": p.relation}
-    if kind == "replication_record":
-        if p.replication_type not in REPLICATION_TYPES:
-            raise EventInvalid("bad-payload", f"replication_type must be one of {', '.join(REPLICATION_TYPES)}")
-        if p.outcome not in OUTCOMES:
-            raise EventInvalid("bad-payload", f"outcome must be one of {', '.join(OUTCOMES)}")
-        _http_url(p.artifact_url, "artifact_url")
-        return {"replication_type": p.replication_type}
-    if kind == "integrity_finding":
-        if p.severity not in SEVERITIES:
-            raise EventInvalid("bad-payload", f"severity must be one of {', '.join(SEVERITIES)}")
-        return {"severity": p.severity}
-    if kind == "challenge":
-        if not EVENT_ID_RE.match(p.challenged_event_id):
-            raise EventInvalid("bad-payload", "challenged_event_id must be sha256:<64 hex>")
-        return {"challenged": p.challenged_event_id}
-    if kind == "revocation":
-        if not EVENT_ID_RE.match(p.revoked_event_id):
-            raise EventInvalid("bad-payload", "revoked_event_id must be sha256:<64 hex>")
-        return {"revokes": p.revoked_event_id}
-    raise AssertionError(kind)  # pragma: no cover - KNOWN_KINDS and PAYLOAD_TYPES agree
+    facts = _FACTS.get(kind)
+    if facts is None:  # pragma: no cover - KNOWN_KINDS and PAYLOAD_TYPES agree
+        raise AssertionError(kind)
+    return facts(p, subject, trust)
 
 
 # --- making events ---------------------------------------------------------------------------------

@@ -14,9 +14,6 @@ import msgspec
 from pithledger.errors import MalformedId
 
 SUFFIX_LEN = 26
-SHORT_LENGTHS = (8, 12, 16)
-#: The alias kinds Pith lists for every record, in the order Pith lists them (sorted by kind).
-ALIAS_KINDS = ("arxiv", "arxiv_version", "doi", "pith_short_12", "pith_short_16", "pith_short_8")
 ARXIV_DOI_PREFIX = "10.48550/arxiv."
 
 _B32 = "A-Z2-7"

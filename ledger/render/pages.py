@@ -514,50 +514,12 @@ def _page(title: str, body: str, links: Links, *, search: bool = True) -> str:
     )
 
 
-def record_page(
-    state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links, *, mirror: str = ""
-) -> str:
-    """The record page: numbers, badges, completeness, receipt, aliases, citations, timeline, verify-yourself."""
-    number = state["pith_number"]
-    suffix = ids.suffix_of_pith_number(number)
-    short = f"pith:{suffix[:8]}"
-    cur = state["current"]
-    record = cur["canonical_record"]
-    src, md = record["source"], record["metadata"]
-    fields = check(meta, record)
-    title_field = fields[0]
-    heading = (
-        e(_oneline(title_field.value))
-        if title_field.value is not None and title_field.check == "match"
-        else f"arXiv {e(src['id'])}v{e(src['version'])}"
-    )
+def _completeness(number: str, cur: dict[str, Any], cites: list[Any], inbound: list[Any]) -> list[str]:
+    """The record page's completeness list: a row is done only on evidence checked here or signed by a Pith
+    registry key; evidence whose only backing is a self-signed signature is a claim (spec/serve.md §5 item 5)."""
     b: list[str] = []
-    b.append('<p class="meta">Pith Number</p><div class="numbers">')
-    b.append(
-        f'<div class="num"><span class="label">short</span><span class="value" id="short-number">{e(short)}</span>{_copy(short)}</div>'
-    )
-    b.append(
-        f'<div class="num"><span class="label">long</span><span class="value" id="long-number">{e(number)}</span>{_copy(number)}</div>'
-    )
-    b.append("</div>")
-    b.append(_badges(cur["badges"]))
-    b.append(f'<h1 id="title">{heading}</h1>')
-    arxiv = f"https://arxiv.org/abs/{src['id']}v{src['version']}"
-    cats = " ".join([md["primary_cat"], *md["cross_cats_sorted"]])
-    b.append(
-        f'<p class="meta">{link(arxiv, "arXiv:" + str(src["id"]) + " v" + str(src["version"]))} · submitted {e(md["submitted_at"])} · {e(cats)}'
-        f"{' · license ' + link(md['license']) if md['license'] else ''}</p>"
-    )
-    b.append(
-        '<h2>Title, authors, abstract</h2><p class="meta">Supplied to this mirror beside the record, not part of it: '
-        "each field is shown with its check against the hash the record holds.</p>"
-    )
-    b.append(_fields(fields))
-
-    # completeness: a row is done only on evidence checked here or signed by a Pith registry key; evidence
-    # whose only backing is a self-signed signature is a claim (spec/serve.md §5 item 5)
     anchors, stores, authors = cur["timestamp_anchors"], cur["storage_attestations"], cur["author_attestations"]
-    cites, inbound, repl = cur["citations"], cur["inbound_citations"], cur["replication_records"]
+    repl = cur["replication_records"]
     proofs = f"{len(anchors)} proof{'s' if len(anchors) != 1 else ''}"
     items = [
         (
@@ -618,8 +580,12 @@ def record_page(
             f'{level}</span></span><span class="detail">{detail}</span></li>'
         )
     b.append("</ol>")
+    return b
 
-    # receipt
+
+def _receipt(cur: dict[str, Any], facts: RecordFacts, links: Links) -> list[str]:
+    """The record page's receipt and verification: the recomputed hash, each receipt and who signed the record."""
+    b: list[str] = []
     b.append("<h2>Receipt and verification</h2>")
     b.append(
         f'<dl class="kv"><dt>Canonical hash</dt><dd><span class="mono" id="canonical-hash">{e(cur["canonical_sha256"])}</span> '
@@ -668,8 +634,12 @@ def record_page(
                 f'<tr><td>{clip(s.signer_id or s.key_id)}</td><td>{e(s.trust)}</td><td class="mono">{e(s.fingerprint)}</td><td class="when">{e(s.created_at)}</td></tr>'
             )
         b.append("</table>")
+    return b
 
-    # aliases
+
+def _aliases(cur: dict[str, Any]) -> list[str]:
+    """The record page's aliases, each linked where it names a page."""
+    b: list[str] = []
     b.append("<h2>Aliases</h2><table>")
     for a in cur["source_aliases"]:
         value, kind = str(a["alias_value"]), str(a["alias_kind"])
@@ -681,15 +651,13 @@ def record_page(
             shown = f'<span class="mono">{e(value)}</span>'
         b.append(f"<tr><th>{e(kind)}</th><td>{shown} {_copy(value)}</td></tr>")
     b.append("</table>")
+    return b
 
-    # citations both ways
-    b.append("<h2>Citations</h2>")
-    if not cites and not inbound:
-        b.append('<p class="meta">No signed citations in either direction yet.</p>')
-    b += _citation_table("Cites", cites, [str(v.get("payload", {}).get("cited_pith_number", "")) for v in cites], links)
-    b += _citation_table("Cited by", inbound, [str(v.get("citing_pith_number", "")) for v in inbound], links)
 
-    # timeline
+def _timeline(state: dict[str, Any], facts: RecordFacts, links: Links, suffix: str) -> list[str]:
+    """The record page's timeline of standing events, its revocations and equivocations."""
+    cur = state["current"]
+    b: list[str] = []
     views: list[dict[str, Any]] = [v for slot in _SLOT_KINDS for v in cur.get(slot, [])]
     views += [
         {
@@ -726,6 +694,61 @@ def record_page(
         b.append(
             f'<p class="bad">{e(state["equivocation_count"])} equivocation(s): one signer, two events for one slot (see state.json).</p>'
         )
+    return b
+
+
+def record_page(
+    state: dict[str, Any], facts: RecordFacts, meta: DisplayMetadata | None, links: Links, *, mirror: str = ""
+) -> str:
+    """The record page: numbers, badges, completeness, receipt, aliases, citations, timeline, verify-yourself."""
+    number = state["pith_number"]
+    suffix = ids.suffix_of_pith_number(number)
+    short = f"pith:{suffix[:8]}"
+    cur = state["current"]
+    record = cur["canonical_record"]
+    src, md = record["source"], record["metadata"]
+    fields = check(meta, record)
+    title_field = fields[0]
+    heading = (
+        e(_oneline(title_field.value))
+        if title_field.value is not None and title_field.check == "match"
+        else f"arXiv {e(src['id'])}v{e(src['version'])}"
+    )
+    b: list[str] = []
+    b.append('<p class="meta">Pith Number</p><div class="numbers">')
+    b.append(
+        f'<div class="num"><span class="label">short</span><span class="value" id="short-number">{e(short)}</span>{_copy(short)}</div>'
+    )
+    b.append(
+        f'<div class="num"><span class="label">long</span><span class="value" id="long-number">{e(number)}</span>{_copy(number)}</div>'
+    )
+    b.append("</div>")
+    b.append(_badges(cur["badges"]))
+    b.append(f'<h1 id="title">{heading}</h1>')
+    arxiv = f"https://arxiv.org/abs/{src['id']}v{src['version']}"
+    cats = " ".join([md["primary_cat"], *md["cross_cats_sorted"]])
+    b.append(
+        f'<p class="meta">{link(arxiv, "arXiv:" + str(src["id"]) + " v" + str(src["version"]))} · submitted {e(md["submitted_at"])} · {e(cats)}'
+        f"{' · license ' + link(md['license']) if md['license'] else ''}</p>"
+    )
+    b.append(
+        '<h2>Title, authors, abstract</h2><p class="meta">Supplied to this mirror beside the record, not part of it: '
+        "each field is shown with its check against the hash the record holds.</p>"
+    )
+    b.append(_fields(fields))
+
+    cites, inbound = cur["citations"], cur["inbound_citations"]
+    b += _completeness(number, cur, cites, inbound)
+    b += _receipt(cur, facts, links)
+    b += _aliases(cur)
+    # citations both ways
+    b.append("<h2>Citations</h2>")
+    if not cites and not inbound:
+        b.append('<p class="meta">No signed citations in either direction yet.</p>')
+    b += _citation_table("Cites", cites, [str(v.get("payload", {}).get("cited_pith_number", "")) for v in cites], links)
+    b += _citation_table("Cited by", inbound, [str(v.get("citing_pith_number", "")) for v in inbound], links)
+
+    b += _timeline(state, facts, links, suffix)
 
     # files and verify yourself
     b.append("<h2>Portable graph bundle</h2><p>")

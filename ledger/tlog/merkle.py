@@ -92,6 +92,14 @@ def verify_consistency(size1: int, size2: int, root1: bytes, root2: bytes, proof
     path = list(proof)
     if size1 & (size1 - 1) == 0:  # an exact power of two: the old root is a node of the new tree
         path.insert(0, root1)
+    fr, sr = _consistency_roots(size1, size2, path)
+    if fr != root1 or sr != root2:
+        raise ProofError("computed roots do not match")
+
+
+def _consistency_roots(size1: int, size2: int, path: list[bytes]) -> tuple[bytes, bytes]:
+    """RFC 9162 §2.1.4.2's walk up both trees along ``path`` (the proof, the old root first where it is a node of
+    the new tree): the roots of the trees of ``size1`` and ``size2`` it computes."""
     fn, sn = size1 - 1, size2 - 1
     while fn & 1:
         fn >>= 1
@@ -113,5 +121,4 @@ def verify_consistency(size1: int, size2: int, root1: bytes, root2: bytes, proof
         sn >>= 1
     if sn != 0:
         raise ProofError("proof is too short")
-    if fr != root1 or sr != root2:
-        raise ProofError("computed roots do not match")
+    return fr, sr

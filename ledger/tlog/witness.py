@@ -62,7 +62,6 @@ CONFIG_TYPE = "pithledger_witness_config"
 STATE_TYPE = "pithledger_witness_state"
 EVIDENCE_TYPE = "pithledger_log_inconsistency"
 VERSION = "1"
-SIZE_MEDIA_TYPE = SizeConflict.content_type  # "text/x.tlog.size", the 409 answer's (C2SP tlog-witness)
 _OLD_LINE = re.compile(rb"old (0|[1-9][0-9]{0,18})\Z")
 
 
@@ -609,11 +608,8 @@ class Verdict:
     message: str
 
 
-def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
-    """Judge an evidence file with nothing but the log's key (the file's ``log_key``, or ``log_key`` given:
-    the one a third party trusts). Raises :class:`BadEvidence` when the file is malformed or a checkpoint
-    does not verify; returns the verdict (``proven``: the two signed checkpoints cannot both be views of
-    one append-only log)."""
+def _evidence_form(data: bytes) -> tuple[dict[str, Any], list[bytes], bytes | None]:
+    """An evidence file's form checked: (its fields, the proof's hashes, the new tree's root of the old size)."""
     try:
         doc = strict_decode(data, max_bytes=MAX_FILE, what="the evidence file")
     except PithledgerError as exc:
@@ -649,10 +645,16 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
         x = None if doc["new_tree_old_root"] is None else unb64_hash(str(doc["new_tree_old_root"]), "new_tree_old_root")
     except BadRequest as exc:
         raise BadEvidence(exc.message) from None
+    return doc, proof, x
+
+
+def _evidence_key(doc: dict[str, Any], log_key: str | None) -> str:
+    """The log key the evidence is judged under (``log_key`` given, else the file's), checked first: a mistyped
+    --log-key, or one of a type we cannot check, is no damaged evidence."""
     key = log_key or doc["log_key"]
     from pithledger.tlog.note import NoteVerifier
 
-    try:  # the key first: a mistyped --log-key, or one of a type we cannot check, is no damaged evidence
+    try:
         NoteVerifier.from_vkey(key)
     except UnsupportedKeyType as exc:
         raise UnsupportedKeyType(f"the log key {key[:120]}: {exc.message}") from None
@@ -660,6 +662,11 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
         if log_key is not None:
             raise BadVerifierKey(f"--log-key {log_key[:120]!r}: {exc.message}") from None
         raise BadEvidence(f"the file's log_key is no verifier key: {exc.message}") from None
+    return key
+
+
+def _evidence_checkpoints(doc: dict[str, Any], key: str) -> tuple[Signed, Signed]:
+    """The file's old and new checkpoints, each verified under ``key`` and of the file's origin."""
     checked: list[Signed] = []
     for name in ("old_checkpoint", "new_checkpoint"):
         try:
@@ -670,6 +677,17 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
             raise BadEvidence(f"{name} is of origin {cp.origin[:200]!r}, not the file's {doc['origin'][:200]!r}")
         checked.append(cp)
     old, new = checked
+    return old, new
+
+
+def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
+    """Judge an evidence file with nothing but the log's key (the file's ``log_key``, or ``log_key`` given:
+    the one a third party trusts). Raises :class:`BadEvidence` when the file is malformed or a checkpoint
+    does not verify; returns the verdict (``proven``: the two signed checkpoints cannot both be views of
+    one append-only log)."""
+    doc, proof, x = _evidence_form(data)
+    key = _evidence_key(doc, log_key)
+    old, new = _evidence_checkpoints(doc, key)
     verdict = judge(old, new, proof, x)
     if verdict is None:
         return Verdict(

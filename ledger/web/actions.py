@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import ipaddress
 import math
 import re
@@ -290,28 +291,7 @@ class Writer:
             self._pending_work = False  # retried after the next group
 
     def _commit(self, group: list[_Item]) -> None:
-        live = []
-        for item in group:
-            item.verdicts = [verdict_of(e) for e in item.bundle.events]
-            if all(v.status == "valid" for v in item.verdicts):
-                live.append(item)
-                continue
-            refused = [v for v in item.verdicts if v.status != "valid"]
-            docs = [_event_doc(v, v.status if v.status != "valid" else "not-written") for v in item.verdicts]
-            _resolve(
-                item,
-                Answer(
-                    422,
-                    {
-                        "error": refused[0].reason,
-                        "message": refused[0].message,
-                        "result": "refused",
-                        "pith_number": item.bundle.pith_number,
-                        "action": item.kind,
-                        "events": docs,
-                    },
-                ),
-            )
+        live = _verified(group)
         while live:
             defer = self.ledger.pending() > 0  # someone else's pending work: derive it between groups, not in ours
             batch = self.ledger.batch()
@@ -321,24 +301,8 @@ class Writer:
             except BaseException:
                 batch.abandon()
                 raise
-
-            def admit(txn: lmdb.Transaction) -> bool:
-                with self._cond:  # the writer lock is ours now: claim the group, unless a request gave up
-                    if any(item.cancelled for item in live):
-                        return False
-                    for item in live:
-                        item.claimed = True
-                seen: set[str] = set()
-                for item in live:  # in the write transaction: nobody else can add an event meanwhile
-                    item.statuses = []
-                    for v in item.verdicts:
-                        held = v.event_id in seen or self.ledger.holds(txn, v.event_id)
-                        item.statuses.append("duplicate" if held else "new")
-                        seen.add(v.event_id)
-                return True
-
             try:
-                result = batch.commit(defer=defer, admit=admit)
+                result = batch.commit(defer=defer, admit=functools.partial(self._admit, live))
             except BatchWithdrawn:
                 live = [item for item in live if not item.cancelled]  # the others try again at once
                 continue
@@ -354,22 +318,71 @@ class Writer:
             self.groups += 1
             if defer or result.rejected:
                 self._pending_work = True
-            for item in live:
-                new = "new" in item.statuses
-                docs = [_event_doc(v, s) for v, s in zip(item.verdicts, item.statuses, strict=True)]
-                _resolve(
-                    item,
-                    Answer(
-                        201 if new else 200,
-                        {
-                            "result": "accepted" if new else "held",
-                            "pith_number": item.bundle.pith_number,
-                            "action": item.kind,
-                            "events": docs,
-                        },
-                    ),
-                )
+            _accepted(live)
             return
+
+    def _admit(self, live: list[_Item], txn: lmdb.Transaction) -> bool:
+        """The group's commit, in its write transaction: claim the group, unless a request gave up; then each
+        event's status, new or duplicate."""
+        with self._cond:  # the writer lock is ours now: claim the group, unless a request gave up
+            if any(item.cancelled for item in live):
+                return False
+            for item in live:
+                item.claimed = True
+        seen: set[str] = set()
+        for item in live:  # in the write transaction: nobody else can add an event meanwhile
+            item.statuses = []
+            for v in item.verdicts:
+                held = v.event_id in seen or self.ledger.holds(txn, v.event_id)
+                item.statuses.append("duplicate" if held else "new")
+                seen.add(v.event_id)
+        return True
+
+
+def _verified(group: list[_Item]) -> list[_Item]:
+    """The items of ``group`` whose every event is valid; each other one is answered 422 (its first refusal)."""
+    live = []
+    for item in group:
+        item.verdicts = [verdict_of(e) for e in item.bundle.events]
+        if all(v.status == "valid" for v in item.verdicts):
+            live.append(item)
+            continue
+        refused = [v for v in item.verdicts if v.status != "valid"]
+        docs = [_event_doc(v, v.status if v.status != "valid" else "not-written") for v in item.verdicts]
+        _resolve(
+            item,
+            Answer(
+                422,
+                {
+                    "error": refused[0].reason,
+                    "message": refused[0].message,
+                    "result": "refused",
+                    "pith_number": item.bundle.pith_number,
+                    "action": item.kind,
+                    "events": docs,
+                },
+            ),
+        )
+    return live
+
+
+def _accepted(live: list[_Item]) -> None:
+    """Each item of a committed group answered: 201 when it added an event, else 200 (all held already)."""
+    for item in live:
+        new = "new" in item.statuses
+        docs = [_event_doc(v, s) for v, s in zip(item.verdicts, item.statuses, strict=True)]
+        _resolve(
+            item,
+            Answer(
+                201 if new else 200,
+                {
+                    "result": "accepted" if new else "held",
+                    "pith_number": item.bundle.pith_number,
+                    "action": item.kind,
+                    "events": docs,
+                },
+            ),
+        )
 
 
 def _resolve(item: _Item, answer: Answer) -> None:

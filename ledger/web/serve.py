@@ -1299,6 +1299,299 @@ class _Lingering(asyncio.Transport):
         return self.real.get_protocol()
 
 
+@dataclass
+class _GuardState:
+    """What the connections of one server share: its bounds, who holds how many connections, and whether it stops."""
+
+    limits: Limits
+    ops: Ops | None
+    held: dict[str, int]  # admitted connections per client address
+    admitted: int = 0  # admitted connections in all
+    stopping: bool = False  # the server stops (shutdown() was called): a lingering close that starts now ends at once
+
+    def trusted(self, host: str) -> bool:
+        """A listed proxy (never ``*``): exempt from the per-address cap."""
+        return bool(self.ops is not None and self.ops.proxies and self.ops.proxies.listed(host))
+
+    def refused(self, peer: str | None, code: str, status: int) -> None:
+        if self.ops is not None:
+            self.ops.guard_refused(peer or "?", code, status)
+
+
+class _Guarded(asyncio.Protocol):
+    """The guard's half of a guarded protocol (:func:`guarded`): placed before uvicorn's protocol class in the
+    bases, so each method here runs first and hands on to uvicorn's through ``super()``."""
+
+    _guard: _GuardState  # set per server by guarded()
+    # uvicorn's protocol's own attributes, used here
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    cycle: Any
+
+    _peer: str | None = None
+    _admitted = False
+    _refused = False
+    _deadline: asyncio.TimerHandle | None = None
+    _waiting: object = None  # the request cycle when the head deadline was armed
+    _counted: object = None  # the request cycle whose following bytes _head_bytes counts
+    _head_bytes = 0
+    _stall: asyncio.TimerHandle | None = None  # armed while the transport's send buffer is over its high-water mark
+    _stall_held = 0  # the bytes that buffer held when it was armed
+    _real: asyncio.Transport  # the socket's transport; uvicorn (and self.transport) hold a _Lingering around it
+    _wrapped: _Lingering | None = None
+    _linger_timer: asyncio.TimerHandle | None = None  # armed while lingering
+    _linger_until = 0.0  # loop time the linger ends at the latest
+    _linger_last = 0.0  # loop time of the last byte drained
+    _linger_read = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's is typed so
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        mine = self._guard.held.get(host, 0) >= self._guard.limits.per_client and not self._guard.trusted(host)
+        if mine or self._guard.admitted >= self._guard.limits.total:
+            self._refused = True
+            self._guard.refused(host, "too-many-connections", 503)
+            _refuse(
+                transport,
+                "too-many-connections",
+                f"this client holds {self._guard.limits.per_client} connections to this mirror already"
+                if mine
+                else f"this mirror holds {self._guard.limits.total} connections already: try again shortly",
+            )
+            return
+        self._guard.held[host] = self._guard.held.get(host, 0) + 1
+        self._guard.admitted += 1
+        self._peer, self._admitted = host, True
+        self._real, self._wrapped = transport, _Lingering(transport, self._close_requested)
+        super().connection_made(self._wrapped)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._unstall()
+        self._unlinger()
+        if not self._admitted:
+            return
+        self._admitted = False
+        assert self._peer is not None
+        self._guard.held[self._peer] -= 1
+        if not self._guard.held[self._peer]:
+            del self._guard.held[self._peer]
+        self._guard.admitted -= 1
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._wrapped is not None and self._wrapped.lingering:
+            self._linger_read += len(data)  # dropped: the request was answered
+            self._linger_last = self.loop.time()
+            if self._linger_read > self._guard.limits.linger_bytes:
+                self._end_linger()
+            return
+        if self._refused:
+            return  # answered already; what it still sends is dropped until it or the linger closes
+        view = memoryview(data)
+        while view:
+            if self.cycle is not self._counted:  # a head completed: what follows is its body, or the next head
+                self._counted, self._head_bytes = self.cycle, 0
+            # While a request is in flight, what arrives is its body or a pipelined next head: a POST may
+            # send a body of an action's size (spec/serve.md §8), any other request a head's worth.
+            flight = self.cycle is not None and not self.cycle.response_complete
+            body = MAX_BODY if flight and self.cycle.scope.get("method") == "POST" else 0
+            room = self._guard.limits.max_head + body - self._head_bytes
+            if room <= 0:
+                if flight and not self.cycle.response_started and getattr(self.cycle, "more_body", False):
+                    # a request's body (as sent: chunk framing counts) passed the cap unanswered: a POST's over an
+                    # action's size, any other method's over a head's worth (a GET with a body, review-serve)
+                    self._too_large(post=bool(body))
+                    return
+                self._stop("request-too-long", f"a request head is at most {self._guard.limits.max_head} bytes", 431)
+                return
+            chunk, view = view[:room], view[room:]
+            self._head_bytes += len(chunk)
+            super().data_received(bytes(chunk))
+            if self.transport.is_closing():
+                return
+
+    def on_response_complete(self) -> None:
+        self._head_bytes = 0  # the next head is counted from its first byte
+        cycle = self.cycle
+        if (
+            cycle is not None
+            and cycle.response_complete
+            and getattr(cycle, "more_body", False)
+            and not self.transport.is_closing()
+        ):
+            # answered before its body arrived (an early 404, 405, 429 kept alive): the rest of the body is
+            # not parsed on, the connection ends with the lingering close
+            self.transport.close()
+        super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, the next base
+        if not self.transport.is_closing():
+            self._arm()
+        if self._stall is None and self.transport.get_write_buffer_size():
+            # uvicorn writes a body in one go and calls it complete at once: what the client has not
+            # read yet stays held (through keep-alive, and a close that waits for it), so it is watched
+            # even where it never crossed the high-water mark
+            self._watch()
+
+    def pause_writing(self) -> None:
+        if self._admitted:  # a refused connection's answer is one small write: never paused, but never ours
+            super().pause_writing()
+        self._watch()
+
+    def resume_writing(self) -> None:
+        if self.transport.get_write_buffer_size():  # under the low-water mark, but still held: watched anew
+            self._watch()
+        else:
+            self._unstall()
+        if self._admitted:
+            super().resume_writing()
+
+    def _watch(self) -> None:
+        self._unstall()
+        self._stall_held = self.transport.get_write_buffer_size()
+        self._stall = self.loop.call_later(self._guard.limits.send_timeout, self._check_stall)
+
+    def _unstall(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+
+    def _check_stall(self) -> None:
+        # asyncio reports only the crossing of its high and low marks, and a whole body is one write, so
+        # progress is read off what is still held: the client must have read SEND_PROGRESS of it (or half).
+        # A closing transport is no exception: uvicorn closes a keep-alive connection when its idle time is
+        # up, or at once after a `Connection: close` answer, and asyncio's close waits, unbounded, for the
+        # buffer to drain.
+        self._stall = None
+        held = self.transport.get_write_buffer_size()
+        if not held:
+            return
+        if held <= self._stall_held - min(SEND_PROGRESS, self._stall_held // 2):
+            self._watch()
+            return
+        # A response is being written (or was), so no answer can be added: the connection is dropped, and
+        # with it the unsent body it held (uvicorn's send returns once its cycle is disconnected).
+        self.transport.abort()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting = self.cycle
+        self._deadline = self.loop.call_later(self._guard.limits.head_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        idle = self.cycle is None or self.cycle.response_complete  # a request in flight re-arms when answered
+        if self.cycle is self._waiting and idle and not self.transport.is_closing():
+            self._stop(
+                "request-timeout", f"a request head must arrive within {self._guard.limits.head_timeout:g} s", 408
+            )
+
+    def shutdown(self) -> None:
+        self._guard.stopping = True
+        if self._wrapped is not None and self._wrapped.lingering:  # the server stops: no one waits for a drain
+            self._end_linger()
+            return
+        super().shutdown()  # type: ignore[misc]  # uvicorn's protocol, the next base
+
+    def _close_requested(self) -> None:
+        """uvicorn (or this guard) closes the connection: at once, unless the request's body is still
+        arriving; then the lingering close (spec/serve.md §4)."""
+        assert self._wrapped is not None
+        if self._wrapped.lingering:
+            return  # it ends on its own bounds
+        real = self._real
+        if (
+            real.is_closing()
+            or self._refused
+            or not getattr(self.cycle, "more_body", False)
+            or not real.can_write_eof()
+        ):
+            real.close()
+        else:
+            self._linger()
+
+    def _linger(self) -> None:
+        assert self._wrapped is not None
+        real = self._real
+        self._disarm()
+        self._wrapped.lingering = True
+        now = self.loop.time()
+        # a server that stops ends its lingering connections at once (shutdown()); one whose linger starts
+        # after that (its answer came later, e.g. a 408 body-timeout) gets LINGER s to read its answer
+        total = min(LINGER, self._guard.limits.linger_time) if self._guard.stopping else self._guard.limits.linger_time
+        self._linger_until, self._linger_last, self._linger_read = now + total, now, 0
+        self._linger_timer = self.loop.call_later(min(self._guard.limits.linger_timeout, total), self._check_linger)
+        real.resume_reading()
+        # the answer goes first (write_eof waits for the buffer), then FIN: the client reads the answer and
+        # EOF while it still sends, and its bytes are read here, so no reset takes the answer away
+        try:
+            real.write_eof()
+        except OSError:
+            # the client reset the connection already (shutdown: ENOTCONN), e.g. it read the answer's head and
+            # closed: nothing to linger for. Raised here it went up the ASGI send and was swallowed, leaving
+            # the connection open for ever, unread, with its place under the caps (review-serve).
+            self._end_linger()
+
+    def _check_linger(self) -> None:
+        self._linger_timer = None
+        now = self.loop.time()
+        due = min(self._linger_last + self._guard.limits.linger_timeout, self._linger_until)
+        if now >= due:
+            self._end_linger()
+        else:
+            self._linger_timer = self.loop.call_later(due - now, self._check_linger)
+
+    def _unlinger(self) -> None:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+
+    def _end_linger(self) -> None:
+        self._unlinger()
+        # an answer still unread after the bounds is dropped with the connection (close would wait for it)
+        if self._real.get_write_buffer_size():
+            self._real.abort()
+        else:
+            self._real.close()
+
+    def _too_large(self, *, post: bool) -> None:
+        """A request whose body, as sent, passed the cap before the application answered: the answer is
+        written here, the application's request is ended (it sees a disconnect; its answer is dropped), and
+        the connection lingers."""
+        self.cycle.disconnected = True
+        self.cycle.message_event.set()
+        if post:
+            message = f"the request is over {self._guard.limits.max_head + MAX_BODY:,} bytes as sent; an action body is at most {MAX_BODY:,}"
+        else:
+            message = f"the request is over {self._guard.limits.max_head:,} bytes as sent; only a POST to an action URL carries a body"
+        _answer(self._real, 413, "body-too-large", message)
+        self._guard.refused(self._peer, "body-too-large", 413)
+        self._linger()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's parser (httptools or h11) refused what arrived as no HTTP/1.1 request: answered (JSON, like
+        every error), counted and logged as the guard's own answers are (uvicorn did neither: review of #41)."""
+        self._disarm()
+        self._refused = True
+        self._guard.refused(self._peer, "malformed-request", 400)
+        _answer(self._real, 400, "malformed-request", "the request is not HTTP/1.1 this server can read")
+        self.transport.close()
+
+    def _stop(self, code: str, message: str, status: int) -> None:
+        self._disarm()
+        self._refused = True
+        self._guard.refused(self._peer, code, status)
+        if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
+            self.transport.close()
+            return
+        _refuse(self._real, code, message, status, pause=status == 431)
+
+
 def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ``base`` with bounds it lacks: a deadline for a request head to arrive,
     a cap on a head's bytes counted as they arrive (before the parser accumulates them: httptools
@@ -1311,280 +1604,9 @@ def guarded(base: type[Any], limits: Limits, ops: Ops | None = None) -> type[asy
     while a request's body is still arriving half-closes and drains, bounded, instead of resetting.
     ``ops``: its listed proxies (never ``*``) are exempt from the per-address cap (their connections carry many clients';
     the total cap still holds them), and every answer of the guard is counted and logged (spec/serve.md §9)."""
-    held: dict[str, int] = {}
-    trusted = ops.proxies.listed if ops is not None and ops.proxies else (lambda host: False)
-
-    def refused(peer: str | None, code: str, status: int) -> None:
-        if ops is not None:
-            ops.guard_refused(peer or "?", code, status)
-
-    admitted = [0]
-    stopping = [False]  # the server stops (shutdown() was called): a lingering close that starts now ends at once
-
-    class Guarded(base):  # type: ignore[misc]
-        _peer: str | None = None
-        _admitted = False
-        _refused = False
-        _deadline: asyncio.TimerHandle | None = None
-        _waiting: object = None  # the request cycle when the head deadline was armed
-        _counted: object = None  # the request cycle whose following bytes _head_bytes counts
-        _head_bytes = 0
-        _stall: asyncio.TimerHandle | None = None  # armed while the transport's send buffer is over its high-water mark
-        _stall_held = 0  # the bytes that buffer held when it was armed
-        _real: asyncio.Transport  # the socket's transport; uvicorn (and self.transport) hold a _Lingering around it
-        _wrapped: _Lingering | None = None
-        _linger_timer: asyncio.TimerHandle | None = None  # armed while lingering
-        _linger_until = 0.0  # loop time the linger ends at the latest
-        _linger_last = 0.0  # loop time of the last byte drained
-        _linger_read = 0
-
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            peer = transport.get_extra_info("peername")
-            host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-            mine = held.get(host, 0) >= limits.per_client and not trusted(host)
-            if mine or admitted[0] >= limits.total:
-                self._refused = True
-                refused(host, "too-many-connections", 503)
-                _refuse(
-                    transport,
-                    "too-many-connections",
-                    f"this client holds {limits.per_client} connections to this mirror already"
-                    if mine
-                    else f"this mirror holds {limits.total} connections already: try again shortly",
-                )
-                return
-            held[host] = held.get(host, 0) + 1
-            admitted[0] += 1
-            self._peer, self._admitted = host, True
-            self._real, self._wrapped = transport, _Lingering(transport, self._close_requested)
-            super().connection_made(self._wrapped)
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            self._unstall()
-            self._unlinger()
-            if not self._admitted:
-                return
-            self._admitted = False
-            assert self._peer is not None
-            held[self._peer] -= 1
-            if not held[self._peer]:
-                del held[self._peer]
-            admitted[0] -= 1
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self._wrapped is not None and self._wrapped.lingering:
-                self._linger_read += len(data)  # dropped: the request was answered
-                self._linger_last = self.loop.time()
-                if self._linger_read > limits.linger_bytes:
-                    self._end_linger()
-                return
-            if self._refused:
-                return  # answered already; what it still sends is dropped until it or the linger closes
-            view = memoryview(data)
-            while view:
-                if self.cycle is not self._counted:  # a head completed: what follows is its body, or the next head
-                    self._counted, self._head_bytes = self.cycle, 0
-                # While a request is in flight, what arrives is its body or a pipelined next head: a POST may
-                # send a body of an action's size (spec/serve.md §8), any other request a head's worth.
-                flight = self.cycle is not None and not self.cycle.response_complete
-                body = MAX_BODY if flight and self.cycle.scope.get("method") == "POST" else 0
-                room = limits.max_head + body - self._head_bytes
-                if room <= 0:
-                    if flight and not self.cycle.response_started and getattr(self.cycle, "more_body", False):
-                        # a request's body (as sent: chunk framing counts) passed the cap unanswered: a POST's over an
-                        # action's size, any other method's over a head's worth (a GET with a body, review-serve)
-                        self._too_large(post=bool(body))
-                        return
-                    self._stop("request-too-long", f"a request head is at most {limits.max_head} bytes", 431)
-                    return
-                chunk, view = view[:room], view[room:]
-                self._head_bytes += len(chunk)
-                super().data_received(bytes(chunk))
-                if self.transport.is_closing():
-                    return
-
-        def on_response_complete(self) -> None:
-            self._head_bytes = 0  # the next head is counted from its first byte
-            cycle = self.cycle
-            if (
-                cycle is not None
-                and cycle.response_complete
-                and getattr(cycle, "more_body", False)
-                and not self.transport.is_closing()
-            ):
-                # answered before its body arrived (an early 404, 405, 429 kept alive): the rest of the body is
-                # not parsed on, the connection ends with the lingering close
-                self.transport.close()
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()
-            if self._stall is None and self.transport.get_write_buffer_size():
-                # uvicorn writes a body in one go and calls it complete at once: what the client has not
-                # read yet stays held (through keep-alive, and a close that waits for it), so it is watched
-                # even where it never crossed the high-water mark
-                self._watch()
-
-        def pause_writing(self) -> None:
-            if self._admitted:  # a refused connection's answer is one small write: never paused, but never ours
-                super().pause_writing()
-            self._watch()
-
-        def resume_writing(self) -> None:
-            if self.transport.get_write_buffer_size():  # under the low-water mark, but still held: watched anew
-                self._watch()
-            else:
-                self._unstall()
-            if self._admitted:
-                super().resume_writing()
-
-        def _watch(self) -> None:
-            self._unstall()
-            self._stall_held = self.transport.get_write_buffer_size()
-            self._stall = self.loop.call_later(limits.send_timeout, self._check_stall)
-
-        def _unstall(self) -> None:
-            if self._stall is not None:
-                self._stall.cancel()
-                self._stall = None
-
-        def _check_stall(self) -> None:
-            # asyncio reports only the crossing of its high and low marks, and a whole body is one write, so
-            # progress is read off what is still held: the client must have read SEND_PROGRESS of it (or half).
-            # A closing transport is no exception: uvicorn closes a keep-alive connection when its idle time is
-            # up, or at once after a `Connection: close` answer, and asyncio's close waits, unbounded, for the
-            # buffer to drain.
-            self._stall = None
-            held = self.transport.get_write_buffer_size()
-            if not held:
-                return
-            if held <= self._stall_held - min(SEND_PROGRESS, self._stall_held // 2):
-                self._watch()
-                return
-            # A response is being written (or was), so no answer can be added: the connection is dropped, and
-            # with it the unsent body it held (uvicorn's send returns once its cycle is disconnected).
-            self.transport.abort()
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._waiting = self.cycle
-            self._deadline = self.loop.call_later(limits.head_timeout, self._expire)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            idle = self.cycle is None or self.cycle.response_complete  # a request in flight re-arms when answered
-            if self.cycle is self._waiting and idle and not self.transport.is_closing():
-                self._stop("request-timeout", f"a request head must arrive within {limits.head_timeout:g} s", 408)
-
-        def shutdown(self) -> None:
-            stopping[0] = True
-            if self._wrapped is not None and self._wrapped.lingering:  # the server stops: no one waits for a drain
-                self._end_linger()
-                return
-            super().shutdown()
-
-        def _close_requested(self) -> None:
-            """uvicorn (or this guard) closes the connection: at once, unless the request's body is still
-            arriving; then the lingering close (spec/serve.md §4)."""
-            assert self._wrapped is not None
-            if self._wrapped.lingering:
-                return  # it ends on its own bounds
-            real = self._real
-            if (
-                real.is_closing()
-                or self._refused
-                or not getattr(self.cycle, "more_body", False)
-                or not real.can_write_eof()
-            ):
-                real.close()
-            else:
-                self._linger()
-
-        def _linger(self) -> None:
-            assert self._wrapped is not None
-            real = self._real
-            self._disarm()
-            self._wrapped.lingering = True
-            now = self.loop.time()
-            # a server that stops ends its lingering connections at once (shutdown()); one whose linger starts
-            # after that (its answer came later, e.g. a 408 body-timeout) gets LINGER s to read its answer
-            total = min(LINGER, limits.linger_time) if stopping[0] else limits.linger_time
-            self._linger_until, self._linger_last, self._linger_read = now + total, now, 0
-            self._linger_timer = self.loop.call_later(min(limits.linger_timeout, total), self._check_linger)
-            real.resume_reading()
-            # the answer goes first (write_eof waits for the buffer), then FIN: the client reads the answer and
-            # EOF while it still sends, and its bytes are read here, so no reset takes the answer away
-            try:
-                real.write_eof()
-            except OSError:
-                # the client reset the connection already (shutdown: ENOTCONN), e.g. it read the answer's head and
-                # closed: nothing to linger for. Raised here it went up the ASGI send and was swallowed, leaving
-                # the connection open for ever, unread, with its place under the caps (review-serve).
-                self._end_linger()
-
-        def _check_linger(self) -> None:
-            self._linger_timer = None
-            now = self.loop.time()
-            due = min(self._linger_last + limits.linger_timeout, self._linger_until)
-            if now >= due:
-                self._end_linger()
-            else:
-                self._linger_timer = self.loop.call_later(due - now, self._check_linger)
-
-        def _unlinger(self) -> None:
-            if self._linger_timer is not None:
-                self._linger_timer.cancel()
-                self._linger_timer = None
-
-        def _end_linger(self) -> None:
-            self._unlinger()
-            # an answer still unread after the bounds is dropped with the connection (close would wait for it)
-            if self._real.get_write_buffer_size():
-                self._real.abort()
-            else:
-                self._real.close()
-
-        def _too_large(self, *, post: bool) -> None:
-            """A request whose body, as sent, passed the cap before the application answered: the answer is
-            written here, the application's request is ended (it sees a disconnect; its answer is dropped), and
-            the connection lingers."""
-            self.cycle.disconnected = True
-            self.cycle.message_event.set()
-            if post:
-                message = f"the request is over {limits.max_head + MAX_BODY:,} bytes as sent; an action body is at most {MAX_BODY:,}"
-            else:
-                message = f"the request is over {limits.max_head:,} bytes as sent; only a POST to an action URL carries a body"
-            _answer(self._real, 413, "body-too-large", message)
-            refused(self._peer, "body-too-large", 413)
-            self._linger()
-
-        def send_400_response(self, msg: str) -> None:
-            """uvicorn's parser (httptools or h11) refused what arrived as no HTTP/1.1 request: answered (JSON, like
-            every error), counted and logged as the guard's own answers are (uvicorn did neither: review of #41)."""
-            self._disarm()
-            self._refused = True
-            refused(self._peer, "malformed-request", 400)
-            _answer(self._real, 400, "malformed-request", "the request is not HTTP/1.1 this server can read")
-            self.transport.close()
-
-        def _stop(self, code: str, message: str, status: int) -> None:
-            self._disarm()
-            self._refused = True
-            refused(self._peer, code, status)
-            if self.cycle is not None and not self.cycle.response_complete:  # an answer is being written: no second one
-                self.transport.close()
-                return
-            _refuse(self._real, code, message, status, pause=status == 431)
-
-    Guarded.__name__ = f"Guarded{base.__name__}"
-    return Guarded
+    state = _GuardState(limits=limits, ops=ops, held={})
+    protocol: type[asyncio.Protocol] = type(f"Guarded{base.__name__}", (_Guarded, base), {"_guard": state})
+    return protocol
 
 
 #: Seconds a refused connection stays open after its answer, so the client reads it before the close.
