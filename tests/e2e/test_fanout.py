@@ -127,7 +127,7 @@ from typing import Any  # noqa: E402
 
 import lmdb
 
-from helpers.clikit import _env, _junk, _pithledger
+from helpers.clikit import _junk, _pithledger
 from pithledger.records.bundle import write_bundle  # noqa: E402
 from pithledger.records.canonical import canonical_bytes  # noqa: E402
 from pithledger.records.events import make_event  # noqa: E402

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import servekit
+from helpers.clikit import _env
 from helpers.common import ROOT
 
 BUNDLES = ROOT / "bundles"
@@ -21,14 +21,6 @@ PITH_SNIPPET = (
     "import sys,json,hashlib; b=json.dumps(json.loads(sys.stdin.read()), sort_keys=True, separators=(',',':'), "
     "ensure_ascii=False).encode(); print(hashlib.sha256(b).hexdigest())"
 )
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XDG_DATA_HOME"] = str(tmp / "xdg-data")
-    env["XDG_CONFIG_HOME"] = str(tmp / "xdg-config")
-    env.pop("PITHLEDGER_LEDGER", None)
-    return env
 
 
 def pl(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from helpers.clikit import _env, _pithledger
 from helpers.common import PITH_RECORDS
-from helpers.site import BUNDLES, _env
+from helpers.site import BUNDLES
 
 A, B = PITH_RECORDS[0], PITH_RECORDS[1]
 CITATION = json.dumps({"cited_pith_number": B["pith_number"], "relation": "uses_method"})

@@ -20,7 +20,7 @@ import pytest
 
 from helpers.clikit import _env, _pithledger
 from helpers.eventpool import ALICE, P, bundles_of, pool, t
-from helpers.site import BUNDLES, FZ7, PITH_SNIPPET, Y7E, Server, _env, example_site, pl
+from helpers.site import BUNDLES, FZ7, PITH_SNIPPET, Y7E, Server, example_site, pl
 from pithledger.audit import DEPTH
 from pithledger.records.events import make_event
 from pithledger.store import Ledger
