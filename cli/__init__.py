@@ -7,18 +7,18 @@ import sys  # noqa: E402
 from typing import Any  # noqa: E402
 
 # First, before the other imports: its Ctrl-C handler is set as it loads (cli/_signals.py).
-from ._signals import _launched_as_command, quiet_interrupts, take_interrupts  # noqa: I001
+from pithledger.cli._signals import _launched_as_command, quiet_interrupts, take_interrupts  # noqa: I001
 
 
 def main() -> None:
     """Console entry point. Exit codes: 0 ok, 1 invalid input or failed verification (a named error
     with a hint), 2 usage error, 130 interrupted, 141 the reader closed the pipe. Never a traceback."""
     take_interrupts()  # first: the imports below take most of a start's 0.1 s
-    from ._stdout import guard_stdout, output_failed, report_output_failure
+    from pithledger.cli._stdout import guard_stdout, output_failed, report_output_failure
 
     guard_stdout()
     try:
-        from ._fast import try_state
+        from pithledger.cli._fast import try_state
 
         env = os.environ.get("PITHLEDGER_LEDGER")
         code = None if (env is not None and not env.strip()) else try_state(sys.argv[1:])
@@ -37,7 +37,7 @@ def main() -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "app":  # the typer app is built on first use: `state` answers without it (cli/_fast.py)
-        from .app import app
+        from pithledger.cli.app import app
 
         return app
     raise AttributeError(name)
@@ -45,17 +45,16 @@ def __getattr__(name: str) -> Any:
 
 def full() -> None:
     """The whole command line (typer)."""
+    from pithledger.cli._malloc import one_malloc_arena
     from pithledger.errors import PithledgerError
-
-    from ._malloc import one_malloc_arena
 
     one_malloc_arena()  # before the process pool's threads start (cli/_malloc.py)
 
-    from ._base import is_click_error, report_usage_error
-    from ._fast import EXIT_PIPE, quiet_closed_pipe
-    from ._output import report
-    from ._stdout import output_failed, report_output_failure
-    from .app import app
+    from pithledger.cli._base import is_click_error, report_usage_error
+    from pithledger.cli._fast import EXIT_PIPE, quiet_closed_pipe
+    from pithledger.cli._output import report
+    from pithledger.cli._stdout import output_failed, report_output_failure
+    from pithledger.cli.app import app
 
     try:
         rv = app(prog_name="pithledger", standalone_mode=False)

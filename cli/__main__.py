@@ -1,3 +1,3 @@
-from . import main
+from pithledger.cli import main
 
 main()

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._base import Command, settings
-from ._options import Commands, JsonOption, _json, _plural
-from ._output import emit_json, say, write_chunks_atomically
+from pithledger.cli._base import Command, settings
+from pithledger.cli._options import Commands, JsonOption, _json, _plural
+from pithledger.cli._output import emit_json, say, write_chunks_atomically
 
 command = Commands()  # added to the app by cli/app.py
 

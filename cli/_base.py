@@ -15,9 +15,9 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 # Shared with the typer-free `state` path, which must not import typer.
-from ._fast import EXIT_PIPE, GLOBAL_FLAGS, quiet_closed_pipe
-from ._fast import GLOBAL_VALUE_OPTIONS as _FAST_VALUE_OPTIONS
-from ._stdout import error_line, output_failed, report_output_failure
+from pithledger.cli._fast import EXIT_PIPE, GLOBAL_FLAGS, quiet_closed_pipe
+from pithledger.cli._fast import GLOBAL_VALUE_OPTIONS as _FAST_VALUE_OPTIONS
+from pithledger.cli._stdout import error_line, output_failed, report_output_failure
 
 #: --key-dir is global too; the typer-free `state` path never needs it (an argument list holding it
 #: goes to the full command line).
@@ -163,9 +163,8 @@ _running = 0
 
 
 def _run(invoke: Any, ctx: Any) -> Any:
+    from pithledger.cli._signals import interruptible, quiet_interrupts
     from pithledger.errors import PithledgerError
-
-    from ._signals import interruptible, quiet_interrupts
 
     global _running
     _running += 1

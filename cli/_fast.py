@@ -56,7 +56,7 @@ def try_state(argv: list[str]) -> int | None:
 
     ledger_path = option if option is not None else default_ledger_path()
     try:
-        from ._signals import interruptible
+        from pithledger.cli._signals import interruptible
 
         interruptible()  # as a command's _run does (cli/_base.py)
         try:  # a handle that reads stored states alone: no import of the merge algorithm or the writer's code
@@ -73,7 +73,7 @@ def try_state(argv: list[str]) -> int | None:
     except PithledgerError as exc:
         sys.stderr.write(exc.describe() + "\n")
         if "--json" in argv:  # as every command with --json: the error on stdout too (cli/_base.py)
-            from ._stdout import error_line
+            from pithledger.cli._stdout import error_line
 
             sys.stdout.write(error_line(exc.document()))
             sys.stdout.flush()

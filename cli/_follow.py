@@ -13,9 +13,9 @@ from typing import Any, NoReturn
 
 import typer
 
-from ._base import EXIT_INTERRUPTED
-from ._output import emit_json, say
-from ._signals import stop_on_sigterm, terminated
+from pithledger.cli._base import EXIT_INTERRUPTED
+from pithledger.cli._output import emit_json, say
+from pithledger.cli._signals import stop_on_sigterm, terminated
 
 #: What one run gives back: its report, rendered by ``show`` (which returns the summary line).
 Once = Callable[[], dict[str, Any]]

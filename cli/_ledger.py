@@ -12,10 +12,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import InputChanged, LedgerDamaged, PithledgerError
-
-from ._base import EXIT_INTERRUPTED, EXIT_UNCHECKED, Command, UsageProblem, emit_error, settings, wants_json
-from ._options import (
+from pithledger.cli._base import (
+    EXIT_INTERRUPTED,
+    EXIT_UNCHECKED,
+    Command,
+    UsageProblem,
+    emit_error,
+    settings,
+    wants_json,
+)
+from pithledger.cli._options import (
     Commands,
     JsonOption,
     SchedulerOption,
@@ -28,7 +34,8 @@ from ._options import (
     _rejection_doc,
     rejection_line,
 )
-from ._output import emit_json, printable, report, say, write_file_atomically
+from pithledger.cli._output import emit_json, printable, report, say, write_file_atomically
+from pithledger.errors import InputChanged, LedgerDamaged, PithledgerError
 
 if TYPE_CHECKING:
     from pithledger.store import Ledger
@@ -66,9 +73,8 @@ def apply(
 
     Without --keep-going a structural fault anywhere stops before anything is written.
     """
+    from pithledger.cli._progress import ApplyProgress, wanted
     from pithledger.ingest.apply import Apply
-
-    from ._progress import ApplyProgress, wanted
 
     json_out = _json(ctx, as_json)
     run = Apply(batch_size=batch_size, keep_going=keep_going, on_skip=lambda exc, where: report(exc, where))
@@ -297,7 +303,7 @@ def state(
     if view and not settings(ctx).json:
         import msgspec
 
-        from ._view import render
+        from pithledger.cli._view import render
 
         typer.echo("\n".join(render(msgspec.json.decode(data))))
         return
@@ -328,7 +334,7 @@ def export(
     if every == (ident is not None):
         raise UsageProblem("give an ID or --all, not both" if every else "give an ID, or --all for every record")
     if ident is None:
-        from ._backup import export_all
+        from pithledger.cli._backup import export_all
 
         export_all(ctx, output)
         return

@@ -12,10 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import PithledgerError
-
-from ._base import Command, UsageProblem, settings
-from ._options import (
+from pithledger.cli._base import Command, UsageProblem, settings
+from pithledger.cli._options import (
     Commands,
     JsonOption,
     KeyDirOption,
@@ -28,7 +26,8 @@ from ._options import (
     _plural,
     _store,
 )
-from ._output import emit_json, iter_documents, report, say, write_file_atomically
+from pithledger.cli._output import emit_json, iter_documents, report, say, write_file_atomically
+from pithledger.errors import PithledgerError
 
 if TYPE_CHECKING:
     from pithledger.audit import AuditResult
@@ -100,9 +99,8 @@ def publish(
 
     With --witness URL, each witness is asked to cosign the new checkpoint; a witness that refuses is
     named (exit 1) and the checkpoint stays published without its cosignature."""
+    from pithledger.cli._tlog import log_signer
     from pithledger.mirror.publish import publish as publish_mirror
-
-    from ._tlog import log_signer
 
     if origin is not None and not key:
         raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 
-from ._base import UsageProblem, settings
+from pithledger.cli._base import UsageProblem, settings
 
 if TYPE_CHECKING:
     from pithledger.records.keys import KeyStore
@@ -81,9 +81,8 @@ KeyDirOption = Annotated[
 
 
 def _store(key_dir: Optional[Path]) -> KeyStore:
+    from pithledger.cli._base import current_settings
     from pithledger.records import keys as keys_
-
-    from ._base import current_settings
 
     return keys_.KeyStore(key_dir or current_settings().key_dir or keys_.default_key_dir())
 

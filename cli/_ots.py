@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._base import Command, Group, UsageProblem
-from ._options import JsonOption, _json
-from ._output import emit_json, say
+from pithledger.cli._base import Command, Group, UsageProblem
+from pithledger.cli._options import JsonOption, _json
+from pithledger.cli._output import emit_json, say
 
 ots_app = typer.Typer(
     cls=Group, help="OpenTimestamps proofs, checked offline.", no_args_is_help=True, rich_markup_mode=None

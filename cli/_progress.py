@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from ._output import Input
+from pithledger.cli._output import Input
 
 #: Cells of the bar; the rest of the line is words.
 BAR_WIDTH = 16

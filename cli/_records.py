@@ -12,21 +12,18 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from pithledger.errors import EventInvalid, MalformedId, NoLedger, OtsError, PithledgerError, SchemaError
-
-from ._base import Command, Group, UsageProblem, settings
-from ._options import (
-    Commands,
-    JsonOption,
-    KeyDirOption,
-    _json,
-    _note,
-    _now,
-    _open,
-    _plural,
-    _store,
+from pithledger.cli._base import Command, Group, UsageProblem, settings
+from pithledger.cli._options import Commands, JsonOption, KeyDirOption, _json, _note, _now, _open, _plural, _store
+from pithledger.cli._output import (
+    emit_json,
+    expand_inputs,
+    iter_documents,
+    read_bytes,
+    report,
+    say,
+    write_file_atomically,
 )
-from ._output import emit_json, expand_inputs, iter_documents, read_bytes, report, say, write_file_atomically
+from pithledger.errors import EventInvalid, MalformedId, NoLedger, OtsError, PithledgerError, SchemaError
 
 command = Commands()
 
@@ -481,7 +478,7 @@ def event(
     )
     ev = bundle["events"][0]
     if post is not None:
-        from ._serve import _post_events
+        from pithledger.cli._serve import _post_events
 
         # Not accepted (a kind with no action URL, a refusal, no answer): exit 1, and without -o the signed
         # bundle is printed then, not lost (issue #41 item 5).
@@ -493,7 +490,7 @@ def event(
 def _print_example(ctx: typer.Context, kind: str) -> None:
     import json
 
-    from ._examples import EXAMPLES, SUBJECT
+    from pithledger.cli._examples import EXAMPLES, SUBJECT
 
     value = EXAMPLES.get(kind)
     if value is None:  # a kind newer than these examples: its fields, to fill in

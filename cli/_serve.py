@@ -11,17 +11,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from pithledger.cli._base import Command, UsageProblem, settings
+from pithledger.cli._options import Commands, JsonOption, KeyDirOption, _json, _store
+from pithledger.cli._output import emit_json, fail, iter_documents
 from pithledger.errors import PithledgerError
-
-from ._base import Command, UsageProblem, settings
-from ._options import (
-    Commands,
-    JsonOption,
-    KeyDirOption,
-    _json,
-    _store,
-)
-from ._output import emit_json, fail, iter_documents
 
 command = Commands()
 
@@ -158,7 +151,7 @@ def serve(
             f"--host {host} listens on every interface, so the bound address is no URL a client can use",
             hint=f"say where clients reach this mirror: --base-url http://HOSTNAME:{port} (or https://... behind a proxy)",
         )
-    from ._tlog import log_signer
+    from pithledger.cli._tlog import log_signer
 
     if origin is not None and not key:
         raise UsageProblem("--origin names the log a --key signs", hint="add --key NAME, or leave --origin out")

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 
-from ._base import EXIT_INTERRUPTED, Command, UsageProblem, settings
-from ._options import (
+from pithledger.cli._base import EXIT_INTERRUPTED, Command, UsageProblem, settings
+from pithledger.cli._options import (
     Commands,
     JsonOption,
     LogKeyOption,
@@ -28,7 +28,7 @@ from ._options import (
     _rejection_doc,
     rejection_line,
 )
-from ._output import emit_json, say
+from pithledger.cli._output import emit_json, say
 
 if TYPE_CHECKING:
     from pithledger.mirror.checkpoints import Check
@@ -41,7 +41,7 @@ command = Commands()
 def _interrupted(ledger: Ledger, before: dict[str, int], source: str) -> NoReturn:
     """Ctrl-C during a run that commits batch by batch (sync, pull): what was committed, and exit 130;
     SIGTERM ending a follow loop's run (``--every``): the same, and exit 0 (a clean stop, issue #33)."""
-    from ._signals import terminated
+    from pithledger.cli._signals import terminated
 
     after = ledger.counts()
     done = (
@@ -98,7 +98,7 @@ def sync(
         return _sync_once(ctx, source, timeout, deadline, log_key, witness_keys, workers, scheduler)
 
     if every is not None:
-        from ._follow import run_following
+        from pithledger.cli._follow import run_following
 
         run_following(every, once, lambda c: _sync_report(c, json_out, summary_only=True), json_out, _sync_failed)
     counts = once()
@@ -118,10 +118,9 @@ def _sync_once(
     scheduler: Optional[str],
 ) -> dict[str, Any]:
     """One sync run: the ledger is opened for it and closed after it (a follow loop holds nothing between runs)."""
+    from pithledger.cli._witness import log_check
     from pithledger.mirror.publish import sync as sync_mirror
     from pithledger.mirror.transport import Deadline
-
-    from ._witness import log_check
 
     run = Deadline(deadline or None)  # one budget for the whole run: a wait for another run of the origin spends it too
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
@@ -187,9 +186,8 @@ def _pull_targets(values: list[str], ids_file: Optional[str], timeout: float = 3
     anything is fetched."""
     import io
 
+    from pithledger.cli._output import cannot_read
     from pithledger.mirror.pull import MAX_ID_LINE, fetch_id_list, target_of_line, targets_of_args
-
-    from ._output import cannot_read
 
     targets = targets_of_args(values)
     if ids_file is None:
@@ -317,7 +315,7 @@ def pull(
         )
 
     if every is not None:
-        from ._follow import run_following
+        from pithledger.cli._follow import run_following
 
         run_following(
             every,
@@ -349,10 +347,9 @@ def _pull_once(
     digests: bool = True,
 ) -> dict[str, Any]:
     """One pull run (targets None: refresh every record held); the ledger is opened for it and closed after it."""
+    from pithledger.cli._progress import PullProgress, wanted
+    from pithledger.cli._witness import log_check
     from pithledger.mirror.pull import pull as pull_records
-
-    from ._progress import PullProgress, wanted
-    from ._witness import log_check
 
     with _fanout(workers, scheduler), _open(ctx, write=True) as ledger:
         if targets is None and ledger.counts()["records"] == 0:

@@ -13,9 +13,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ._base import Command, UsageProblem, settings
-from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _open, _store
-from ._output import emit_json, read_bytes, say, write_file_atomically
+from pithledger.cli._base import Command, UsageProblem, settings
+from pithledger.cli._options import (
+    Commands,
+    JsonOption,
+    KeyDirOption,
+    TimeoutOption,
+    _deadline_option,
+    _json,
+    _note,
+    _open,
+    _store,
+)
+from pithledger.cli._output import emit_json, read_bytes, say, write_file_atomically
 
 if TYPE_CHECKING:
     from pithledger.tlog.note import Checkpoint, NoteVerifier

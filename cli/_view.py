@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pithledger.cli._output import printable
 from pithledger.merge import CHECKED
-
-from ._output import printable
 
 
 def _who(view: dict[str, Any]) -> str:

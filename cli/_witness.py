@@ -8,14 +8,23 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ._base import Command, settings
-from ._output import emit_json, say
+from pithledger.cli._base import Command, settings
+from pithledger.cli._output import emit_json, say
 
 if TYPE_CHECKING:
     from pithledger.mirror.checkpoints import Check
     from pithledger.mirror.transport import Deadline
 
-from ._options import Commands, JsonOption, KeyDirOption, TimeoutOption, _deadline_option, _json, _note, _store
+from pithledger.cli._options import (
+    Commands,
+    JsonOption,
+    KeyDirOption,
+    TimeoutOption,
+    _deadline_option,
+    _json,
+    _note,
+    _store,
+)
 
 command = Commands()  # added to the app by cli/app.py
 

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._base import Group, Settings, UsageProblem
+from pithledger.cli._base import Group, Settings, UsageProblem
 
 app = typer.Typer(
     name="pithledger",
@@ -76,7 +76,7 @@ def root(
     )
 
 
-from . import _backup, _ledger, _mirrors, _ots, _records, _serve, _sync, _tlog, _witness  # noqa: E402 - after app and root
+from pithledger.cli import _backup, _ledger, _mirrors, _ots, _records, _serve, _sync, _tlog, _witness  # noqa: E402 - after app and root
 
 _records.command.register(app)  # ids, mint, verify, event
 app.add_typer(_records.keys_app, name="keys")

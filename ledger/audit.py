@@ -235,9 +235,8 @@ def sign_report(report: dict[str, Any], key: Any, created_at: str) -> dict[str, 
 
 def verify_report(report: dict[str, Any]) -> str:
     """Check a signed audit report; return who signed it, or raise VerificationFailed."""
+    from pithledger.errors import PithledgerError, VerificationFailed
     from pithledger.records.keys import PUBLIC_KEY_LEN, SIGNATURE_LEN, b64decode_strict, fingerprint_hex, signature_ok
-
-    from .errors import PithledgerError, VerificationFailed
 
     signer = report.get("signer")
     if not isinstance(signer, dict) or "public_key_b64" not in signer or "signature_b64" not in report:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from .errors import DaskMissing, SchedulerUnreachable
+from pithledger.errors import DaskMissing, SchedulerUnreachable
 
 if TYPE_CHECKING:  # imported where used: `state` starts without them
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor

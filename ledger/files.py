@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lmdb
 
-from .errors import DiskFull, LedgerDamaged, LedgerError, ReadOnlyLedger
+from pithledger.errors import DiskFull, LedgerDamaged, LedgerError, ReadOnlyLedger
 
 #: Opening a file to read: never following a symlink, never blocking on a FIFO.
 READ_FLAGS = (

@@ -17,12 +17,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from pithledger.audit import Pair, event_leaf, leaves_pair
+from pithledger.layout import MERGE_VERSION as MERGE_VERSION  # re-exported: where it is defined, ledger/layout.py
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import Verdict
-
-from .audit import Pair, event_leaf, leaves_pair
-from .layout import MERGE_VERSION as MERGE_VERSION  # re-exported: where it is defined, ledger/layout.py
 
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"

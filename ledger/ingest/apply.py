@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pithledger.errors import InputChanged, PithledgerError
-
-from .bundles import Plan, check_bundles, committed_display, reread_bundles
-from .inputs import Input, expand_inputs, spool_streams
+from pithledger.ingest.bundles import Plan, check_bundles, committed_display, reread_bundles
+from pithledger.ingest.inputs import Input, expand_inputs, spool_streams
 
 if TYPE_CHECKING:
     from pithledger.records.display import DisplayMetadata

@@ -40,13 +40,12 @@ import msgspec
 
 from pithledger.errors import DocumentTooLarge, InputChanged, PithledgerError, TrailingData
 from pithledger.fanout import Fanout, current
+from pithledger.ingest.inputs import Input, cannot_read, lines_framed, located, read_bytes
 from pithledger.records.bundle import Bundle, checked_bundle, read_bundle
 from pithledger.records.canonical import MAX_DOCUMENT_BYTES, strict_decode
 from pithledger.records.display import DisplayMetadata
 from pithledger.records.fast import read_line
 from pithledger.store import Prepared, Rejection, prepare, prepare_line
-
-from .inputs import Input, cannot_read, lines_framed, located, read_bytes
 
 #: Lines are read in regions of about this many bytes (a longer line makes its region longer).
 REGION_BYTES = 4 * 1024 * 1024

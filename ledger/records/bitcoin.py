@@ -26,8 +26,7 @@ from pithledger.errors import (
     OtsPendingOnly,
     OtsPowShort,
 )
-
-from . import ots as _ots
+from pithledger.records import ots as _ots
 
 HEADER_LEN = 80
 #: mainnet's proof-of-work limit, compact 0x1d00ffff: (2^16 - 1) * 2^208; no valid mainnet block has an easier target

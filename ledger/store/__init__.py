@@ -38,22 +38,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .entries import LogEntry as LogEntry
-    from .entries import Prepared as Prepared
-    from .entries import Rejection as Rejection
-    from .entries import prepare as prepare
-    from .entries import prepare_line as prepare_line
-    from .env import LAYOUT_VERSION as LAYOUT_VERSION
-    from .env import default_ledger_path as default_ledger_path
-    from .ledger import Ledger as Ledger
-    from .ledger import open_settled as open_settled
-    from .log import MAX_EXTRA_BYTES as MAX_EXTRA_BYTES
-    from .log import MAX_EXTRA_PER_RECORD as MAX_EXTRA_PER_RECORD
-    from .log import Batch as Batch
-    from .log import BatchWithdrawn as BatchWithdrawn
-    from .lookup import Usage as Usage
-    from .tuning import StoreTuning as StoreTuning
-    from .tuning import tuned as tuned
+    from pithledger.store.entries import LogEntry as LogEntry
+    from pithledger.store.entries import Prepared as Prepared
+    from pithledger.store.entries import Rejection as Rejection
+    from pithledger.store.entries import prepare as prepare
+    from pithledger.store.entries import prepare_line as prepare_line
+    from pithledger.store.env import LAYOUT_VERSION as LAYOUT_VERSION
+    from pithledger.store.env import default_ledger_path as default_ledger_path
+    from pithledger.store.ledger import Ledger as Ledger
+    from pithledger.store.ledger import open_settled as open_settled
+    from pithledger.store.log import MAX_EXTRA_BYTES as MAX_EXTRA_BYTES
+    from pithledger.store.log import MAX_EXTRA_PER_RECORD as MAX_EXTRA_PER_RECORD
+    from pithledger.store.log import Batch as Batch
+    from pithledger.store.log import BatchWithdrawn as BatchWithdrawn
+    from pithledger.store.lookup import Usage as Usage
+    from pithledger.store.tuning import StoreTuning as StoreTuning
+    from pithledger.store.tuning import tuned as tuned
 
 #: each name the package offers, and the part that defines it
 _FROM = {

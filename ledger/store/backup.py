@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import lmdb
 
-from ..errors import BackupExists, BackupFailed, CannotWrite, TlogNotBuilt
-from ..files import disk_full, room_for_lmdb
-from ..layout import CHECKPOINTS_DIR
-from .ledger import Ledger
-from .tuning import StoreTuning
+from pithledger.errors import BackupExists, BackupFailed, CannotWrite, TlogNotBuilt
+from pithledger.files import disk_full, room_for_lmdb
+from pithledger.layout import CHECKPOINTS_DIR
+from pithledger.store.ledger import Ledger
+from pithledger.store.tuning import StoreTuning
 
 #: A remembered checkpoint's file name (ledger/mirror/checkpoints.py: memory_path); its lock is ``<hash>.lock``.
 _MEMORY_NAME = re.compile(r"[0-9a-f]{64}\.json")

@@ -12,16 +12,15 @@ from typing import Any
 import msgspec
 
 import pithledger.store.tlog_tables as translog
+from pithledger.merge import Entry
 from pithledger.records import fast
 from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.display import DisplayMetadata
 from pithledger.records.events import Verdict, check_event, claimed_event_id, is_pithledger_envelope, valid_verdict
-
-from ..merge import Entry
-from .env import _event_key, _json_decoder
-from .lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)
-from .lookup import _usage_decoder as _usage_decoder
+from pithledger.store.env import _event_key, _json_decoder
+from pithledger.store.lookup import Usage as Usage  # re-exported: defined where `state` reads it (lookup.py)
+from pithledger.store.lookup import _usage_decoder as _usage_decoder
 
 
 class LogEntry(msgspec.Struct, frozen=True, array_like=True):

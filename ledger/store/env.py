@@ -16,18 +16,10 @@ from typing import Any, Protocol, Self, cast
 import lmdb
 import msgspec
 
+from pithledger.errors import LayoutMismatch, LedgerDamaged, LedgerError, LedgerFull, NoLedger, NotALedger
+from pithledger.files import room_for_lmdb, write_failed
+from pithledger.layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 from pithledger.records import ids
-
-from ..errors import (
-    LayoutMismatch,
-    LedgerDamaged,
-    LedgerError,
-    LedgerFull,
-    NoLedger,
-    NotALedger,
-)
-from ..files import room_for_lmdb, write_failed
-from ..layout import MERGE_VERSION, TLOG_ENTRIES_DB, TLOG_HASHES_DB
 
 LAYOUT_VERSION = 5
 #: Layouts this version opens: layout 4 is layout 5 without the transparency log (which the first writer

@@ -16,15 +16,14 @@ import lmdb
 import msgspec
 
 import pithledger.store.tlog_tables as translog
+from pithledger.audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
+from pithledger.errors import LedgerError, PithledgerError, TlogNotBuilt
+from pithledger.fanout import Fanout
+from pithledger.files import disk_full
+from pithledger.merge import FOLD_VERSION, Fold, describes
 from pithledger.records.events import Verdict, check_event, valid_verdict, verify_event
-
-from ..audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
-from ..errors import LedgerError, PithledgerError, TlogNotBuilt
-from ..fanout import Fanout
-from ..files import disk_full
-from ..merge import FOLD_VERSION, Fold, describes
-from .entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
-from .env import (
+from pithledger.store.entries import Usage, _entry_decoder, _entry_encoder, _evidence_decoder, _usage_decoder
+from pithledger.store.env import (
     _RELEASE_ENTRIES,
     _RELEASE_EVERY,
     _Environment,
@@ -34,12 +33,12 @@ from .env import (
     _release_mapped_pages,
     _seq_text,
 )
-from .lookup import _Lookup
-from .scratch import Pair as _KV
-from .scratch import Scratch, diff
-from .translog import _Translog
-from .tuning import StoreTuning
-from .views import (
+from pithledger.store.lookup import _Lookup
+from pithledger.store.scratch import Pair as _KV
+from pithledger.store.scratch import Scratch, diff
+from pithledger.store.translog import _Translog
+from pithledger.store.tuning import StoreTuning
+from pithledger.store.views import (
     _FINAL_BLOCK,
     _ZLIB_HEADER,
     _derive_as,

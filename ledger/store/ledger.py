@@ -9,22 +9,21 @@ from typing import Any, Self
 
 import lmdb
 
+from pithledger.audit import Pair
+from pithledger.errors import LedgerDamaged, NoLedger, PithledgerError
+from pithledger.fanout import Fanout
 from pithledger.records.bundle import Bundle
-
-from ..audit import Pair
-from ..errors import LedgerDamaged, NoLedger, PithledgerError
-from ..fanout import Fanout
-from .entries import BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Usage
-from .env import DAMAGE_ERRORS, DEFAULT_MAP_SIZE, LAYOUT_VERSION, _Environment, lost_layout
-from .fsck import _Fsck
-from .log import Batch, _Log
-from .lookup import _Lookup
-from .pending import _PendingWork
-from .reads import _Reads
-from .translog import _Translog
-from .tuning import StoreTuning, default_tuning
-from .views import _Views
-from .workers import _Workers
+from pithledger.store.entries import BatchResult, EvidenceEntry, EvidenceLimits, LogEntry, Usage
+from pithledger.store.env import DAMAGE_ERRORS, DEFAULT_MAP_SIZE, LAYOUT_VERSION, _Environment, lost_layout
+from pithledger.store.fsck import _Fsck
+from pithledger.store.log import Batch, _Log
+from pithledger.store.lookup import _Lookup
+from pithledger.store.pending import _PendingWork
+from pithledger.store.reads import _Reads
+from pithledger.store.translog import _Translog
+from pithledger.store.tuning import StoreTuning, default_tuning
+from pithledger.store.views import _Views
+from pithledger.store.workers import _Workers
 
 
 class Ledger:

@@ -20,14 +20,13 @@ from collections.abc import Callable, Iterable
 import lmdb
 
 import pithledger.store.tlog_tables as translog
+from pithledger.errors import LedgerError, LogDiverged
+from pithledger.fanout import Fanout
+from pithledger.files import disk_full
 from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import check_value
 from pithledger.records.events import Verdict
-
-from ..errors import LedgerError, LogDiverged
-from ..fanout import Fanout
-from ..files import disk_full
-from .entries import (
+from pithledger.store.entries import (
     BatchResult,
     EvidenceLimits,
     Prepared,
@@ -41,11 +40,11 @@ from .entries import (
     _usage_decoder,
     prepare,
 )
-from .env import _RELEASE_EVERY, _Environment, _release_mapped_pages, _u64
-from .pending import _PendingWork
-from .translog import _Translog
-from .tuning import StoreTuning
-from .workers import _verify_offers
+from pithledger.store.env import _RELEASE_EVERY, _Environment, _release_mapped_pages, _u64
+from pithledger.store.pending import _PendingWork
+from pithledger.store.translog import _Translog
+from pithledger.store.tuning import StoreTuning
+from pithledger.store.workers import _verify_offers
 
 #: Caps on the unknown top-level bundle fields kept for export (local policy, never consensus).
 MAX_EXTRA_BYTES = 64 * 1024

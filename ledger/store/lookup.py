@@ -14,12 +14,11 @@ from typing import Any
 import lmdb
 import msgspec
 
+from pithledger.errors import AmbiguousId, LedgerError, NotFound
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.ids import parse_id
-
-from ..errors import AmbiguousId, LedgerError, NotFound
-from .env import _DBS, _PENDING, DEFAULT_MAP_SIZE, _Environment, _json_decoder, _rec_key
+from pithledger.store.env import _DBS, _PENDING, DEFAULT_MAP_SIZE, _Environment, _json_decoder, _rec_key
 
 
 def _unpack_state(raw: bytes | memoryview) -> bytes:
@@ -312,7 +311,7 @@ class StateReader:
                 core.db[name] = core.env.open_db(name, dupsort=_DBS[name], create=False)
         except lmdb.NotFoundError:
             core.env.close()
-            from ..errors import NoLedger
+            from pithledger.errors import NoLedger
 
             raise NoLedger(f"no complete ledger at {self.path} (yet)") from None
         except BaseException:

@@ -11,15 +11,15 @@ from itertools import count
 
 import lmdb
 
-from ..audit import bucket_of
-from ..errors import LedgerError
-from ..fanout import Fanout
-from ..files import disk_full
-from .env import _RELEASE_EVERY, _Environment, _release_mapped_pages
-from .lookup import _Lookup
-from .snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
-from .tuning import StoreTuning
-from .views import _Derived, _Inputs, _Views
+from pithledger.audit import bucket_of
+from pithledger.errors import LedgerError
+from pithledger.fanout import Fanout
+from pithledger.files import disk_full
+from pithledger.store.env import _RELEASE_EVERY, _Environment, _release_mapped_pages
+from pithledger.store.lookup import _Lookup
+from pithledger.store.snapshot import Snapshot, derive_states, outbound_citations, snapshot_of
+from pithledger.store.tuning import StoreTuning
+from pithledger.store.views import _Derived, _Inputs, _Views
 
 #: Parts of finishing steps read on the workers from the snapshot, and parts they handed back (tests look).
 _snapshot_stats = {"read": 0, "fallback": 0}

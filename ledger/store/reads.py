@@ -10,18 +10,17 @@ from typing import Any
 
 import lmdb
 
+from pithledger.audit import Pair, inner_pair
+from pithledger.errors import LedgerError, NotFound
+from pithledger.merge import Entry
 from pithledger.records.bundle import served_pith_record_event, write_bundle
 from pithledger.records.canonical import canonical_bytes
 from pithledger.records.events import is_pithledger_envelope
-
-from ..audit import Pair, inner_pair
-from ..errors import LedgerError, NotFound
-from ..merge import Entry
-from .entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
-from .env import _Environment, _event_key, _json_decoder, _release_mapped_pages, _u64
-from .lookup import _Lookup
-from .tuning import StoreTuning
-from .views import _pair_decoder, _Views
+from pithledger.store.entries import EvidenceEntry, LogEntry, Usage, _entry_decoder, _evidence_decoder, _usage_decoder
+from pithledger.store.env import _Environment, _event_key, _json_decoder, _release_mapped_pages, _u64
+from pithledger.store.lookup import _Lookup
+from pithledger.store.tuning import StoreTuning
+from pithledger.store.views import _pair_decoder, _Views
 
 #: export_parts: at most this many bytes of events in one exported bundle (documents stay far below
 #: the 64 MiB a reader accepts, whatever a record holds).

@@ -15,14 +15,13 @@ import lmdb
 import msgspec
 
 import pithledger.store.tlog_tables as translog
+from pithledger.errors import LedgerError, NoLedger
+from pithledger.fanout import current
+from pithledger.files import disk_full, room_for_lmdb, write_failed
+from pithledger.merge import MERGE_VERSION
 from pithledger.records.bundle import Bundle
-
-from ..errors import LedgerError, NoLedger
-from ..fanout import current
-from ..files import disk_full, room_for_lmdb, write_failed
-from ..merge import MERGE_VERSION
-from .entries import BatchResult, Prepared, prepare
-from .env import (
+from pithledger.store.entries import BatchResult, Prepared, prepare
+from pithledger.store.env import (
     _RELEASE_ENTRIES,
     _TLOG,
     DEFAULT_MAP_SIZE,
@@ -32,8 +31,8 @@ from .env import (
     _MappedEnv,
     _release_mapped_pages,
 )
-from .ledger import Ledger
-from .tuning import StoreTuning, default_tuning
+from pithledger.store.ledger import Ledger
+from pithledger.store.tuning import StoreTuning, default_tuning
 
 # --- rebuilding from the log ---------------------------------------------------------------------
 

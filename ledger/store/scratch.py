@@ -17,9 +17,9 @@ from typing import Any
 
 import lmdb
 
-from ..errors import LedgerError
-from ..files import disk_full
-from .env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
+from pithledger.errors import LedgerError
+from pithledger.files import disk_full
+from pithledger.store.env import _RELEASE_ENTRIES, _Mapped, _release_mapped_pages
 
 #: Pairs added between two commits of the scratch: bounds LMDB's dirty pages (anonymous memory) held at once.
 _COMMIT_EVERY = 1024

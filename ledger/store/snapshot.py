@@ -27,9 +27,9 @@ from typing import NamedTuple, TypeVar
 
 import lmdb
 
-from ..errors import NoLedger, PithledgerError
-from .env import _RELEASE_EVERY, DEFAULT_MAP_SIZE, _Environment, _file_id, _release_mapped_pages
-from .views import _derive_part, _Derived, _Inputs, _Views
+from pithledger.errors import NoLedger, PithledgerError
+from pithledger.store.env import _RELEASE_EVERY, DEFAULT_MAP_SIZE, _Environment, _file_id, _release_mapped_pages
+from pithledger.store.views import _derive_part, _Derived, _Inputs, _Views
 
 _T = TypeVar("_T")
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import lmdb
 
 import pithledger.store.tlog_tables as translog
-
-from ..errors import LedgerError, TlogNotBuilt
-from ..files import disk_full
-from .env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_pages
-from .tuning import StoreTuning
+from pithledger.errors import LedgerError, TlogNotBuilt
+from pithledger.files import disk_full
+from pithledger.store.env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_pages
+from pithledger.store.tuning import StoreTuning
 
 
 class _Translog:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .views import _derive_part, _Derived, _Inputs
+from pithledger.store.views import _derive_part, _Derived, _Inputs
 
 #: Derives a part of a finishing step's records: (subject, what was derived or None, compressed state) each.
 DerivePart = Callable[[list[_Inputs]], list[tuple[str, _Derived | None, bytes]]]

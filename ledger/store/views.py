@@ -14,12 +14,9 @@ from typing import Any, NamedTuple
 import lmdb
 import msgspec
 
-from pithledger.records import ids
-from pithledger.records.canonical import canonical_bytes
-
-from ..audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
-from ..errors import LedgerError
-from ..merge import (
+from pithledger.audit import ALPHABET, DEPTH, Pair, bucket_pair, inner_pair, record_pair
+from pithledger.errors import LedgerError
+from pithledger.merge import (
     Entry,
     Fold,
     FoldCitations,
@@ -30,8 +27,10 @@ from ..merge import (
     reduce,
     with_inbound,
 )
-from .entries import LogEntry, _entry_decoder
-from .env import (
+from pithledger.records import ids
+from pithledger.records.canonical import canonical_bytes
+from pithledger.store.entries import LogEntry, _entry_decoder
+from pithledger.store.env import (
     _RELEASE_ENTRIES,
     _RELEASE_EVERY,
     _Environment,
@@ -42,7 +41,7 @@ from .env import (
     _seq_text,
     _u64,
 )
-from .lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
+from pithledger.store.lookup import _unpack_state as _unpack_state  # re-exported: fsck and the package name it here
 
 _pair_encoder = msgspec.msgpack.Encoder()
 _pair_decoder = msgspec.msgpack.Decoder(Pair)

@@ -7,8 +7,8 @@ gets bytes and returns bytes.
 
 from __future__ import annotations
 
-from ..fanout import Fanout, current
-from .entries import _check_copy, _checked_encoder
+from pithledger.fanout import Fanout, current
+from pithledger.store.entries import _check_copy, _checked_encoder
 
 # How the work is cut (chunk and part sizes, when the workers start): StoreTuning (tuning.py).
 
