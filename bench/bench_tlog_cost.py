@@ -36,13 +36,13 @@ def append_only(n: int = 40_000, batch: int = 10_000) -> None:
 
     import lmdb
 
-    import pithledger.store.tlog_tables as translog
+    import pithledger.store.tlog_tables as tlog_tables
 
     ids = ["sha256:" + hashlib.sha256(b"%d" % i).hexdigest() for i in range(n)]
     shas = [hashlib.sha256(b"event %d" % i).hexdigest() for i in range(n)]
     with tempfile.TemporaryDirectory() as d:
         env = lmdb.open(d, max_dbs=4, map_size=1 << 30)
-        dbs = translog.TlogDbs(env.open_db(translog.ENTRIES_DB), env.open_db(translog.HASHES_DB))
+        dbs = tlog_tables.TlogDbs(env.open_db(tlog_tables.ENTRIES_DB), env.open_db(tlog_tables.HASHES_DB))
         best = float("inf")
         for _ in range(3):
             with env.begin(write=True) as txn:
@@ -51,9 +51,11 @@ def append_only(n: int = 40_000, batch: int = 10_000) -> None:
             t = time.process_time()
             for start in range(0, n, batch):
                 with env.begin(write=True) as txn:
-                    appender = translog.Appender(txn, dbs)
+                    appender = tlog_tables.Appender(txn, dbs)
                     for i in range(start, min(n, start + batch)):
-                        appender.append(translog.entry_bytes(ids[i], "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", shas[i]))
+                        appender.append(
+                            tlog_tables.entry_bytes(ids[i], "pith:2025:FHIBFT2FCAH6TNYKWKJEBOYM4L", shas[i])
+                        )
             best = min(best, time.process_time() - t)
         with env.begin() as txn:
             pages = {

@@ -469,7 +469,7 @@ def _open_cosigned(log: SourceLog, source: str, origin: str, key: str, witnesses
     return cp
 
 
-def compare(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, where: Path, observer: str) -> str:
+def against_seen(log: SourceLog, source: str, old: Seen, new: w.Signed, key: str, where: Path, observer: str) -> str:
     """ "same" or "extends" when ``new`` extends ``old`` (the proof built from the source's tiles); else
     the evidence is written in ``where`` and :class:`LogFork` raised."""
     if new.size == old.size and new.root == old.root:
@@ -556,7 +556,7 @@ def _check(
             if log_key is not None and log_key != pinned.log_key:  # the key given replaces the one pinned
                 pinned = Seen(pinned.origin, log_key, pinned.size, pinned.root, pinned.note, pinned.source)
             status, previous = (
-                compare(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer),
+                against_seen(log, source, pinned, cp, key, _evidence_at(ledger_path, evidence), observer),
                 pinned.size,
             )
     except BaseException:
@@ -656,7 +656,7 @@ def check_pair(
                 "at most one of them is the log you trust",
             )
         old = Seen(pa.origin, ca.pending.log_key if ca.pending else "", pa.size, pa.root, pa.note, ca.source)
-        compare(
+        against_seen(
             lb,
             cb.source,
             old,

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 from pithledger.merge import Entry
 from pithledger.records import fast
 from pithledger.records.bundle import Bundle
@@ -167,7 +167,7 @@ class _Checked(msgspec.Struct, frozen=True, array_like=True, gc=False):
     value: bytes  # valid: its log entry encoded at sequence 0 (see _log_value); else its evidence entry
     citing: bool = False  # valid, and a citation or a revocation (finishing recomputes what its record cites)
     verdict: Verdict | None = None  # not valid: its verdict, what is reported
-    tlog: bytes = b""  # valid: its transparency-log entry (translog.entry_of_event)
+    tlog: bytes = b""  # valid: its transparency-log entry (tlog_tables.entry_of_event)
 
 
 def _check_copy(data: bytes, cid: str, known: bool, decoded: fast.Event | None = None) -> _Checked:
@@ -186,7 +186,7 @@ def _check_copy(data: bytes, cid: str, known: bool, decoded: fast.Event | None =
                 _event_key(cid),
                 _entry_encoder.encode(LogEntry(seq=0, event=data, facts=facts)),
                 "cited" in facts or "revokes" in facts,
-                tlog=translog.entry_bytes(cid, read.envelope.subject_pith_number, read.sha256.hex()),
+                tlog=tlog_tables.entry_bytes(cid, read.envelope.subject_pith_number, read.sha256.hex()),
             )
     event = _json_decoder.decode(data)
     v = check_event(event, event_id=cid or None, size=len(data), signature_known_good=known)
@@ -196,7 +196,7 @@ def _check_copy(data: bytes, cid: str, known: bool, decoded: fast.Event | None =
             _event_key(v.event_id),
             _entry_encoder.encode(entry),
             "cited" in v.facts or "revokes" in v.facts,
-            tlog=translog.entry_of_event(v.event_id, v.subject, event, data),
+            tlog=tlog_tables.entry_of_event(v.event_id, v.subject, event, data),
         )
     return _Checked(None, _entry_encoder.encode(EvidenceEntry(event=data, verdict=v)), verdict=v)
 

@@ -15,7 +15,7 @@ from typing import Any
 import lmdb
 import msgspec
 
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 from pithledger.audit import DEPTH, Pair, bucket_of, bucket_pair, inner_pair
 from pithledger.errors import LedgerError, PithledgerError, TlogNotBuilt
 from pithledger.fanout import Fanout
@@ -92,7 +92,7 @@ def _fsck_log_part(
                 seq,
                 faults,
                 _event_key(verdict.event_id) if verdict.status == "valid" else None,
-                translog.entry_of_logged(entry.event, entry.event_id),
+                tlog_tables.entry_of_logged(entry.event, entry.event_id),
             )
         )
     return out
@@ -380,7 +380,7 @@ class _Fsck:
         event_id index checked against it; ``opened``: the tlog's databases were opened now (_tlog_read)."""
         seen = 0
         try:  # the tlog is checked against the log as it streams by (a reader of a layout-4 ledger has none yet)
-            tlog: translog.Checker | None = translog.Checker(txn, self._tlog._tlog_read(txn, opened))
+            tlog: tlog_tables.Checker | None = tlog_tables.Checker(txn, self._tlog._tlog_read(txn, opened))
         except TlogNotBuilt:
             tlog = None
         log = txn.cursor(db=self.db[b"log"]).iternext()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import lmdb
 
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 from pithledger.errors import LedgerError, LogDiverged
 from pithledger.fanout import Fanout
 from pithledger.files import disk_full
@@ -185,7 +185,7 @@ class _Log:
                     raise BatchWithdrawn()
                 seq = int(txn.get(b"next_seq", b"0", db=self.db[b"meta"]))
                 # the tlog's index is the log's seq: both count the events appended, in this transaction
-                tlog = translog.Appender(txn, self._tlog._tlog_dbs(), expected_size=seq)
+                tlog = tlog_tables.Appender(txn, self._tlog._tlog_dbs(), expected_size=seq)
                 put = txn.put
                 for n, ((copy, (subject, data)), c) in enumerate(zip(candidates.items(), checked, strict=True), 1):
                     if n % (32 * _RELEASE_EVERY) == 0:
@@ -234,7 +234,7 @@ class _Log:
         txn: lmdb.Transaction,
         log: list[tuple[bytes, bytes]],
         subjects: list[tuple[bytes, bytes]],
-        tlog: translog.Appender,
+        tlog: tlog_tables.Appender,
         tlog_entries: list[bytes],
         expect: tuple[int, list[bytes]] | None,
     ) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import lmdb
 import msgspec
 
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 from pithledger.errors import LedgerError, NoLedger
 from pithledger.fanout import current
 from pithledger.files import disk_full, room_for_lmdb, write_failed
@@ -212,13 +212,15 @@ def _compare_tlog(env: lmdb.Environment, txn: lmdb.Transaction, new: Ledger) -> 
         if bytes(txn.get(b"layout_version", b"", db=meta)) != str(LAYOUT_VERSION).encode():
             return {
                 "old_size": None,
-                "size": translog.size(new_txn, mine),
+                "size": tlog_tables.size(new_txn, mine),
                 "extends_old": None,
                 "first_difference": None,
             }
-        old = translog.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
+        old = tlog_tables.TlogDbs(*(env.open_db(name, txn=txn, create=False) for name in _TLOG))
 
-        return translog.compare(txn, old, new_txn, mine, lambda: _release_mapped_pages(new._core))  # and the old file's
+        return tlog_tables.rebuilt_extends(
+            txn, old, new_txn, mine, lambda: _release_mapped_pages(new._core)
+        )  # and the old file's
 
 
 def _old_events(env: lmdb.Environment, txn: lmdb.Transaction) -> Iterator[tuple[bytes, bool]]:

@@ -131,7 +131,7 @@ def edge(size: int) -> list[tuple[int, int]]:
     return [(level, (size >> level) - 1) for level in range(size.bit_length() - 1, -1, -1) if size >> level & 1]
 
 
-def fold(frontier: list[bytes]) -> bytes:
+def root_of_frontier(frontier: list[bytes]) -> bytes:
     """The root of a tree from the hashes of its :func:`edge` subtrees (left to right)."""
     if not frontier:
         return EMPTY_ROOT
@@ -225,7 +225,7 @@ def tree_hash(txn: lmdb.Transaction, dbs: TlogDbs, n: int | None = None) -> byte
     n = current if n is None else n
     if n < 0 or n > current:
         raise TlogOutOfRange(f"the transparency log has {current:,} entries, not {n:,}")
-    return fold(frontier(txn, dbs, n))
+    return root_of_frontier(frontier(txn, dbs, n))
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -286,7 +286,7 @@ class Appender:
         self.size = n + len(entries)
 
     def root(self) -> bytes:
-        return fold(self._frontier)
+        return root_of_frontier(self._frontier)
 
 
 def build(txn: lmdb.Transaction, log_db: Any, dbs: TlogDbs, limit: int) -> bool:
@@ -389,7 +389,7 @@ class Checker:
         return faults
 
 
-def compare(
+def rebuilt_extends(
     old_txn: lmdb.Transaction,
     old: TlogDbs,
     new_txn: lmdb.Transaction,

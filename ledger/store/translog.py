@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import lmdb
 
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 from pithledger.errors import LedgerError, TlogNotBuilt
 from pithledger.files import disk_full
 from pithledger.store.env import _TLOG, LAYOUT_VERSION, _Environment, _Pinned, _release_mapped_pages
@@ -30,13 +30,13 @@ class _Translog:
         entries, and write the new layout version in the last one. A killed upgrade leaves the old
         layout and part of the tlog, from where the next writer goes on (spec/storage.md §2.2);
         another writer upgrading at the same time takes turns with this one, transaction by transaction."""
-        dbs = translog.TlogDbs(self.db[translog.ENTRIES_DB], self.db[translog.HASHES_DB])
+        dbs = tlog_tables.TlogDbs(self.db[tlog_tables.ENTRIES_DB], self.db[tlog_tables.HASHES_DB])
         while True:
             try:
                 with self._core._begin(write=True) as txn:
                     if bytes(txn.get(b"layout_version", b"", db=self.db[b"meta"])) == str(LAYOUT_VERSION).encode():
                         return  # another writer finished it
-                    if translog.build(txn, self.db[b"log"], dbs, self.tuning.upgrade_chunk):
+                    if tlog_tables.build(txn, self.db[b"log"], dbs, self.tuning.upgrade_chunk):
                         txn.put(b"layout_version", str(LAYOUT_VERSION).encode(), db=self.db[b"meta"])
                         return
             except lmdb.MapFullError:
@@ -51,17 +51,17 @@ class _Translog:
                 ) from None
             _release_mapped_pages(self._core)
 
-    def _tlog_dbs(self) -> translog.TlogDbs:
+    def _tlog_dbs(self) -> tlog_tables.TlogDbs:
         """The tlog's databases (a writer's handle, or a reader's once :meth:`_open_tlog` found them)."""
-        if translog.ENTRIES_DB not in self.db:
+        if tlog_tables.ENTRIES_DB not in self.db:
             raise self._tlog_not_built()
-        return translog.TlogDbs(self.db[translog.ENTRIES_DB], self.db[translog.HASHES_DB])
+        return tlog_tables.TlogDbs(self.db[tlog_tables.ENTRIES_DB], self.db[tlog_tables.HASHES_DB])
 
     def _open_tlog(self) -> bool:
         """On a reader's handle of an older layout, open the tlog's databases once a writer has
         created them; True when they were opened now. Called before a read begins its transaction:
         a handle opened after a transaction began is not valid in it (LMDB)."""
-        if translog.ENTRIES_DB in self.db:
+        if tlog_tables.ENTRIES_DB in self.db:
             return False
         try:
             self.db.update({name: self.env.open_db(name, create=False) for name in _TLOG})
@@ -74,7 +74,7 @@ class _Translog:
             f"the ledger at {self.path} has layout {self._core.layout}, which holds no transparency log yet"
         )
 
-    def _tlog_read(self, txn: lmdb.Transaction, opened_now: bool) -> translog.TlogDbs:
+    def _tlog_read(self, txn: lmdb.Transaction, opened_now: bool) -> tlog_tables.TlogDbs:
         """The tlog's databases for a read in ``txn``: on a handle opened before the upgrade, only once
         the upgrade is committed in that snapshot (until then the tlog is partial), and not in a
         :meth:`snapshot` that began before the databases were opened here (``opened_now``)."""
@@ -89,7 +89,7 @@ class _Translog:
         """Entries in the transparency log: the events this mirror logged (the log's size)."""
         opened = self._open_tlog()
         with self._core._begin() as txn:
-            return translog.size(txn, self._tlog_read(txn, opened))
+            return tlog_tables.size(txn, self._tlog_read(txn, opened))
 
     def tlog_hashes(self, level: int, start: int, end: int) -> list[bytes]:
         """The complete-subtree hashes at ``level`` for indices [start, end) (tlog.HashReader);
@@ -97,7 +97,7 @@ class _Translog:
         opened = self._open_tlog()
         _release_mapped_pages(self._core)  # publish reads every tile: the file's pages past the budget
         with self._core._begin() as txn:
-            return translog.read_hashes(txn, self._tlog_read(txn, opened), level, start, end)
+            return tlog_tables.read_hashes(txn, self._tlog_read(txn, opened), level, start, end)
 
     read_hashes = tlog_hashes
 
@@ -106,7 +106,7 @@ class _Translog:
         opened = self._open_tlog()
         _release_mapped_pages(self._core)  # publish reads every tile: the file's pages past the budget
         with self._core._begin() as txn:
-            return translog.read_entries(txn, self._tlog_read(txn, opened), start, end)
+            return tlog_tables.read_entries(txn, self._tlog_read(txn, opened), start, end)
 
     def tlog_index(self, event_id: str) -> int | None:
         """The tlog index of the event the ledger holds under ``event_id`` (``sha256:<hex>`` or the bare
@@ -119,10 +119,10 @@ class _Translog:
             dbs = self._tlog_read(txn, opened)
             seq = txn.get(bytes.fromhex(digest), db=self.db[b"ids"])
             index = int.from_bytes(seq, "big") if seq is not None else None
-            return index if index is not None and index < translog.size(txn, dbs) else None
+            return index if index is not None and index < tlog_tables.size(txn, dbs) else None
 
     def tlog_root(self, size: int | None = None) -> bytes:
         """The root of the transparency log at ``size`` (default: its current size)."""
         opened = self._open_tlog()
         with self._core._begin() as txn:
-            return translog.tree_hash(txn, self._tlog_read(txn, opened), size)
+            return tlog_tables.tree_hash(txn, self._tlog_read(txn, opened), size)

@@ -599,7 +599,9 @@ class Witness:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class EvidenceVerdict:
+    """What `check_evidence` concludes of a fork evidence file (an event's verdict is records.events.Verdict)."""
+
     kind: str
     origin: str
     old_size: int
@@ -680,7 +682,7 @@ def _evidence_checkpoints(doc: dict[str, Any], key: str) -> tuple[Signed, Signed
     return old, new
 
 
-def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
+def check_evidence(data: bytes, log_key: str | None = None) -> EvidenceVerdict:
     """Judge an evidence file with nothing but the log's key (the file's ``log_key``, or ``log_key`` given:
     the one a third party trusts). Raises :class:`BadEvidence` when the file is malformed or a checkpoint
     does not verify; returns the verdict (``proven``: the two signed checkpoints cannot both be views of
@@ -690,7 +692,7 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
     old, new = _evidence_checkpoints(doc, key)
     verdict = judge(old, new, proof, x)
     if verdict is None:
-        return Verdict(
+        return EvidenceVerdict(
             "consistent",
             old.origin,
             old.size,
@@ -710,6 +712,6 @@ def check_evidence(data: bytes, log_key: str | None = None) -> Verdict:
         "bad-proof": f"the proof from size {old.size} to {new.size} reaches neither root: the log misbehaved, but this proves no fork",
         "rollback": f"the log signed size {new.size} after size {old.size}: an old checkpoint may be served again, so this proves no fork",
     }
-    return Verdict(
+    return EvidenceVerdict(
         kind, old.origin, old.size, new.size, kind in ("same-size-different-root", "inconsistent-proof"), messages[kind]
     )

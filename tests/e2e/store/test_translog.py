@@ -289,16 +289,16 @@ KILLED_UPGRADE = """
 import os, sys
 from pathlib import Path
 from pithledger import store
-import pithledger.store.tlog_tables as translog
+import pithledger.store.tlog_tables as tlog_tables
 appended = 0
-original = translog.Appender.append
+original = tlog_tables.Appender.append
 def append(self, entry):
     global appended
     appended += 1
     if appended == 35:  # in the 4th transaction of the upgrade: the process dies before it commits
         os._exit(9)
     return original(self, entry)
-translog.Appender.append = append
+tlog_tables.Appender.append = append
 store.Ledger(Path(sys.argv[1]), tuning=store.StoreTuning(upgrade_chunk=10))
 """
 

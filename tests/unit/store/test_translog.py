@@ -207,14 +207,14 @@ def test_compare_finds_the_first_difference(tmp_path: Path) -> None:
         changed = base[:12] + _entries(28, salt="x")
         _append(envs[2], dbs[2], changed, [40])
         with envs[0].begin() as old, envs[1].begin() as ext, envs[2].begin() as other:
-            assert T.compare(old, dbs[0], ext, dbs[1]) == {
+            assert T.rebuilt_extends(old, dbs[0], ext, dbs[1]) == {
                 "old_size": 30,
                 "size": 40,
                 "extends_old": True,
                 "first_difference": None,
             }
-            assert T.compare(old, dbs[0], other, dbs[2])["first_difference"] == 12
-            assert T.compare(ext, dbs[1], old, dbs[0]) == {
+            assert T.rebuilt_extends(old, dbs[0], other, dbs[2])["first_difference"] == 12
+            assert T.rebuilt_extends(ext, dbs[1], old, dbs[0]) == {
                 "old_size": 40,
                 "size": 30,
                 "extends_old": False,
