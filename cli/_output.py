@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
@@ -14,7 +13,7 @@ from typing import Any, NoReturn
 import typer
 
 from pithledger.errors import CannotRead, CannotWrite, DocumentTooLarge, PithledgerError, TrailingData
-from pithledger.files import open_temp
+from pithledger.files import replace_atomically
 from pithledger.ingest.inputs import Input as Input  # the reading of inputs is the library's (ledger/ingest/inputs.py)
 from pithledger.ingest.inputs import cannot_read as cannot_read
 from pithledger.ingest.inputs import expand_inputs as expand_inputs
@@ -169,25 +168,13 @@ def write_chunks_atomically(path: Path, chunks: Iterable[bytes]) -> None:
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         _write_through(path, target, existing, chunks)
         return
-    try:
-        fd, tmp = open_temp(target, OUTPUT_MODE)
+    try:  # a file it replaces keeps its mode, a new one gets OUTPUT_MODE less the umask
+        chmod = stat.S_IMODE(existing.st_mode) if existing is not None else None
+        replace_atomically(target, chunks, mode=OUTPUT_MODE, chmod=chmod)
     except CannotWrite as exc:  # named as the user wrote it, not as its resolved path
         exc.message = exc.message.replace(str(target), str(path), 1)
         raise
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if existing is not None:
-                os.fchmod(fh.fileno(), stat.S_IMODE(existing.st_mode))
-            for chunk in chunks:  # streamed: memory holds one chunk at a time
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:  # the chunks' producer failing too: no half file is left
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if not isinstance(exc, OSError):
-            raise
+    except OSError as exc:
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
 
 

@@ -11,6 +11,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 import lmdb
@@ -63,6 +64,37 @@ def open_temp(path: Path, mode: int = FILE_MODE) -> tuple[int, Path]:
             continue
         except OSError as exc:
             raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
+
+
+def replace_atomically(
+    path: Path, chunks: Iterable[bytes], *, mode: int = FILE_MODE, chmod: int | None = None, durable: bool = False
+) -> None:
+    """The one write-then-rename: ``chunks`` into a new file beside ``path`` (:func:`open_temp`, ``mode`` less
+    the umask, or exactly ``chmod``), fsynced and renamed over it, so a reader or a crash sees the old file or
+    the new one, never a mixture; the temporary file is removed whatever fails, the chunks' producer too.
+    ``durable``: the directory is fsynced as well, so the rename itself survives a crash (where the spec
+    promises the file is kept: the witness's checkpoint memory). ``error[cannot-write]`` where the directory
+    refuses the temporary file; any other OSError is raised for the caller to name."""
+    fd, tmp = open_temp(path, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if chmod is not None:
+                os.fchmod(fh.fileno(), chmod)
+            for chunk in chunks:  # streamed: memory holds one chunk at a time
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 def existing(path: Path) -> os.stat_result | None:
@@ -134,16 +166,11 @@ def write_if_changed(root: Path, rel: str, data: bytes) -> bool:
     if st is not None and read_regular(path, len(data)) == data:
         return False
     make_parent(path)
-    fd, tmp = open_temp(path)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        replace_atomically(path, (data,))
+    except CannotWrite:
+        raise
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
     return True
 

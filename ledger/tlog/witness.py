@@ -44,7 +44,7 @@ from pithledger.errors import (
     UnsupportedKeyType,
     WitnessError,
 )
-from pithledger.files import open_temp
+from pithledger.files import replace_atomically
 from pithledger.records.canonical import canonical_bytes, strict_decode
 from pithledger.tlog import merkle
 
@@ -139,22 +139,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = open_temp(path, 0o600 if mode is None else mode)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        replace_atomically(path, (data,), mode=0o600 if mode is None else mode, durable=True)
     except OSError as exc:
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
 
