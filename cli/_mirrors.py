@@ -362,7 +362,8 @@ def metadata(
     unchecked; Pith's abstract excerpt: "unchecked: excerpt"); nothing here changes a state, a digest
     or an export (spec/serve.md §6).
     """
-    from pithledger.records.display import FROM_RECORD_DOCUMENT, MetadataStore, parse_any
+    from pithledger.records.display import FROM_RECORD_DOCUMENT, parse_any
+    from pithledger.store.sidecars import MetadataStore
 
     items = []
     documents = []  # a record document's paper block never replaces a field that matches with one that does not

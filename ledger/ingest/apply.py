@@ -287,7 +287,7 @@ def keep_display(path: Path, items: list[tuple[dict[str, Any], DisplayMetadata]]
     """Keep the paper blocks of committed record documents beside the ledger (outside consensus)."""
     if not items:
         return
-    from pithledger.records.display import MetadataStore
+    from pithledger.store.sidecars import MetadataStore
 
     store = MetadataStore(path, readonly=False)
     try:

@@ -46,11 +46,11 @@ from pithledger.mirror.transport import (
 )
 from pithledger.records.bundle import Bundle
 from pithledger.records.canonical import canonical_bytes
-from pithledger.records.display import MetadataStore
 from pithledger.records.events import verify_event
 from pithledger.records.keys import PITH_REGISTRY_KEYS, LocalKey, public_key_doc
 from pithledger.render import badge, pages, record_doc
 from pithledger.store import Batch, Ledger, open_settled
+from pithledger.store.sidecars import MetadataStore
 
 if TYPE_CHECKING:
     from pithledger.tlog.signing import LogSigner

@@ -35,7 +35,6 @@ from pithledger.errors import (
     SourceTimeout,
     UnsafePath,
 )
-from pithledger.files import room_for_lmdb, write_failed
 from pithledger.mirror import resolveindex
 from pithledger.mirror.http11 import Client, Response
 from pithledger.mirror.publish import MAX_FETCH, SYNC_BATCH_BYTES, SYNC_BATCH_EVENTS, commit_counted
@@ -51,6 +50,7 @@ from pithledger.records.canonical import strict_decode
 from pithledger.records.mint import mint
 from pithledger.records.model import record_ids
 from pithledger.store import Batch, Ledger
+from pithledger.store.sidecars import open_sidecar
 
 __all__ = [
     "BadManifest",
@@ -436,12 +436,7 @@ class PullCache:
 
     def __init__(self, ledger_path: Path) -> None:
         self.path = Path(ledger_path) / CACHE_DIR
-        try:
-            self.path.mkdir(exist_ok=True)
-            room_for_lmdb(self.path, f"cannot open the pull cache at {self.path}")
-            self.env = lmdb.open(str(self.path), map_size=CACHE_MAP_SIZE, subdir=True, max_dbs=0)
-        except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
-            raise write_failed(exc, self.path, f"cannot open the pull cache at {self.path}") from None
+        self.env = open_sidecar(self.path, map_size=CACHE_MAP_SIZE, what="the pull cache")
 
     @staticmethod
     def _key(url: str) -> bytes:

@@ -7,23 +7,18 @@ each field is shown with its check against the record's hash (``match`` / ``mism
 for an abstract supplied as an excerpt (Pith's record document cuts it, so its hash cannot match), or
 ``unchecked`` where the record holds no hash for it (authors). Rules: spec/serve.md §6.
 
-Storage is a sidecar LMDB environment owned by this module, ``<ledger>/display-metadata/``, keyed by
-arXiv id and version: never
-read by the reducer, the digests, export, audit or fsck, so it cannot change a state byte or a digest.
-The pure part (:func:`check`, :func:`from_arxiv`, :func:`from_pith_json`, :func:`from_paper`,
-:func:`combine`) does no IO.
+Everything here is pure (no IO). The sidecar LMDB environment that keeps the metadata,
+``<ledger>/display-metadata/``, is ledger/store/sidecars.py's ``MetadataStore``: never read by the
+reducer, the digests, export, audit or fsck, so it cannot change a state byte or a digest.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import lmdb
 import msgspec
 
-from pithledger.errors import LedgerError, MetadataError, NoLedger, PithledgerError
-from pithledger.files import disk_full, room_for_lmdb, write_failed
+from pithledger.errors import MetadataError, PithledgerError
 from pithledger.records.canonical import text_sha256
 from pithledger.records.mint import mint
 from pithledger.records.model import parse_record
@@ -58,8 +53,8 @@ class FieldView(msgspec.Struct, frozen=True):
     expected_sha256: str | None  # the record's hash for the field (None for authors)
 
 
-_encoder = msgspec.json.Encoder(order="sorted")
-_decoder = msgspec.json.Decoder(DisplayMetadata)
+ENCODER = msgspec.json.Encoder(order="sorted")  # a kept DisplayMetadata's bytes (store/sidecars.py)
+DECODER = msgspec.json.Decoder(DisplayMetadata)
 
 
 def check(meta: DisplayMetadata | None, record: dict[str, Any]) -> list[FieldView]:
@@ -195,99 +190,3 @@ def parse_any(doc: Any) -> tuple[str, DisplayMetadata]:
     if isinstance(doc, dict) and "canonical_record" in doc:
         return from_pith_json(doc)
     return from_arxiv(doc)
-
-
-class MetadataStore:
-    """The sidecar: ``<arXiv id>v<version>`` (:func:`record_key`) -> canonical JSON of :class:`DisplayMetadata`.
-
-    ``readonly``: never creates anything; :meth:`get` answers None while the sidecar does not exist,
-    and opens it on the first call after another process has created it."""
-
-    def __init__(self, ledger_path: Path, *, readonly: bool = True) -> None:
-        self.path = Path(ledger_path) / SIDECAR
-        self.readonly = readonly
-        self.env: lmdb.Environment | None = None
-        if not readonly:
-            if not (Path(ledger_path) / "data.mdb").exists():
-                raise NoLedger.at(ledger_path)
-            self._open()
-
-    def _open(self) -> bool:
-        if self.env is not None:
-            return True
-        if self.readonly and not (self.path / "data.mdb").exists():
-            return False
-        try:
-            if not self.readonly:
-                self.path.mkdir(exist_ok=True)
-            room_for_lmdb(self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly)
-            self.env = lmdb.open(str(self.path), map_size=MAP_SIZE, subdir=True, readonly=self.readonly, max_dbs=0)
-        except (lmdb.Error, OSError) as exc:  # a full disk, a read-only one, a damaged file: named
-            raise write_failed(
-                exc, self.path, f"cannot open the display metadata at {self.path}", readonly=self.readonly
-            ) from None
-        return True
-
-    def put_many(self, items: list[tuple[str, DisplayMetadata]]) -> int:
-        """Keep each item (a later one for the same record replaces an earlier one); one transaction."""
-        if not self._open() or self.env is None:  # pragma: no cover - writer always opens
-            raise LedgerError("the display metadata is not open for writing")
-        try:
-            with self.env.begin(write=True) as txn:
-                for key, meta in items:
-                    txn.put(key.encode(), _encoder.encode(meta))
-        except lmdb.Error as exc:
-            raise disk_full(exc, self.path, "the display metadata was not written") or LedgerError(
-                f"the display metadata was not written: {exc}"
-            ) from None
-        return len(items)
-
-    def keep_documents(self, items: list[tuple[dict[str, Any], DisplayMetadata]]) -> int:
-        """Keep what record documents supplied ((canonical record, metadata) each), combined with what
-        is held (:func:`combine`); one transaction."""
-        if not self._open() or self.env is None:  # pragma: no cover - writer always opens
-            raise LedgerError("the display metadata is not open for writing")
-        try:
-            with self.env.begin(write=True) as txn:
-                for record, meta in items:
-                    key = record_key(record).encode()
-                    raw = txn.get(key)
-                    old = None
-                    if raw is not None:
-                        try:
-                            old = _decoder.decode(raw)
-                        except msgspec.DecodeError:
-                            old = None
-                    txn.put(key, _encoder.encode(combine(old, meta, record)))
-        except lmdb.Error as exc:
-            raise disk_full(exc, self.path, "the display metadata was not written") or LedgerError(
-                f"the display metadata was not written: {exc}"
-            ) from None
-        return len(items)
-
-    def get(self, record: dict[str, Any]) -> DisplayMetadata | None:
-        """The metadata supplied for a canonical record, if any."""
-        if not self._open() or self.env is None:
-            return None
-        try:
-            with self.env.begin() as txn:
-                raw = txn.get(record_key(record).encode())
-        except lmdb.MapResizedError:
-            self.env.set_mapsize(0)
-            return self.get(record)
-        if raw is None:
-            return None
-        try:
-            return _decoder.decode(raw)
-        except msgspec.DecodeError:
-            return None
-
-    def count(self) -> int:
-        if not self._open() or self.env is None:
-            return 0
-        return int(self.env.stat()["entries"])
-
-    def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
-            self.env = None

@@ -26,6 +26,8 @@ over the shared core and the parts it calls (no part inherits another), from the
                listed in its docstring, hand over to them), and ``open_settled``
 - ``rebuild``  rebuilding a ledger from its log (``pithledger.store.rebuild.rebuild``)
 - ``backup``   a verified copy of a ledger (``pithledger.store.backup.backup``)
+- ``sidecars`` the LMDB environments beside a ledger's, outside consensus: the display metadata
+               (``MetadataStore``) and the pull cache's, each opened by ``open_sidecar``
 
 The package offers the names of ``__all__`` (what code outside the store uses); everything else is
 imported from the module that defines it. They are loaded the first time one is asked for, not when a

@@ -72,9 +72,9 @@ from pithledger.mirror.publish import (
 )
 from pithledger.records import ids
 from pithledger.records.canonical import canonical_bytes
-from pithledger.records.display import MetadataStore
 from pithledger.render import badge, pages, record_doc
 from pithledger.store import Ledger
+from pithledger.store.sidecars import MetadataStore
 from pithledger.tlog.witness import MAX_BODY as MAX_WITNESS_BODY
 from pithledger.tlog.witness import Witness
 from pithledger.web.actions import ACTION_KINDS, MAX_BODY, Actions, RateLimit, ServingLedger, read_body, request_bundle

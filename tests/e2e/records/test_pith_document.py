@@ -28,9 +28,10 @@ from helpers.pith_document import (
     pith_bundle_event,
 )
 from pithledger.records.canonical import canonical_bytes
-from pithledger.records.display import MetadataStore, check, from_pith_json
+from pithledger.records.display import check, from_pith_json
 from pithledger.render import pages
 from pithledger.store import open_settled
+from pithledger.store.sidecars import MetadataStore
 
 
 def write(path: Path, value: Any) -> Path:

@@ -105,7 +105,7 @@ _OPEN_SIDECAR = textwrap.dedent("""
     from pathlib import Path
     from pithledger.errors import PithledgerError
     from pithledger.mirror.pull import PullCache
-    from pithledger.records.display import MetadataStore
+    from pithledger.store.sidecars import MetadataStore
     try:
         PullCache(Path(sys.argv[2])) if sys.argv[1] == "pull" else MetadataStore(Path(sys.argv[2]), readonly=False)
     except PithledgerError as exc:

@@ -44,7 +44,7 @@ def test_rebuild_gives_what_applying_everything_to_a_new_ledger_gives(tmp_path: 
 def test_rebuild_keeps_the_display_metadata_beside_the_ledger(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     """The sidecars (display metadata; outside consensus) travel with the rebuilt ledger: a title kept
     from Pith's record document is still shown after `rebuild --force` (found by the adversarial review)."""
-    from pithledger.records.display import MetadataStore
+    from pithledger.store.sidecars import MetadataStore
 
     doc = TESTS / "vectors" / "pith-record-FHIBFT2FCAH6TNYKWKJEBOYM4L.json"
     ledger = tmp_path / "L"

@@ -27,10 +27,11 @@ from helpers.eventpool import ALICE, BOB
 from helpers.site import BUNDLES, FZ7, Server, _env, pl
 from pithledger.records import keys
 from pithledger.records.bundle import write_bundle
-from pithledger.records.display import DisplayMetadata, MetadataStore
+from pithledger.records.display import DisplayMetadata
 from pithledger.records.events import make_event
 from pithledger.render import record_doc
 from pithledger.store import Ledger
+from pithledger.store.sidecars import MetadataStore
 
 FHI = "FHIBFT2FCAH6TNYKWKJEBOYM4L"  # arXiv 2502.21231, with Pith's receipt
 FHI_NUMBER = PITH_DOC["pith_number"]
