@@ -42,22 +42,17 @@ command = Commands()
 @command(cls=Command)
 def digest(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Print this mirror's order-independent roots (event sets and states)."""
-    with _open(ctx, settled=True) as ledger:
-        root = ledger.root()
-        counts = ledger.counts()
-    doc = {
-        "events_root": root.events.hex(),
-        "states_root": root.states.hex(),
-        "records": counts["records"],
-        "events": counts["events"],
-        "digest_version": "pithledger-digest-v1",
-    }
+    import msgspec
+
+    import pithledger
+
+    got = pithledger.digest(settings(ctx).ledger)
     if _json(ctx, as_json):
-        emit_json(doc)
+        emit_json(msgspec.structs.asdict(got))
     else:
         typer.echo(
-            f"events_root {doc['events_root']}\nstates_root {doc['states_root']}\n"
-            f"{_plural(counts['records'], 'record')}, {_plural(counts['events'], 'event')}"
+            f"events_root {got.events_root}\nstates_root {got.states_root}\n"
+            f"{_plural(got.records, 'record')}, {_plural(got.events, 'event')}"
         )
 
 

@@ -56,6 +56,8 @@ _WHERE = {
     "state_document": "pithledger.api",
     "export": "pithledger.api",
     "export_all": "pithledger.api",
+    "digest": "pithledger.api",
+    "Digest": "pithledger.api",
     "backup": "pithledger.api",
     "verify_bundle": "pithledger.api",
     "Verdict": "pithledger.records.events",

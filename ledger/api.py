@@ -14,6 +14,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 if TYPE_CHECKING:
     from pithledger.audit import AuditResult
     from pithledger.errors import PithledgerError
@@ -117,8 +119,6 @@ def state(ledger: Ledger | str | Path, ident: str) -> bytes:
 
 def state_document(ledger: Ledger | str | Path, ident: str) -> dict[str, Any]:
     """:func:`state` decoded: the state document as a dict (e.g. ``["verification_status"]``)."""
-    import msgspec
-
     value: dict[str, Any] = msgspec.json.decode(state(ledger, ident))
     return value
 
@@ -147,6 +147,29 @@ def export_all(ledger: Ledger | str | Path) -> Iterator[bytes]:
         opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
         for bundle in opened.export_all():
             yield canonical_bytes(bundle) + b"\n"
+
+
+class Digest(msgspec.Struct, frozen=True):
+    """What ``pithledger digest`` prints: the mirror's order-independent roots of its event sets and of its
+    states (hex; spec/audit.md), which two mirrors holding the same valid events share, and its counts."""
+
+    events_root: str
+    states_root: str
+    records: int
+    events: int
+    digest_version: str = "pithledger-digest-v1"
+
+
+def digest(ledger: Ledger | str | Path) -> Digest:
+    """This mirror's digest (``pithledger digest``): a directory is opened with its pending derivation
+    finished first (the roots cover every state); an open ``Ledger`` is read as it is."""
+    from pithledger.store import Ledger, open_settled
+
+    with ExitStack() as stack:
+        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+        root = opened.root()
+        counts = opened.counts()
+    return Digest(root.events.hex(), root.states.hex(), counts["records"], counts["events"])
 
 
 def backup(ledger: str | Path, dest: str | Path) -> dict[str, Any]:

@@ -85,6 +85,21 @@ def test_state_and_export_equal_the_cli(ledgers: tuple[Path, Path, dict[str, Any
         assert ledger.counts()["events"] > 0
 
 
+def test_digest_equals_the_cli(ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport]) -> None:
+    path = ledgers[0]
+    got = pithledger.digest(path)
+    assert json.loads(_cli(path, "digest", "--json").stdout) == {
+        "events_root": got.events_root,
+        "states_root": got.states_root,
+        "records": got.records,
+        "events": got.events,
+        "digest_version": "pithledger-digest-v1",
+    }
+    assert got.records > 0 and got.events > 0 and len(got.events_root) == 64
+    with pithledger.open_ledger(path, readonly=True) as ledger:
+        assert pithledger.digest(ledger) == got  # an open ledger, read as it is
+
+
 def test_errors_are_the_named_ones(
     ledgers: tuple[Path, Path, dict[str, Any], pithledger.ApplyReport], tmp_path: Path
 ) -> None:
