@@ -43,14 +43,16 @@ def open_ledger(path: str | Path, *, create: bool = False, readonly: bool = Fals
 
 
 @contextmanager
-def _opened(ledger: Ledger | str | Path, *, write: bool = False) -> Iterator[Ledger]:
-    """The handle given (left open), or one opened on the path for the call (closed after it)."""
-    from pithledger.store import Ledger
+def _opened(ledger: Ledger | str | Path, *, write: bool = False, settled: bool = False) -> Iterator[Ledger]:
+    """The handle given (left open), or one opened on the path for the call (closed after it);
+    ``settled``: the path's pending derivation finished first (store.open_settled), for readers of the
+    derived views as a whole (digest, export --all, publish)."""
+    from pithledger.store import Ledger, open_settled
 
     if isinstance(ledger, Ledger):
         yield ledger
         return
-    with Ledger(Path(ledger), create=write, readonly=not write) as opened:
+    with open_settled(Path(ledger)) if settled else Ledger(Path(ledger), create=write, readonly=not write) as opened:
         yield opened
 
 
@@ -141,10 +143,8 @@ def export_all(ledger: Ledger | str | Path) -> Iterator[bytes]:
     the same ``digest``. Streams (memory does not grow with the ledger): consume it in one thread. A path
     ledger's pending derivation is finished first (as ``digest`` does); an open handle must have none."""
     from pithledger.records.canonical import canonical_bytes
-    from pithledger.store import Ledger, open_settled
 
-    with ExitStack() as stack:
-        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+    with _opened(ledger, settled=True) as opened:
         for bundle in opened.export_all():
             yield canonical_bytes(bundle) + b"\n"
 
@@ -163,10 +163,7 @@ class Digest(msgspec.Struct, frozen=True):
 def digest(ledger: Ledger | str | Path) -> Digest:
     """This mirror's digest (``pithledger digest``): a directory is opened with its pending derivation
     finished first (the roots cover every state); an open ``Ledger`` is read as it is."""
-    from pithledger.store import Ledger, open_settled
-
-    with ExitStack() as stack:
-        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+    with _opened(ledger, settled=True) as opened:
         root = opened.root()
         counts = opened.counts()
     return Digest(root.events.hex(), root.states.hex(), counts["records"], counts["events"])
@@ -216,10 +213,8 @@ def publish(
     (:func:`pithledger.tlog.proofs.log_signer`). Pending derivation is finished first. Returns the counts
     written and removed."""
     from pithledger.mirror.publish import publish as publish_mirror
-    from pithledger.store import Ledger, open_settled
 
-    with ExitStack() as stack:
-        opened = ledger if isinstance(ledger, Ledger) else stack.enter_context(open_settled(Path(ledger)))
+    with _opened(ledger, settled=True) as opened:
         return publish_mirror(opened, Path(directory), key, base_url.rstrip("/"), log=log)
 
 

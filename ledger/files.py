@@ -168,9 +168,7 @@ def write_if_changed(root: Path, rel: str, data: bytes) -> bool:
     make_parent(path)
     try:
         replace_atomically(path, (data,))
-    except CannotWrite:
-        raise
-    except OSError as exc:
+    except OSError as exc:  # (CannotWrite, the directory refusing the temporary file, is no OSError: it passes)
         raise CannotWrite(f"cannot write {path}: {exc.strerror}") from None
     return True
 
